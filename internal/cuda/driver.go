@@ -1,0 +1,59 @@
+package cuda
+
+// Driver is the part of the CUDA driver API the SDK uses. Calls that depend
+// on a context take it explicitly; implementations make it current for the
+// duration of the call only. Every error is an *Error wrapping a Result.
+type Driver interface {
+	// Name says which implementation this is ("libcuda.so.1 (API 13000)", "fake ...").
+	Name() string
+	DriverVersion() (int, error)
+
+	DeviceCount() (int, error)
+	DeviceGet(ordinal int) (Device, error)
+	DeviceName(Device) (string, error)
+	DeviceUUID(Device) ([16]byte, error)
+	DeviceAttribute(Device, Attribute) (int, error)
+	DeviceTotalMem(Device) (uint64, error)
+
+	PrimaryCtxRetain(Device) (Context, error)
+	PrimaryCtxRelease(Device) error
+	// CtxCreate makes an ordinary (non-primary) context; the SDK uses it only
+	// as a baseline in benchmarks. It leaves no context current.
+	CtxCreate(Device) (Context, error)
+	CtxDestroy(Context) error
+	CtxSynchronize(Context) error
+
+	MemAlloc(ctx Context, bytes uint64) (DevicePtr, error)
+	MemFree(ctx Context, p DevicePtr) error
+	MemGetInfo(ctx Context) (free, total uint64, err error)
+	MemcpyHtoD(ctx Context, dst DevicePtr, src []byte) error
+	MemcpyDtoH(ctx Context, dst []byte, src DevicePtr) error
+
+	StreamCreate(ctx Context, flags uint32) (Stream, error)
+	StreamDestroy(ctx Context, s Stream) error
+	StreamSynchronize(ctx Context, s Stream) error
+
+	EventCreate(ctx Context, flags uint32) (Event, error)
+	EventRecord(ctx Context, e Event, s Stream) error
+	EventSynchronize(ctx Context, e Event) error
+	EventElapsedMs(ctx Context, start, end Event) (float32, error)
+	EventDestroy(ctx Context, e Event) error
+
+	ModuleLoadData(ctx Context, image []byte) (Module, error)
+	ModuleUnload(ctx Context, m Module) error
+	ModuleGetFunction(ctx Context, m Module, name string) (Function, error)
+	LaunchKernel(ctx Context, f Function, grid, block Dim3, sharedMem uint32, s Stream, args *Args) error
+
+	DeviceGetDevResource(d Device, t ResourceType) (DevResource, error)
+	// DevSmResourceSplitByCount is cuDevSmResourceSplitByCount. With
+	// maxGroups 0 it only asks how many groups the driver would make (null
+	// result array) and returns that count with no groups; otherwise it
+	// makes at most maxGroups groups and returns them with the remainder.
+	DevSmResourceSplitByCount(input DevResource, flags, minCount uint32, maxGroups int) (groups []DevResource, remainder DevResource, n int, err error)
+	DevResourceGenerateDesc(res []DevResource) (ResourceDesc, error)
+	GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (GreenCtx, error)
+	GreenCtxDestroy(g GreenCtx) error
+	CtxFromGreenCtx(g GreenCtx) (Context, error)
+	GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error)
+	GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error)
+}

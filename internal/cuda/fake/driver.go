@@ -1,0 +1,844 @@
+package fake
+
+import (
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// KernelFunc runs a kernel on the fake device. args is the packed parameter
+// buffer with offs the start of each parameter (see cuda.Args).
+type KernelFunc func(mem *Memory, grid, block cuda.Dim3, args []byte, offs []uint32) error
+
+// Driver is the fake. The zero value is not usable; call New.
+type Driver struct {
+	spec Spec
+
+	mu        sync.Mutex
+	next      uintptr // handle counter
+	splitGen  uint64
+	primary   map[cuda.Device]*context
+	contexts  map[cuda.Context]*context
+	greens    map[cuda.GreenCtx]*green
+	descs     map[cuda.ResourceDesc]descInfo
+	streams   map[cuda.Stream]*streamInfo
+	events    map[cuda.Event]*eventInfo
+	modules   map[cuda.Module]*module
+	funcs     map[cuda.Function]*function
+	kernels   map[string]KernelFunc
+	failNext  map[string][]cuda.Result
+	calls     map[string]int
+	mem       Memory
+	launches  int
+	ctxCreate time.Duration // simulated cost of cuCtxCreate
+}
+
+type context struct {
+	dev       cuda.Device
+	green     *green
+	primary   bool
+	refs      int
+	destroyed bool
+}
+
+type green struct {
+	handle    cuda.GreenCtx
+	ctx       cuda.Context
+	sms       uint32
+	res       cuda.DevResource
+	destroyed bool
+}
+
+type descInfo struct{ sms uint32 }
+
+type streamInfo struct {
+	ctx      cuda.Context
+	launches int
+}
+
+type eventInfo struct {
+	ctx cuda.Context
+	at  time.Time
+	set bool
+}
+
+type module struct {
+	ctx     cuda.Context
+	entries map[string]bool
+}
+
+type function struct {
+	mod  *module
+	name string
+}
+
+// New returns a fake driver for spec.
+func New(spec Spec) *Driver {
+	if spec.Devices == 0 {
+		spec.Devices = 1
+	}
+	return &Driver{
+		spec:     spec,
+		next:     0x1000,
+		primary:  map[cuda.Device]*context{},
+		contexts: map[cuda.Context]*context{},
+		greens:   map[cuda.GreenCtx]*green{},
+		descs:    map[cuda.ResourceDesc]descInfo{},
+		streams:  map[cuda.Stream]*streamInfo{},
+		events:   map[cuda.Event]*eventInfo{},
+		modules:  map[cuda.Module]*module{},
+		funcs:    map[cuda.Function]*function{},
+		kernels:  map[string]KernelFunc{},
+		failNext: map[string][]cuda.Result{},
+		calls:    map[string]int{},
+		mem:      Memory{total: spec.TotalMem, allocs: map[cuda.DevicePtr][]byte{}, next: 0x7f0000000000},
+	}
+}
+
+// Spec returns the simulated device's description.
+func (d *Driver) Spec() Spec { return d.spec }
+
+// RegisterKernel gives the kernel called name a Go body.
+func (d *Driver) RegisterKernel(name string, k KernelFunc) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.kernels[name] = k
+}
+
+// FailNext makes the next call of entry point op (e.g. "cuMemAlloc_v2")
+// return r; calls queue up.
+func (d *Driver) FailNext(op string, r cuda.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failNext[op] = append(d.failNext[op], r)
+}
+
+// Calls says how many times entry point op was called.
+func (d *Driver) Calls(op string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[op]
+}
+
+// Launches counts successful kernel launches.
+func (d *Driver) Launches() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.launches
+}
+
+// Live reports handles still alive (leak checks): contexts besides primary
+// ones, green contexts, streams, events, modules, and allocated bytes.
+type Live struct {
+	Contexts, GreenCtxs, Streams, Events, Modules, PrimaryRefs int
+	Bytes                                                      uint64
+}
+
+// Live counts what is still allocated.
+func (d *Driver) Live() Live {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var l Live
+	for _, c := range d.contexts {
+		if !c.destroyed && !c.primary && c.green == nil {
+			l.Contexts++
+		}
+	}
+	for _, p := range d.primary {
+		l.PrimaryRefs += p.refs
+	}
+	for _, g := range d.greens {
+		if !g.destroyed {
+			l.GreenCtxs++
+		}
+	}
+	l.Streams, l.Events, l.Modules = len(d.streams), len(d.events), len(d.modules)
+	l.Bytes = d.mem.used
+	return l
+}
+
+// enter records a call of op and returns an injected failure, if any. The
+// caller holds d.mu.
+func (d *Driver) enter(op string) error {
+	d.calls[op]++
+	if q := d.failNext[op]; len(q) > 0 {
+		d.failNext[op] = q[1:]
+		return cuda.Check(op, q[0])
+	}
+	return nil
+}
+
+func (d *Driver) handle() uintptr { d.next += 0x10; return d.next }
+
+func (d *Driver) Name() string { return "fake driver: " + d.spec.Name }
+
+func (d *Driver) DriverVersion() (int, error) { return d.spec.APIVersion, nil }
+
+func (d *Driver) DeviceCount() (int, error) { return d.spec.Devices, nil }
+
+func (d *Driver) device(op string, dev cuda.Device) error {
+	if dev < 0 || int(dev) >= d.spec.Devices {
+		return cuda.Check(op, cuda.ErrorInvalidDevice)
+	}
+	return nil
+}
+
+func (d *Driver) DeviceGet(ordinal int) (cuda.Device, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.enter("cuDeviceGet"); err != nil {
+		return 0, err
+	}
+	return cuda.Device(ordinal), d.device("cuDeviceGet", cuda.Device(ordinal))
+}
+
+func (d *Driver) DeviceName(dev cuda.Device) (string, error) {
+	return d.spec.Name, d.device("cuDeviceGetName", dev)
+}
+
+func (d *Driver) DeviceUUID(dev cuda.Device) ([16]byte, error) {
+	var u [16]byte
+	copy(u[:], "fake-gpu-uuid-")
+	u[15] = byte(dev)
+	return u, d.device("cuDeviceGetUuid", dev)
+}
+
+func (d *Driver) DeviceAttribute(dev cuda.Device, a cuda.Attribute) (int, error) {
+	if err := d.device("cuDeviceGetAttribute", dev); err != nil {
+		return 0, err
+	}
+	switch a {
+	case cuda.AttrMultiprocessorCount:
+		return int(d.spec.SMs), nil
+	case cuda.AttrComputeCapabilityMajor:
+		return d.spec.CCMajor, nil
+	case cuda.AttrComputeCapabilityMinor:
+		return d.spec.CCMinor, nil
+	case cuda.AttrMaxThreadsPerSM:
+		return d.spec.MaxThreadsPerSM, nil
+	case cuda.AttrMaxThreadsPerBlock:
+		return 1024, nil
+	case cuda.AttrClockRate:
+		return 1980000, nil
+	}
+	return 0, cuda.Check("cuDeviceGetAttribute", cuda.ErrorInvalidValue)
+}
+
+func (d *Driver) DeviceTotalMem(dev cuda.Device) (uint64, error) {
+	return d.spec.TotalMem, d.device("cuDeviceTotalMem_v2", dev)
+}
+
+func (d *Driver) PrimaryCtxRetain(dev cuda.Device) (cuda.Context, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.enter("cuDevicePrimaryCtxRetain"); err != nil {
+		return 0, err
+	}
+	if err := d.device("cuDevicePrimaryCtxRetain", dev); err != nil {
+		return 0, err
+	}
+	p := d.primary[dev]
+	if p == nil {
+		p = &context{dev: dev, primary: true}
+		d.primary[dev] = p
+		d.contexts[cuda.Context(d.handle())] = p
+	}
+	p.refs++
+	for h, c := range d.contexts {
+		if c == p {
+			return h, nil
+		}
+	}
+	panic("unreachable")
+}
+
+func (d *Driver) PrimaryCtxRelease(dev cuda.Device) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.enter("cuDevicePrimaryCtxRelease_v2"); err != nil {
+		return err
+	}
+	p := d.primary[dev]
+	if p == nil || p.refs == 0 {
+		return cuda.Check("cuDevicePrimaryCtxRelease_v2", cuda.ErrorInvalidContext)
+	}
+	p.refs--
+	return nil
+}
+
+// SetCtxCreateCost makes CtxCreate sleep this long, so benchmarks on the
+// fake have something to compare against.
+func (d *Driver) SetCtxCreateCost(t time.Duration) { d.ctxCreate = t }
+
+func (d *Driver) CtxCreate(dev cuda.Device) (cuda.Context, error) {
+	time.Sleep(d.ctxCreate)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.enter("cuCtxCreate"); err != nil {
+		return 0, err
+	}
+	if err := d.device("cuCtxCreate", dev); err != nil {
+		return 0, err
+	}
+	h := cuda.Context(d.handle())
+	d.contexts[h] = &context{dev: dev}
+	return h, nil
+}
+
+func (d *Driver) CtxDestroy(c cuda.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.enter("cuCtxDestroy_v2"); err != nil {
+		return err
+	}
+	x := d.contexts[c]
+	if x == nil || x.destroyed || x.primary || x.green != nil {
+		return cuda.Check("cuCtxDestroy_v2", cuda.ErrorInvalidContext)
+	}
+	x.destroyed = true
+	return nil
+}
+
+// ctx validates a context argument; the caller holds d.mu.
+func (d *Driver) ctx(op string, c cuda.Context) (*context, error) {
+	if err := d.enter(op); err != nil {
+		return nil, err
+	}
+	x := d.contexts[c]
+	switch {
+	case c == 0 || x == nil:
+		return nil, cuda.Check(op, cuda.ErrorInvalidContext)
+	case x.destroyed:
+		return nil, cuda.Check(op, cuda.ErrorContextIsDestroyed)
+	case x.primary && x.refs == 0:
+		return nil, cuda.Check(op, cuda.ErrorInvalidContext)
+	}
+	return x, nil
+}
+
+func (d *Driver) CtxSynchronize(c cuda.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, err := d.ctx("cuCtxSynchronize", c)
+	return err
+}
+
+func (d *Driver) MemAlloc(c cuda.Context, n uint64) (cuda.DevicePtr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuMemAlloc_v2"
+	if _, err := d.ctx(op, c); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	p, ok := d.mem.alloc(n)
+	if !ok {
+		return 0, cuda.Check(op, cuda.ErrorOutOfMemory)
+	}
+	return p, nil
+}
+
+func (d *Driver) MemFree(c cuda.Context, p cuda.DevicePtr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuMemFree_v2"
+	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	if !d.mem.free(p) {
+		return cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	return nil
+}
+
+func (d *Driver) MemGetInfo(c cuda.Context) (uint64, uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.ctx("cuMemGetInfo_v2", c); err != nil {
+		return 0, 0, err
+	}
+	return d.mem.total - d.mem.used, d.mem.total, nil
+}
+
+func (d *Driver) MemcpyHtoD(c cuda.Context, dst cuda.DevicePtr, src []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuMemcpyHtoD_v2"
+	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	b, ok := d.mem.slice(dst, uint64(len(src)))
+	if !ok {
+		return cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	copy(b, src)
+	return nil
+}
+
+func (d *Driver) MemcpyDtoH(c cuda.Context, dst []byte, src cuda.DevicePtr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuMemcpyDtoH_v2"
+	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	b, ok := d.mem.slice(src, uint64(len(dst)))
+	if !ok {
+		return cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	copy(dst, b)
+	return nil
+}
+
+func (d *Driver) StreamCreate(c cuda.Context, flags uint32) (cuda.Stream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.ctx("cuStreamCreate", c); err != nil {
+		return 0, err
+	}
+	if flags&^cuda.StreamNonBlocking != 0 {
+		return 0, cuda.Check("cuStreamCreate", cuda.ErrorInvalidValue)
+	}
+	h := cuda.Stream(d.handle())
+	d.streams[h] = &streamInfo{ctx: c}
+	return h, nil
+}
+
+func (d *Driver) stream(op string, s cuda.Stream) (*streamInfo, error) {
+	if s == 0 {
+		return &streamInfo{}, nil // the NULL stream
+	}
+	st := d.streams[s]
+	if st == nil {
+		return nil, cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
+	return st, nil
+}
+
+func (d *Driver) StreamDestroy(c cuda.Context, s cuda.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuStreamDestroy_v2"
+	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	if _, ok := d.streams[s]; !ok || s == 0 {
+		return cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
+	delete(d.streams, s)
+	return nil
+}
+
+func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuStreamSynchronize"
+	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	_, err := d.stream(op, s)
+	return err
+}
+
+// StreamLaunches counts the kernels launched on s.
+func (d *Driver) StreamLaunches(s cuda.Stream) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if st := d.streams[s]; st != nil {
+		return st.launches
+	}
+	return 0
+}
+
+func (d *Driver) EventCreate(c cuda.Context, flags uint32) (cuda.Event, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.ctx("cuEventCreate", c); err != nil {
+		return 0, err
+	}
+	h := cuda.Event(d.handle())
+	d.events[h] = &eventInfo{ctx: c}
+	return h, nil
+}
+
+func (d *Driver) event(op string, e cuda.Event) (*eventInfo, error) {
+	ev := d.events[e]
+	if ev == nil {
+		return nil, cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
+	return ev, nil
+}
+
+func (d *Driver) EventRecord(c cuda.Context, e cuda.Event, s cuda.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuEventRecord"
+	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	ev, err := d.event(op, e)
+	if err != nil {
+		return err
+	}
+	if _, err := d.stream(op, s); err != nil {
+		return err
+	}
+	ev.at, ev.set = time.Now(), true
+	return nil
+}
+
+func (d *Driver) EventSynchronize(c cuda.Context, e cuda.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.ctx("cuEventSynchronize", c); err != nil {
+		return err
+	}
+	_, err := d.event("cuEventSynchronize", e)
+	return err
+}
+
+func (d *Driver) EventElapsedMs(c cuda.Context, a, b cuda.Event) (float32, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuEventElapsedTime"
+	if _, err := d.ctx(op, c); err != nil {
+		return 0, err
+	}
+	ea, err := d.event(op, a)
+	if err != nil {
+		return 0, err
+	}
+	eb, err := d.event(op, b)
+	if err != nil {
+		return 0, err
+	}
+	if !ea.set || !eb.set {
+		return 0, cuda.Check(op, cuda.ErrorNotReady)
+	}
+	return float32(eb.at.Sub(ea.at).Seconds() * 1e3), nil
+}
+
+func (d *Driver) EventDestroy(c cuda.Context, e cuda.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuEventDestroy_v2"
+	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	if _, err := d.event(op, e); err != nil {
+		return err
+	}
+	delete(d.events, e)
+	return nil
+}
+
+var entryRE = regexp.MustCompile(`\.entry\s+([A-Za-z_$][\w$]*)`)
+
+func (d *Driver) ModuleLoadData(c cuda.Context, image []byte) (cuda.Module, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuModuleLoadData"
+	if _, err := d.ctx(op, c); err != nil {
+		return 0, err
+	}
+	if !regexp.MustCompile(`(?m)^\s*\.version\s`).Match(image) {
+		return 0, cuda.Check(op, cuda.ErrorInvalidImage)
+	}
+	m := &module{ctx: c, entries: map[string]bool{}}
+	for _, e := range entryRE.FindAllSubmatch(image, -1) {
+		m.entries[string(e[1])] = true
+	}
+	h := cuda.Module(d.handle())
+	d.modules[h] = m
+	return h, nil
+}
+
+func (d *Driver) ModuleUnload(c cuda.Context, m cuda.Module) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.ctx("cuModuleUnload", c); err != nil {
+		return err
+	}
+	if d.modules[m] == nil {
+		return cuda.Check("cuModuleUnload", cuda.ErrorInvalidHandle)
+	}
+	mod := d.modules[m]
+	delete(d.modules, m)
+	for h, f := range d.funcs {
+		if f.mod == mod {
+			delete(d.funcs, h) // its functions die with it, as on the GPU
+		}
+	}
+	return nil
+}
+
+func (d *Driver) ModuleGetFunction(c cuda.Context, m cuda.Module, name string) (cuda.Function, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuModuleGetFunction"
+	if _, err := d.ctx(op, c); err != nil {
+		return 0, err
+	}
+	mod := d.modules[m]
+	if mod == nil {
+		return 0, cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
+	if !mod.entries[name] {
+		return 0, cuda.Check(op, cuda.ErrorNotFound)
+	}
+	h := cuda.Function(d.handle())
+	d.funcs[h] = &function{mod: mod, name: name}
+	return h, nil
+}
+
+func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.Dim3, shmem uint32, s cuda.Stream, args *cuda.Args) error {
+	d.mu.Lock()
+	const op = "cuLaunchKernel"
+	if _, err := d.ctx(op, c); err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	fn := d.funcs[f]
+	if fn == nil {
+		d.mu.Unlock()
+		return cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
+	if !grid.Valid() || !block.Valid() || block.Count() > 1024 || shmem > 227<<10 {
+		d.mu.Unlock()
+		return cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	st, err := d.stream(op, s)
+	if err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	st.launches++
+	d.launches++
+	k := d.kernels[fn.name]
+	d.mu.Unlock()
+	if k == nil {
+		return nil
+	}
+	var buf []byte
+	var offs []uint32
+	if args != nil {
+		buf, offs = args.Bytes(), args.Offsets()
+	}
+	// Kernels run synchronously: every stream is complete once the launch
+	// returns, which is a legal (if unhelpful) schedule for a real GPU too.
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := k(&d.mem, grid, block, buf, offs); err != nil {
+		return cuda.Check(op, cuda.ErrorIllegalAddress)
+	}
+	return nil
+}
+
+// Resources carry the fake's bookkeeping in the padding the real driver keeps
+// for its own: a marker, the split generation and the device.
+const (
+	offMagic = 4
+	offGen   = 8
+	offDev   = 16
+	magic    = 0x46414b45 // "FAKE"
+)
+
+func (d *Driver) makeResource(dev cuda.Device, sms uint32, gen uint64) cuda.DevResource {
+	var r cuda.DevResource
+	r.SetSM(cuda.SMInfo{Count: sms, MinPartition: d.spec.MinPartition, CoscheduledAlignment: d.spec.Alignment})
+	if d.spec.APIVersion < 13000 {
+		r.SetSM(cuda.SMInfo{Count: sms})
+	}
+	binary.LittleEndian.PutUint32(r.Raw[offMagic:], magic)
+	binary.LittleEndian.PutUint64(r.Raw[offGen:], gen)
+	binary.LittleEndian.PutUint32(r.Raw[offDev:], uint32(dev))
+	return r
+}
+
+func (d *Driver) DeviceGetDevResource(dev cuda.Device, t cuda.ResourceType) (cuda.DevResource, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuDeviceGetDevResource"
+	if err := d.enter(op); err != nil {
+		return cuda.DevResource{}, err
+	}
+	if err := d.device(op, dev); err != nil {
+		return cuda.DevResource{}, err
+	}
+	if t != cuda.ResourceSM {
+		return cuda.DevResource{}, cuda.Check(op, cuda.ErrorInvalidResourceType)
+	}
+	return d.makeResource(dev, d.spec.SMs, 0), nil
+}
+
+func validResource(r *cuda.DevResource) bool {
+	return r.Type() == cuda.ResourceSM && binary.LittleEndian.Uint32(r.Raw[offMagic:]) == magic
+}
+
+func (d *Driver) DevSmResourceSplitByCount(input cuda.DevResource, flags, minCount uint32, maxGroups int) ([]cuda.DevResource, cuda.DevResource, int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuDevSmResourceSplitByCount"
+	var none cuda.DevResource
+	if err := d.enter(op); err != nil {
+		return nil, none, 0, err
+	}
+	if !validResource(&input) {
+		return nil, none, 0, cuda.Check(op, cuda.ErrorInvalidResourceType)
+	}
+	if flags&^(cuda.SplitIgnoreCoscheduling|cuda.SplitMaxClusterSize) != 0 || minCount == 0 {
+		return nil, none, 0, cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	if minCount > input.SMCount() {
+		return nil, none, 0, cuda.Check(op, cuda.ErrorInvalidResourceConfig)
+	}
+	n := d.spec.splitCount(input.SMCount(), minCount, flags)
+	if maxGroups <= 0 {
+		return nil, none, n, nil
+	}
+	n = min(n, maxGroups)
+	d.splitGen++
+	dev := cuda.Device(binary.LittleEndian.Uint32(input.Raw[offDev:]))
+	size := d.spec.groupSize(input.SMCount(), minCount, flags)
+	groups := make([]cuda.DevResource, n)
+	for i := range groups {
+		groups[i] = d.makeResource(dev, size, d.splitGen)
+	}
+	rem := d.makeResource(dev, input.SMCount()-uint32(n)*size, d.splitGen)
+	return groups, rem, n, nil
+}
+
+func (d *Driver) DevResourceGenerateDesc(res []cuda.DevResource) (cuda.ResourceDesc, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuDevResourceGenerateDesc"
+	if err := d.enter(op); err != nil {
+		return 0, err
+	}
+	if len(res) == 0 {
+		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	var sms uint32
+	gen := binary.LittleEndian.Uint64(res[0].Raw[offGen:])
+	for i := range res {
+		if !validResource(&res[i]) {
+			return 0, cuda.Check(op, cuda.ErrorInvalidResourceType)
+		}
+		// The driver insists that the groups of one descriptor come from
+		// one split.
+		if binary.LittleEndian.Uint64(res[i].Raw[offGen:]) != gen {
+			return 0, cuda.Check(op, cuda.ErrorInvalidResourceConfig)
+		}
+		sms += res[i].SMCount()
+	}
+	if sms > d.spec.SMs || sms == 0 {
+		return 0, cuda.Check(op, cuda.ErrorInvalidResourceConfig)
+	}
+	h := cuda.ResourceDesc(d.handle())
+	d.descs[h] = descInfo{sms: sms}
+	return h, nil
+}
+
+func (d *Driver) GreenCtxCreate(desc cuda.ResourceDesc, dev cuda.Device, flags uint32) (cuda.GreenCtx, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuGreenCtxCreate"
+	if err := d.enter(op); err != nil {
+		return 0, err
+	}
+	if err := d.device(op, dev); err != nil {
+		return 0, err
+	}
+	info, ok := d.descs[desc]
+	if !ok {
+		return 0, cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
+	if flags != cuda.GreenCtxDefaultStream {
+		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	g := &green{handle: cuda.GreenCtx(d.handle()), sms: info.sms}
+	g.res = d.makeResource(dev, info.sms, 0)
+	g.ctx = cuda.Context(d.handle())
+	d.contexts[g.ctx] = &context{dev: dev, green: g}
+	d.greens[g.handle] = g
+	return g.handle, nil
+}
+
+func (d *Driver) green(op string, h cuda.GreenCtx) (*green, error) {
+	if err := d.enter(op); err != nil {
+		return nil, err
+	}
+	g := d.greens[h]
+	if g == nil || g.destroyed {
+		return nil, cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
+	return g, nil
+}
+
+func (d *Driver) GreenCtxDestroy(h cuda.GreenCtx) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g, err := d.green("cuGreenCtxDestroy", h)
+	if err != nil {
+		return err
+	}
+	g.destroyed = true
+	d.contexts[g.ctx].destroyed = true
+	// Streams of a destroyed green context are gone with it.
+	for s, st := range d.streams {
+		if st.ctx == g.ctx {
+			delete(d.streams, s)
+		}
+	}
+	return nil
+}
+
+func (d *Driver) CtxFromGreenCtx(h cuda.GreenCtx) (cuda.Context, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g, err := d.green("cuCtxFromGreenCtx", h)
+	if err != nil {
+		return 0, err
+	}
+	return g.ctx, nil
+}
+
+func (d *Driver) GreenCtxStreamCreate(h cuda.GreenCtx, flags uint32, priority int) (cuda.Stream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuGreenCtxStreamCreate"
+	g, err := d.green(op, h)
+	if err != nil {
+		return 0, err
+	}
+	if flags != cuda.StreamNonBlocking {
+		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	s := cuda.Stream(d.handle())
+	d.streams[s] = &streamInfo{ctx: g.ctx}
+	return s, nil
+}
+
+func (d *Driver) GreenCtxGetDevResource(h cuda.GreenCtx, t cuda.ResourceType) (cuda.DevResource, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuGreenCtxGetDevResource"
+	g, err := d.green(op, h)
+	if err != nil {
+		return cuda.DevResource{}, err
+	}
+	if t != cuda.ResourceSM {
+		return cuda.DevResource{}, cuda.Check(op, cuda.ErrorInvalidResourceType)
+	}
+	return g.res, nil
+}
+
+var _ cuda.Driver = (*Driver)(nil)
+
+func (s Spec) String() string { return fmt.Sprintf("%s: %d SMs", s.Name, s.SMs) }

@@ -1,0 +1,93 @@
+package fake_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+)
+
+// TestH200SplitsLikeTheRealOne replays every split the H200's driver made
+// (testdata/h200-split-probe.tsv, recorded by TestGPUSplitProbe) on the fake.
+func TestH200SplitsLikeTheRealOne(t *testing.T) {
+	f, err := os.Open("../../../testdata/h200-split-probe.tsv")
+	require.NoError(t, err)
+	defer f.Close()
+	drv := fake.New(fake.H200())
+	res, err := drv.DeviceGetDevResource(0, cuda.ResourceSM)
+	require.NoError(t, err)
+	rows := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "flags") {
+			continue
+		}
+		var flags, minCount uint32
+		var groups, size, rem int
+		_, err := fmt.Sscanf(line, "%d\t%d\t%d\t%d\t%d", &flags, &minCount, &groups, &size, &rem)
+		require.NoError(t, err, line)
+		wantErr := strings.Contains(line, "CUDA_ERROR")
+		_, _, n, err := drv.DevSmResourceSplitByCount(res, flags, minCount, 0)
+		if wantErr {
+			require.ErrorIs(t, err, cuda.ErrorInvalidResourceConfig, line)
+			continue
+		}
+		require.NoError(t, err, line)
+		require.Equal(t, groups, n, "simulated count, %s", line)
+		got, r, n, err := drv.DevSmResourceSplitByCount(res, flags, minCount, 200)
+		require.NoError(t, err)
+		require.Equal(t, groups, n, line)
+		require.Equal(t, size, int(got[0].SMCount()), line)
+		require.Equal(t, rem, int(r.SMCount()), line)
+		rows++
+	}
+	require.Greater(t, rows, 260)
+}
+
+func TestDescriptorsMustComeFromOneSplit(t *testing.T) {
+	drv := fake.New(fake.H200())
+	res, _ := drv.DeviceGetDevResource(0, cuda.ResourceSM)
+	a, _, _, err := drv.DevSmResourceSplitByCount(res, 0, 8, 2)
+	require.NoError(t, err)
+	b, _, _, err := drv.DevSmResourceSplitByCount(res, 0, 8, 2)
+	require.NoError(t, err)
+	_, err = drv.DevResourceGenerateDesc([]cuda.DevResource{a[0], b[1]})
+	require.ErrorIs(t, err, cuda.ErrorInvalidResourceConfig)
+	d, err := drv.DevResourceGenerateDesc(a)
+	require.NoError(t, err)
+	_, err = drv.GreenCtxCreate(d, 0, 0)
+	require.ErrorIs(t, err, cuda.ErrorInvalidValue, "cuGreenCtxCreate wants CU_GREEN_CTX_DEFAULT_STREAM")
+	g, err := drv.GreenCtxCreate(d, 0, cuda.GreenCtxDefaultStream)
+	require.NoError(t, err)
+	_, err = drv.GreenCtxStreamCreate(g, 0, 0)
+	require.ErrorIs(t, err, cuda.ErrorInvalidValue, "green-context streams must be non-blocking")
+	require.NoError(t, drv.GreenCtxDestroy(g))
+	require.ErrorIs(t, drv.GreenCtxDestroy(g), cuda.ErrorInvalidHandle)
+}
+
+func TestMemoryRunsOutAndFaultsInject(t *testing.T) {
+	spec := fake.H200()
+	spec.TotalMem = 1 << 20
+	drv := fake.New(spec)
+	ctx, err := drv.PrimaryCtxRetain(0)
+	require.NoError(t, err)
+	p, err := drv.MemAlloc(ctx, 1<<20)
+	require.NoError(t, err)
+	_, err = drv.MemAlloc(ctx, 1)
+	require.ErrorIs(t, err, cuda.ErrorOutOfMemory)
+	require.NoError(t, drv.MemFree(ctx, p))
+	require.ErrorIs(t, drv.MemFree(ctx, p), cuda.ErrorInvalidValue, "double free")
+	drv.FailNext("cuMemAlloc_v2", cuda.ErrorUnknown)
+	_, err = drv.MemAlloc(ctx, 16)
+	require.ErrorIs(t, err, cuda.ErrorUnknown)
+	_, err = drv.MemAlloc(0, 16)
+	require.ErrorIs(t, err, cuda.ErrorInvalidContext, "no context: 201, as on the GPU")
+	require.NoError(t, drv.PrimaryCtxRelease(0))
+}

@@ -1,0 +1,57 @@
+package fake
+
+import "github.com/fcsp-go/fcsp-go/internal/cuda"
+
+// Memory is the fake device memory: a bump allocator of addresses with
+// backing bytes made on first touch, so that allocating gigabytes that are
+// never written costs nothing.
+type Memory struct {
+	total, used uint64
+	next        cuda.DevicePtr
+	allocs      map[cuda.DevicePtr][]byte
+	sizes       map[cuda.DevicePtr]uint64
+}
+
+func (m *Memory) alloc(n uint64) (cuda.DevicePtr, bool) {
+	if n > m.total-m.used {
+		return 0, false
+	}
+	if m.sizes == nil {
+		m.sizes = map[cuda.DevicePtr]uint64{}
+	}
+	p := m.next
+	m.next += cuda.DevicePtr((n + 511) &^ 511) // the driver aligns to 512 bytes at least
+	m.used += n
+	m.sizes[p] = n
+	return p, true
+}
+
+func (m *Memory) free(p cuda.DevicePtr) bool {
+	n, ok := m.sizes[p]
+	if !ok {
+		return false
+	}
+	delete(m.sizes, p)
+	delete(m.allocs, p)
+	m.used -= n
+	return true
+}
+
+// Slice returns n bytes of device memory at p, which may lie inside an
+// allocation; ok is false if they do not lie inside one.
+func (m *Memory) Slice(p cuda.DevicePtr, n uint64) ([]byte, bool) { return m.slice(p, n) }
+
+func (m *Memory) slice(p cuda.DevicePtr, n uint64) ([]byte, bool) {
+	for base, size := range m.sizes {
+		if p >= base && uint64(p-base)+n <= size {
+			b := m.allocs[base]
+			if b == nil {
+				b = make([]byte, size)
+				m.allocs[base] = b
+			}
+			off := uint64(p - base)
+			return b[off : off+n], true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,128 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Result is a CUresult. It implements error, so a Result can be compared
+// with errors.Is against the constants below.
+type Result int32
+
+// The CUresult values the SDK names. The numbers are the driver's ABI.
+const (
+	Success                    Result = 0
+	ErrorInvalidValue          Result = 1
+	ErrorOutOfMemory           Result = 2
+	ErrorNotInitialized        Result = 3
+	ErrorDeinitialized         Result = 4
+	ErrorNoDevice              Result = 100
+	ErrorInvalidDevice         Result = 101
+	ErrorDeviceNotLicensed     Result = 102
+	ErrorInvalidImage          Result = 200
+	ErrorInvalidContext        Result = 201
+	ErrorContextAlreadyCurrent Result = 202
+	ErrorNoBinaryForGPU        Result = 209
+	ErrorInvalidPTX            Result = 218
+	ErrorInvalidSource         Result = 300
+	ErrorFileNotFound          Result = 301
+	ErrorInvalidHandle         Result = 400
+	ErrorIllegalState          Result = 401
+	ErrorNotFound              Result = 500
+	ErrorNotReady              Result = 600
+	ErrorIllegalAddress        Result = 700
+	ErrorLaunchOutOfResources  Result = 701
+	ErrorLaunchTimeout         Result = 702
+	ErrorContextIsDestroyed    Result = 709
+	ErrorLaunchFailed          Result = 719
+	ErrorNotPermitted          Result = 800
+	ErrorNotSupported          Result = 801
+	ErrorInvalidResourceType   Result = 914
+	ErrorInvalidResourceConfig Result = 915
+	ErrorUnknown               Result = 999
+	errorSymbolMissing         Result = 0x7fff0001 // shim: entry point absent from this driver
+	errorLibraryMissing        Result = 0x7fff0002 // shim: libcuda.so.1 not loaded
+)
+
+var resultNames = map[Result]string{
+	Success:                    "CUDA_SUCCESS",
+	ErrorInvalidValue:          "CUDA_ERROR_INVALID_VALUE",
+	ErrorOutOfMemory:           "CUDA_ERROR_OUT_OF_MEMORY",
+	ErrorNotInitialized:        "CUDA_ERROR_NOT_INITIALIZED",
+	ErrorDeinitialized:         "CUDA_ERROR_DEINITIALIZED",
+	ErrorNoDevice:              "CUDA_ERROR_NO_DEVICE",
+	ErrorInvalidDevice:         "CUDA_ERROR_INVALID_DEVICE",
+	ErrorDeviceNotLicensed:     "CUDA_ERROR_DEVICE_NOT_LICENSED",
+	ErrorInvalidImage:          "CUDA_ERROR_INVALID_IMAGE",
+	ErrorInvalidContext:        "CUDA_ERROR_INVALID_CONTEXT",
+	ErrorContextAlreadyCurrent: "CUDA_ERROR_CONTEXT_ALREADY_CURRENT",
+	ErrorNoBinaryForGPU:        "CUDA_ERROR_NO_BINARY_FOR_GPU",
+	ErrorInvalidPTX:            "CUDA_ERROR_INVALID_PTX",
+	ErrorInvalidSource:         "CUDA_ERROR_INVALID_SOURCE",
+	ErrorFileNotFound:          "CUDA_ERROR_FILE_NOT_FOUND",
+	ErrorInvalidHandle:         "CUDA_ERROR_INVALID_HANDLE",
+	ErrorIllegalState:          "CUDA_ERROR_ILLEGAL_STATE",
+	ErrorNotFound:              "CUDA_ERROR_NOT_FOUND",
+	ErrorNotReady:              "CUDA_ERROR_NOT_READY",
+	ErrorIllegalAddress:        "CUDA_ERROR_ILLEGAL_ADDRESS",
+	ErrorLaunchOutOfResources:  "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+	ErrorLaunchTimeout:         "CUDA_ERROR_LAUNCH_TIMEOUT",
+	ErrorContextIsDestroyed:    "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+	ErrorLaunchFailed:          "CUDA_ERROR_LAUNCH_FAILED",
+	ErrorNotPermitted:          "CUDA_ERROR_NOT_PERMITTED",
+	ErrorNotSupported:          "CUDA_ERROR_NOT_SUPPORTED",
+	ErrorInvalidResourceType:   "CUDA_ERROR_INVALID_RESOURCE_TYPE",
+	ErrorInvalidResourceConfig: "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
+	ErrorUnknown:               "CUDA_ERROR_UNKNOWN",
+	errorSymbolMissing:         "FCSP_SYMBOL_MISSING",
+	errorLibraryMissing:        "FCSP_LIBRARY_MISSING",
+}
+
+// Name is the driver's name for r, e.g. "CUDA_ERROR_OUT_OF_MEMORY".
+func (r Result) Name() string {
+	if n, ok := resultNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("CUDA_ERROR_%d", int32(r))
+}
+
+func (r Result) Error() string { return fmt.Sprintf("%s (%d)", r.Name(), int32(r)) }
+
+// Error is a failed driver call: which entry point, and its result code.
+// errors.Is(err, cuda.ErrorOutOfMemory) and errors.As(err, &res) both work.
+type Error struct {
+	Op   string // the entry point, e.g. "cuMemAlloc_v2"
+	Code Result
+}
+
+func (e *Error) Error() string { return e.Op + ": " + e.Code.Error() }
+
+// Unwrap exposes the result code, and ErrNoDriver for a missing library.
+func (e *Error) Unwrap() []error {
+	switch e.Code {
+	case errorLibraryMissing:
+		return []error{e.Code, ErrNoDriver}
+	case errorSymbolMissing:
+		return []error{e.Code, ErrNotAvailable}
+	}
+	return []error{e.Code}
+}
+
+// ErrNoDriver means libcuda.so.1 could not be loaded (no NVIDIA driver, or a
+// binary built without cgo).
+var ErrNoDriver = errors.New("cuda: no CUDA driver found (libcuda.so.1 could not be loaded)")
+
+// ErrNotAvailable means the loaded driver lacks an entry point the SDK needs
+// (green contexts need driver API 12.4 or newer).
+var ErrNotAvailable = errors.New("cuda: entry point not available in this driver")
+
+// check turns a CUresult into nil or an *Error naming op.
+func check(op string, r Result) error {
+	if r == Success {
+		return nil
+	}
+	return &Error{Op: op, Code: r}
+}
+
+// Check is check for other implementations of Driver (the fake).
+func Check(op string, r Result) error { return check(op, r) }

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds every GPU test and example here (no CUDA needed), then runs them on a
+# machine with an NVIDIA driver. One call does both where both are possible:
+#
+#   scripts/gpu-test.sh build   # on the CPU machine: cross-build into .bin/
+#   scripts/gpu-test.sh run     # on the GPU machine: run what .bin/ holds
+#   scripts/gpu-test.sh         # build, then run if a GPU is present
+#
+# With the device tool: build here, then run `bash scripts/gpu-test.sh run`
+# there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
+# printed are the summary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=.bin
+# Packages with GPU tests (each test skips itself where no driver is found).
+PKGS=(greenctx)
+
+build() {
+  set -e
+  mkdir -p "$BIN"
+  export CGO_ENABLED=1 GOOS=linux GOARCH=amd64
+  for p in "${PKGS[@]}"; do
+    [ -d "$p" ] && go test -c -o "$BIN/$p.test" "./$p"
+  done
+  for e in examples/*/; do
+    e=${e%/}; n=$(basename "$e")
+    [ -f "$e/main.go" ] && go build -o "$BIN/$n" "./$e"
+  done
+  # The C++ yardstick, built and run on the GPU machine beside our examples.
+  if [ -f ../shared/reference/day94_reference.cu ]; then
+    mkdir -p "$BIN/ref" && cp ../shared/reference/day94_reference.cu "$BIN/ref/"
+  fi
+  cp internal/kernels/chain.cu "$BIN/"
+  set +e
+  echo "built into $BIN: $(ls "$BIN" | tr '\n' ' ')"
+}
+
+run() {
+  OUT=${OUT:-$BIN/out}; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  export NCCL_NVLS_ENABLE=0
+  local summary=() rc=0
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+  if command -v nvcc >/dev/null; then
+    (cd "$BIN" && nvcc -ptx -arch=compute_80 -O3 -o chain.nvcc.ptx chain.cu && cp chain.nvcc.ptx "$OUT/") \
+      && summary+=("nvcc -ptx chain.cu: ok") || summary+=("nvcc -ptx chain.cu: FAILED")
+    if [ -f "$BIN/ref/day94_reference.cu" ] && [ "${FCSP_SKIP_REF:-0}" != 1 ]; then
+      (cd "$BIN/ref" && nvcc -O3 -arch=sm_90 -o day94ref day94_reference.cu -lcuda && ./day94ref) > "$OUT/reference.txt" 2>&1 \
+        && summary+=("C++ reference: ok") || { summary+=("C++ reference: FAILED"); rc=1; }
+    fi
+  fi
+  for p in "${PKGS[@]}"; do
+    [ -x "$BIN/$p.test" ] || continue
+    (cd "$p" && FCSP_PROBE_OUT="$OUT" "../$BIN/$p.test" -test.v -test.count=1 -test.run "${FCSP_RUN:-GPU}" -test.timeout 300s) > "$OUT/$p.log" 2>&1
+    local r=$?
+    grep -E '^(--- |=== RUN|ok|FAIL|PASS)' "$OUT/$p.log" | grep -v '=== RUN' | tail -40
+    summary+=("go test $p (GPU): $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  done
+  for x in ${FCSP_EXAMPLES:-}; do
+    [ -x "$BIN/$x" ] || continue
+    "$BIN/$x" ${FCSP_EXAMPLE_ARGS:-} > "$OUT/$x.txt" 2>&1
+    local r=$?
+    tail -30 "$OUT/$x.txt"
+    summary+=("example $x: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  done
+  echo "== summary"; printf '%s\n' "${summary[@]}"
+  return $rc
+}
+
+case "${1:-all}" in
+  build) build ;;
+  run) run ;;
+  all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
+  *) echo "usage: $0 [build|run]" >&2; exit 2 ;;
+esac
