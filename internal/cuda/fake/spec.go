@@ -27,7 +27,7 @@ type Spec struct {
 // at minCount 8, not 4), and groups of 2 when co-scheduling is ignored.
 func H200() Spec {
 	return Spec{
-		Name: "NVIDIA H200 (simulated)", SMs: 132, MinPartition: 8, Alignment: 8, MaxGroups: 15, LooseMinPartition: 2, LooseAlignment: 2,
+		Name: "NVIDIA H200", SMs: 132, MinPartition: 8, Alignment: 8, MaxGroups: 15, LooseMinPartition: 2, LooseAlignment: 2,
 		TotalMem: 143771 << 20, CCMajor: 9, CCMinor: 0, MaxThreadsPerSM: 2048, APIVersion: 13000, Devices: 1,
 	}
 }
@@ -35,7 +35,7 @@ func H200() Spec {
 // T4 describes the Tesla T4 of the day-94 lesson: 40 SMs in groups of 2.
 func T4() Spec {
 	return Spec{
-		Name: "Tesla T4 (simulated)", SMs: 40, MinPartition: 2, Alignment: 2, LooseMinPartition: 2, LooseAlignment: 2,
+		Name: "Tesla T4", SMs: 40, MinPartition: 2, Alignment: 2, LooseMinPartition: 2, LooseAlignment: 2,
 		TotalMem: 15360 << 20, CCMajor: 7, CCMinor: 5, MaxThreadsPerSM: 1024, APIVersion: 13000, Devices: 1,
 	}
 }

@@ -1,0 +1,257 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/kernels"
+)
+
+// benchPool opens the GPU if there is one (FCSP_BENCH_DRIVER=fake forces the
+// simulator), so the same benchmarks measure the SDK's own overhead on the
+// CPU machine and the real costs on the GPU.
+func benchPool(b *testing.B, opts ...Option) *Pool {
+	b.Helper()
+	if os.Getenv("FCSP_BENCH_DRIVER") != "fake" {
+		p, err := Open(context.Background(), 0, opts...)
+		if err == nil {
+			b.Cleanup(func() { p.Close() })
+			return p
+		}
+		if !errors.Is(err, ErrNoDriver) {
+			b.Fatal(err)
+		}
+	}
+	p, err := Open(context.Background(), 0, append(opts, WithSimulator(SimulatedH200()))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	return p
+}
+
+func simOpt(p *Pool) []Option {
+	if p.info.Simulated {
+		return []Option{WithSimulator(SimulatedH200())}
+	}
+	return nil
+}
+
+// BenchmarkOpen is Pool open and close: driver load (once), primary context
+// retain, SM resource, one split.
+func BenchmarkOpen(b *testing.B) {
+	opts := simOpt(benchPool(b))
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := Open(context.Background(), 0, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Close()
+	}
+}
+
+// BenchmarkNewTenant: a tenant with its own 16 SMs, made cold (green
+// context built on the request path) and from a prewarmed partition, and an
+// unpartitioned one; each closed again (the prewarmed case re-provisions
+// its spare outside the timer).
+func BenchmarkNewTenant(b *testing.B) {
+	b.Run("partitioned-cold", func(b *testing.B) {
+		p := benchPool(b)
+		for b.Loop() {
+			t, err := p.NewTenant("t", WithSMs(16))
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.Close()
+		}
+	})
+	b.Run("partitioned-prewarmed", func(b *testing.B) {
+		p := benchPool(b)
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			part, err := p.split.Take(16)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.mu.Lock()
+			p.spare = append(p.spare, part)
+			p.mu.Unlock()
+			b.StartTimer()
+			t, err := p.NewTenant("t", WithSMs(16))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			t.Close()
+			b.StartTimer()
+		}
+	})
+	b.Run("shared", func(b *testing.B) {
+		p := benchPool(b)
+		for b.Loop() {
+			t, err := p.NewTenant("t")
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.Close()
+		}
+	})
+}
+
+// BenchmarkRawGreenCtx is the driver-level baseline for a partition: split,
+// descriptor, cuGreenCtxCreate, stream, then destroy; and cuCtxCreate, the
+// OH-004 baseline.
+func BenchmarkRawGreenCtx(b *testing.B) {
+	p := benchPool(b)
+	drv, dev := p.drv, p.dev.Ordinal()
+	res, err := drv.DeviceGetDevResource(dev, cuda.ResourceSM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("cuGreenCtxCreate+stream", func(b *testing.B) {
+		for b.Loop() {
+			groups, _, _, err := drv.DevSmResourceSplitByCount(res, 0, 16, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			desc, err := drv.DevResourceGenerateDesc(groups[:1])
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, err := drv.GreenCtxCreate(desc, dev, cuda.GreenCtxDefaultStream)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := drv.GreenCtxStreamCreate(g, cuda.StreamNonBlocking, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, _ := drv.CtxFromGreenCtx(g)
+			drv.StreamDestroy(ctx, s)
+			drv.GreenCtxDestroy(g)
+		}
+	})
+	b.Run("cuCtxCreate", func(b *testing.B) {
+		for b.Loop() {
+			c, err := drv.CtxCreate(dev)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := drv.CtxDestroy(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkAlloc: 1 MiB alloc+free through a tenant (quota check, record,
+// driver) against the driver call alone, same run.
+func BenchmarkAlloc(b *testing.B) {
+	p := benchPool(b)
+	t, err := p.NewTenant("t", WithSMs(8))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer t.Close()
+	ctx := context.Background()
+	b.Run("tenant", func(b *testing.B) {
+		for b.Loop() {
+			ptr, err := t.Alloc(ctx, 1<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := t.Free(ptr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw", func(b *testing.B) {
+		c := p.dev.Primary()
+		for b.Loop() {
+			ptr, err := p.drv.MemAlloc(c, 1<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := p.drv.MemFree(c, ptr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkLaunch: launching a one-block kernel through a tenant stream
+// (limiter admission, green-context scope, launch) against the binding's
+// cuLaunchKernel on a plain stream, same run; synchronised every 1024.
+func BenchmarkLaunch(b *testing.B) {
+	p := benchPool(b)
+	for _, limited := range []bool{false, true} {
+		opts := []TenantOption{WithSMs(8)}
+		name := "tenant"
+		if limited {
+			opts = append(opts, WithSMLimit(1))
+			name = "tenant-limited"
+		}
+		t, err := p.NewTenant(name, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mod, err := t.LoadModule(kernels.PTX)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fn, err := mod.Function("spin")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var args Args
+		args.Uint64(0)
+		one := Dim3{X: 1, Y: 1, Z: 1}
+		b.Run(name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				if err := t.Stream().Launch(context.Background(), fn, one, one, 0, &args); err != nil {
+					b.Fatal(err)
+				}
+				if i++; i%1024 == 0 {
+					t.Stream().Synchronize()
+				}
+			}
+			t.Stream().Synchronize()
+		})
+		t.Close()
+	}
+	b.Run("raw", func(b *testing.B) {
+		drv, c := p.drv, p.dev.Primary()
+		mod, err := drv.ModuleLoadData(c, kernels.PTX)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer drv.ModuleUnload(c, mod)
+		fn, err := drv.ModuleGetFunction(c, mod, "spin")
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := drv.StreamCreate(c, cuda.StreamNonBlocking)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer drv.StreamDestroy(c, s)
+		var args cuda.Args
+		args.Uint64(0)
+		one := cuda.Dim3{X: 1, Y: 1, Z: 1}
+		i := 0
+		for b.Loop() {
+			if err := drv.LaunchKernel(c, fn, one, one, 0, s, &args); err != nil {
+				b.Fatal(err)
+			}
+			if i++; i%1024 == 0 {
+				drv.StreamSynchronize(c, s)
+			}
+		}
+		drv.StreamSynchronize(c, s)
+	})
+}

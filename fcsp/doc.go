@@ -1,0 +1,23 @@
+// Package fcsp shares one GPU between the request classes of one Go process
+// with real isolation, by direct calls instead of LD_PRELOAD interception.
+//
+// A server opens a Pool on a device and makes one Tenant per request class:
+//
+//	pool, err := fcsp.Open(ctx, 0)
+//	interactive, err := pool.NewTenant("interactive",
+//		fcsp.WithSMs(16), fcsp.WithMemoryQuota(8<<30))
+//	batch, err := pool.NewTenant("batch",
+//		fcsp.WithRestOfSMs(), fcsp.WithSMLimit(0.5))
+//
+// Each tenant gets its own SMs (a green context cut at the granularity the
+// driver reports), its own streams, a memory quota enforced by lock-free
+// accounting that never lets the sum of allocations pass a limit, and a
+// deterministic launch-rate limit (a device bucket and per-stream buckets
+// charged from grid x block, no feedback loop). Streams carry a class: NCCL
+// streams are never throttled, attention streams 20% less, copies 50% less.
+//
+// The handles a tenant hands out (Context, Stream.Handle) are the driver's
+// own CUcontext and CUstream, usable from any other binding. Every error is
+// typed: sentinels for errors.Is, and *cuda.Error values carrying the CUDA
+// result code for driver failures.
+package fcsp

@@ -1,0 +1,158 @@
+package fcsp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/kernels"
+)
+
+// openGPU opens the real device or skips, saying why.
+func openGPU(t testing.TB, opts ...Option) *Pool {
+	t.Helper()
+	p, err := Open(context.Background(), 0, opts...)
+	if errors.Is(err, ErrNoDriver) {
+		t.Skipf("no NVIDIA driver on this machine (%v): GPU test skipped", err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return p
+}
+
+// runChain launches the chain kernel on the tenant's stream and checks it.
+func runChain(t *testing.T, tn *Tenant, n, steps int) []byte {
+	t.Helper()
+	ctx := context.Background()
+	mod, err := tn.LoadModule(kernels.PTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("chain")
+	require.NoError(t, err)
+	buf, err := tn.Alloc(ctx, uint64(4*n))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tn.Free(buf)) }()
+	require.NoError(t, tn.CopyToDevice(buf, bytes.Repeat([]byte{0xff}, 4*n)))
+	var a Args
+	a.Ptr(buf).Int32(int32(n)).Int32(int32(steps))
+	require.NoError(t, tn.Stream().Launch(ctx, fn, Dim3{X: uint32((n + 255) / 256), Y: 1, Z: 1}, Dim3{X: 256, Y: 1, Z: 1}, 0, &a))
+	require.NoError(t, tn.Stream().Synchronize())
+	out := make([]byte, 4*n)
+	require.NoError(t, tn.CopyFromDevice(out, buf))
+	require.NoError(t, kernels.CheckChain(out, steps))
+	return out
+}
+
+func TestGPUTenantsOnTheirOwnSMs(t *testing.T) {
+	p := openGPU(t, WithPartitionUnit(64))
+	info := p.Device()
+	t.Logf("%s; NVML: %+v", info, info.NVML)
+	require.False(t, info.Simulated)
+	require.Equal(t, 64, p.PartitionUnit())
+	a, err := p.NewTenant("a", WithSMs(64))
+	require.NoError(t, err)
+	b, err := p.NewTenant("b", WithSMs(64))
+	require.NoError(t, err)
+	require.Equal(t, 64, a.SMs(), "SMs read back from the green context")
+	require.Equal(t, 64, b.SMs())
+	_, err = p.NewTenant("c", WithSMs(64))
+	require.ErrorIs(t, err, ErrInsufficientSMs)
+	ra, rb := runChain(t, a, 1<<16, 1024), runChain(t, b, 1<<16, 1024)
+	require.Equal(t, ra, rb, "both partitions compute the same bits")
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+}
+
+func TestGPUQuotaAndDriverOOM(t *testing.T) {
+	p := openGPU(t)
+	ctx := context.Background()
+	a, err := p.NewTenant("a", WithSMs(8), WithMemoryQuota(8<<20))
+	require.NoError(t, err)
+	defer a.Close()
+	var ptrs []DevicePtr
+	for i := 0; i < 8; i++ {
+		ptr, err := a.Alloc(ctx, 1<<20)
+		require.NoError(t, err)
+		ptrs = append(ptrs, ptr)
+	}
+	_, err = a.Alloc(ctx, 1)
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+	free, total, err := a.MemGetInfo()
+	require.NoError(t, err)
+	require.Equal(t, uint64(8<<20), total)
+	require.Zero(t, free)
+	for _, ptr := range ptrs {
+		require.NoError(t, a.Free(ptr))
+	}
+
+	// A request the quota admits but the card cannot hold: the driver's
+	// out-of-memory must give the quota back.
+	big, err := p.NewTenant("big")
+	require.NoError(t, err)
+	defer big.Close()
+	df, _, err := big.MemGetInfo()
+	require.NoError(t, err)
+	want := min(df+(1<<30), p.MemoryLimit())
+	_, err = big.Alloc(ctx, want)
+	require.ErrorIs(t, err, ErrDeviceOutOfMemory, "asked for %d bytes with %d free", want, df)
+	require.Zero(t, big.Stats().MemoryUsed)
+	require.Zero(t, p.MemoryUsed())
+}
+
+func TestGPUAllocFromMigratingGoroutines(t *testing.T) {
+	p := openGPU(t)
+	a, err := p.NewTenant("a", WithSMs(16))
+	require.NoError(t, err)
+	defer a.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				runtime.Gosched()
+				ptr, err := a.Alloc(context.Background(), 1<<20)
+				if err == nil {
+					err = a.Free(ptr)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	require.Zero(t, a.Stats().MemoryUsed)
+}
+
+func TestGPUCloseLeavesNothing(t *testing.T) {
+	p := openGPU(t)
+	probe, err := p.NewTenant("probe")
+	require.NoError(t, err)
+	before, _, err := probe.MemGetInfo()
+	require.NoError(t, err)
+	a, err := p.NewTenant("leaky", WithSMs(8))
+	require.NoError(t, err)
+	for i := 0; i < 64; i++ {
+		_, err := a.Alloc(context.Background(), 16<<20)
+		require.NoError(t, err)
+	}
+	require.NoError(t, a.Close())
+	after, _, err := probe.MemGetInfo()
+	require.NoError(t, err)
+	// Green-context bookkeeping may keep a few MiB; the 1 GiB must be back.
+	require.InDelta(t, float64(before), float64(after), 64<<20, "device free memory before %d after %d", before, after)
+	require.NoError(t, probe.Close())
+	_ = cuda.ErrorOutOfMemory
+}

@@ -1,0 +1,87 @@
+package fcsp
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// Dim3 is a grid or block shape.
+type Dim3 = cuda.Dim3
+
+// Args packs kernel parameters (Ptr, Int32, Uint32, Uint64, Float32); reuse
+// one per goroutine to keep launches allocation-free.
+type Args = cuda.Args
+
+// Module is code loaded into a tenant's context.
+type Module struct {
+	t *tenantCore
+	h cuda.Module
+}
+
+// Function is a kernel of a Module.
+type Function struct {
+	m    *Module
+	h    cuda.Function
+	name string
+}
+
+// LoadModule loads PTX (or a cubin) into the tenant's context.
+func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
+	m := &Module{t: c}
+	err := c.do(func(ctx cuda.Context) (err error) {
+		m.h, err = c.pool.drv.ModuleLoadData(ctx, image)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.modules = append(c.modules, m)
+	return m, nil
+}
+
+// Function looks up the kernel called name.
+func (m *Module) Function(name string) (*Function, error) {
+	f := &Function{m: m, name: name}
+	err := m.t.do(func(ctx cuda.Context) (err error) {
+		f.h, err = m.t.pool.drv.ModuleGetFunction(ctx, m.h, name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernel %q: %w", name, err)
+	}
+	return f, nil
+}
+
+// Name is the kernel's name.
+func (f *Function) Name() string { return f.name }
+
+// Launch queues f on stream s as grid x block threads with shmem bytes of
+// dynamic shared memory. It first charges the launch to the stream's and
+// the tenant's token buckets, waiting while they are empty; ctx ends the
+// wait (with ctx.Err(), nothing launched, nothing charged).
+func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	if s.t.closed.Load() {
+		return ErrClosed
+	}
+	if f.m.t != s.t {
+		return fmt.Errorf("%w: kernel %q belongs to tenant %q, stream to %q", ErrInvalidArgument, f.name, f.m.t.name, s.t.name)
+	}
+	if !grid.Valid() || !block.Valid() {
+		return fmt.Errorf("%w: launch of %q with grid %v, block %v; every dimension must be at least 1", ErrInvalidArgument, f.name, grid, block)
+	}
+	if err := s.admit(ctx, grid, block); err != nil {
+		return err
+	}
+	err := s.t.do(func(ctx cuda.Context) error {
+		return s.t.pool.drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args)
+	})
+	if err != nil {
+		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
+	}
+	s.launches.Add(1)
+	return nil
+}

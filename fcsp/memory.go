@@ -1,0 +1,97 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// DevicePtr is a device address (CUdeviceptr).
+type DevicePtr = cuda.DevicePtr
+
+// Alloc allocates n bytes of device memory against the tenant's quota. The
+// quota is checked first, without locks; an over-quota request fails with an
+// error that is errors.Is(err, ErrQuotaExceeded) and names requested, used
+// and limit; a driver failure after admission (out of memory) gives the
+// quota back.
+func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
+	}
+	if err := c.acct.Reserve(n); err != nil {
+		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	var p DevicePtr
+	err := c.do(func(ctx cuda.Context) (err error) {
+		p, err = c.pool.drv.MemAlloc(ctx, n)
+		return err
+	})
+	if err != nil {
+		c.acct.Unreserve(n)
+		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	if err := c.acct.Record(uint64(p), n); err != nil {
+		// Cannot happen for a pointer the driver just returned; undo fully.
+		c.acct.Unreserve(n)
+		_ = c.do(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
+		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	return p, nil
+}
+
+// Free frees memory the tenant allocated. A pointer it does not own (never
+// allocated here, another tenant's, already freed) is refused with
+// ErrUnknownPointer and changes nothing.
+func (c *tenantCore) Free(p DevicePtr) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	n, err := c.acct.Release(uint64(p))
+	if err != nil {
+		return fmt.Errorf("tenant %q: Free(%#x): %w", c.name, uint64(p), err)
+	}
+	err = c.do(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
+	if err != nil && !errors.Is(err, ErrClosed) {
+		// The driver kept it: keep accounting for it too.
+		if e := c.acct.Reserve(n); e == nil {
+			_ = c.acct.Record(uint64(p), n)
+		}
+		return fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	return err
+}
+
+// MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
+// total is its quota (at most the device's), free what remains of it (at
+// most what the device has free). Code that sizes a KV cache from free
+// memory then sizes it to the tenant, not the card.
+func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
+	var df, dt uint64
+	err = c.do(func(ctx cuda.Context) (err error) {
+		df, dt, err = c.pool.drv.MemGetInfo(ctx)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	free, total = c.acct.MemInfo(df, min(dt, c.pool.mem.Limit()))
+	return free, total, nil
+}
+
+// CopyToDevice copies src into device memory at dst.
+func (c *tenantCore) CopyToDevice(dst DevicePtr, src []byte) error {
+	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyHtoD(ctx, dst, src) })
+}
+
+// CopyFromDevice copies device memory at src into dst.
+func (c *tenantCore) CopyFromDevice(dst []byte, src DevicePtr) error {
+	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyDtoH(ctx, dst, src) })
+}

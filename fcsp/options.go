@@ -1,0 +1,167 @@
+package fcsp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+)
+
+// Option configures Open.
+type Option func(*poolConfig) error
+
+type poolConfig struct {
+	sim       *Simulated
+	unit      int      // partition group size; 0: the device's granularity
+	prewarm   []int    // partitions provisioned at Open
+	memLimit  uint64   // 0: the device's memory
+	environ   []string // HAMi-core style configuration, nil: none
+	logger    *slog.Logger
+	threadsSM int
+	tokenFact float64
+	dampening float64
+	refillNs  int64
+}
+
+// WithSimulator runs the pool on an in-process fake device instead of the
+// GPU: same rules, same errors, no hardware. See SimulatedH200.
+func WithSimulator(s Simulated) Option {
+	return func(c *poolConfig) error { c.sim = &s; return nil }
+}
+
+// WithPartitionUnit sets the size of the groups tenant partitions are made
+// of. The default is the device's granularity (8 SMs on Hopper), which
+// allows the finest partitions; larger units can reach more of the device
+// (on the H200 two 64-SM partitions need a unit of 64, since the driver makes
+// at most 15 groups of 8).
+func WithPartitionUnit(sms int) Option {
+	return func(c *poolConfig) error {
+		if sms <= 0 {
+			return fmt.Errorf("%w: partition unit %d SMs; want a positive SM count", ErrInvalidArgument, sms)
+		}
+		c.unit = sms
+		return nil
+	}
+}
+
+// WithPrewarm provisions partitions of these sizes at Open, so that
+// NewTenant with a matching WithSMs takes one without touching the driver.
+func WithPrewarm(sizes ...int) Option {
+	return func(c *poolConfig) error {
+		for _, s := range sizes {
+			if s <= 0 {
+				return fmt.Errorf("%w: prewarm size %d SMs; want positive SM counts", ErrInvalidArgument, s)
+			}
+		}
+		c.prewarm = append(c.prewarm, sizes...)
+		return nil
+	}
+}
+
+// WithDeviceMemoryLimit caps what all tenants together may allocate.
+func WithDeviceMemoryLimit(bytes uint64) Option {
+	return func(c *poolConfig) error {
+		if bytes == 0 {
+			return fmt.Errorf("%w: device memory limit 0; want a positive byte count", ErrInvalidArgument)
+		}
+		c.memLimit = bytes
+		return nil
+	}
+}
+
+// WithEnviron reads HAMi-core's variables (CUDA_DEVICE_MEMORY_LIMIT[_i],
+// CUDA_DEVICE_SM_LIMIT[_i]) from environ (os.Environ() for the process's),
+// so the SDK drops into pods that HAMi's device plugin configures: the
+// memory limit caps the pool and the SM limit becomes every tenant's
+// default rate limit.
+func WithEnviron(environ []string) Option {
+	return func(c *poolConfig) error { c.environ = environ; return nil }
+}
+
+// WithLogger sets where the pool logs lifecycle events (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *poolConfig) error { c.logger = l; return nil }
+}
+
+// WithDampening sets the fraction of a kernel's computed cost that is
+// charged (default 0.9: slight under-throttling let streams overlap better
+// in the FCSP design's benchmarks).
+func WithDampening(f float64) Option {
+	return func(c *poolConfig) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return fmt.Errorf("%w: dampening %v; want a number in (0, 1]", ErrInvalidArgument, f)
+		}
+		c.dampening = f
+		return nil
+	}
+}
+
+// TenantOption configures NewTenant.
+type TenantOption func(*tenantConfig) error
+
+type tenantConfig struct {
+	sms     int     // 0: no partition (shares the device)
+	rest    bool    // take every free group
+	quota   uint64  // 0: up to the device limit
+	smLimit float64 // 0: unlimited
+	class   Class
+	ctx     context.Context
+}
+
+// WithContext ties the tenant to ctx: when ctx is done the tenant is closed
+// and everything it held returns to the pool (a request-scoped tenant, or a
+// class that ends with its server's context).
+func WithContext(ctx context.Context) TenantOption {
+	return func(c *tenantConfig) error { c.ctx = ctx; return nil }
+}
+
+// WithSMs gives the tenant a partition of n SMs of its own; n must be a
+// multiple of the pool's partition unit.
+func WithSMs(n int) TenantOption {
+	return func(c *tenantConfig) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithSMs(%d); want a positive multiple of the partition unit", ErrInvalidArgument, n)
+		}
+		c.sms = n
+		return nil
+	}
+}
+
+// WithRestOfSMs gives the tenant every group no other tenant holds.
+func WithRestOfSMs() TenantOption {
+	return func(c *tenantConfig) error { c.rest = true; return nil }
+}
+
+// WithMemoryQuota limits what the tenant may have allocated at once.
+func WithMemoryQuota(bytes uint64) TenantOption {
+	return func(c *tenantConfig) error {
+		if bytes == 0 {
+			return fmt.Errorf("%w: memory quota 0; want a positive byte count", ErrInvalidArgument)
+		}
+		c.quota = bytes
+		return nil
+	}
+}
+
+// WithSMLimit limits the tenant's kernel launch rate to fraction f of what
+// its SMs can take (0 < f <= 1).
+func WithSMLimit(f float64) TenantOption {
+	return func(c *tenantConfig) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return fmt.Errorf("%w: SM limit %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
+		}
+		c.smLimit = f
+		return nil
+	}
+}
+
+// WithStreamClass sets the class of the tenant's first stream.
+func WithStreamClass(cl Class) TenantOption {
+	return func(c *tenantConfig) error {
+		if !cl.Valid() {
+			return fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
+		}
+		c.class = cl
+		return nil
+	}
+}

@@ -1,0 +1,237 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/hamienv"
+	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/internal/nvml"
+	"github.com/fcsp-go/fcsp-go/memtrack"
+	"github.com/fcsp-go/fcsp-go/stream"
+)
+
+// Pool is one GPU shared by tenants. It is safe for concurrent use.
+type Pool struct {
+	drv  cuda.Driver
+	dev  *greenctx.Device
+	info DeviceInfo
+	cfg  poolConfig
+	mem  *memtrack.Tracker
+	log  *slog.Logger
+	env  hamienv.Config
+
+	// NCCL and other foreign streams, labelled by handle.
+	registry stream.Registry
+
+	mu      sync.Mutex
+	split   *greenctx.Split
+	spare   []*greenctx.Partition // provisioned, not yet owned
+	tenants map[string]*tenantCore
+	closed  bool
+}
+
+// Open opens device index (0 for the first GPU). Without WithSimulator it
+// loads the NVIDIA driver and fails with ErrNoDriver where there is none.
+// ctx bounds the time Open may take (provisioning partitions touches the
+// driver).
+func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
+	cfg := poolConfig{dampening: 0.9}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if index < 0 {
+		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
+	}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger}
+	if p.log == nil {
+		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.environ != nil {
+		env, err := hamienv.Parse(cfg.environ)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+		p.env = env
+	}
+	if cfg.sim != nil {
+		f := fake.New(cfg.sim.spec)
+		kernels.RegisterFake(f)
+		p.drv = f
+	} else {
+		lib, err := cuda.Load()
+		if err != nil {
+			return nil, err
+		}
+		p.drv = lib
+	}
+	if n, err := p.drv.DeviceCount(); err != nil {
+		return nil, err
+	} else if index >= n {
+		return nil, fmt.Errorf("%w: device index %d; this machine has %d GPU(s)", ErrInvalidArgument, index, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dev, err := greenctx.Open(p.drv, index)
+	if err != nil {
+		return nil, err
+	}
+	p.dev = dev
+	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
+	if p.info, err = readDeviceInfo(p.drv, dev.Ordinal(), index); err != nil {
+		return fail(err)
+	}
+	p.info.SMs, p.info.Granularity, p.info.Alignment = dev.SMs(), dev.Granularity(), int(dev.Info().CoscheduledAlignment)
+	p.info.Simulated = cfg.sim != nil
+	if !p.info.Simulated {
+		p.info.NVML = nvml.Query(p.info.UUID)
+	}
+	limit := p.info.TotalMemory
+	if cfg.memLimit != 0 {
+		limit = min(limit, cfg.memLimit)
+	}
+	if b, ok := p.env.MemoryLimit(index); ok {
+		limit = min(limit, b)
+	}
+	if p.mem, err = memtrack.New(limit); err != nil {
+		return fail(err)
+	}
+	unit := cfg.unit
+	if unit == 0 {
+		unit = dev.Granularity()
+	}
+	if p.split, err = dev.Split(unit); err != nil {
+		return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
+	}
+	if p.split.GroupSMs() != unit {
+		return fail(fmt.Errorf("%w: partition unit %d SMs; this device splits in groups of %d (the driver rounded %d up to %d)",
+			ErrGranularity, unit, dev.Granularity(), unit, p.split.GroupSMs()))
+	}
+	for _, s := range cfg.prewarm {
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
+		part, err := p.split.Take(s)
+		if err != nil {
+			return fail(fmt.Errorf("prewarming a %d-SM partition: %w", s, err))
+		}
+		p.spare = append(p.spare, part)
+	}
+	p.log.Info("fcsp pool open", "device", p.info.String(), "unit", unit,
+		"groups", p.split.Groups(), "leftover_sms", p.split.Remainder(), "prewarmed", len(p.spare))
+	return p, nil
+}
+
+// Device describes the pool's GPU.
+func (p *Pool) Device() DeviceInfo { return p.info }
+
+// PartitionUnit is the size of the groups partitions are made of.
+func (p *Pool) PartitionUnit() int { return p.split.GroupSMs() }
+
+// FreeSMs is how many SMs can still be given to partitioned tenants.
+func (p *Pool) FreeSMs() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.split.FreeSMs()
+	for _, s := range p.spare {
+		n += s.SMs()
+	}
+	return n
+}
+
+// SplitRow is one line of a split table: what a split at MinCount makes.
+type SplitRow = greenctx.Row
+
+// SplitTable says what the driver would make for each minimum count
+// (predicted, from the simulated split that performs nothing) and what it
+// made when asked (measured). Nothing is provisioned.
+func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err error) {
+	return p.dev.Table(minCounts...)
+}
+
+// MemoryUsed is what all tenants hold, in bytes; MemoryLimit the cap.
+func (p *Pool) MemoryUsed() uint64  { return p.mem.Used() }
+func (p *Pool) MemoryLimit() uint64 { return p.mem.Limit() }
+
+// Tenants lists the live tenants' names, sorted.
+func (p *Pool) Tenants() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]string, 0, len(p.tenants))
+	for n := range p.tenants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// RegisterStream labels a stream the SDK did not create (the stream an NCCL
+// communicator runs on, say) so that Tenant.Adopt classifies it; call it
+// where the communicator is made.
+func (p *Pool) RegisterStream(handle uintptr, c Class) { p.registry.Register(handle, c) }
+
+// UnregisterStream forgets a label (handles are reused once destroyed).
+func (p *Pool) UnregisterStream(handle uintptr) { p.registry.Unregister(handle) }
+
+// Close closes every tenant, releases spare partitions and the device. It
+// is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	cores := make([]*tenantCore, 0, len(p.tenants))
+	for _, c := range p.tenants {
+		cores = append(cores, c)
+	}
+	spare := p.spare
+	p.spare = nil
+	p.mu.Unlock()
+	var errs []error
+	for _, c := range cores {
+		errs = append(errs, c.close("pool closed"))
+	}
+	for _, s := range spare {
+		errs = append(errs, s.Close())
+	}
+	if p.dev != nil {
+		errs = append(errs, p.dev.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// takePartition finds or builds a partition for a tenant.
+func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
+	if cfg.rest {
+		// Spares go back first so the rest really is everything free.
+		for _, s := range p.spare {
+			_ = s.Close()
+		}
+		p.spare = nil
+		return p.split.TakeRest()
+	}
+	for i, s := range p.spare {
+		if s.SMs() == cfg.sms {
+			p.spare = append(p.spare[:i], p.spare[i+1:]...)
+			return s, nil
+		}
+	}
+	return p.split.Take(cfg.sms)
+}
+
+// now is the pool's clock for statistics.
+func now() time.Time { return time.Now() }

@@ -1,0 +1,316 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/kernels"
+)
+
+func openSim(t *testing.T, opts ...Option) (*Pool, *fake.Driver) {
+	t.Helper()
+	p, err := Open(context.Background(), 0, append([]Option{WithSimulator(SimulatedH200())}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return p, p.drv.(*fake.Driver)
+}
+
+func TestOpenWithoutDriverSaysSo(t *testing.T) {
+	if _, err := cuda.Load(); err == nil {
+		t.Skip("a driver is present")
+	}
+	_, err := Open(context.Background(), 0)
+	require.ErrorIs(t, err, ErrNoDriver)
+}
+
+func TestOpenBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		idx  int
+		opts []Option
+		want error
+		msg  string
+	}{
+		{"negative index", -1, nil, ErrInvalidArgument, "want 0 or more"},
+		{"missing device", 3, nil, ErrInvalidArgument, "has 1 GPU"},
+		{"unit not a group size", 0, []Option{WithPartitionUnit(12)}, ErrGranularity, "groups of 8"},
+		{"zero unit", 0, []Option{WithPartitionUnit(0)}, ErrInvalidArgument, "positive"},
+		{"prewarm too much", 0, []Option{WithPrewarm(64, 64)}, ErrInsufficientSMs, "free"},
+		{"nan dampening", 0, []Option{WithDampening(nan())}, ErrInvalidArgument, "(0, 1]"},
+		{"bad env", 0, []Option{WithEnviron([]string{"CUDA_DEVICE_MEMORY_LIMIT=lots"})}, ErrInvalidArgument, "CUDA_DEVICE_MEMORY_LIMIT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Open(context.Background(), tc.idx, append([]Option{WithSimulator(SimulatedH200())}, tc.opts...)...)
+			require.ErrorIs(t, err, tc.want)
+			require.Contains(t, err.Error(), tc.msg)
+		})
+	}
+}
+
+func nan() float64 { z := 0.0; return z / z }
+
+func TestTenantPartitions(t *testing.T) {
+	p, drv := openSim(t)
+	require.Equal(t, 120, p.FreeSMs(), "15 groups of 8 on an H200")
+	lat, err := p.NewTenant("interactive", WithSMs(16))
+	require.NoError(t, err)
+	require.Equal(t, 16, lat.SMs())
+	require.True(t, lat.Partitioned())
+
+	_, err = p.NewTenant("odd", WithSMs(12))
+	require.ErrorIs(t, err, ErrGranularity)
+	require.Contains(t, err.Error(), "asked for 12 SMs; this device splits in groups of 8")
+	_, err = p.NewTenant("interactive")
+	require.ErrorIs(t, err, ErrNameTaken)
+	_, err = p.NewTenant("", WithSMs(8))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = p.NewTenant("both", WithSMs(8), WithRestOfSMs())
+	require.ErrorIs(t, err, ErrInvalidArgument)
+
+	batch, err := p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	require.Equal(t, 104, batch.SMs())
+	require.Zero(t, p.FreeSMs())
+	_, err = p.NewTenant("late", WithSMs(8))
+	require.ErrorIs(t, err, ErrInsufficientSMs)
+
+	shared, err := p.NewTenant("shared")
+	require.NoError(t, err)
+	require.False(t, shared.Partitioned())
+	require.Equal(t, 132, shared.SMs())
+	require.Equal(t, []string{"batch", "interactive", "shared"}, p.Tenants())
+
+	require.NoError(t, batch.Close())
+	require.NoError(t, batch.Close(), "Close is idempotent")
+	require.Equal(t, 104, p.FreeSMs(), "a closed tenant's SMs return")
+	_, err = batch.Alloc(context.Background(), 1)
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = batch.NewStream(ClassDefault)
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, lat.Close())
+	require.NoError(t, shared.Close())
+	live := drv.Live()
+	require.Zero(t, live.GreenCtxs)
+	require.Zero(t, live.Streams)
+}
+
+func TestPrewarmedPartitionsAreReused(t *testing.T) {
+	p, drv := openSim(t, WithPrewarm(16, 16))
+	before := drv.Calls("cuGreenCtxCreate")
+	require.Equal(t, 2, before)
+	a, err := p.NewTenant("a", WithSMs(16))
+	require.NoError(t, err)
+	require.Equal(t, before, drv.Calls("cuGreenCtxCreate"), "a prewarmed partition needs no new green context")
+	require.NoError(t, a.Close())
+}
+
+func TestQuotaAndMemoryViews(t *testing.T) {
+	p, _ := openSim(t)
+	ctx := context.Background()
+	a, err := p.NewTenant("a", WithMemoryQuota(1<<20))
+	require.NoError(t, err)
+	b, err := p.NewTenant("b", WithMemoryQuota(1<<20))
+	require.NoError(t, err)
+
+	ptr, err := a.Alloc(ctx, 1<<20)
+	require.NoError(t, err)
+	_, err = a.Alloc(ctx, 1)
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+	require.Contains(t, err.Error(), "requested 1")
+	free, total, err := a.MemGetInfo()
+	require.NoError(t, err)
+	require.Equal(t, uint64(1<<20), total, "a tenant sees its quota as the card's size")
+	require.Zero(t, free)
+
+	require.ErrorIs(t, b.Free(ptr), ErrUnknownPointer, "another tenant's pointer")
+	require.Equal(t, uint64(1<<20), a.Stats().MemoryUsed)
+	require.NoError(t, a.Free(ptr))
+	require.ErrorIs(t, a.Free(ptr), ErrUnknownPointer, "double free")
+	require.Zero(t, a.Stats().MemoryUsed)
+	_, err = a.Alloc(ctx, 0)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = a.Alloc(cctx, 1)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestDriverOutOfMemoryRollsTheQuotaBack(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a")
+	require.NoError(t, err)
+	drv.FailNext("cuMemAlloc_v2", cuda.ErrorOutOfMemory)
+	_, err = a.Alloc(context.Background(), 4096)
+	require.ErrorIs(t, err, ErrDeviceOutOfMemory)
+	var ce *CUDAError
+	require.True(t, errors.As(err, &ce))
+	require.Equal(t, "cuMemAlloc_v2", ce.Op)
+	require.Zero(t, a.Stats().MemoryUsed)
+	require.Zero(t, p.MemoryUsed())
+}
+
+func TestCloseFreesLeaks(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(8))
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		_, err := a.Alloc(context.Background(), 1<<20)
+		require.NoError(t, err)
+	}
+	require.Equal(t, uint64(10<<20), drv.Live().Bytes)
+	require.NoError(t, a.Close())
+	require.Zero(t, drv.Live().Bytes, "Close frees what the tenant forgot")
+	require.Zero(t, p.MemoryUsed())
+}
+
+func TestForgottenTenantIsReclaimed(t *testing.T) {
+	p, drv := openSim(t)
+	func() {
+		a, err := p.NewTenant("forgotten", WithSMs(64))
+		require.NoError(t, err)
+		_, err = a.Alloc(context.Background(), 1<<20)
+		require.NoError(t, err)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.Tenants()) > 0 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Empty(t, p.Tenants(), "an unreachable tenant must be reclaimed")
+	require.Equal(t, 120, p.FreeSMs())
+	require.Zero(t, drv.Live().Bytes)
+}
+
+func TestContextEndsTenant(t *testing.T) {
+	p, _ := openSim(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := p.NewTenant("req", WithSMs(8), WithContext(ctx))
+	require.NoError(t, err)
+	cancel()
+	require.Eventually(t, func() bool { return len(p.Tenants()) == 0 }, 2*time.Second, 5*time.Millisecond)
+	_, err = a.Alloc(context.Background(), 1)
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, a.Close())
+}
+
+func TestLaunchComputesOnTheFake(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(16))
+	require.NoError(t, err)
+	mod, err := a.LoadModule(kernels.PTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("chain")
+	require.NoError(t, err)
+	_, err = mod.Function("nope")
+	require.ErrorIs(t, err, cuda.ErrorNotFound)
+	const n, steps = 1000, 50
+	buf, err := a.Alloc(context.Background(), 4*n)
+	require.NoError(t, err)
+	var args Args
+	args.Ptr(buf).Int32(n).Int32(steps)
+	require.NoError(t, a.Stream().Launch(context.Background(), fn, Dim3{X: 4, Y: 1, Z: 1}, Dim3{X: 256, Y: 1, Z: 1}, 0, &args))
+	require.NoError(t, a.Stream().Synchronize())
+	out := make([]byte, 4*n)
+	require.NoError(t, a.CopyFromDevice(out, buf))
+	require.NoError(t, kernels.CheckChain(out, steps))
+	require.Equal(t, 1, drv.StreamLaunches(cuda.Stream(a.Stream().Handle())))
+	require.Equal(t, uint64(1), a.Stats().Launches)
+
+	err = a.Stream().Launch(context.Background(), fn, Dim3{}, Dim3{X: 1, Y: 1, Z: 1}, 0, &args)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	b, err := p.NewTenant("b")
+	require.NoError(t, err)
+	err = b.Stream().Launch(context.Background(), fn, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 1, Y: 1, Z: 1}, 0, &args)
+	require.ErrorIs(t, err, ErrInvalidArgument, "a kernel of another tenant")
+}
+
+func TestRateLimitedLaunchesWaitAndCancel(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01))
+	require.NoError(t, err)
+	mod, err := a.LoadModule(kernels.PTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("spin")
+	require.NoError(t, err)
+	var args Args
+	args.Uint64(1)
+	// A launch as large as the whole partition empties the bucket; at 1%
+	// of the rate the next one must wait, and a cancelled wait launches
+	// nothing.
+	big := Dim3{X: 8 * 2048 / 1024, Y: 1, Z: 1}
+	blk := Dim3{X: 1024, Y: 1, Z: 1}
+	require.NoError(t, a.Stream().Launch(context.Background(), fn, big, blk, 0, &args))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	for i := 0; i < 100 && ctx.Err() == nil; i++ {
+		err = a.Stream().Launch(ctx, fn, big, blk, 0, &args)
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	st := a.Stats()
+	require.Less(t, st.Launches, uint64(100))
+	require.Equal(t, 0.01, st.SMLimit)
+
+	nccl, err := a.NewStream(ClassNCCL)
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		require.NoError(t, nccl.Launch(context.Background(), fn, big, blk, 0, &args), "NCCL streams are never throttled")
+	}
+	require.Equal(t, uint64(100), nccl.Launches())
+}
+
+func TestConcurrentTenantsAndAllocations(t *testing.T) {
+	p, drv := openSim(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			tn, err := p.NewTenant(strings.Repeat("t", i+1), WithSMs(8), WithMemoryQuota(8<<20))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer tn.Close()
+			for k := 0; k < 200; k++ {
+				ptr, err := tn.Alloc(context.Background(), uint64(1+k%4)<<20)
+				if errors.Is(err, ErrQuotaExceeded) {
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := tn.Free(ptr); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	require.Zero(t, p.MemoryUsed())
+	require.Zero(t, drv.Live().Bytes)
+	require.Equal(t, 120, p.FreeSMs())
+}
+
+func TestEnvironConfiguresLimits(t *testing.T) {
+	p, _ := openSim(t, WithEnviron([]string{"CUDA_DEVICE_MEMORY_LIMIT=2g", "CUDA_DEVICE_SM_LIMIT=25"}))
+	require.Equal(t, uint64(2<<30), p.MemoryLimit())
+	a, err := p.NewTenant("a")
+	require.NoError(t, err)
+	require.Equal(t, 0.25, a.Stats().SMLimit)
+}

@@ -1,0 +1,129 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
+)
+
+// Stream is one of a tenant's CUDA streams with its class. Launches on it
+// are charged to its bucket (and the tenant's) unless its class bypasses.
+type Stream struct {
+	t        *tenantCore
+	h        cuda.Stream
+	class    Class
+	bucket   *tokenbucket.Stream // nil: not limited
+	owned    bool                // created by the SDK (destroyed on Close)
+	fromPart bool                // the partition's own stream: the partition destroys it
+	launches atomic.Uint64
+}
+
+func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
+	s := &Stream{t: c, class: class, owned: true}
+	var err error
+	switch {
+	case c.part != nil && first:
+		s.h, s.fromPart = c.part.Stream(), true
+	case c.part != nil:
+		s.h, err = c.part.NewStream(0)
+		s.fromPart = true
+	default:
+		s.h, err = c.pool.drv.StreamCreate(c.pool.dev.Primary(), cuda.StreamNonBlocking)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.attachBucket(); err != nil {
+		_ = s.destroy(c.pool.dev.Primary())
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stream) attachBucket() error {
+	if s.t.limiter == nil || s.class.Bypass() {
+		return nil
+	}
+	b, err := s.t.limiter.NewStream(1)
+	s.bucket = b
+	return err
+}
+
+// NewStream adds a stream of class cl to the tenant.
+func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if !cl.Valid() {
+		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
+	}
+	s, err := c.newStream(cl, false)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.streams = append(c.streams, s)
+	return s, nil
+}
+
+// Adopt wraps a stream created elsewhere (for example the one an NCCL
+// communicator uses) so that launches through the SDK are classified. Its
+// class is the one given to Pool.RegisterStream, else cl. The SDK does not
+// destroy adopted streams.
+func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if reg, ok := c.pool.registry.Lookup(handle); ok {
+		cl = reg
+	}
+	s := &Stream{t: c, h: cuda.Stream(handle), class: cl}
+	if err := s.attachBucket(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.streams = append(c.streams, s)
+	return s, nil
+}
+
+// Handle is the CUstream, for other bindings.
+func (s *Stream) Handle() uintptr { return uintptr(s.h) }
+
+// Class is the stream's class.
+func (s *Stream) Class() Class { return s.class }
+
+// Launches counts kernels launched on the stream through the SDK.
+func (s *Stream) Launches() uint64 { return s.launches.Load() }
+
+// Synchronize waits for everything queued on the stream.
+func (s *Stream) Synchronize() error {
+	return s.t.do(func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h) })
+}
+
+// admit charges a launch of grid x block to the stream's bucket, waiting
+// (and honouring ctx) if it is empty. NCCL-class streams never wait.
+func (s *Stream) admit(ctx context.Context, grid, block Dim3) error {
+	if s.bucket == nil {
+		return nil
+	}
+	cost := s.t.limiter.Cost([3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z}, s.class)
+	return s.bucket.Wait(ctx, cost)
+}
+
+func (s *Stream) destroy(ctx cuda.Context) error {
+	var errs []error
+	if s.bucket != nil {
+		errs = append(errs, s.bucket.Close())
+	}
+	if s.owned && !s.fromPart {
+		drv := s.t.pool.drv
+		errs = append(errs, drv.StreamSynchronize(ctx, s.h), drv.StreamDestroy(ctx, s.h))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,278 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fcsp-go/fcsp-go/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/memtrack"
+	"github.com/fcsp-go/fcsp-go/stream"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
+)
+
+// Class is a stream's kind of work; see package stream.
+type Class = stream.Class
+
+// Stream classes.
+const (
+	ClassDefault   = stream.Default
+	ClassAttention = stream.Attention
+	ClassMemcpy    = stream.Memcpy
+	ClassNCCL      = stream.NCCL
+)
+
+// Tenant is one request class's share of the GPU: its SMs, streams, memory
+// quota and launch rate. Close it when done; a Tenant that becomes
+// unreachable without Close is closed by the garbage collector, and its
+// memory and SMs return to the pool.
+type Tenant struct {
+	*tenantCore
+}
+
+// tenantCore is what the pool tracks; the Tenant handle wraps it so that an
+// unreachable handle can be detected and cleaned up.
+type tenantCore struct {
+	pool    *Pool
+	name    string
+	part    *greenctx.Partition // nil: shares the device through the primary context
+	acct    *memtrack.Account
+	limiter *tokenbucket.Limiter // nil: not rate limited
+
+	mu      sync.Mutex
+	streams []*Stream
+	modules []*Module
+	closed  atomic.Bool
+	cleanup runtime.Cleanup
+	stop    func() bool // unregisters the context watcher
+}
+
+// NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
+// device's SMs with other unpartitioned tenants (no SM isolation, quotas and
+// rate limits still apply).
+func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
+	var cfg tenantConfig
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty tenant name", ErrInvalidArgument)
+	}
+	if cfg.sms > 0 && cfg.rest {
+		return nil, fmt.Errorf("%w: WithSMs and WithRestOfSMs together; choose one", ErrInvalidArgument)
+	}
+	if cfg.smLimit == 0 {
+		if f, ok := p.env.SMLimit(p.info.Index); ok {
+			cfg.smLimit = f
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := p.tenants[name]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
+	}
+	c := &tenantCore{pool: p, name: name}
+	var err error
+	if cfg.sms > 0 || cfg.rest {
+		if c.part, err = p.takePartition(&cfg); err != nil {
+			return nil, fmt.Errorf("tenant %q: %w", name, err)
+		}
+	}
+	undo := func(err error) (*Tenant, error) {
+		if c.part != nil {
+			err = errors.Join(err, c.part.Close())
+		}
+		if c.acct != nil {
+			_, e := c.acct.Close()
+			err = errors.Join(err, e)
+		}
+		return nil, fmt.Errorf("tenant %q: %w", name, err)
+	}
+	quota := cfg.quota
+	if quota == 0 {
+		quota = p.mem.Limit()
+	}
+	if c.acct, err = p.mem.NewAccount(name, quota); err != nil {
+		return undo(err)
+	}
+	if cfg.smLimit > 0 {
+		sms := p.info.SMs
+		if c.part != nil {
+			sms = c.part.SMs()
+		}
+		c.limiter, err = tokenbucket.New(tokenbucket.Config{
+			SMs: sms, ThreadsPerSM: p.info.ThreadsPerSM, SMLimit: cfg.smLimit, Dampening: p.cfg.dampening,
+		})
+		if err != nil {
+			return undo(err)
+		}
+	}
+	first, err := c.newStream(cfg.class, true)
+	if err != nil {
+		return undo(err)
+	}
+	c.streams = append(c.streams, first)
+	p.tenants[name] = c
+	t := &Tenant{c}
+	if cfg.ctx != nil {
+		c.closeWhenDone(cfg.ctx)
+	}
+	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) { _ = c.close("tenant handle garbage-collected without Close") }, c)
+	p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.smLimit)
+	return t, nil
+}
+
+// Name is the tenant's name.
+func (c *tenantCore) Name() string { return c.name }
+
+// SMs is how many SMs the tenant's partition holds, read back from the
+// driver; for an unpartitioned tenant, the whole device's (shared).
+func (c *tenantCore) SMs() int {
+	if c.part == nil {
+		return c.pool.info.SMs
+	}
+	return c.part.SMs()
+}
+
+// Partitioned reports whether the tenant has SMs of its own.
+func (c *tenantCore) Partitioned() bool { return c.part != nil }
+
+// Context is the tenant's CUcontext (the green context's, or the device's
+// primary context for an unpartitioned tenant), for other bindings. Note
+// that a green context may be current on one thread at a time.
+func (c *tenantCore) Context() uintptr {
+	if c.part == nil {
+		return uintptr(c.pool.dev.Primary())
+	}
+	return uintptr(c.part.Context())
+}
+
+// Stream is the tenant's first stream.
+func (c *tenantCore) Stream() *Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[0]
+}
+
+// do runs f with the tenant's context, serialised per green context.
+func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if c.part == nil {
+		return f(c.pool.dev.Primary())
+	}
+	err := c.part.Do(f)
+	if errors.Is(err, greenctx.ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}
+
+// SetSMLimit changes the tenant's launch-rate limit; it applies from the
+// next launch. A tenant made without WithSMLimit cannot be limited later.
+func (c *tenantCore) SetSMLimit(f float64) error {
+	if c.limiter == nil {
+		return fmt.Errorf("%w: tenant %q was made without WithSMLimit", ErrInvalidArgument, c.name)
+	}
+	return c.limiter.SetSMLimit(f)
+}
+
+// Stats is a snapshot of a tenant's use.
+type Stats struct {
+	Name          string
+	SMs           int
+	Partitioned   bool
+	MemoryUsed    uint64
+	MemoryLimit   uint64
+	SMLimit       float64 // 0: unlimited
+	Launches      uint64  // admitted kernel launches, all streams
+	Throttled     uint64  // launches that had to wait for tokens
+	ThrottleWaitS float64 // seconds spent waiting for tokens
+	Streams       int
+}
+
+// Stats reports the tenant's use.
+func (c *tenantCore) Stats() Stats {
+	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.part != nil, MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit()}
+	if c.limiter != nil {
+		s.SMLimit = c.limiter.SMLimit()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.Streams = len(c.streams)
+	for _, st := range c.streams {
+		s.Launches += st.launches.Load()
+		if st.bucket != nil {
+			bs := st.bucket.Stats()
+			s.Throttled += bs.Throttled
+			s.ThrottleWaitS += float64(bs.WaitNanos) / 1e9
+		}
+	}
+	return s
+}
+
+// Close synchronises and destroys the tenant's streams, frees what it still
+// has allocated, and returns its SMs and quota to the pool. Idempotent; any
+// later call on the tenant returns ErrClosed.
+func (t *Tenant) Close() error {
+	t.cleanup.Stop()
+	return t.close("")
+}
+
+func (c *tenantCore) close(why string) error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if c.stop != nil {
+		c.stop()
+	}
+	p := c.pool
+	var errs []error
+	c.mu.Lock()
+	streams, modules := c.streams, c.modules
+	c.streams, c.modules = nil, nil
+	c.mu.Unlock()
+	ctx := p.dev.Primary()
+	if c.part != nil {
+		ctx = c.part.Context()
+	}
+	for _, s := range streams {
+		errs = append(errs, s.destroy(ctx))
+	}
+	for _, m := range modules {
+		errs = append(errs, p.drv.ModuleUnload(ctx, m.h))
+	}
+	leaks := c.acct.Live()
+	for _, a := range leaks {
+		errs = append(errs, p.drv.MemFree(ctx, cuda.DevicePtr(a.Ptr)))
+	}
+	_, err := c.acct.Close()
+	errs = append(errs, err)
+	if c.part != nil {
+		errs = append(errs, c.part.Close())
+	}
+	p.mu.Lock()
+	if p.tenants[c.name] == c {
+		delete(p.tenants, c.name)
+	}
+	p.mu.Unlock()
+	if why != "" || len(leaks) > 0 {
+		p.log.Warn("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
+	}
+	return errors.Join(errs...)
+}
+
+// closeWhenDone closes the tenant when ctx is done (used by WithContext).
+func (c *tenantCore) closeWhenDone(ctx context.Context) {
+	c.stop = context.AfterFunc(ctx, func() { _ = c.close("context done: " + context.Cause(ctx).Error()) })
+}

@@ -1,0 +1,301 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Magic identifies an initialised region ("FCSPSHM1" little-endian). It is
+// published last by the creator, so a region with a valid magic is fully
+// initialised.
+const Magic uint64 = 0x314d485350534346
+
+// Version is the layout version this package reads and writes.
+const Version = 1
+
+// DefaultPath is a conventional region path.
+const DefaultPath = "/dev/shm/fcsp-go.region"
+
+const (
+	lineSize = 64
+	pageSize = 4096
+
+	// Header word offsets.
+	headerMagic      = 0
+	headerVersion    = 8
+	headerSize       = 16
+	headerDevices    = 24
+	headerSlots      = 32
+	headerBeatOff    = 40
+	headerSlotOff    = 48
+	headerSlotStride = 56
+
+	// Bounds that keep a hostile header from making us map or index
+	// absurd amounts of memory.
+	MaxDevices = 64
+	MaxSlots   = 4096
+)
+
+// ErrBadRegion is matched by every error about a region file that is not a
+// valid region of this version and layout.
+var ErrBadRegion = errors.New("shm: bad region")
+
+// Layout is the shape of a region.
+type Layout struct {
+	Devices int // GPUs on the node, 1..MaxDevices
+	Slots   int // processes that may join at once, 1..MaxSlots
+}
+
+func (l Layout) validate() error {
+	if l.Devices < 1 || l.Devices > MaxDevices {
+		return fmt.Errorf("shm: layout has %d devices; between 1 and %d are allowed", l.Devices, MaxDevices)
+	}
+	if l.Slots < 1 || l.Slots > MaxSlots {
+		return fmt.Errorf("shm: layout has %d slots; between 1 and %d are allowed", l.Slots, MaxSlots)
+	}
+	return nil
+}
+
+// geometry is everything derived from a Layout.
+type geometry struct {
+	beatOff, slotOff, slotStride, size uint64
+}
+
+func alignPage(n uint64) uint64 { return (n + pageSize - 1) &^ (pageSize - 1) }
+
+func (l Layout) geometry() geometry {
+	var g geometry
+	g.beatOff = pageSize
+	g.slotOff = g.beatOff + alignPage(uint64(l.Slots)*lineSize)
+	g.slotStride = lineSize * uint64(1+l.Devices)
+	g.size = g.slotOff + alignPage(uint64(l.Slots)*g.slotStride)
+	return g
+}
+
+// Options tune Open.
+type Options struct {
+	// OpenTimeout bounds how long Open waits for a concurrent creator to
+	// publish the magic. Zero means 2 s.
+	OpenTimeout time.Duration
+	// Mode is the permission of a created file. Zero means 0o600.
+	Mode os.FileMode
+}
+
+// Region is a mapped shared region. Its methods are safe for concurrent
+// use; Close must not race with them.
+type Region struct {
+	path   string
+	data   []byte
+	layout Layout
+	geo    geometry
+	// MlockErr is the error of the best-effort mlock, nil if the region
+	// is locked in memory. A region that is not locked still works; it
+	// may only be paged out under memory pressure.
+	MlockErr error
+	created  bool
+}
+
+// Open maps the region at path, creating and initialising it with layout
+// l if it does not exist. Two processes racing to create it are safe: the
+// file is created with O_EXCL, so exactly one initialises it and publishes
+// the magic last; the other waits (up to Options.OpenTimeout) for the
+// magic and then validates the header. An existing region whose header is
+// not exactly what l implies fails with ErrBadRegion.
+func Open(path string, l Layout, opts *Options) (*Region, error) {
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.OpenTimeout == 0 {
+		o.OpenTimeout = 2 * time.Second
+	}
+	if o.Mode == 0 {
+		o.Mode = 0o600
+	}
+	g := l.geometry()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, o.Mode)
+	switch {
+	case err == nil:
+		defer f.Close()
+		return create(f, path, l, g)
+	case errors.Is(err, fs.ErrExist):
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("shm: open region: %w", err)
+		}
+		defer f.Close()
+		return attach(f, path, l, g, o.OpenTimeout)
+	default:
+		return nil, fmt.Errorf("shm: create region: %w", err)
+	}
+}
+
+func create(f *os.File, path string, l Layout, g geometry) (*Region, error) {
+	if err := f.Truncate(int64(g.size)); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("shm: size region %s: %w", path, err)
+	}
+	r, err := mapRegion(f, path, l, g)
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	r.created = true
+	// ftruncate zero-fills, so counters and slot states start at 0 (free).
+	r.word(headerVersion).Store(Version)
+	r.word(headerSize).Store(g.size)
+	r.word(headerDevices).Store(uint64(l.Devices))
+	r.word(headerSlots).Store(uint64(l.Slots))
+	r.word(headerBeatOff).Store(g.beatOff)
+	r.word(headerSlotOff).Store(g.slotOff)
+	r.word(headerSlotStride).Store(g.slotStride)
+	// Publish last: sync/atomic operations are sequentially consistent
+	// in Go's memory model, so a reader that loads Magic sees every store
+	// above. The kernel keeps one page cache copy for all mappings of the
+	// file, so the same holds across processes.
+	r.word(headerMagic).Store(Magic)
+	return r, nil
+}
+
+func attach(f *os.File, path string, l Layout, g geometry, timeout time.Duration) (*Region, error) {
+	deadline := time.Now().Add(timeout)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrBadRegion, path, fmt.Sprintf(format, args...))
+	}
+	// Wait for the creator to size the file and publish the magic.
+	var hdr [headerSlotStride + 8]byte
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		n, err := f.ReadAt(hdr[:], 0)
+		if n == len(hdr) && le64(hdr[headerMagic:]) != 0 {
+			break
+		}
+		if err != nil && err != io.EOF { // EOF: creator has not sized it yet
+			return nil, fmt.Errorf("shm: read region header: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return nil, bad("magic not published within %v (creator died during initialisation? remove the file)", timeout)
+		}
+		time.Sleep(delay)
+	}
+	if m := le64(hdr[headerMagic:]); m != Magic {
+		return nil, bad("magic %#x, want %#x", m, Magic)
+	}
+	if v := le64(hdr[headerVersion:]); v != Version {
+		return nil, bad("version %d, this build reads version %d", v, Version)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("shm: stat region: %w", err)
+	}
+	if sz := le64(hdr[headerSize:]); sz != uint64(st.Size()) || sz != g.size {
+		return nil, bad("header says %d bytes, file has %d, layout %+v needs %d", sz, st.Size(), l, g.size)
+	}
+	if d, s := le64(hdr[headerDevices:]), le64(hdr[headerSlots:]); d != uint64(l.Devices) || s != uint64(l.Slots) {
+		return nil, bad("region has %d devices and %d slots, want %d and %d", d, s, l.Devices, l.Slots)
+	}
+	if le64(hdr[headerBeatOff:]) != g.beatOff ||
+		le64(hdr[headerSlotOff:]) != g.slotOff || le64(hdr[headerSlotStride:]) != g.slotStride {
+		return nil, bad("section offsets do not match layout %+v", l)
+	}
+	return mapRegion(f, path, l, g)
+}
+
+// le64 decodes a little-endian word; the region is only shared between
+// processes of one machine, and amd64/arm64 are little-endian.
+func le64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+func mapRegion(f *os.File, path string, l Layout, g geometry) (*Region, error) {
+	data, err := unix.Mmap(int(f.Fd()), 0, int(g.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shm: mmap %s: %w", path, err)
+	}
+	r := &Region{path: path, data: data, layout: l, geo: g}
+	// Best effort: a paged-out accounting page would put a disk read on
+	// the allocation path. Unprivileged processes commonly get EPERM or
+	// ENOMEM (RLIMIT_MEMLOCK); the region still works, so only report.
+	if err := unix.Mlock(data); err != nil {
+		r.MlockErr = fmt.Errorf("shm: mlock %s (continuing unlocked): %w", path, err)
+	}
+	return r, nil
+}
+
+// Close unmaps the region. The file stays; remove it with os.Remove when
+// no process needs it. Counters and slots obtained from r must not be used
+// after Close.
+func (r *Region) Close() error {
+	if r.data == nil {
+		return nil
+	}
+	err := unix.Munmap(r.data)
+	r.data = nil
+	return err
+}
+
+// Path returns the region's file path.
+func (r *Region) Path() string { return r.path }
+
+// Layout returns the region's layout.
+func (r *Region) Layout() Layout { return r.layout }
+
+// Created reports whether this Open created and initialised the region.
+func (r *Region) Created() bool { return r.created }
+
+// word returns the Counter at byte offset off. off is always derived from
+// the validated geometry and is 8-byte aligned; mmap returns page-aligned
+// memory, so the word is aligned for 64-bit atomics.
+func (r *Region) word(off uint64) Counter {
+	return Counter{(*uint64)(unsafe.Pointer(&r.data[off]))}
+}
+
+func (r *Region) checkDev(dev int) {
+	if dev < 0 || dev >= r.layout.Devices {
+		panic(fmt.Sprintf("shm: device %d out of range [0,%d)", dev, r.layout.Devices))
+	}
+}
+
+func (r *Region) checkSlot(i int) {
+	if i < 0 || i >= r.layout.Slots {
+		panic(fmt.Sprintf("shm: slot %d out of range [0,%d)", i, r.layout.Slots))
+	}
+}
+
+// DeviceUsed returns the node-wide bytes in use on device dev: the sum of
+// every slot's usage of it. It costs one load per slot (O(Slots), never
+// O(tenants)). See the package comment for why the total is a sum rather
+// than a counter of its own.
+func (r *Region) DeviceUsed(dev int) uint64 {
+	r.checkDev(dev)
+	var sum uint64
+	off := r.geo.slotOff + uint64(1+dev)*lineSize
+	for i := 0; i < r.layout.Slots; i++ {
+		sum += r.word(off).Load()
+		off += r.geo.slotStride
+	}
+	return sum
+}
+
+func (r *Region) stateWord(i int) Counter {
+	return r.word(r.geo.slotOff + uint64(i)*r.geo.slotStride)
+}
+
+func (r *Region) beatWord(i int) Counter {
+	return r.word(r.geo.beatOff + uint64(i)*lineSize)
+}
+
+func (r *Region) usageWord(i, dev int) Counter {
+	return r.word(r.geo.slotOff + uint64(i)*r.geo.slotStride + uint64(1+dev)*lineSize)
+}

@@ -1,0 +1,58 @@
+package memtrack
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrQuotaExceeded is matched (errors.Is) by every *QuotaError.
+	ErrQuotaExceeded = errors.New("memtrack: memory quota exceeded")
+	// ErrUnknownPointer is returned when freeing a pointer that is not a
+	// live allocation of the account: never recorded, already freed, or
+	// owned by another account.
+	ErrUnknownPointer = errors.New("memtrack: unknown device pointer")
+	// ErrInvalidSize is returned for zero-byte requests and for sizes that
+	// cannot be represented.
+	ErrInvalidSize = errors.New("memtrack: invalid allocation size")
+	// ErrClosed is returned by operations on a closed Account.
+	ErrClosed = errors.New("memtrack: account closed")
+	// ErrInvalidLimit is returned for a zero limit.
+	ErrInvalidLimit = errors.New("memtrack: invalid memory limit")
+)
+
+// Scopes reported by QuotaError.Scope.
+const (
+	ScopeTenant = "tenant"
+	ScopeDevice = "device"
+)
+
+// QuotaError describes a rejected reservation. Used and Limit are those of
+// the scope (tenant or device) whose limit would have been passed, as
+// observed at the moment of rejection.
+type QuotaError struct {
+	Tenant    string
+	Requested uint64
+	Used      uint64
+	Limit     uint64
+	Scope     string // ScopeTenant or ScopeDevice
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("memtrack: tenant %q: requested %d bytes with %d of %d bytes used would exceed the %s limit (at most %d more bytes available)",
+		e.Tenant, e.Requested, e.Used, e.Limit, e.Scope, sat(e.Limit, e.Used))
+}
+
+// Unwrap returns ErrQuotaExceeded.
+func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
+
+// Is reports whether target is ErrQuotaExceeded.
+func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExceeded }
+
+// sat returns a-b, or 0 if b > a.
+func sat(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}

@@ -1,0 +1,366 @@
+package memtrack
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fcsp-go/fcsp-go/internal/shm"
+)
+
+// cacheLine is the padding unit that keeps hot counters of different
+// tenants (and the device total) on different cache lines, so that tenants
+// allocating on different cores do not invalidate each other's lines.
+const cacheLine = 64
+
+type pad [cacheLine]byte
+
+// closedBit is set in an account's used word by Close. Folding the flag into
+// the counter makes every compare-and-swap on the counter also a check that
+// the account is open, so Reserve and Unreserve cannot slip past Close.
+const closedBit = uint64(1) << 63
+
+// Allocation is a live allocation of an account.
+type Allocation struct {
+	Ptr  uint64 // device pointer
+	Size uint64 // bytes
+}
+
+// Option configures a Tracker.
+type Option func(*Tracker) error
+
+// Tracker is the memory accounting of one device. It is safe for
+// concurrent use.
+type Tracker struct {
+	_     pad
+	local uint64 // device total when not shared; accessed through dev
+	_     pad
+
+	limit uint64      // device limit; immutable
+	dev   shm.Counter // device total when not shared: &local
+	// With WithShared: the region, the device index in it, and this
+	// process's usage word of that device. share == nil otherwise.
+	share  *shm.Region
+	devIdx int
+	slot   shm.Counter
+
+	records recordMap
+
+	mu     sync.Mutex // guards ids and registry changes; never on the hot path
+	free   []uint16   // recycled account ids
+	nextID uint16
+	n      atomic.Int64 // number of open accounts
+}
+
+// New returns a Tracker for a device whose allocations must never total
+// more than deviceLimit bytes.
+func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
+	if deviceLimit == 0 {
+		return nil, fmt.Errorf("%w: device limit is 0 bytes; it must be at least 1 byte", ErrInvalidLimit)
+	}
+	t := &Tracker{limit: deviceLimit, nextID: 1}
+	t.dev = shm.CounterOf(&t.local)
+	for _, o := range opts {
+		if err := o(t); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Used returns the bytes currently reserved on the device. With WithShared
+// this is the node-wide total of all processes sharing the region, which
+// may transiently include reservations that are being rolled back.
+func (t *Tracker) Used() uint64 {
+	if t.share != nil {
+		return t.share.DeviceUsed(t.devIdx)
+	}
+	return t.dev.Load()
+}
+
+// Limit returns the device limit in bytes.
+func (t *Tracker) Limit() uint64 { return t.limit }
+
+// Accounts returns the number of open accounts.
+func (t *Tracker) Accounts() int { return int(t.n.Load()) }
+
+// NewAccount opens an account for a tenant. limit may exceed the device
+// limit, in which case the device limit is the effective bound.
+func (t *Tracker) NewAccount(name string, limit uint64) (*Account, error) {
+	if limit == 0 {
+		return nil, fmt.Errorf("%w: tenant %q limit is 0 bytes; it must be at least 1 byte", ErrInvalidLimit, name)
+	}
+	t.mu.Lock()
+	var id uint16
+	switch {
+	case len(t.free) > 0:
+		id = t.free[len(t.free)-1]
+		t.free = t.free[:len(t.free)-1]
+	case t.nextID != 0 && uint32(t.nextID) <= maxAccounts:
+		id = t.nextID
+		t.nextID++ // wraps to 0 after 65535, which stops allocation above
+	default:
+		t.mu.Unlock()
+		return nil, fmt.Errorf("memtrack: tenant %q: too many open accounts; at most %d are allowed per device", name, maxAccounts)
+	}
+	t.n.Add(1)
+	t.mu.Unlock()
+	a := &Account{t: t, name: name, id: id}
+	a.limit.Store(limit)
+	return a, nil
+}
+
+func (t *Tracker) releaseID(id uint16) {
+	t.mu.Lock()
+	t.free = append(t.free, id)
+	t.n.Add(-1)
+	t.mu.Unlock()
+}
+
+// devReserve admits n bytes against the device limit. On failure it
+// returns the device usage it observed.
+func (t *Tracker) devReserve(n uint64) (used uint64, ok bool) {
+	if t.share != nil {
+		return t.sharedReserve(n)
+	}
+	for {
+		u := t.dev.Load()
+		if n > t.limit || u > t.limit-n {
+			return u, false
+		}
+		if t.dev.CompareAndSwap(u, u+n) {
+			return 0, true
+		}
+	}
+}
+
+// sharedReserve admits n bytes against the node-wide total, the sum of all
+// processes' slot usage. The process's own slot word is the only shared
+// state it writes (see internal/shm for why), so admission is optimistic:
+// add to the slot, re-read the sum, roll back on overshoot. Of two racing
+// reservations the one whose sum is read later sees the other's add
+// (sync/atomic is sequentially consistent), so the sum of admitted
+// reservations never passes the limit; the price is that racing
+// reservations near the limit may both be rejected.
+func (t *Tracker) sharedReserve(n uint64) (used uint64, ok bool) {
+	if n > t.limit {
+		return t.Used(), false
+	}
+	t.slot.Add(n)
+	if u := t.share.DeviceUsed(t.devIdx); u > t.limit {
+		t.slot.Sub(n)
+		return u - n, false
+	}
+	return 0, true
+}
+
+func (t *Tracker) devRelease(n uint64) {
+	if t.share != nil {
+		t.slot.Sub(n)
+		return
+	}
+	t.dev.Sub(n)
+}
+
+// Account is one tenant's share of a device. It is safe for concurrent use.
+type Account struct {
+	_     pad
+	used  atomic.Uint64 // bytes reserved, | closedBit once closed
+	limit atomic.Uint64
+	_     pad
+
+	t    *Tracker
+	name string
+	id   uint16
+}
+
+// Name returns the tenant name given to NewAccount.
+func (a *Account) Name() string { return a.name }
+
+// Used returns the bytes currently reserved by the account.
+func (a *Account) Used() uint64 { return a.used.Load() &^ closedBit }
+
+// Limit returns the account's limit in bytes.
+func (a *Account) Limit() uint64 { return a.limit.Load() }
+
+// SetLimit changes the account's limit. Lowering it below the current usage
+// is allowed: existing allocations stay, new reservations fail until usage
+// drops below the new limit.
+func (a *Account) SetLimit(limit uint64) error {
+	if limit == 0 {
+		return fmt.Errorf("%w: tenant %q limit is 0 bytes; it must be at least 1 byte", ErrInvalidLimit, a.name)
+	}
+	if a.used.Load()&closedBit != 0 {
+		return ErrClosed
+	}
+	a.limit.Store(limit)
+	return nil
+}
+
+// Reserve admits an allocation of n bytes against the tenant and the device
+// limits, before the driver is asked for the memory. On success the bytes
+// count as used until Unreserve or, once recorded, Release. On failure
+// nothing changes and the error is a *QuotaError (errors.Is
+// ErrQuotaExceeded), ErrInvalidSize or ErrClosed.
+//
+// Each limit is enforced with a compare-and-swap loop, so neither counter
+// ever exceeds its limit, not even transiently. A relaxed load of the
+// tenant total first rejects requests that cannot fit without writing any
+// shared cache line. Then the device total is reserved, then the tenant
+// total; a tenant rejection (a racing reservation of the same tenant took
+// the room) rolls the device back. Reserving the device first means the
+// device total always covers the tenant totals, which is what lets Close
+// give back a tenant's bytes without ever undercounting the device. The
+// price is that a tenant's losing race can make the device total
+// over-count for a few nanoseconds: conservative, never a passed limit.
+func (a *Account) Reserve(n uint64) error {
+	if n == 0 || n > maxRecordSize {
+		return a.sizeErr(n)
+	}
+	lim := a.limit.Load()
+	u := a.used.Load()
+	if u&closedBit != 0 {
+		return ErrClosed
+	}
+	if n > lim || u > lim-n {
+		return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
+	}
+	if du, ok := a.t.devReserve(n); !ok {
+		return &QuotaError{Tenant: a.name, Requested: n, Used: du, Limit: a.t.limit, Scope: ScopeDevice}
+	}
+	for {
+		if u&closedBit != 0 {
+			a.t.devRelease(n)
+			return ErrClosed
+		}
+		if n > lim || u > lim-n {
+			a.t.devRelease(n)
+			return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
+		}
+		if a.used.CompareAndSwap(u, u+n) {
+			return nil
+		}
+		u = a.used.Load()
+	}
+}
+
+func (a *Account) sizeErr(n uint64) error {
+	if n == 0 {
+		return fmt.Errorf("%w: tenant %q requested 0 bytes; sizes must be at least 1 byte", ErrInvalidSize, a.name)
+	}
+	return fmt.Errorf("%w: tenant %q requested %d bytes; sizes must be at most %d bytes", ErrInvalidSize, a.name, n, uint64(maxRecordSize))
+}
+
+// sub removes n bytes from the account unless it has been closed, in which
+// case Close already gave them back to the device. It returns how many bytes
+// the caller must give back to the device.
+func (a *Account) sub(n uint64) uint64 {
+	for {
+		u := a.used.Load()
+		if u&closedBit != 0 {
+			return 0
+		}
+		m := min(n, u) // an unbalanced Unreserve is a caller bug; never underflow
+		if a.used.CompareAndSwap(u, u-m) {
+			return m
+		}
+	}
+}
+
+// Unreserve gives back n bytes of a successful Reserve that did not become
+// an allocation, for instance because the driver then reported out of
+// memory. Giving back more than is reserved clamps at zero.
+func (a *Account) Unreserve(n uint64) {
+	if n == 0 {
+		return
+	}
+	if m := a.sub(n); m > 0 {
+		a.t.devRelease(m)
+	}
+}
+
+// Record remembers a live allocation of n bytes at device pointer ptr, so
+// that Release(ptr) can attribute the free. The n bytes must have been
+// reserved with Reserve; Record itself changes no counter.
+func (a *Account) Record(ptr uint64, n uint64) error {
+	if n == 0 || n > maxRecordSize {
+		return a.sizeErr(n)
+	}
+	if a.used.Load()&closedBit != 0 {
+		return ErrClosed
+	}
+	if !a.t.records.insert(ptr, packWord(n, a.id)) {
+		return fmt.Errorf("memtrack: tenant %q: pointer %#x is already recorded as a live allocation; free it before recording it again", a.name, ptr)
+	}
+	if a.used.Load()&closedBit != 0 {
+		// Close ran while we inserted and may have missed the record;
+		// take it back so no record outlives its account.
+		a.t.records.remove(ptr, a.id)
+		return ErrClosed
+	}
+	return nil
+}
+
+// Release forgets the allocation at ptr and gives its bytes back to the
+// tenant and the device. It returns the allocation size. A pointer that is
+// not a live allocation of this account (never recorded, already released,
+// or another tenant's) yields ErrUnknownPointer and changes nothing.
+func (a *Account) Release(ptr uint64) (uint64, error) {
+	if a.used.Load()&closedBit != 0 {
+		return 0, ErrClosed
+	}
+	w, ok := a.t.records.remove(ptr, a.id)
+	if !ok {
+		return 0, fmt.Errorf("%w: tenant %q has no live allocation at %#x", ErrUnknownPointer, a.name, ptr)
+	}
+	n := wordSize(w)
+	if m := a.sub(n); m > 0 {
+		a.t.devRelease(m)
+	}
+	return n, nil
+}
+
+// MemInfo returns what cuMemGetInfo should report to this tenant given the
+// device's real free and total bytes: total is min(limit, deviceTotal) and
+// free is min(total-used, deviceFree), never negative.
+func (a *Account) MemInfo(deviceFree, deviceTotal uint64) (free, total uint64) {
+	total = min(a.Limit(), deviceTotal)
+	free = min(sat(total, a.Used()), deviceFree)
+	return free, total
+}
+
+// Live returns a snapshot of the account's live allocations, in no
+// particular order, for leak reports. It is O(4096 + live records).
+func (a *Account) Live() []Allocation {
+	return a.t.records.snapshot(a.id, nil)
+}
+
+// Close forgets all of the account's live records and gives all its
+// reserved bytes back to the device; the caller is responsible for freeing
+// the device memory itself. It returns the bytes that were still reserved
+// (recorded allocations plus reservations never recorded). Operations after
+// Close return ErrClosed, and so does a second Close.
+//
+// Close may race with any other method: every byte is given back to the
+// device exactly once, and a Record or Release that loses the race reports
+// ErrClosed (its bytes are then part of leaked).
+func (a *Account) Close() (leaked uint64, err error) {
+	for {
+		u := a.used.Load()
+		if u&closedBit != 0 {
+			return 0, ErrClosed
+		}
+		if a.used.CompareAndSwap(u, u|closedBit) {
+			break
+		}
+	}
+	a.t.records.removeOwner(a.id)
+	// From here no operation changes a.used (they all see closedBit), so
+	// whatever is left is ours to return to the device exactly once.
+	leaked = a.used.Swap(closedBit) &^ closedBit
+	if leaked > 0 {
+		a.t.devRelease(leaked)
+	}
+	a.t.releaseID(a.id)
+	return leaked, nil
+}

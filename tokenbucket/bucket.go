@@ -1,0 +1,297 @@
+package tokenbucket
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The bucket's state is one int64: the theoretical arrival time (TAT) in
+// nanoseconds since the bucket was created, shifted left by genBits, with a
+// rate generation in the low bits. TAT is the instant at which the bucket
+// would be full again; TAT ≤ now means full, and TAT − now is the backlog
+// (burst − tokens, in time units).
+//
+// The generation ties the TAT to the rate it was computed with. SetRate
+// publishes new parameters first and then rescales the TAT to the new rate;
+// an acquirer that sees a TAT of the previous generation performs (helps
+// with) that rescale before charging, so no acquire ever mixes the old
+// backlog with the new rate or the reverse. A stale read would need 2^genBits
+// SetRate calls to complete between two adjacent atomic loads.
+const (
+	genBits = 4
+	genMask = 1<<genBits - 1
+
+	// maxSpan caps any charge, backlog or debt so that TAT<<genBits cannot
+	// overflow: 2^56 ns is about 2.3 years, against 2^59 ns (18 years) of
+	// room for the bucket's own age.
+	maxSpan = 1 << 56
+)
+
+// epoch anchors the default clock. time.Since on a Time carrying a monotonic
+// reading reads only the runtime's monotonic clock, which is cheap and
+// immune to wall-clock steps.
+var epoch = time.Now()
+
+func monotonic() int64 { return int64(time.Since(epoch)) }
+
+// params are immutable once published; SetRate replaces the pointer.
+type params struct {
+	rate       float64 // tokens per second
+	burst      float64 // tokens
+	nsPerToken float64
+	tau        int64 // floor(burst*nsPerToken): the largest backlog allowed
+	gen        int64
+	// The generation and token interval this one replaced, so that an
+	// acquirer can finish a rescale that SetRate has started.
+	prevGen        int64
+	prevNsPerToken float64
+}
+
+// charge converts n tokens to nanoseconds, rounding up so that rounding can
+// only ever under-admit.
+func (p *params) charge(n float64) int64 {
+	return clampSpan(math.Ceil(n * p.nsPerToken))
+}
+
+func clampSpan(ns float64) int64 {
+	if ns >= maxSpan {
+		return maxSpan
+	}
+	if ns < 1 {
+		return 1
+	}
+	return int64(ns)
+}
+
+// Bucket is a lock-free token bucket (GCRA). The zero value is not usable;
+// create one with NewBucket. All methods are safe for concurrent use.
+//
+// Token counts are float64 and need not be whole. Time is kept in whole
+// nanoseconds; each charge is rounded up to the next nanosecond, so a bucket
+// whose token interval (1/rate) is far below a nanosecond admits slightly
+// less than its rate. Counts that are zero or negative take nothing and
+// succeed; NaN and ±Inf are refused.
+//
+// A count larger than the burst can never fit, so it is admitted only when
+// the bucket is full and the excess becomes debt that later acquires wait
+// out. The long-run rate is therefore exact for any count, and Wait (which
+// reserves in arrival order) never starves an oversized request. TryAcquire
+// of an oversized count can starve if other callers keep the bucket from
+// filling; use Wait when progress must be guaranteed.
+type Bucket struct {
+	state  atomic.Int64 // TAT<<genBits | gen
+	params atomic.Pointer[params]
+	clock  func() int64
+	start  int64      // clock() at creation; the TAT is relative to it
+	mu     sync.Mutex // serialises SetRate only; acquires never take it
+}
+
+// Option configures a Bucket.
+type Option func(*options)
+
+type options struct {
+	clock func() int64
+}
+
+// WithClock makes the bucket read time from clock, which must return
+// monotonic nanoseconds (any origin). Tests use it to drive a bucket
+// deterministically. A nil clock selects the default monotonic clock.
+func WithClock(clock func() int64) Option {
+	return func(o *options) { o.clock = clock }
+}
+
+// NewBucket returns a full bucket that refills rate tokens per second up to
+// burst tokens.
+func NewBucket(rate, burst float64, opts ...Option) (*Bucket, error) {
+	if err := checkRate("rate", rate); err != nil {
+		return nil, err
+	}
+	if !(burst > 0) || math.IsInf(burst, 0) {
+		return nil, invalid("burst", burst, "a finite number of tokens > 0")
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = monotonic
+	}
+	b := &Bucket{clock: o.clock}
+	b.start = b.clock()
+	b.params.Store(newParams(rate, burst, 0, nil))
+	// TAT 0 = now: the bucket starts full.
+	return b, nil
+}
+
+func checkRate(field string, rate float64) error {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		return invalid(field, rate, "a finite number of tokens per second > 0")
+	}
+	return nil
+}
+
+func newParams(rate, burst float64, gen int64, prev *params) *params {
+	ns := 1e9 / rate
+	p := &params{
+		rate:       rate,
+		burst:      burst,
+		nsPerToken: ns,
+		gen:        gen & genMask,
+	}
+	if tau := math.Floor(burst * ns); tau < maxSpan {
+		p.tau = int64(tau)
+	} else {
+		p.tau = maxSpan
+	}
+	if prev != nil {
+		p.prevGen = prev.gen
+		p.prevNsPerToken = prev.nsPerToken
+	}
+	return p
+}
+
+// now is the bucket's clock relative to its creation.
+func (b *Bucket) now() int64 { return b.clock() - b.start }
+
+// Rate returns the refill rate in tokens per second.
+func (b *Bucket) Rate() float64 { return b.params.Load().rate }
+
+// Burst returns the capacity in tokens.
+func (b *Bucket) Burst() float64 { return b.params.Load().burst }
+
+// load returns a state and the parameters it was computed with, finishing
+// any rescale a concurrent SetRate has left half done.
+func (b *Bucket) load() (s int64, p *params) {
+	for {
+		s = b.state.Load()
+		p = b.params.Load()
+		switch s & genMask {
+		case p.gen:
+			return s, p
+		case p.prevGen:
+			b.rescale(s, p)
+		}
+		// Otherwise p is already newer than s's successor; reload both.
+	}
+}
+
+// rescale moves state s from p's predecessor to p, keeping the number of
+// tokens in the bucket (the backlog in tokens) unchanged.
+func (b *Bucket) rescale(s int64, p *params) {
+	tat, now := s>>genBits, b.now()
+	if tat > now {
+		tokens := float64(tat-now) / p.prevNsPerToken
+		tat = now + clampSpan(math.Ceil(tokens*p.nsPerToken))
+	}
+	b.state.CompareAndSwap(s, tat<<genBits|p.gen)
+}
+
+// TryAcquire takes n tokens if they are available now and reports whether
+// it did; otherwise it takes nothing.
+func (b *Bucket) TryAcquire(n float64) bool {
+	if !(n > 0) {
+		return !math.IsNaN(n)
+	}
+	if math.IsInf(n, 1) {
+		return false
+	}
+	now := b.now()
+	for {
+		s, p := b.load()
+		tat := max(s>>genBits, now)
+		need := p.charge(n)
+		if tat-now+need > max(p.tau, need) {
+			return false
+		}
+		if b.state.CompareAndSwap(s, (tat+need)<<genBits|p.gen) {
+			return true
+		}
+		// Lost a race. Re-reading the clock is not needed for correctness
+		// (an older now only makes the check stricter) and costs ~20 ns.
+	}
+}
+
+// Reserve takes n tokens unconditionally, going into debt if the bucket does
+// not hold them, and returns how long from now until they would have been
+// available; the caller must not use them before then. Zero means now.
+// A NaN or infinite n takes nothing and returns math.MaxInt64.
+func (b *Bucket) Reserve(n float64) (wait time.Duration) {
+	due, now := b.reserve(n)
+	return time.Duration(due - now)
+}
+
+// reserve is Reserve in bucket time: it returns the instant the tokens are
+// due and the instant they were reserved at.
+func (b *Bucket) reserve(n float64) (due, now int64) {
+	if math.IsInf(n, 1) || math.IsNaN(n) {
+		return math.MaxInt64, 0
+	}
+	now = b.now()
+	if !(n > 0) {
+		return now, now
+	}
+	for {
+		s, p := b.load()
+		tat := max(s>>genBits, now)
+		need := p.charge(n)
+		// The tokens are due when the backlog they leave fits the burst
+		// (for an oversized n: when the bucket is full), exactly the moment
+		// TryAcquire would have admitted them.
+		due = tat + need - max(p.tau, need)
+		next := min(tat+need, now+maxSpan) // saturate rather than overflow
+		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
+			return max(due, now), now
+		}
+	}
+}
+
+// Refund returns n tokens taken earlier (by TryAcquire, Reserve or Wait).
+// The bucket never holds more than its burst, so refunding to a full bucket
+// is a no-op.
+func (b *Bucket) Refund(n float64) {
+	if !(n > 0) || math.IsInf(n, 1) {
+		return
+	}
+	now := b.now()
+	for {
+		s, p := b.load()
+		tat := s >> genBits
+		if tat <= now {
+			return // already full
+		}
+		// Round down: a refund may give back a nanosecond less, never more.
+		give := int64(min(math.Floor(n*p.nsPerToken), maxSpan))
+		next := max(tat-give, now)
+		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
+			return
+		}
+	}
+}
+
+// SetRate changes the refill rate. The tokens in the bucket (or its debt)
+// are kept, converted to the new rate, so the next acquire is charged and
+// refilled at the new rate: the old rate is never enforced for longer than
+// the acquire that was in flight, and the next token under the new rate is
+// due within one new token interval.
+func (b *Bucket) SetRate(rate float64) error {
+	if err := checkRate("rate", rate); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.params.Load()
+	p := newParams(rate, old.burst, old.gen+1, old)
+	b.params.Store(p)
+	// Finish the move to the new generation before another SetRate may
+	// start, so that every state is always of the current or the previous
+	// generation (load relies on it).
+	for {
+		s := b.state.Load()
+		if s&genMask == p.gen {
+			return nil
+		}
+		b.rescale(s, p)
+	}
+}

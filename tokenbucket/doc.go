@@ -1,0 +1,37 @@
+// Package tokenbucket rate-limits kernel launches deterministically, in two
+// tiers: one bucket for the whole device and one per stream.
+//
+// # Why no feedback loop
+//
+// HAMi-core enforces an SM limit by polling NVML utilisation (every 120 ms)
+// and adjusting a launch budget from what it saw. That loop is slow to react
+// (a burst runs unchecked for up to a polling period), oscillates around the
+// target, and charges a tenant for whatever else happened to share the GPU
+// during the sample. FCSP drops the loop: every launch is charged a cost
+// computed from the launch itself (grid × block threads × a dampening
+// factor, plus a throttle penalty when the tenant is limited below 100%), and
+// the buckets refill at a rate fixed by the configured SM limit. The same
+// launches under the same limit are always admitted the same way, and a
+// limit change takes effect on the next launch, not the next sample.
+//
+// # Sizing
+//
+// The device bucket holds SMs × ThreadsPerSM × TokenFactor tokens, the thread
+// slots the device can keep resident at once, and refills SMLimit of that
+// every RefillPeriod (1 ms by default). A stream bucket gets a share of both
+// capacity and rate; a launch must fit in its stream bucket and then in the
+// device bucket, so one stream cannot starve the others beyond its share and
+// all streams together cannot exceed the device limit. Stream classes scale
+// the charge (see stream.Class.ThrottleScale) and NCCL launches bypass the
+// limiter entirely, since throttling one rank of a collective stalls them all.
+//
+// # Why lock-free
+//
+// Acquire sits on the launch path of every kernel, so Bucket keeps its whole
+// state in one atomic int64: the GCRA "theoretical arrival time" (the instant
+// at which the bucket would be full again). Refill is computed lazily from a
+// monotonic clock on each acquire; there is no ticking goroutine, no mutex
+// and no allocation. Waiters spin briefly with a CPU pause hint and park on a
+// timer only for waits long enough that the scheduler's latency does not
+// matter.
+package tokenbucket
