@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.bin
 # Packages with GPU tests (each test skips itself where no driver is found).
-PKGS=(greenctx)
+PKGS=(greenctx fcsp)
 
 build() {
   set -e
@@ -56,13 +56,23 @@ run() {
     grep -E '^(--- |=== RUN|ok|FAIL|PASS)' "$OUT/$p.log" | grep -v '=== RUN' | tail -40
     summary+=("go test $p (GPU): $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   done
-  for x in ${FCSP_EXAMPLES:-}; do
-    [ -x "$BIN/$x" ] || continue
-    "$BIN/$x" ${FCSP_EXAMPLE_ARGS:-} > "$OUT/$x.txt" 2>&1
+  # Benchmarks: the SDK against the raw driver, same process, same run.
+  if [ "${FCSP_BENCH:-1}" = 1 ] && [ -x "$BIN/fcsp.test" ]; then
+    (cd fcsp && "../$BIN/fcsp.test" -test.run '^$' -test.bench "${FCSP_BENCH_RE:-.}" -test.benchtime "${FCSP_BENCHTIME:-1s}" -test.benchmem) > "$OUT/bench-fcsp.txt" 2>&1
     local r=$?
-    tail -30 "$OUT/$x.txt"
+    grep -E '^Benchmark' "$OUT/bench-fcsp.txt"
+    summary+=("benchmarks fcsp: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  fi
+  # Examples, each with the arguments FCSP_ARGS_<name> gives.
+  for x in ${FCSP_EXAMPLES:-day94}; do
+    [ -x "$BIN/$x" ] || continue
+    local var="FCSP_ARGS_$x"
+    "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1
+    local r=$?
+    tail -40 "$OUT/$x.txt"
     summary+=("example $x: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   done
+  [ -f "$OUT/reference.txt" ] && { echo "== C++ reference"; tail -16 "$OUT/reference.txt"; }
   echo "== summary"; printf '%s\n' "${summary[@]}"
   return $rc
 }
