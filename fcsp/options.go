@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
 // Option configures Open.
@@ -17,10 +20,9 @@ type poolConfig struct {
 	memLimit  uint64   // 0: the device's memory
 	environ   []string // HAMi-core style configuration, nil: none
 	logger    *slog.Logger
-	threadsSM int
-	tokenFact float64
 	dampening float64
-	refillNs  int64
+	penalty   float64       // tokenbucket's: 0 default, NoPenalty none
+	refill    time.Duration // 0: tokenbucket's default
 }
 
 // WithSimulator runs the pool on an in-process fake device instead of the
@@ -92,6 +94,37 @@ func WithDampening(f float64) Option {
 			return fmt.Errorf("%w: dampening %v; want a number in (0, 1]", ErrInvalidArgument, f)
 		}
 		c.dampening = f
+		return nil
+	}
+}
+
+// WithThrottlePenalty weighs the extra charge a rate-limited (non-NCCL)
+// launch pays: cost x (1 + w x (1 - SM limit)), so a tenant held far below
+// its SMs is slowed more than linearly (default 1). w = 0 turns it off, so
+// that an SM limit f admits exactly f of the full launch rate.
+func WithThrottlePenalty(w float64) Option {
+	return func(c *poolConfig) error {
+		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
+			return fmt.Errorf("%w: throttle penalty %v; want a finite number >= 0", ErrInvalidArgument, w)
+		}
+		c.penalty = w
+		if w == 0 {
+			c.penalty = tokenbucket.NoPenalty
+		}
+		return nil
+	}
+}
+
+// WithRefillPeriod sets the time in which a tenant limited to 100% may
+// launch its SMs' worth of threads (SMs x threads per SM) once (default
+// 1 ms). An SM limit f then admits f x that many threads per period: for a
+// kernel whose full wave runs one period, f of its full throughput.
+func WithRefillPeriod(d time.Duration) Option {
+	return func(c *poolConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: refill period %v; want a positive duration", ErrInvalidArgument, d)
+		}
+		c.refill = d
 		return nil
 	}
 }

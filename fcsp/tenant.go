@@ -110,7 +110,8 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 			sms = c.part.SMs()
 		}
 		c.limiter, err = tokenbucket.New(tokenbucket.Config{
-			SMs: sms, ThreadsPerSM: p.info.ThreadsPerSM, SMLimit: cfg.smLimit, Dampening: p.cfg.dampening,
+			SMs: sms, ThreadsPerSM: p.info.ThreadsPerSM, SMLimit: cfg.smLimit,
+			Dampening: p.cfg.dampening, Penalty: p.cfg.penalty, RefillPeriod: p.cfg.refill,
 		})
 		if err != nil {
 			return undo(err)
@@ -130,6 +131,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.smLimit)
 	return t, nil
 }
+
+// Pool is the pool the tenant belongs to.
+func (c *tenantCore) Pool() *Pool { return c.pool }
 
 // Name is the tenant's name.
 func (c *tenantCore) Name() string { return c.name }
