@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/nvml"
 )
 
 // DeviceInfo is what the pool knows of its GPU.
@@ -21,7 +20,6 @@ type DeviceInfo struct {
 	DriverAPI         int    // cuDriverGetVersion
 	Driver            string // which binding: libcuda.so.1 or the fake
 	Simulated         bool
-	NVML              nvml.Facts // utilization and memory from NVML, where present
 }
 
 func (d DeviceInfo) String() string {

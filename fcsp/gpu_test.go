@@ -51,7 +51,10 @@ func runChain(t *testing.T, tn *Tenant, n, steps int) []byte {
 func TestGPUTenantsOnTheirOwnSMs(t *testing.T) {
 	p := openGPU(t, WithPartitionUnit(64))
 	info := p.Device()
-	t.Logf("%s; NVML: %+v", info, info.NVML)
+	nv := p.NVML()
+	t.Logf("%s; NVML: %+v", info, nv)
+	require.True(t, nv.Available, "NVML on the GPU machine: %s", nv.Reason)
+	require.Equal(t, info.TotalMemory, nv.MemoryTotal)
 	require.False(t, info.Simulated)
 	require.Equal(t, 64, p.PartitionUnit())
 	a, err := p.NewTenant("a", WithSMs(64))

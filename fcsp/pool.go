@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -95,9 +94,6 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	}
 	p.info.SMs, p.info.Granularity, p.info.Alignment = dev.SMs(), dev.Granularity(), int(dev.Info().CoscheduledAlignment)
 	p.info.Simulated = cfg.sim != nil
-	if !p.info.Simulated {
-		p.info.NVML = nvml.Query(p.info.UUID)
-	}
 	limit := p.info.TotalMemory
 	if cfg.memLimit != 0 {
 		limit = min(limit, cfg.memLimit)
@@ -233,5 +229,32 @@ func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
 	return p.split.Take(cfg.sms)
 }
 
-// now is the pool's clock for statistics.
-func now() time.Time { return time.Now() }
+// wantsSpare reports whether a partition of sms SMs should be kept for
+// reuse: while fewer spares of that size exist than WithPrewarm asked for.
+// The caller holds p.mu.
+func (p *Pool) wantsSpare(sms int) bool {
+	want, have := 0, 0
+	for _, s := range p.cfg.prewarm {
+		if s == sms {
+			want++
+		}
+	}
+	for _, s := range p.spare {
+		if s.SMs() == sms {
+			have++
+		}
+	}
+	return have < want
+}
+
+// NVMLFacts is what NVML reports about a GPU.
+type NVMLFacts = nvml.Facts
+
+// NVML asks NVML for the device's name, memory and utilization now. Where
+// NVML is absent (or on the simulator) the Facts say why they are empty.
+func (p *Pool) NVML() NVMLFacts {
+	if p.info.Simulated {
+		return NVMLFacts{Reason: "simulated device"}
+	}
+	return nvml.Query(p.info.UUID)
+}

@@ -110,7 +110,16 @@ func TestPrewarmedPartitionsAreReused(t *testing.T) {
 	a, err := p.NewTenant("a", WithSMs(16))
 	require.NoError(t, err)
 	require.Equal(t, before, drv.Calls("cuGreenCtxCreate"), "a prewarmed partition needs no new green context")
+	extra, err := a.NewStream(ClassAttention)
+	require.NoError(t, err)
 	require.NoError(t, a.Close())
+	b, err := p.NewTenant("b", WithSMs(16))
+	require.NoError(t, err)
+	require.Equal(t, before, drv.Calls("cuGreenCtxCreate"), "a closed prewarmed tenant's partition is recycled")
+	require.NoError(t, b.Close())
+	require.Equal(t, 2, drv.Live().GreenCtxs)
+	require.Equal(t, 2, drv.Live().Streams, "recycling keeps one stream per partition, drops the rest")
+	_ = extra
 }
 
 func TestQuotaAndMemoryViews(t *testing.T) {

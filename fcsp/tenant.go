@@ -262,14 +262,23 @@ func (c *tenantCore) close(why string) error {
 	}
 	_, err := c.acct.Close()
 	errs = append(errs, err)
-	if c.part != nil {
-		errs = append(errs, c.part.Close())
-	}
 	p.mu.Lock()
 	if p.tenants[c.name] == c {
 		delete(p.tenants, c.name)
 	}
+	recycle := c.part != nil && !p.closed && p.wantsSpare(c.part.SMs())
 	p.mu.Unlock()
+	if c.part != nil {
+		if recycle && c.part.Reset() == nil {
+			// A prewarmed size goes back to the spares: the next tenant of
+			// that size skips green-context creation.
+			p.mu.Lock()
+			p.spare = append(p.spare, c.part)
+			p.mu.Unlock()
+		} else {
+			errs = append(errs, c.part.Close())
+		}
+	}
 	if why != "" || len(leaks) > 0 {
 		p.log.Warn("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
 	}

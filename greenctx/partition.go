@@ -93,6 +93,26 @@ func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 	return f(p.ctx)
 }
 
+// Reset readies the partition for another owner: it waits for its streams
+// and destroys all but the first, keeping the green context (whose creation
+// is the expensive part).
+func (p *Partition) Reset() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	var errs []error
+	if err := p.drv.StreamSynchronize(p.ctx, p.stream); err != nil {
+		errs = append(errs, err)
+	}
+	for _, s := range p.streams {
+		errs = append(errs, p.drv.StreamSynchronize(p.ctx, s), p.drv.StreamDestroy(p.ctx, s))
+	}
+	p.streams = nil
+	return errors.Join(errs...)
+}
+
 // Close waits for the partition's streams, destroys them and the green
 // context, and returns its groups to the split. It is idempotent.
 func (p *Partition) Close() error {

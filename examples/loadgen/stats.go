@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"sort"
+	"text/tabwriter"
+	"time"
+)
+
+// percentile is the nearest-rank percentile (p in [0, 100]) of sorted
+// latencies: the smallest value with at least p% of the samples at or below
+// it. Nearest rank never interpolates, so P999 of 100 samples is the
+// slowest sample, not a made-up value past it.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	// The epsilon keeps float error from pushing an exact rank up by one
+	// (99.9/100*1000 is 999.0000000000001).
+	rank := int(math.Ceil(p/100*float64(len(sorted)) - 1e-9))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// Latency summarises one class's successful requests.
+type Latency struct {
+	OK     int     `json:"ok"`
+	Errors int     `json:"errors"` // non-200 answers and transport failures
+	P50    float64 `json:"p50_ms"`
+	P99    float64 `json:"p99_ms"`
+	P999   float64 `json:"p999_ms"`
+	Max    float64 `json:"max_ms"`
+	PerSec float64 `json:"per_sec"` // successful requests per second
+
+	LastError string `json:"last_error,omitempty"`
+}
+
+func summarize(lat []time.Duration, errs int, elapsed time.Duration) Latency {
+	s := append([]time.Duration(nil), lat...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	l := Latency{OK: len(s), Errors: errs, P50: msf(percentile(s, 50)), P99: msf(percentile(s, 99)),
+		P999: msf(percentile(s, 99.9)), Max: msf(percentile(s, 100))}
+	if elapsed > 0 {
+		l.PerSec = float64(len(s)) / elapsed.Seconds()
+	}
+	return l
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Row is one run: a mode (or "alone") under the load.
+type Row struct {
+	Mode        string  `json:"mode"`
+	Device      string  `json:"device,omitempty"`
+	Simulated   bool    `json:"simulated"`
+	Seconds     float64 `json:"seconds"`
+	Interactive Latency `json:"interactive"`
+	Batch       Latency `json:"batch"`
+	BatchNote   string  `json:"batch_note,omitempty"` // why the batch column is empty
+	CleanExit   *bool   `json:"clean_exit,omitempty"` // spawned servers: exited 0 after SIGTERM
+}
+
+// Report is everything loadgen prints.
+type Report struct {
+	Settings map[string]any `json:"settings"`
+	Rows     []Row          `json:"rows"`
+}
+
+func printTable(w io.Writer, r Report) {
+	if len(r.Rows) > 0 && r.Rows[0].Device != "" {
+		fmt.Fprintln(w, r.Rows[0].Device)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tinteractive P50 ms\tP99 ms\tP999 ms\tok\terrors\tbatch req/s\tbatch ok\terrors\tclean exit\t")
+	for _, row := range r.Rows {
+		batch := fmt.Sprintf("%.2f\t%d\t%d", row.Batch.PerSec, row.Batch.OK, row.Batch.Errors)
+		if row.BatchNote != "" {
+			batch = row.BatchNote + "\t-\t-"
+		}
+		clean := "-"
+		if row.CleanExit != nil {
+			clean = fmt.Sprint(*row.CleanExit)
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\t%s\t\n", row.Mode,
+			row.Interactive.P50, row.Interactive.P99, row.Interactive.P999, row.Interactive.OK, row.Interactive.Errors, batch, clean)
+	}
+	tw.Flush()
+	for _, row := range r.Rows {
+		for _, c := range []struct {
+			name string
+			l    Latency
+		}{{"interactive", row.Interactive}, {"batch", row.Batch}} {
+			if c.l.LastError != "" {
+				fmt.Fprintf(w, "%s, %s: %d failed; the last: %s\n", row.Mode, c.name, c.l.Errors, c.l.LastError)
+			}
+		}
+	}
+}
+
+// checkLoopback refuses any address whose host is not the loopback by
+// name: loadgen is a benchmark for one machine, never a tool to point at
+// someone else's server.
+func checkLoopback(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-addr %q: %w", addr, err)
+	}
+	if port == "" {
+		return fmt.Errorf("-addr %q: no port", addr)
+	}
+	switch host {
+	case "127.0.0.1", "localhost", "::1":
+		return nil
+	}
+	return fmt.Errorf("-addr %q: loadgen only talks to 127.0.0.1, localhost or ::1", addr)
+}

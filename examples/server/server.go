@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fcsp-go/fcsp-go/fcsp"
+)
+
+// server is the HTTP face of a pool with one tenant per request class.
+type server struct {
+	cfg         config
+	log         *slog.Logger
+	pool        *fcsp.Pool
+	interactive *class
+	batch       *class
+	m           *metrics
+	inflight    sync.WaitGroup // requests in handlers, waited for before the tenants close
+}
+
+// run serves on ln until ctx is done, then shuts down: stop accepting, let
+// requests in flight finish (up to the shutdown timeout, after which their
+// contexts are cancelled), close the tenants, then the pool.
+func run(ctx context.Context, cfg config, ln net.Listener) (err error) {
+	log := cfg.logger()
+	pool, err := openPool(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, pool.Close()) }()
+	s, err := newServer(pool, cfg, log)
+	if err != nil {
+		return err
+	}
+	// Requests get a base context of their own, cancelled only once the
+	// graceful part of shutdown has run out, so that throttled launches
+	// stop waiting then.
+	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
+	hs := s.httpServer(reqCtx)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "mode", cfg.Mode, "device", pool.Device().String(),
+		"interactive", s.interactive.describe(), "batch", s.batch.describe())
+	if cfg.onReady != nil {
+		cfg.onReady(pool)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "cause", context.Cause(ctx).Error())
+	case err := <-serveErr:
+		return errors.Join(fmt.Errorf("serving: %w", err), s.close())
+	}
+	return errors.Join(s.shutdown(hs, cancelReqs), s.close())
+}
+
+// openPool opens the GPU, or the simulated H200 with -simulate or where no
+// driver can be loaded.
+func openPool(ctx context.Context, cfg config, log *slog.Logger) (*fcsp.Pool, error) {
+	opts := []fcsp.Option{fcsp.WithLogger(log)}
+	if cfg.PartitionUnit > 0 {
+		opts = append(opts, fcsp.WithPartitionUnit(cfg.PartitionUnit))
+	}
+	if cfg.Simulate {
+		return fcsp.Open(ctx, cfg.Device, append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))...)
+	}
+	pool, err := fcsp.Open(ctx, cfg.Device, opts...)
+	if errors.Is(err, fcsp.ErrNoDriver) {
+		log.Warn("no GPU driver; serving on the simulated H200 (kernels run in Go: keep sizes small)", "err", err)
+		return fcsp.Open(ctx, cfg.Device, append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))...)
+	}
+	return pool, err
+}
+
+func newServer(pool *fcsp.Pool, cfg config, log *slog.Logger) (_ *server, err error) {
+	sim := pool.Device().Simulated
+	cfg.Interactive = cfg.Interactive.withSizes("interactive", sim)
+	cfg.Batch = cfg.Batch.withSizes("batch", sim)
+	iopts, bopts, err := tenantOptions(cfg, pool.PartitionUnit(), pool.Device().SMs)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg, log: log, pool: pool}
+	s.m = newMetrics(pool, s.tenants)
+	// The interactive tenant goes first: in partitioned mode the batch
+	// tenant takes the rest of the SMs.
+	if s.interactive, err = newClass(pool, "interactive", cfg.Interactive, cfg.Verify, s.m, log, iopts...); err != nil {
+		return nil, fmt.Errorf("interactive tenant: %w", err)
+	}
+	if s.batch, err = newClass(pool, "batch", cfg.Batch, cfg.Verify, s.m, log, bopts...); err != nil {
+		return nil, errors.Join(fmt.Errorf("batch tenant: %w", err), s.close())
+	}
+	return s, nil
+}
+
+// tenantOptions turns the mode into each class's tenant options.
+func tenantOptions(cfg config, unit, deviceSMs int) (interactive, batch []fcsp.TenantOption, err error) {
+	quota := func(q uint64) []fcsp.TenantOption {
+		if q == 0 {
+			return nil
+		}
+		return []fcsp.TenantOption{fcsp.WithMemoryQuota(q)}
+	}
+	interactive, batch = quota(cfg.Interactive.Quota), quota(cfg.Batch.Quota)
+	if cfg.Mode == modeShared {
+		return interactive, batch, nil
+	}
+	if l := cfg.Interactive.SMLimit; l > 0 {
+		interactive = append(interactive, fcsp.WithSMLimit(l))
+	}
+	batch = append(batch, fcsp.WithSMLimit(cfg.Batch.SMLimit))
+	if cfg.Mode == modePartitioned {
+		sms := cfg.Interactive.SMs
+		if sms%unit != 0 || sms >= deviceSMs {
+			return nil, nil, fmt.Errorf("-interactive-sms %d: partitions are made of groups of %d SMs on this device "+
+				"(-partition-unit), so use a multiple of %d below the device's %d SMs (e.g. %d)",
+				sms, unit, unit, deviceSMs, max(unit, sms/unit*unit))
+		}
+		interactive = append(interactive, fcsp.WithSMs(sms))
+		batch = append(batch, fcsp.WithRestOfSMs())
+	}
+	return interactive, batch, nil
+}
+
+func (s *server) tenants() []*fcsp.Tenant {
+	var ts []*fcsp.Tenant
+	for _, c := range []*class{s.interactive, s.batch} {
+		if c != nil {
+			ts = append(ts, c.tenant)
+		}
+	}
+	return ts
+}
+
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/interactive", s.track(s.interactive))
+	mux.Handle("POST /v1/batch", s.track(s.batch))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{Registry: s.m.reg}))
+	return mux
+}
+
+// track counts requests in handlers so that the tenants are closed only
+// after the last one has freed its memory.
+func (s *server) track(c *class) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		c.ServeHTTP(w, r)
+	})
+}
+
+// health is what GET /healthz answers, so a load generator can label its
+// results with the mode and device it measured.
+type health struct {
+	Status    string         `json:"status"`
+	Mode      string         `json:"mode"`
+	Device    string         `json:"device"`
+	Simulated bool           `json:"simulated"`
+	Classes   map[string]any `json:"classes"`
+}
+
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, health{
+		Status: "ok", Mode: s.cfg.Mode, Device: s.pool.Device().String(), Simulated: s.pool.Device().Simulated,
+		Classes: map[string]any{"interactive": s.interactive.describe(), "batch": s.batch.describe()},
+	})
+}
+
+func (s *server) httpServer(base context.Context) *http.Server {
+	longest := max(time.Duration(s.cfg.Interactive.Timeout), time.Duration(s.cfg.Batch.Timeout))
+	return &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		// Past the longest request deadline, so that a timed-out request
+		// still gets its 503 written.
+		WriteTimeout: longest + 5*time.Second,
+		IdleTimeout:  60 * time.Second,
+		BaseContext:  func(net.Listener) context.Context { return base },
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// shutdown stops accepting and waits for requests in flight; past the
+// timeout it cancels them (a throttled launch stops waiting) and waits for
+// their handlers to return.
+func (s *server) shutdown(hs *http.Server, cancelReqs context.CancelFunc) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ShutdownTimeout))
+	defer cancel()
+	err := hs.Shutdown(ctx)
+	if err != nil {
+		s.log.Warn("graceful shutdown timed out; cancelling requests in flight", "err", err)
+		cancelReqs()
+		err = hs.Close()
+	}
+	s.inflight.Wait()
+	return err
+}
+
+// close closes the tenants and checks that none of them leaked memory or
+// outlived the server.
+func (s *server) close() error {
+	var errs []error
+	for _, t := range s.tenants() {
+		if st := t.Stats(); st.MemoryUsed != 0 {
+			errs = append(errs, fmt.Errorf("tenant %q still holds %d bytes at shutdown", st.Name, st.MemoryUsed))
+		}
+		errs = append(errs, t.Close())
+	}
+	if left := s.pool.Tenants(); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("tenants still open after shutdown: %q", left))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	s.log.Info("tenants closed", "pool_memory_used", s.pool.MemoryUsed())
+	return nil
+}
+
+// describe is the class's setup, for logs and /healthz.
+func (c *class) describe() map[string]any {
+	st := c.tenant.Stats()
+	return map[string]any{"n": c.cfg.N, "steps": c.cfg.Steps, "sms": st.SMs, "partitioned": st.Partitioned,
+		"sm_limit": st.SMLimit, "quota": st.MemoryLimit, "streams": c.cfg.Streams, "timeout": c.cfg.Timeout.String()}
+}
