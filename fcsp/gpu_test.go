@@ -159,3 +159,70 @@ func TestGPUCloseLeavesNothing(t *testing.T) {
 	require.NoError(t, probe.Close())
 	_ = cuda.ErrorOutOfMemory
 }
+
+func TestGPUMemoryPool(t *testing.T) {
+	p := openGPU(t)
+	const quota = 256 << 20
+	a, err := p.NewTenant("pooled", WithSMs(8), WithMemoryQuota(quota), WithMemoryPool(0))
+	require.NoError(t, err)
+	defer a.Close()
+	ctx := context.Background()
+	ptr, err := a.Alloc(ctx, 64<<20)
+	require.NoError(t, err)
+	require.NoError(t, a.Free(ptr))
+	held, err := a.poolReserved()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, held, uint64(64<<20), "freed memory stays cached")
+	free, total, err := a.MemGetInfo()
+	require.NoError(t, err)
+	require.Equal(t, uint64(quota), total)
+	require.LessOrEqual(t, free, uint64(quota-64<<20), "cached bytes count against the tenant")
+
+	// Storm from 16 goroutines: the pool never holds more than the quota.
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			var mine []DevicePtr
+			for i := 0; i < 200; i++ {
+				if len(mine) > 3 {
+					if err := a.Free(mine[0]); err != nil {
+						errs <- err
+						return
+					}
+					mine = mine[1:]
+				}
+				ptr, err := a.Alloc(ctx, uint64(1+(g*7919+i*104729)%(8<<20)))
+				if errors.Is(err, ErrQuotaExceeded) {
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				mine = append(mine, ptr)
+			}
+			for _, ptr := range mine {
+				if err := a.Free(ptr); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	held, err = a.poolReserved()
+	require.NoError(t, err)
+	require.LessOrEqual(t, held, uint64(quota), "the driver kept the pool within the quota (maxSize)")
+	require.Zero(t, a.Stats().MemoryUsed)
+	require.NoError(t, a.Trim())
+	held, err = a.poolReserved()
+	require.NoError(t, err)
+	require.Zero(t, held, "Trim returned the cache")
+}

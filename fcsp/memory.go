@@ -11,7 +11,8 @@ import (
 // DevicePtr is a device address (CUdeviceptr).
 type DevicePtr = cuda.DevicePtr
 
-// Alloc allocates n bytes of device memory against the tenant's quota. The
+// Alloc allocates n bytes of device memory against the tenant's quota (from
+// its pool, in order on its first stream, with WithMemoryPool). The
 // quota is checked first, without locks; an over-quota request fails with an
 // error that is errors.Is(err, ErrQuotaExceeded) and names requested, used
 // and limit; a driver failure after admission (out of memory) gives the
@@ -26,14 +27,20 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	if n == 0 {
 		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
 	}
+	return c.alloc(c.streams0(), n)
+}
+
+func (c *tenantCore) alloc(s cuda.Stream, n uint64) (DevicePtr, error) {
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
+	}
 	if err := c.acct.Reserve(n); err != nil {
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
-	var p DevicePtr
-	err := c.do(func(ctx cuda.Context) (err error) {
-		p, err = c.pool.drv.MemAlloc(ctx, n)
-		return err
-	})
+	p, err := c.allocFrom(s, n)
 	if err != nil {
 		c.acct.Unreserve(n)
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
@@ -41,7 +48,7 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	if err := c.acct.Record(uint64(p), n); err != nil {
 		// Cannot happen for a pointer the driver just returned; undo fully.
 		c.acct.Unreserve(n)
-		_ = c.do(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
+		_ = c.freeOn(s, p)
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	return p, nil
@@ -51,6 +58,10 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 // allocated here, another tenant's, already freed) is refused with
 // ErrUnknownPointer and changes nothing.
 func (c *tenantCore) Free(p DevicePtr) error {
+	return c.free(c.streams0(), p)
+}
+
+func (c *tenantCore) free(s cuda.Stream, p DevicePtr) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -58,7 +69,7 @@ func (c *tenantCore) Free(p DevicePtr) error {
 	if err != nil {
 		return fmt.Errorf("tenant %q: Free(%#x): %w", c.name, uint64(p), err)
 	}
-	err = c.do(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
+	err = c.freeOn(s, p)
 	if err != nil && !errors.Is(err, ErrClosed) {
 		// The driver kept it: keep accounting for it too.
 		if e := c.acct.Reserve(n); e == nil {
@@ -83,6 +94,14 @@ func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
 		return 0, 0, err
 	}
 	free, total = c.acct.MemInfo(df, min(dt, c.pool.mem.Limit()))
+	// A pool's cached blocks are the tenant's too.
+	held, err := c.poolReserved()
+	if err != nil {
+		return 0, 0, err
+	}
+	if used := c.acct.Used(); held > used {
+		free -= min(free, held-used)
+	}
 	return free, total, nil
 }
 

@@ -139,6 +139,21 @@ type tenantConfig struct {
 	smLimit float64 // 0: unlimited
 	class   Class
 	ctx     context.Context
+	pool    bool   // stream-ordered memory pool
+	keep    uint64 // its release threshold
+}
+
+// WithMemoryPool gives the tenant a stream-ordered memory pool
+// (cuMemPoolCreate): Alloc and Free then cost microseconds instead of a
+// driver allocation each, because freed blocks stay cached in the pool. The
+// pool may hold at most the tenant's quota (live and cached together: the
+// driver enforces it as the pool's maximum size), its cached bytes count in
+// the tenant's MemGetInfo, and keep is how much cached memory survives a
+// synchronisation (0: all of it, up to the quota). Trim gives cached memory
+// back; the pool also trims its neighbours' caches when the device runs
+// short.
+func WithMemoryPool(keep uint64) TenantOption {
+	return func(c *tenantConfig) error { c.pool, c.keep = true, keep; return nil }
 }
 
 // WithContext ties the tenant to ctx: when ctx is done the tenant is closed

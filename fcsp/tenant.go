@@ -42,6 +42,7 @@ type tenantCore struct {
 	part    *greenctx.Partition // nil: shares the device through the primary context
 	acct    *memtrack.Account
 	limiter *tokenbucket.Limiter // nil: not rate limited
+	mpool   *memPool             // nil: plain cuMemAlloc
 
 	mu      sync.Mutex
 	streams []*Stream
@@ -122,6 +123,12 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		return undo(err)
 	}
 	c.streams = append(c.streams, first)
+	if cfg.pool {
+		if err := c.openMemPool(quota, cfg.keep, cfg.quota != 0); err != nil {
+			_ = first.destroy(c.ctx())
+			return undo(err)
+		}
+	}
 	p.tenants[name] = c
 	t := &Tenant{c}
 	if cfg.ctx != nil {
@@ -165,6 +172,24 @@ func (c *tenantCore) Stream() *Stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.streams[0]
+}
+
+// ctx is the tenant's context handle.
+func (c *tenantCore) ctx() cuda.Context {
+	if c.part == nil {
+		return c.pool.dev.Primary()
+	}
+	return c.part.Context()
+}
+
+// streams0 is the first stream's handle, used for stream-ordered frees.
+func (c *tenantCore) streams0() cuda.Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.streams) == 0 {
+		return 0
+	}
+	return c.streams[0].h
 }
 
 // do runs f with the tenant's context, serialised per green context.
@@ -246,19 +271,22 @@ func (c *tenantCore) close(why string) error {
 	streams, modules := c.streams, c.modules
 	c.streams, c.modules = nil, nil
 	c.mu.Unlock()
-	ctx := p.dev.Primary()
-	if c.part != nil {
-		ctx = c.part.Context()
+	ctx := c.ctx()
+	// Leaks first: a pool's frees are ordered on the first stream.
+	leaks := c.acct.Live()
+	for _, a := range leaks {
+		if c.mpool != nil {
+			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h))
+		} else {
+			errs = append(errs, p.drv.MemFree(ctx, cuda.DevicePtr(a.Ptr)))
+		}
 	}
+	errs = append(errs, c.closeMemPool(ctx))
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
 	for _, m := range modules {
 		errs = append(errs, p.drv.ModuleUnload(ctx, m.h))
-	}
-	leaks := c.acct.Live()
-	for _, a := range leaks {
-		errs = append(errs, p.drv.MemFree(ctx, cuda.DevicePtr(a.Ptr)))
 	}
 	_, err := c.acct.Close()
 	errs = append(errs, err)

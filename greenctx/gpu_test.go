@@ -12,6 +12,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/kernels"
 )
 
 // realDriver loads libcuda.so.1 or skips the test, saying why.
@@ -59,4 +60,54 @@ func TestGPUSplitProbe(t *testing.T) {
 		}
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(out, "split-probe.tsv"), []byte(b.String()), 0o644))
+}
+
+// TestGPULaunchUnscoped checks whether cuLaunchKernel accepts a
+// green-context stream with no context current on the thread (the kernel
+// loaded in that context), and whether the result is right: if so, launches
+// could skip the push/pop and the partition lock.
+func TestGPULaunchUnscoped(t *testing.T) {
+	drv := realDriver(t)
+	lib := drv.(*cuda.Library)
+	dev, err := greenctx.Open(drv, 0)
+	require.NoError(t, err)
+	defer dev.Close()
+	s, err := dev.Split(dev.Granularity())
+	require.NoError(t, err)
+	p, err := s.Take(16)
+	require.NoError(t, err)
+	defer p.Close()
+	const n, steps = 1 << 16, 256
+	out := make([]byte, 4*n)
+	var mod cuda.Module
+	var fn cuda.Function
+	var buf cuda.DevicePtr
+	require.NoError(t, p.Do(func(ctx cuda.Context) (err error) {
+		if mod, err = drv.ModuleLoadData(ctx, kernels.PTX); err != nil {
+			return err
+		}
+		if fn, err = drv.ModuleGetFunction(ctx, mod, "chain"); err != nil {
+			return err
+		}
+		buf, err = drv.MemAlloc(ctx, 4*n)
+		return err
+	}))
+	var a cuda.Args
+	a.Ptr(buf).Int32(n).Int32(steps)
+	err = lib.LaunchKernelUnscoped(fn, cuda.Dim3{X: n / 256, Y: 1, Z: 1}, cuda.Dim3{X: 256, Y: 1, Z: 1}, 0, p.Stream(), &a)
+	t.Logf("unscoped launch on a green-context stream: %v", err)
+	require.NoError(t, p.Do(func(ctx cuda.Context) error {
+		if err == nil {
+			if err := drv.StreamSynchronize(ctx, p.Stream()); err != nil {
+				return err
+			}
+			if err := drv.MemcpyDtoH(ctx, out, buf); err != nil {
+				return err
+			}
+		}
+		return errors.Join(drv.MemFree(ctx, buf), drv.ModuleUnload(ctx, mod))
+	}))
+	if err == nil {
+		require.NoError(t, kernels.CheckChain(out, steps))
+	}
 }

@@ -148,12 +148,12 @@ func (d *driver) openLoop(ctx context.Context, rate float64, inflight int, rec *
 		case <-ctx.Done():
 			return
 		}
-		due := due // the request's own due time; the loop moves on
+		sent := due // this request's due time: the loop moves due on
 		wg.Go(func() {
 			defer func() { <-sem }()
 			err := d.post(ctx, "interactive")
 			if ctx.Err() == nil {
-				rec.add(time.Since(due), err)
+				rec.add(time.Since(sent), err)
 			}
 		})
 		due = due.Add(interval)

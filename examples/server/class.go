@@ -104,8 +104,13 @@ func (c *class) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	took := time.Since(start)
 	c.m.observe(c.name, status, took)
 	if err != nil {
-		// Failures are worth a line each; successes only when debugging.
-		c.log.Warn("request failed", "class", c.name, "status", status, "ms", ms(took), "err", err)
+		// Failures are worth a line each (successes only when debugging),
+		// but a client that hung up is its own business, not a warning.
+		lvl := slog.LevelWarn
+		if r.Context().Err() != nil {
+			lvl = slog.LevelInfo
+		}
+		c.log.Log(ctx, lvl, "request failed", "class", c.name, "status", status, "ms", ms(took), "err", err)
 		writeJSON(w, status, errorBody{Class: c.name, Error: err.Error()})
 		return
 	}

@@ -44,6 +44,16 @@ type Driver interface {
 	ModuleGetFunction(ctx Context, m Module, name string) (Function, error)
 	LaunchKernel(ctx Context, f Function, grid, block Dim3, sharedMem uint32, s Stream, args *Args) error
 
+	// Stream-ordered pools. maxSize caps what the pool may hold from the
+	// driver (0: the driver's default).
+	MemPoolCreate(ctx Context, d Device, maxSize uint64) (MemPool, error)
+	MemPoolDestroy(ctx Context, p MemPool) error
+	MemAllocFromPoolAsync(ctx Context, bytes uint64, p MemPool, s Stream) (DevicePtr, error)
+	MemFreeAsync(ctx Context, ptr DevicePtr, s Stream) error
+	MemPoolTrimTo(ctx Context, p MemPool, keep uint64) error
+	MemPoolSetAttribute(ctx Context, p MemPool, a PoolAttribute, v uint64) error
+	MemPoolGetAttribute(ctx Context, p MemPool, a PoolAttribute) (uint64, error)
+
 	DeviceGetDevResource(d Device, t ResourceType) (DevResource, error)
 	// DevSmResourceSplitByCount is cuDevSmResourceSplitByCount. With
 	// maxGroups 0 it only asks how many groups the driver would make (null

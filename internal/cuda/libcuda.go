@@ -242,6 +242,25 @@ func (l *Library) LaunchKernel(c Context, f Function, grid, block Dim3, shmem ui
 		C.unsigned(shmem), cstream(s), buf, offs, C.int(n))))
 }
 
+// LaunchKernelUnscoped launches without making any context current,
+// relying on the stream to name it. It is not part of Driver: whether the
+// driver accepts it for green-context streams is measured by the GPU tests
+// before the SDK relies on it.
+func (l *Library) LaunchKernelUnscoped(f Function, grid, block Dim3, shmem uint32, s Stream, args *Args) error {
+	var buf *C.uchar
+	var offs *C.uint32_t
+	n := 0
+	if args != nil && args.Len() > 0 {
+		buf = (*C.uchar)(unsafe.Pointer(&args.buf[0]))
+		offs = (*C.uint32_t)(unsafe.Pointer(&args.offs[0]))
+		n = args.Len()
+	}
+	return check("cuLaunchKernel", r(C.fcsp_cuLaunchKernelUnscoped(C.CUfunction(handle(f)),
+		C.unsigned(grid.X), C.unsigned(grid.Y), C.unsigned(grid.Z),
+		C.unsigned(block.X), C.unsigned(block.Y), C.unsigned(block.Z),
+		C.unsigned(shmem), cstream(s), buf, offs, C.int(n))))
+}
+
 func cres(d *DevResource) *C.CUdevResource { return (*C.CUdevResource)(unsafe.Pointer(&d.Raw[0])) }
 
 func (l *Library) DeviceGetDevResource(d Device, t ResourceType) (DevResource, error) {
@@ -316,6 +335,39 @@ func (l *Library) GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (
 func (l *Library) GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error) {
 	var res DevResource
 	return res, check("cuGreenCtxGetDevResource", r(C.fcsp_cuGreenCtxGetDevResource(cgreen(g), cres(&res), C.int(t))))
+}
+
+func cpool(p MemPool) C.CUmemoryPool { return C.CUmemoryPool(handle(p)) }
+
+func (l *Library) MemPoolCreate(c Context, d Device, maxSize uint64) (MemPool, error) {
+	var p C.CUmemoryPool
+	return MemPool(unsafe.Pointer(p)), check("cuMemPoolCreate", r(C.fcsp_cuMemPoolCreate(cctx(c), &p, C.int(d), C.size_t(maxSize))))
+}
+
+func (l *Library) MemPoolDestroy(c Context, p MemPool) error {
+	return check("cuMemPoolDestroy", r(C.fcsp_cuMemPoolDestroy(cctx(c), cpool(p))))
+}
+
+func (l *Library) MemAllocFromPoolAsync(c Context, n uint64, p MemPool, s Stream) (DevicePtr, error) {
+	var d C.CUdeviceptr
+	return DevicePtr(d), check("cuMemAllocFromPoolAsync", r(C.fcsp_cuMemAllocFromPoolAsync(cctx(c), &d, C.size_t(n), cpool(p), cstream(s))))
+}
+
+func (l *Library) MemFreeAsync(c Context, d DevicePtr, s Stream) error {
+	return check("cuMemFreeAsync", r(C.fcsp_cuMemFreeAsync(cctx(c), C.CUdeviceptr(d), cstream(s))))
+}
+
+func (l *Library) MemPoolTrimTo(c Context, p MemPool, keep uint64) error {
+	return check("cuMemPoolTrimTo", r(C.fcsp_cuMemPoolTrimTo(cctx(c), cpool(p), C.size_t(keep))))
+}
+
+func (l *Library) MemPoolSetAttribute(c Context, p MemPool, a PoolAttribute, v uint64) error {
+	return check("cuMemPoolSetAttribute", r(C.fcsp_cuMemPoolSetAttribute64(cctx(c), cpool(p), C.int(a), C.ulonglong(v))))
+}
+
+func (l *Library) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (uint64, error) {
+	var v C.ulonglong
+	return uint64(v), check("cuMemPoolGetAttribute", r(C.fcsp_cuMemPoolGetAttribute64(cctx(c), cpool(p), C.int(a), &v)))
 }
 
 var _ Driver = (*Library)(nil)

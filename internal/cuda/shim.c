@@ -50,6 +50,13 @@ ENTRY(cuGreenCtxDestroy, CUresult, (CUgreenCtx))
 ENTRY(cuCtxFromGreenCtx, CUresult, (CUcontext *, CUgreenCtx))
 ENTRY(cuGreenCtxStreamCreate, CUresult, (CUstream *, CUgreenCtx, unsigned, int))
 ENTRY(cuGreenCtxGetDevResource, CUresult, (CUgreenCtx, CUdevResource *, int))
+ENTRY(cuMemPoolCreate, CUresult, (CUmemoryPool *, const void *))
+ENTRY(cuMemPoolDestroy, CUresult, (CUmemoryPool))
+ENTRY(cuMemAllocFromPoolAsync, CUresult, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))
+ENTRY(cuMemFreeAsync, CUresult, (CUdeviceptr, CUstream))
+ENTRY(cuMemPoolTrimTo, CUresult, (CUmemoryPool, size_t))
+ENTRY(cuMemPoolSetAttribute, CUresult, (CUmemoryPool, int, void *))
+ENTRY(cuMemPoolGetAttribute, CUresult, (CUmemoryPool, int, void *))
 
 static void *sym(const char *name) { return lib ? dlsym(lib, name) : NULL; }
 
@@ -105,6 +112,13 @@ int fcsp_load(const char *path, char *err, int errlen) {
 	p_cuCtxFromGreenCtx = (pfn_cuCtxFromGreenCtx)sym("cuCtxFromGreenCtx");
 	p_cuGreenCtxStreamCreate = (pfn_cuGreenCtxStreamCreate)sym("cuGreenCtxStreamCreate");
 	p_cuGreenCtxGetDevResource = (pfn_cuGreenCtxGetDevResource)sym("cuGreenCtxGetDevResource");
+	p_cuMemPoolCreate = (pfn_cuMemPoolCreate)sym("cuMemPoolCreate");
+	p_cuMemPoolDestroy = (pfn_cuMemPoolDestroy)sym("cuMemPoolDestroy");
+	p_cuMemAllocFromPoolAsync = (pfn_cuMemAllocFromPoolAsync)sym("cuMemAllocFromPoolAsync");
+	p_cuMemFreeAsync = (pfn_cuMemFreeAsync)sym("cuMemFreeAsync");
+	p_cuMemPoolTrimTo = (pfn_cuMemPoolTrimTo)sym("cuMemPoolTrimTo");
+	p_cuMemPoolSetAttribute = (pfn_cuMemPoolSetAttribute)sym("cuMemPoolSetAttribute");
+	p_cuMemPoolGetAttribute = (pfn_cuMemPoolGetAttribute)sym("cuMemPoolGetAttribute");
 	if (!p_cuInit) {
 		snprintf(err, errlen, "%s has no cuInit", path);
 		return -1;
@@ -193,6 +207,17 @@ CUresult fcsp_cuLaunchKernel(CUcontext c, CUfunction f, unsigned gx, unsigned gy
 	SCOPED(c, p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, nargs ? params : NULL, NULL));
 }
 
+// The same launch with no context pushed: the stream names the context.
+CUresult fcsp_cuLaunchKernelUnscoped(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                     unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
+                                     unsigned char *argbuf, const uint32_t *offs, int nargs) {
+	GUARD(p_cuLaunchKernel)
+	void *params[64];
+	if (nargs > 64) return 1;
+	for (int i = 0; i < nargs; i++) params[i] = argbuf + offs[i];
+	return p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, nargs ? params : NULL, NULL);
+}
+
 CUresult fcsp_cuDeviceGetDevResource(CUdevice d, CUdevResource *r, int t) { GUARD(p_cuDeviceGetDevResource) return p_cuDeviceGetDevResource(d, r, t); }
 CUresult fcsp_cuDevSmResourceSplitByCount(CUdevResource *res, unsigned *n, const CUdevResource *in, CUdevResource *rem, unsigned fl, unsigned mc) {
 	GUARD(p_cuDevSmResourceSplitByCount) return p_cuDevSmResourceSplitByCount(res, n, in, rem, fl, mc);
@@ -203,3 +228,39 @@ CUresult fcsp_cuGreenCtxDestroy(CUgreenCtx g) { GUARD(p_cuGreenCtxDestroy) retur
 CUresult fcsp_cuCtxFromGreenCtx(CUcontext *c, CUgreenCtx g) { GUARD(p_cuCtxFromGreenCtx) return p_cuCtxFromGreenCtx(c, g); }
 CUresult fcsp_cuGreenCtxStreamCreate(CUstream *s, CUgreenCtx g, unsigned f, int p) { GUARD(p_cuGreenCtxStreamCreate) return p_cuGreenCtxStreamCreate(s, g, f, p); }
 CUresult fcsp_cuGreenCtxGetDevResource(CUgreenCtx g, CUdevResource *r, int t) { GUARD(p_cuGreenCtxGetDevResource) return p_cuGreenCtxGetDevResource(g, r, t); }
+
+// CUmemPoolProps as of CUDA 12.2+: allocType, handleTypes, location {type,
+// id}, win32SecurityAttributes, maxSize, usage, reserved. Zeroed padding
+// past what we set keeps it valid whatever the reserved tail's length.
+struct fcsp_pool_props {
+	int allocType;
+	int handleTypes;
+	int locType;
+	int locId;
+	void *win32;
+	size_t maxSize;
+	unsigned char tail[192];
+};
+
+CUresult fcsp_cuMemPoolCreate(CUcontext c, CUmemoryPool *pool, int device, size_t maxSize) {
+	GUARD(p_cuMemPoolCreate)
+	struct fcsp_pool_props props;
+	memset(&props, 0, sizeof props);
+	props.allocType = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+	props.locType = 1;    // CU_MEM_LOCATION_TYPE_DEVICE
+	props.locId = device;
+	props.maxSize = maxSize;
+	SCOPED(c, p_cuMemPoolCreate(pool, &props));
+}
+CUresult fcsp_cuMemPoolDestroy(CUcontext c, CUmemoryPool pool) { GUARD(p_cuMemPoolDestroy) SCOPED(c, p_cuMemPoolDestroy(pool)); }
+CUresult fcsp_cuMemAllocFromPoolAsync(CUcontext c, CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
+	GUARD(p_cuMemAllocFromPoolAsync) SCOPED(c, p_cuMemAllocFromPoolAsync(p, n, pool, s));
+}
+CUresult fcsp_cuMemFreeAsync(CUcontext c, CUdeviceptr p, CUstream s) { GUARD(p_cuMemFreeAsync) SCOPED(c, p_cuMemFreeAsync(p, s)); }
+CUresult fcsp_cuMemPoolTrimTo(CUcontext c, CUmemoryPool pool, size_t keep) { GUARD(p_cuMemPoolTrimTo) SCOPED(c, p_cuMemPoolTrimTo(pool, keep)); }
+CUresult fcsp_cuMemPoolSetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long v) {
+	GUARD(p_cuMemPoolSetAttribute) SCOPED(c, p_cuMemPoolSetAttribute(pool, attr, &v));
+}
+CUresult fcsp_cuMemPoolGetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long *v) {
+	GUARD(p_cuMemPoolGetAttribute) SCOPED(c, p_cuMemPoolGetAttribute(pool, attr, v));
+}

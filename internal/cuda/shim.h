@@ -8,7 +8,7 @@
 
 typedef int CUresult;
 typedef int CUdevice;
-typedef void *CUcontext, *CUgreenCtx, *CUstream, *CUevent, *CUmodule, *CUfunction, *CUdevResourceDesc;
+typedef void *CUcontext, *CUgreenCtx, *CUstream, *CUevent, *CUmodule, *CUfunction, *CUdevResourceDesc, *CUmemoryPool;
 typedef unsigned long long CUdeviceptr;
 typedef struct { unsigned char b[144]; } CUdevResource;
 
@@ -49,6 +49,9 @@ CUresult fcsp_cuModuleGetFunction(CUcontext c, CUfunction *f, CUmodule m, const 
 CUresult fcsp_cuLaunchKernel(CUcontext c, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                              unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
                              unsigned char *argbuf, const uint32_t *offs, int nargs);
+CUresult fcsp_cuLaunchKernelUnscoped(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                     unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
+                                     unsigned char *argbuf, const uint32_t *offs, int nargs);
 CUresult fcsp_cuDeviceGetDevResource(CUdevice d, CUdevResource *r, int type);
 CUresult fcsp_cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *nbGroups, const CUdevResource *input,
                                           CUdevResource *remaining, unsigned flags, unsigned minCount);
@@ -58,4 +61,11 @@ CUresult fcsp_cuGreenCtxDestroy(CUgreenCtx g);
 CUresult fcsp_cuCtxFromGreenCtx(CUcontext *c, CUgreenCtx g);
 CUresult fcsp_cuGreenCtxStreamCreate(CUstream *s, CUgreenCtx g, unsigned flags, int priority);
 CUresult fcsp_cuGreenCtxGetDevResource(CUgreenCtx g, CUdevResource *r, int type);
+CUresult fcsp_cuMemPoolCreate(CUcontext c, CUmemoryPool *pool, int device, size_t maxSize);
+CUresult fcsp_cuMemPoolDestroy(CUcontext c, CUmemoryPool pool);
+CUresult fcsp_cuMemAllocFromPoolAsync(CUcontext c, CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s);
+CUresult fcsp_cuMemFreeAsync(CUcontext c, CUdeviceptr p, CUstream s);
+CUresult fcsp_cuMemPoolTrimTo(CUcontext c, CUmemoryPool pool, size_t keep);
+CUresult fcsp_cuMemPoolSetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long v);
+CUresult fcsp_cuMemPoolGetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long *v);
 #endif

@@ -17,6 +17,16 @@ type (
 	Function     uintptr
 	ResourceDesc uintptr
 	DevicePtr    uint64
+	MemPool      uintptr
+)
+
+// PoolAttribute is a CUmemPool_attribute (the 64-bit ones).
+type PoolAttribute int32
+
+const (
+	PoolReleaseThreshold   PoolAttribute = 4 // bytes kept cached across synchronisations
+	PoolReservedMemCurrent PoolAttribute = 5 // bytes the pool holds from the driver
+	PoolUsedMemCurrent     PoolAttribute = 7 // bytes handed out and not freed
 )
 
 // Attribute is a CUdevice_attribute.

@@ -29,6 +29,7 @@ type Driver struct {
 	events    map[cuda.Event]*eventInfo
 	modules   map[cuda.Module]*module
 	funcs     map[cuda.Function]*function
+	pools     map[cuda.MemPool]*pool
 	kernels   map[string]KernelFunc
 	failNext  map[string][]cuda.Result
 	calls     map[string]int
@@ -92,6 +93,7 @@ func New(spec Spec) *Driver {
 		events:   map[cuda.Event]*eventInfo{},
 		modules:  map[cuda.Module]*module{},
 		funcs:    map[cuda.Function]*function{},
+		pools:    map[cuda.MemPool]*pool{},
 		kernels:  map[string]KernelFunc{},
 		failNext: map[string][]cuda.Result{},
 		calls:    map[string]int{},
@@ -324,6 +326,7 @@ func (d *Driver) CtxSynchronize(c cuda.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, err := d.ctx("cuCtxSynchronize", c)
+	d.releaseAboveThreshold()
 	return err
 }
 
@@ -443,6 +446,7 @@ func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
 		return err
 	}
 	_, err := d.stream(op, s)
+	d.releaseAboveThreshold()
 	return err
 }
 
