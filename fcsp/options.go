@@ -23,6 +23,9 @@ type poolConfig struct {
 	dampening float64
 	penalty   float64       // tokenbucket's: 0 default, NoPenalty none
 	refill    time.Duration // 0: tokenbucket's default
+	region    string        // shared region path, "": none
+	beat      time.Duration
+	reapAfter time.Duration
 }
 
 // WithSimulator runs the pool on an in-process fake device instead of the

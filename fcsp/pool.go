@@ -32,6 +32,8 @@ type Pool struct {
 	// NCCL and other foreign streams, labelled by handle.
 	registry stream.Registry
 
+	shared *sharedState // nil without WithSharedRegion
+
 	mu      sync.Mutex
 	split   *greenctx.Split
 	spare   []*greenctx.Partition // provisioned, not yet owned
@@ -101,7 +103,15 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if b, ok := p.env.MemoryLimit(index); ok {
 		limit = min(limit, b)
 	}
-	if p.mem, err = memtrack.New(limit); err != nil {
+	var mopts []memtrack.Option
+	if cfg.region != "" {
+		o, err := p.joinRegion(index)
+		if err != nil {
+			return fail(err)
+		}
+		mopts = append(mopts, o)
+	}
+	if p.mem, err = memtrack.New(limit, mopts...); err != nil {
 		return fail(err)
 	}
 	unit := cfg.unit
@@ -204,6 +214,7 @@ func (p *Pool) Close() error {
 	for _, s := range spare {
 		errs = append(errs, s.Close())
 	}
+	errs = append(errs, p.shared.close())
 	if p.dev != nil {
 		errs = append(errs, p.dev.Close())
 	}

@@ -1,0 +1,72 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Scope is a request-sized arena on a tenant: what is allocated through it
+// and not freed is freed when the function given to Tenant.Scope returns,
+// fails or panics, so a handler that dies half-way leaks nothing.
+type Scope struct {
+	t    *tenantCore
+	ctx  context.Context
+	mu   sync.Mutex
+	live map[DevicePtr]struct{}
+}
+
+// Scope runs f with a fresh Scope and frees what f left allocated. A panic
+// in f is re-raised after the cleanup; a cleanup failure is joined to f's
+// error.
+func (c *tenantCore) Scope(ctx context.Context, f func(s *Scope) error) (err error) {
+	s := &Scope{t: c, ctx: ctx, live: map[DevicePtr]struct{}{}}
+	defer func() {
+		if e := s.release(); e != nil {
+			err = errors.Join(err, fmt.Errorf("scope cleanup: %w", e))
+		}
+	}()
+	return f(s)
+}
+
+// Alloc allocates n bytes that belong to the scope.
+func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
+	p, err := s.t.Alloc(s.ctx, n)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	s.live[p] = struct{}{}
+	s.mu.Unlock()
+	return p, nil
+}
+
+// Free frees memory of the scope before it ends.
+func (s *Scope) Free(p DevicePtr) error {
+	s.mu.Lock()
+	_, ok := s.live[p]
+	delete(s.live, p)
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("tenant %q: Free(%#x) in a scope that did not allocate it: %w", s.t.name, uint64(p), ErrUnknownPointer)
+	}
+	return s.t.Free(p)
+}
+
+// Tenant is the scope's tenant.
+func (s *Scope) Tenant() *Tenant { return &Tenant{s.t} }
+
+func (s *Scope) release() error {
+	s.mu.Lock()
+	live := s.live
+	s.live = nil
+	s.mu.Unlock()
+	var errs []error
+	for p := range live {
+		if err := s.t.Free(p); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

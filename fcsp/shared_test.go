@@ -1,0 +1,110 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSharedRegionOneLimitForTwoPools(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	opts := []Option{WithSimulator(SimulatedH200()), WithSharedRegion(path), WithDeviceMemoryLimit(100 << 20)}
+	a, err := Open(context.Background(), 0, opts...)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(context.Background(), 0, opts...)
+	require.NoError(t, err)
+	defer b.Close()
+	ta, err := a.NewTenant("a")
+	require.NoError(t, err)
+	tb, err := b.NewTenant("b")
+	require.NoError(t, err)
+	_, err = ta.Alloc(context.Background(), 60<<20)
+	require.NoError(t, err)
+	_, err = tb.Alloc(context.Background(), 50<<20)
+	require.ErrorIs(t, err, ErrQuotaExceeded, "the other pool's 60 MiB count against the shared limit")
+	_, err = tb.Alloc(context.Background(), 40<<20)
+	require.NoError(t, err)
+	require.Equal(t, uint64(100<<20), a.SharedUsed())
+	require.NoError(t, ta.Close())
+	require.Equal(t, uint64(40<<20), b.SharedUsed())
+}
+
+func TestSharedRegionRefusesGarbage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	require.NoError(t, os.WriteFile(path, make([]byte, 1<<20), 0o600))
+	_, err := Open(context.Background(), 0, WithSimulator(SimulatedH200()), WithSharedRegion(path))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "shm")
+}
+
+// TestSharedRegionSurvivesSIGKILL starts a child process that allocates in a
+// loop through a pool on the shared region, kills it with SIGKILL in the
+// middle, and waits for this process's reaper to give the child's usage
+// back: the shared total returns to exactly this process's own.
+func TestSharedRegionSurvivesSIGKILL(t *testing.T) {
+	if os.Getenv("FCSP_CHILD_REGION") != "" {
+		childStorm(os.Getenv("FCSP_CHILD_REGION"))
+		return
+	}
+	path := filepath.Join(t.TempDir(), "region")
+	p, err := Open(context.Background(), 0, WithSimulator(SimulatedH200()), WithSharedRegion(path),
+		WithHeartbeat(50*time.Millisecond, 300*time.Millisecond))
+	require.NoError(t, err)
+	defer p.Close()
+	mine, err := p.NewTenant("parent")
+	require.NoError(t, err)
+	_, err = mine.Alloc(context.Background(), 3<<20)
+	require.NoError(t, err)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSharedRegionSurvivesSIGKILL$")
+	cmd.Env = append(os.Environ(), "FCSP_CHILD_REGION="+path)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	// Wait until the child has allocated, then kill it mid-storm.
+	buf := make([]byte, 64)
+	n, _ := out.Read(buf)
+	require.Contains(t, string(buf[:n]), "allocating")
+	require.Eventually(t, func() bool { return p.SharedUsed() > 3<<20 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	require.Eventually(t, func() bool { return p.SharedUsed() == 3<<20 }, 5*time.Second, 10*time.Millisecond,
+		"the dead child's usage was not reclaimed: shared total %d, ours %d", p.SharedUsed(), p.MemoryUsed())
+}
+
+func childStorm(path string) {
+	p, err := Open(context.Background(), 0, WithSimulator(SimulatedH200()), WithSharedRegion(path),
+		WithHeartbeat(50*time.Millisecond, 300*time.Millisecond))
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(1)
+	}
+	t, err := p.NewTenant("child-" + strconv.Itoa(os.Getpid()))
+	if err != nil {
+		os.Exit(1)
+	}
+	fmt.Println("allocating")
+	var held []DevicePtr
+	for i := 0; ; i++ {
+		ptr, err := t.Alloc(context.Background(), uint64(1+i%7)<<20)
+		if err == nil {
+			held = append(held, ptr)
+		} else if !errors.Is(err, ErrQuotaExceeded) {
+			os.Exit(1)
+		}
+		if len(held) > 50 {
+			_ = t.Free(held[0])
+			held = held[1:]
+		}
+	}
+}
