@@ -66,3 +66,21 @@ func ExampleClass() {
 	fmt.Println(Attention, Attention.ThrottleScale(), NCCL.Bypass())
 	// Output: attention 0.8 true
 }
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"default", "NCCL", "Attention", "memcpy", "", "nccl\x00", "class(3)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := Parse(s)
+		if err != nil {
+			return
+		}
+		if !c.Valid() {
+			t.Fatalf("Parse(%q) returned invalid class %d", s, c)
+		}
+		if back, err := Parse(c.String()); err != nil || back != c {
+			t.Fatalf("round trip of %q: %v %v", s, back, err)
+		}
+	})
+}
