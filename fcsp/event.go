@@ -8,14 +8,19 @@ import (
 
 // Event marks a point in a stream, for timing on the GPU's clock.
 type Event struct {
-	do  func(func(cuda.Context) error) error
-	drv cuda.Driver
-	h   cuda.Event
+	do   func(func(cuda.Context) error) error
+	wait func(func(cuda.Context) error) error // for Synchronize: unscoped where possible
+	drv  cuda.Driver
+	h    cuda.Event
 }
 
 // NewEvent makes an event in the tenant's context.
 func (c *tenantCore) NewEvent() (*Event, error) {
-	return newEvent(c.pool.drv, c.do)
+	e, err := newEvent(c.pool.drv, c.do)
+	if err == nil {
+		e.wait = func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }
+	}
+	return e, err
 }
 
 // NewEvent makes an event in the device's primary context; Record(nil)
@@ -26,7 +31,7 @@ func (p *Pool) NewEvent() (*Event, error) {
 }
 
 func newEvent(drv cuda.Driver, do func(func(cuda.Context) error) error) (*Event, error) {
-	e := &Event{do: do, drv: drv}
+	e := &Event{do: do, wait: do, drv: drv}
 	err := do(func(ctx cuda.Context) (err error) {
 		e.h, err = drv.EventCreate(ctx, cuda.EventDefault)
 		return err
@@ -49,7 +54,7 @@ func (e *Event) Record(s *Stream) error {
 
 // Synchronize waits until the GPU has reached the event.
 func (e *Event) Synchronize() error {
-	return e.do(func(ctx cuda.Context) error { return e.drv.EventSynchronize(ctx, e.h) })
+	return e.wait(func(ctx cuda.Context) error { return e.drv.EventSynchronize(ctx, e.h) })
 }
 
 // Since is the GPU time from start to e (both recorded and reached).

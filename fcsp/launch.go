@@ -76,7 +76,7 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	if err := s.admit(ctx, grid, block); err != nil {
 		return err
 	}
-	err := s.t.do(func(ctx cuda.Context) error {
+	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
 		return s.t.pool.drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args)
 	})
 	if err != nil {

@@ -32,7 +32,8 @@ type Pool struct {
 	// NCCL and other foreign streams, labelled by handle.
 	registry stream.Registry
 
-	shared *sharedState // nil without WithSharedRegion
+	shared   *sharedState // nil without WithSharedRegion
+	unscoped unscopedProbe
 
 	mu      sync.Mutex
 	split   *greenctx.Split

@@ -103,7 +103,7 @@ func (s *Stream) Launches() uint64 { return s.launches.Load() }
 
 // Synchronize waits for everything queued on the stream.
 func (s *Stream) Synchronize() error {
-	return s.t.do(func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h) })
+	return s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h) })
 }
 
 // admit charges a launch of grid x block to the stream's bucket, waiting

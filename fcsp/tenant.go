@@ -44,6 +44,7 @@ type tenantCore struct {
 	limiter *tokenbucket.Limiter // nil: not rate limited
 	mpool   *memPool             // nil: plain cuMemAlloc
 
+	life    sync.RWMutex // shared by unscoped calls, exclusive in close
 	mu      sync.Mutex
 	streams []*Stream
 	modules []*Module
@@ -262,6 +263,8 @@ func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	c.life.Lock() // wait for launches and synchronisations in flight
+	defer c.life.Unlock()
 	if c.stop != nil {
 		c.stop()
 	}

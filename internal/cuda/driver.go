@@ -3,6 +3,12 @@ package cuda
 // Driver is the part of the CUDA driver API the SDK uses. Calls that depend
 // on a context take it explicitly; implementations make it current for the
 // duration of the call only. Every error is an *Error wrapping a Result.
+//
+// StreamSynchronize, EventSynchronize and LaunchKernel also accept a zero
+// context, meaning "make none current: the stream (or event) names it", so
+// that a long wait need not hold a green context current on one thread
+// while other threads wait to use it. Whether the driver accepts that is
+// learned at run time (see fcsp), never assumed.
 type Driver interface {
 	// Name says which implementation this is ("libcuda.so.1 (API 13000)", "fake ...").
 	Name() string

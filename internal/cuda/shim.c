@@ -187,10 +187,18 @@ CUresult fcsp_cuMemcpyHtoD(CUcontext c, CUdeviceptr d, const void *s, size_t n) 
 CUresult fcsp_cuMemcpyDtoH(CUcontext c, void *d, CUdeviceptr s, size_t n) { GUARD(p_cuMemcpyDtoH) SCOPED(c, p_cuMemcpyDtoH(d, s, n)); }
 CUresult fcsp_cuStreamCreate(CUcontext c, CUstream *s, unsigned f) { GUARD(p_cuStreamCreate) SCOPED(c, p_cuStreamCreate(s, f)); }
 CUresult fcsp_cuStreamDestroy(CUcontext c, CUstream s) { GUARD(p_cuStreamDestroy) SCOPED(c, p_cuStreamDestroy(s)); }
-CUresult fcsp_cuStreamSynchronize(CUcontext c, CUstream s) { GUARD(p_cuStreamSynchronize) SCOPED(c, p_cuStreamSynchronize(s)); }
+CUresult fcsp_cuStreamSynchronize(CUcontext c, CUstream s) {
+	GUARD(p_cuStreamSynchronize)
+	if (!c) return p_cuStreamSynchronize(s); // unscoped: the stream names its context
+	SCOPED(c, p_cuStreamSynchronize(s));
+}
 CUresult fcsp_cuEventCreate(CUcontext c, CUevent *e, unsigned f) { GUARD(p_cuEventCreate) SCOPED(c, p_cuEventCreate(e, f)); }
 CUresult fcsp_cuEventRecord(CUcontext c, CUevent e, CUstream s) { GUARD(p_cuEventRecord) SCOPED(c, p_cuEventRecord(e, s)); }
-CUresult fcsp_cuEventSynchronize(CUcontext c, CUevent e) { GUARD(p_cuEventSynchronize) SCOPED(c, p_cuEventSynchronize(e)); }
+CUresult fcsp_cuEventSynchronize(CUcontext c, CUevent e) {
+	GUARD(p_cuEventSynchronize)
+	if (!c) return p_cuEventSynchronize(e);
+	SCOPED(c, p_cuEventSynchronize(e));
+}
 CUresult fcsp_cuEventElapsedTime(CUcontext c, float *ms, CUevent a, CUevent b) { GUARD(p_cuEventElapsedTime) SCOPED(c, p_cuEventElapsedTime(ms, a, b)); }
 CUresult fcsp_cuEventDestroy(CUcontext c, CUevent e) { GUARD(p_cuEventDestroy) SCOPED(c, p_cuEventDestroy(e)); }
 CUresult fcsp_cuModuleLoadData(CUcontext c, CUmodule *m, const void *img) { GUARD(p_cuModuleLoadData) SCOPED(c, p_cuModuleLoadData(m, img)); }
@@ -204,6 +212,7 @@ CUresult fcsp_cuLaunchKernel(CUcontext c, CUfunction f, unsigned gx, unsigned gy
 	void *params[64];
 	if (nargs > 64) return 1; // CUDA_ERROR_INVALID_VALUE
 	for (int i = 0; i < nargs; i++) params[i] = argbuf + offs[i];
+	if (!c) return p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, nargs ? params : NULL, NULL);
 	SCOPED(c, p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, nargs ? params : NULL, NULL));
 }
 

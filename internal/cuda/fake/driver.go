@@ -18,24 +18,25 @@ type KernelFunc func(mem *Memory, grid, block cuda.Dim3, args []byte, offs []uin
 type Driver struct {
 	spec Spec
 
-	mu        sync.Mutex
-	next      uintptr // handle counter
-	splitGen  uint64
-	primary   map[cuda.Device]*context
-	contexts  map[cuda.Context]*context
-	greens    map[cuda.GreenCtx]*green
-	descs     map[cuda.ResourceDesc]descInfo
-	streams   map[cuda.Stream]*streamInfo
-	events    map[cuda.Event]*eventInfo
-	modules   map[cuda.Module]*module
-	funcs     map[cuda.Function]*function
-	pools     map[cuda.MemPool]*pool
-	kernels   map[string]KernelFunc
-	failNext  map[string][]cuda.Result
-	calls     map[string]int
-	mem       Memory
-	launches  int
-	ctxCreate time.Duration // simulated cost of cuCtxCreate
+	mu         sync.Mutex
+	next       uintptr // handle counter
+	splitGen   uint64
+	primary    map[cuda.Device]*context
+	contexts   map[cuda.Context]*context
+	greens     map[cuda.GreenCtx]*green
+	descs      map[cuda.ResourceDesc]descInfo
+	streams    map[cuda.Stream]*streamInfo
+	events     map[cuda.Event]*eventInfo
+	modules    map[cuda.Module]*module
+	funcs      map[cuda.Function]*function
+	pools      map[cuda.MemPool]*pool
+	scopedOnly bool
+	kernels    map[string]KernelFunc
+	failNext   map[string][]cuda.Result
+	calls      map[string]int
+	mem        Memory
+	launches   int
+	ctxCreate  time.Duration // simulated cost of cuCtxCreate
 }
 
 type context struct {
@@ -109,6 +110,15 @@ func (d *Driver) RegisterKernel(name string, k KernelFunc) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.kernels[name] = k
+}
+
+// RequireContext makes the fake refuse zero-context (unscoped) launches and
+// synchronisations with CUDA_ERROR_INVALID_CONTEXT, as a driver that wants
+// a current context would.
+func (d *Driver) RequireContext() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.scopedOnly = true
 }
 
 // FailNext makes the next call of entry point op (e.g. "cuMemAlloc_v2")
@@ -442,8 +452,14 @@ func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	const op = "cuStreamSynchronize"
-	if _, err := d.ctx(op, c); err != nil {
+	if c != 0 || s == 0 {
+		if _, err := d.ctx(op, c); err != nil {
+			return err
+		}
+	} else if err := d.enter(op); err != nil {
 		return err
+	} else if d.scopedOnly {
+		return cuda.Check(op, cuda.ErrorInvalidContext)
 	}
 	_, err := d.stream(op, s)
 	d.releaseAboveThreshold()
@@ -500,7 +516,11 @@ func (d *Driver) EventRecord(c cuda.Context, e cuda.Event, s cuda.Stream) error 
 func (d *Driver) EventSynchronize(c cuda.Context, e cuda.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := d.ctx("cuEventSynchronize", c); err != nil {
+	if c != 0 {
+		if _, err := d.ctx("cuEventSynchronize", c); err != nil {
+			return err
+		}
+	} else if err := d.enter("cuEventSynchronize"); err != nil {
 		return err
 	}
 	_, err := d.event("cuEventSynchronize", e)
@@ -604,9 +624,17 @@ func (d *Driver) ModuleGetFunction(c cuda.Context, m cuda.Module, name string) (
 func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.Dim3, shmem uint32, s cuda.Stream, args *cuda.Args) error {
 	d.mu.Lock()
 	const op = "cuLaunchKernel"
-	if _, err := d.ctx(op, c); err != nil {
+	if c != 0 || s == 0 {
+		if _, err := d.ctx(op, c); err != nil {
+			d.mu.Unlock()
+			return err
+		}
+	} else if err := d.enter(op); err != nil {
 		d.mu.Unlock()
 		return err
+	} else if d.scopedOnly {
+		d.mu.Unlock()
+		return cuda.Check(op, cuda.ErrorInvalidContext)
 	}
 	fn := d.funcs[f]
 	if fn == nil {

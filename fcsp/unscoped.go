@@ -1,0 +1,51 @@
+package fcsp
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// Whether the driver accepts launches and synchronisations with no context
+// current (the stream naming it) is learned on first use and remembered per
+// pool: if it does, a tenant's launches and waits need not take its green
+// context's lock, so one request's Synchronize no longer holds up another's
+// launch.
+const (
+	probeUnknown int32 = iota
+	probeYes
+	probeNo
+)
+
+type unscopedProbe struct{ launch, sync atomic.Int32 }
+
+// doUnscoped runs f with a zero context where the driver allows it, else
+// with the tenant's context under its lock. The tenant's life lock is held
+// (shared) so Close cannot destroy the stream underneath f.
+func (c *tenantCore) doUnscoped(state *atomic.Int32, f func(ctx cuda.Context) error) error {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if c.part == nil {
+		return f(c.pool.dev.Primary()) // primary contexts may be current anywhere
+	}
+	switch state.Load() {
+	case probeYes:
+		return f(0)
+	case probeNo:
+		return c.do(f)
+	}
+	err := f(0)
+	switch {
+	case err == nil:
+		state.Store(probeYes)
+	case errors.Is(err, cuda.ErrorInvalidContext), errors.Is(err, cuda.ErrorInvalidHandle):
+		state.Store(probeNo)
+		c.pool.log.Info("driver needs a current context for launches/synchronisation; serialising per green context")
+		return c.do(f)
+	}
+	return err
+}

@@ -1,0 +1,49 @@
+package fcsp
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/kernels"
+)
+
+func launchOnce(t *testing.T, tn *Tenant) {
+	t.Helper()
+	mod, err := tn.LoadModule(kernels.PTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("spin")
+	require.NoError(t, err)
+	var a Args
+	a.Uint64(0)
+	one := Dim3{X: 1, Y: 1, Z: 1}
+	require.NoError(t, tn.Stream().Launch(context.Background(), fn, one, one, 0, &a))
+	require.NoError(t, tn.Stream().Synchronize())
+	ev, err := tn.NewEvent()
+	require.NoError(t, err)
+	require.NoError(t, ev.Record(tn.Stream()))
+	require.NoError(t, ev.Synchronize())
+	require.NoError(t, ev.Close())
+}
+
+func TestUnscopedCallsWhereTheDriverTakesThem(t *testing.T) {
+	p, _ := openSim(t)
+	tn, err := p.NewTenant("a", WithSMs(8))
+	require.NoError(t, err)
+	launchOnce(t, tn)
+	require.Equal(t, probeYes, p.unscoped.launch.Load())
+	require.Equal(t, probeYes, p.unscoped.sync.Load())
+}
+
+func TestScopedFallbackWhereTheDriverRefuses(t *testing.T) {
+	p, drv := openSim(t)
+	drv.RequireContext()
+	tn, err := p.NewTenant("a", WithSMs(8))
+	require.NoError(t, err)
+	launchOnce(t, tn)
+	require.Equal(t, probeNo, p.unscoped.launch.Load(), "a refused unscoped launch falls back to the scoped one")
+	require.Equal(t, probeNo, p.unscoped.sync.Load())
+	launchOnce(t, tn) // and stays there
+	require.Equal(t, uint64(2), tn.Stats().Launches)
+}
