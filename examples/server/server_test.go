@@ -74,6 +74,9 @@ func start(t *testing.T, cfg config) *started {
 // and closed its tenants itself.
 func (s *started) stop(t *testing.T) {
 	t.Helper()
+	// An idle keep-alive connection the client dialled but never used is
+	// "new" to the server, and Shutdown waits 5 s before it counts as idle.
+	http.DefaultClient.CloseIdleConnections()
 	s.cancel()
 	select {
 	case err := <-s.done:
