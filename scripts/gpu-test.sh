@@ -64,7 +64,8 @@ run() {
     summary+=("benchmarks fcsp: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   fi
   # Examples, each with the arguments FCSP_ARGS_<name> gives.
-  for x in ${FCSP_EXAMPLES:-day94}; do
+  export FCSP_ARGS_loadgen="${FCSP_ARGS_loadgen:--spawn $BIN/server -duration 5s}"
+  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen}; do
     [ -x "$BIN/$x" ] || continue
     local var="FCSP_ARGS_$x"
     "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1
