@@ -20,11 +20,11 @@ build() {
   mkdir -p "$BIN"
   export CGO_ENABLED=1 GOOS=linux GOARCH=amd64
   for p in "${PKGS[@]}"; do
-    [ -d "$p" ] && go test -c -o "$BIN/$p.test" "./$p"
+    [ -d "$p" ] && go test -c -ldflags="-s -w" -o "$BIN/$p.test" "./$p"
   done
   for e in examples/*/; do
     e=${e%/}; n=$(basename "$e")
-    [ -f "$e/main.go" ] && go build -o "$BIN/$n" "./$e"
+    [ -f "$e/main.go" ] && go build -ldflags="-s -w" -o "$BIN/$n" "./$e"
   done
   # The C++ yardstick, built and run on the GPU machine beside our examples.
   if [ -f ../shared/reference/day94_reference.cu ]; then
@@ -36,7 +36,10 @@ build() {
 }
 
 run() {
-  OUT=${OUT:-$BIN/out}; mkdir -p "$OUT"
+  # Logs go to $BIN/out and, where the device tool's $OUT exists, back in
+  # one archive (it returns at most 8 files).
+  local ret=${OUT:-}
+  OUT=$BIN/out; rm -rf "$OUT"; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
   export NCCL_NVLS_ENABLE=0
   local summary=() rc=0
@@ -64,6 +67,7 @@ run() {
     summary+=("benchmarks fcsp: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   fi
   # Examples, each with the arguments FCSP_ARGS_<name> gives.
+  export FCSP_ARGS_bench="${FCSP_ARGS_bench:--md -png $OUT/ratios.png}"
   export FCSP_ARGS_loadgen="${FCSP_ARGS_loadgen:--spawn $BIN/server -duration 5s}"
   for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen}; do
     [ -x "$BIN/$x" ] || continue
@@ -74,7 +78,10 @@ run() {
     summary+=("example $x: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   done
   [ -f "$OUT/reference.txt" ] && { echo "== C++ reference"; tail -16 "$OUT/reference.txt"; }
-  echo "== summary"; printf '%s\n' "${summary[@]}"
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+  if [ -n "$ret" ]; then
+    tar czf "$ret/gpu-logs.tgz" -C "$OUT" . && cp "$OUT"/*.png "$ret/" 2>/dev/null
+  fi
   return $rc
 }
 
