@@ -11,72 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/internal/hamibase"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 )
-
-// hamiTracker is a baseline built the way HAMi-core accounts memory: one
-// lock (HAMi-core uses a process-shared semaphore) over a fixed array of
-// slots, with total usage recomputed by scanning every slot on each
-// allocation, and allocation records kept under the same lock.
-type hamiTracker struct {
-	mu     sync.Mutex
-	limit  uint64
-	slots  []hamiSlot
-	allocs map[uint64]hamiAlloc
-}
-
-type hamiSlot struct {
-	used, limit uint64
-	inUse       bool
-}
-
-type hamiAlloc struct {
-	slot int
-	size uint64
-}
-
-func newHami(limit uint64, slots int) *hamiTracker {
-	h := &hamiTracker{limit: limit, slots: make([]hamiSlot, slots), allocs: make(map[uint64]hamiAlloc)}
-	for i := range h.slots {
-		h.slots[i] = hamiSlot{limit: limit, inUse: true}
-	}
-	return h
-}
-
-func (h *hamiTracker) reserve(slot int, n uint64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var total uint64
-	for i := range h.slots { // O(N) scan on every allocation
-		if h.slots[i].inUse {
-			total += h.slots[i].used
-		}
-	}
-	s := &h.slots[slot]
-	if total+n > h.limit || s.used+n > s.limit {
-		return false
-	}
-	s.used += n
-	return true
-}
-
-func (h *hamiTracker) record(slot int, ptr, n uint64) {
-	h.mu.Lock()
-	h.allocs[ptr] = hamiAlloc{slot, n}
-	h.mu.Unlock()
-}
-
-func (h *hamiTracker) release(slot int, ptr uint64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	a, ok := h.allocs[ptr]
-	if !ok || a.slot != slot {
-		return false
-	}
-	delete(h.allocs, ptr)
-	h.slots[slot].used -= a.size
-	return true
-}
 
 // allocator abstracts ours and the baseline for the benchmarks: one
 // complete allocation lifecycle (admit, record, free) on account i.
@@ -101,15 +38,15 @@ func (o oursAlloc) cycle(i int, ptr uint64) bool {
 	return err == nil
 }
 
-type hamiAllocator struct{ h *hamiTracker }
+type hamiAllocator struct{ h *hamibase.Tracker }
 
-func (h hamiAllocator) accounts() int { return len(h.h.slots) }
+func (h hamiAllocator) accounts() int { return h.h.Slots() }
 func (h hamiAllocator) cycle(i int, ptr uint64) bool {
-	if !h.h.reserve(i, 4096) {
+	if !h.h.Reserve(i, 4096) {
 		return false
 	}
-	h.h.record(i, ptr, 4096)
-	return h.h.release(i, ptr)
+	h.h.Record(i, ptr, 4096)
+	return h.h.Release(i, ptr)
 }
 
 func newOurs(b *testing.B, n int) allocator {
@@ -152,7 +89,7 @@ var impls = []struct {
 }{
 	{"ours", newOurs},
 	{"ours-shm16", newOursShared},
-	{"hami", func(_ *testing.B, n int) allocator { return hamiAllocator{newHami(1<<40, n)} }},
+	{"hami", func(_ *testing.B, n int) allocator { return hamiAllocator{hamibase.New(1<<40, n)} }},
 }
 
 // BenchmarkAllocCycle: Reserve+Record+Release of one allocation, one

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/hamibase"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -162,7 +163,7 @@ func (b *bench) pooledAlloc(pool *fcsp.Pool, raw *rawDriver, n int) (err error) 
 // HAMi-style baseline.
 type quotas struct {
 	accts []*memtrack.Account
-	h     *hamiTracker
+	h     *hamibase.Tracker
 }
 
 func newQuotas(tenants int) (*quotas, error) {
@@ -170,7 +171,7 @@ func newQuotas(tenants int) (*quotas, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &quotas{h: newHami(1<<40, tenants)}
+	q := &quotas{h: hamibase.New(1<<40, tenants)}
 	for i := range tenants {
 		a, err := tr.NewAccount(fmt.Sprintf("t%d", i), 1<<36)
 		if err != nil {
@@ -197,7 +198,7 @@ func (q *quotas) ours(i int, ptr uint64) error {
 
 // hami is the same through the baseline.
 func (q *quotas) hami(i int, ptr uint64) error {
-	if !q.h.cycle(i, ptr) {
+	if !q.h.Cycle(i, ptr, cycleBytes) {
 		return fmt.Errorf("baseline refused tenant %d", i)
 	}
 	return nil
