@@ -11,19 +11,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"sort"
 	"text/tabwriter"
-	"time"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/internal/workload"
 )
 
 type config struct {
@@ -160,144 +157,19 @@ func printReport(r Report) {
 	w.Flush()
 }
 
-// job is one workload bound to a tenant: its kernel, buffer and stream.
-type job struct {
-	t        *fcsp.Tenant
-	s        *fcsp.Stream
-	fn       *fcsp.Function
-	buf      fcsp.DevicePtr
-	n, steps int
-	launches int
-	args     fcsp.Args
-}
-
-func newJob(ctx context.Context, t *fcsp.Tenant, s *fcsp.Stream, n, steps, launches int) (*job, error) {
-	mod, err := t.LoadModule(kernels.PTX)
-	if err != nil {
-		return nil, err
-	}
-	fn, err := mod.Function("chain")
-	if err != nil {
-		return nil, err
-	}
-	buf, err := t.Alloc(ctx, uint64(4*n))
-	if err != nil {
-		return nil, err
-	}
-	j := &job{t: t, s: s, fn: fn, buf: buf, n: n, steps: steps, launches: launches}
-	j.args.Ptr(buf).Int32(int32(n)).Int32(int32(steps))
-	return j, nil
-}
-
-func (j *job) submit(ctx context.Context, on *fcsp.Stream) error {
-	grid, block := fcsp.Dim3{X: uint32((j.n + 255) / 256), Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}
-	for k := 0; k < j.launches; k++ {
-		if err := on.Launch(ctx, j.fn, grid, block, 0, &j.args); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// result copies the job's output back, checks it against the closed form
-// and poisons the buffer for the next schedule.
-func (j *job) result() ([]byte, error) {
-	out := make([]byte, 4*j.n)
-	if err := j.t.CopyFromDevice(out, j.buf); err != nil {
-		return nil, err
-	}
-	if err := kernels.CheckChain(out, j.steps); err != nil {
-		return nil, err
-	}
-	return out, j.t.CopyToDevice(j.buf, bytes.Repeat([]byte{0xff}, 4*j.n))
-}
-
-type timer struct{ start, short, all *fcsp.Event }
-
-func newTimer(pool *fcsp.Pool) (*timer, error) {
-	var t timer
-	for _, e := range []**fcsp.Event{&t.start, &t.short, &t.all} {
-		var err error
-		if *e, err = pool.NewEvent(); err != nil {
-			return nil, err
-		}
-	}
-	return &t, nil
-}
-
-// measure runs one schedule reps times: batch on bOn, short on sOn (either
-// may be nil), and returns the median short-done and all-done times on the
-// GPU clock, recorded on the primary context's NULL stream as the C++
-// reference does.
-func measure(ctx context.Context, tm *timer, reps int, batch, short *job, bOn, sOn *fcsp.Stream) (shortMs, allMs float64, err error) {
-	var shorts, alls []float64
-	for r := 0; r < reps; r++ {
-		if err := tm.start.Record(nil); err != nil {
-			return 0, 0, err
-		}
-		if bOn != nil {
-			if err := batch.submit(ctx, bOn); err != nil {
-				return 0, 0, err
-			}
-		}
-		if sOn != nil {
-			if err := short.submit(ctx, sOn); err != nil {
-				return 0, 0, err
-			}
-			if err := sOn.Synchronize(); err != nil {
-				return 0, 0, err
-			}
-		}
-		if err := tm.short.Record(nil); err != nil {
-			return 0, 0, err
-		}
-		if bOn != nil {
-			if err := bOn.Synchronize(); err != nil {
-				return 0, 0, err
-			}
-		}
-		if err := tm.all.Record(nil); err != nil {
-			return 0, 0, err
-		}
-		if err := tm.all.Synchronize(); err != nil {
-			return 0, 0, err
-		}
-		s, err := tm.short.Since(tm.start)
-		if err != nil {
-			return 0, 0, err
-		}
-		a, err := tm.all.Since(tm.start)
-		if err != nil {
-			return 0, 0, err
-		}
-		shorts, alls = append(shorts, ms(s)), append(alls, ms(a))
-	}
-	if sOn == nil {
-		return 0, median(alls), nil
-	}
-	return median(shorts), median(alls), nil
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func median(v []float64) float64 {
-	sort.Float64s(v)
-	return v[len(v)/2]
-}
-
 // checker compares every schedule's outputs with the first ones, bit for bit.
 type checker struct{ batch, short []byte }
 
-func (c *checker) check(name string, batch, short *job, didBatch, didShort bool) error {
+func (c *checker) check(name string, batch, short *workload.Job, didBatch, didShort bool) error {
 	for _, x := range []struct {
-		j    *job
+		j    *workload.Job
 		did  bool
 		want *[]byte
 	}{{batch, didBatch, &c.batch}, {short, didShort, &c.short}} {
 		if !x.did {
 			continue
 		}
-		got, err := x.j.result()
+		got, err := x.j.Result()
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -323,7 +195,7 @@ func schedules(ctx context.Context, pool *fcsp.Pool, c config) ([]Schedule, erro
 	var out []Schedule
 	var chk checker
 	sms := pool.Device().SMs
-	tm, err := newTimer(pool)
+	tm, err := workload.NewTimer(pool)
 	if err != nil {
 		return nil, err
 	}
@@ -336,33 +208,33 @@ func schedules(ctx context.Context, pool *fcsp.Pool, c config) ([]Schedule, erro
 	if err != nil {
 		return nil, err
 	}
-	batch, err := newJob(ctx, bt, bt.Stream(), c.batchN, c.batchSteps, 1)
+	batch, err := workload.NewJob(ctx, bt, bt.Stream(), c.batchN, c.batchSteps, 1)
 	if err != nil {
 		return nil, err
 	}
-	short, err := newJob(ctx, st, st.Stream(), c.shortN, c.shortSteps, c.shortLaunches)
+	short, err := workload.NewJob(ctx, st, st.Stream(), c.shortN, c.shortSteps, c.shortLaunches)
 	if err != nil {
 		return nil, err
 	}
 	// The serial schedule puts both jobs on one stream, so the short job's
 	// kernel is loaded into the batch tenant too.
-	shortOnBatch, err := newJob(ctx, bt, bt.Stream(), c.shortN, c.shortSteps, c.shortLaunches)
+	shortOnBatch, err := workload.NewJob(ctx, bt, bt.Stream(), c.shortN, c.shortSteps, c.shortLaunches)
 	if err != nil {
 		return nil, err
 	}
 	type plan struct {
 		name     string
 		b, s     *fcsp.Stream
-		bj, sj   *job
+		bj, sj   *workload.Job
 		bSM, sSM int
 	}
 	for _, p := range []plan{
-		{"alone-batch", batch.s, nil, batch, short, sms, 0},
-		{"alone-short", nil, short.s, batch, short, 0, sms},
-		{"serial (one stream)", batch.s, batch.s, batch, shortOnBatch, sms, sms},
-		{"shared (two streams)", batch.s, short.s, batch, short, sms, sms},
+		{"alone-batch", batch.S, nil, batch, short, sms, 0},
+		{"alone-short", nil, short.S, batch, short, 0, sms},
+		{"serial (one stream)", batch.S, batch.S, batch, shortOnBatch, sms, sms},
+		{"shared (two streams)", batch.S, short.S, batch, short, sms, sms},
 	} {
-		sd, ad, err := measure(ctx, tm, c.reps, p.bj, p.sj, p.b, p.s)
+		sd, ad, err := tm.Measure(ctx, c.reps, p.bj, p.sj, p.b, p.s)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
@@ -412,19 +284,19 @@ func partitioned(ctx context.Context, pool *fcsp.Pool, c config, name string, un
 	if err != nil {
 		return Schedule{}, err
 	}
-	batch, err := newJob(ctx, bt, bt.Stream(), c.batchN, c.batchSteps, 1)
+	batch, err := workload.NewJob(ctx, bt, bt.Stream(), c.batchN, c.batchSteps, 1)
 	if err != nil {
 		return Schedule{}, err
 	}
-	short, err := newJob(ctx, st, st.Stream(), c.shortN, c.shortSteps, c.shortLaunches)
+	short, err := workload.NewJob(ctx, st, st.Stream(), c.shortN, c.shortSteps, c.shortLaunches)
 	if err != nil {
 		return Schedule{}, err
 	}
-	tm, err := newTimer(pool)
+	tm, err := workload.NewTimer(pool)
 	if err != nil {
 		return Schedule{}, err
 	}
-	sd, ad, err := measure(ctx, tm, c.reps, batch, short, batch.s, short.s)
+	sd, ad, err := tm.Measure(ctx, c.reps, batch, short, batch.S, short.S)
 	if err != nil {
 		return Schedule{}, err
 	}
