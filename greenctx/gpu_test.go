@@ -68,7 +68,6 @@ func TestGPUSplitProbe(t *testing.T) {
 // could skip the push/pop and the partition lock.
 func TestGPULaunchUnscoped(t *testing.T) {
 	drv := realDriver(t)
-	lib := drv.(*cuda.Library)
 	dev, err := greenctx.Open(drv, 0)
 	require.NoError(t, err)
 	defer dev.Close()
@@ -94,7 +93,8 @@ func TestGPULaunchUnscoped(t *testing.T) {
 	}))
 	var a cuda.Args
 	a.Ptr(buf).Int32(n).Int32(steps)
-	err = lib.LaunchKernelUnscoped(fn, cuda.Dim3{X: n / 256, Y: 1, Z: 1}, cuda.Dim3{X: 256, Y: 1, Z: 1}, 0, p.Stream(), &a)
+	// A zero context: the shim pushes nothing.
+	err = drv.LaunchKernel(0, fn, cuda.Dim3{X: n / 256, Y: 1, Z: 1}, cuda.Dim3{X: 256, Y: 1, Z: 1}, 0, p.Stream(), &a)
 	t.Logf("unscoped launch on a green-context stream: %v", err)
 	require.NoError(t, p.Do(func(ctx cuda.Context) error {
 		if err == nil {
@@ -109,5 +109,7 @@ func TestGPULaunchUnscoped(t *testing.T) {
 	}))
 	if err == nil {
 		require.NoError(t, kernels.CheckChain(out, steps))
+		// And waiting without a context.
+		require.NoError(t, drv.StreamSynchronize(0, p.Stream()))
 	}
 }

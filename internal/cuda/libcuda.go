@@ -242,25 +242,6 @@ func (l *Library) LaunchKernel(c Context, f Function, grid, block Dim3, shmem ui
 		C.unsigned(shmem), cstream(s), buf, offs, C.int(n))))
 }
 
-// LaunchKernelUnscoped launches without making any context current,
-// relying on the stream to name it. It is not part of Driver: whether the
-// driver accepts it for green-context streams is measured by the GPU tests
-// before the SDK relies on it.
-func (l *Library) LaunchKernelUnscoped(f Function, grid, block Dim3, shmem uint32, s Stream, args *Args) error {
-	var buf *C.uchar
-	var offs *C.uint32_t
-	n := 0
-	if args != nil && args.Len() > 0 {
-		buf = (*C.uchar)(unsafe.Pointer(&args.buf[0]))
-		offs = (*C.uint32_t)(unsafe.Pointer(&args.offs[0]))
-		n = args.Len()
-	}
-	return check("cuLaunchKernel", r(C.fcsp_cuLaunchKernelUnscoped(C.CUfunction(handle(f)),
-		C.unsigned(grid.X), C.unsigned(grid.Y), C.unsigned(grid.Z),
-		C.unsigned(block.X), C.unsigned(block.Y), C.unsigned(block.Z),
-		C.unsigned(shmem), cstream(s), buf, offs, C.int(n))))
-}
-
 func cres(d *DevResource) *C.CUdevResource { return (*C.CUdevResource)(unsafe.Pointer(&d.Raw[0])) }
 
 func (l *Library) DeviceGetDevResource(d Device, t ResourceType) (DevResource, error) {

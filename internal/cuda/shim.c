@@ -216,17 +216,6 @@ CUresult fcsp_cuLaunchKernel(CUcontext c, CUfunction f, unsigned gx, unsigned gy
 	SCOPED(c, p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, nargs ? params : NULL, NULL));
 }
 
-// The same launch with no context pushed: the stream names the context.
-CUresult fcsp_cuLaunchKernelUnscoped(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                     unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
-                                     unsigned char *argbuf, const uint32_t *offs, int nargs) {
-	GUARD(p_cuLaunchKernel)
-	void *params[64];
-	if (nargs > 64) return 1;
-	for (int i = 0; i < nargs; i++) params[i] = argbuf + offs[i];
-	return p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, nargs ? params : NULL, NULL);
-}
-
 CUresult fcsp_cuDeviceGetDevResource(CUdevice d, CUdevResource *r, int t) { GUARD(p_cuDeviceGetDevResource) return p_cuDeviceGetDevResource(d, r, t); }
 CUresult fcsp_cuDevSmResourceSplitByCount(CUdevResource *res, unsigned *n, const CUdevResource *in, CUdevResource *rem, unsigned fl, unsigned mc) {
 	GUARD(p_cuDevSmResourceSplitByCount) return p_cuDevSmResourceSplitByCount(res, n, in, rem, fl, mc);

@@ -49,9 +49,6 @@ CUresult fcsp_cuModuleGetFunction(CUcontext c, CUfunction *f, CUmodule m, const 
 CUresult fcsp_cuLaunchKernel(CUcontext c, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                              unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
                              unsigned char *argbuf, const uint32_t *offs, int nargs);
-CUresult fcsp_cuLaunchKernelUnscoped(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                     unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
-                                     unsigned char *argbuf, const uint32_t *offs, int nargs);
 CUresult fcsp_cuDeviceGetDevResource(CUdevice d, CUdevResource *r, int type);
 CUresult fcsp_cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *nbGroups, const CUdevResource *input,
                                           CUdevResource *remaining, unsigned flags, unsigned minCount);
