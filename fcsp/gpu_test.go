@@ -54,7 +54,8 @@ func TestGPUTenantsOnTheirOwnSMs(t *testing.T) {
 	nv := p.NVML()
 	t.Logf("%s; NVML: %+v", info, nv)
 	require.True(t, nv.Available, "NVML on the GPU machine: %s", nv.Reason)
-	require.Equal(t, info.TotalMemory, nv.MemoryTotal)
+	// The driver reports what it can hand out, a little under NVML's total.
+	require.InEpsilon(t, float64(nv.MemoryTotal), float64(info.TotalMemory), 0.01)
 	require.False(t, info.Simulated)
 	require.Equal(t, 64, p.PartitionUnit())
 	a, err := p.NewTenant("a", WithSMs(64))

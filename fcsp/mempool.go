@@ -35,20 +35,28 @@ func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota bool) error {
 }
 
 // allocFrom allocates n bytes on stream s, from the tenant's pool if it has
-// one. When the driver is out of memory it trims the other tenants' cached
-// blocks once and tries again.
+// one. When the driver is out of memory it gives back the tenant's own
+// cached blocks (a pool of mixed sizes fragments up to its maximum size),
+// then the other tenants', and tries again after each.
 func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error) {
 	alloc := func() error {
-		return c.do(func(ctx cuda.Context) (err error) {
-			if c.mpool == nil {
+		if c.mpool == nil {
+			return c.do(func(ctx cuda.Context) (err error) {
 				p, err = c.pool.drv.MemAlloc(ctx, n)
-			} else {
-				p, err = c.pool.drv.MemAllocFromPoolAsync(ctx, n, c.mpool.h, s)
-			}
+				return err
+			})
+		}
+		// Stream-ordered: the stream names the context, so where the driver
+		// allows it no lock is taken and allocations run in parallel.
+		return c.doUnscoped(&c.pool.unscoped.pool, func(ctx cuda.Context) (err error) {
+			p, err = c.pool.drv.MemAllocFromPoolAsync(ctx, n, c.mpool.h, s)
 			return err
 		})
 	}
 	err = alloc()
+	if errors.Is(err, cuda.ErrorOutOfMemory) && c.mpool != nil && c.Trim() == nil {
+		err = alloc()
+	}
 	if errors.Is(err, cuda.ErrorOutOfMemory) && c.pool.trimPools(c) > 0 {
 		err = alloc()
 	}
@@ -56,12 +64,10 @@ func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error)
 }
 
 func (c *tenantCore) freeOn(s cuda.Stream, p DevicePtr) error {
-	return c.do(func(ctx cuda.Context) error {
-		if c.mpool == nil {
-			return c.pool.drv.MemFree(ctx, p)
-		}
-		return c.pool.drv.MemFreeAsync(ctx, p, s)
-	})
+	if c.mpool == nil {
+		return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
+	}
+	return c.doUnscoped(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s) })
 }
 
 // AllocAsync allocates n bytes in stream order on s (the memory may be used

@@ -18,7 +18,7 @@ const (
 	probeNo
 )
 
-type unscopedProbe struct{ launch, sync atomic.Int32 }
+type unscopedProbe struct{ launch, sync, pool atomic.Int32 }
 
 // doUnscoped runs f with a zero context where the driver allows it, else
 // with the tenant's context under its lock. The tenant's life lock is held

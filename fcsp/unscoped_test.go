@@ -34,6 +34,12 @@ func TestUnscopedCallsWhereTheDriverTakesThem(t *testing.T) {
 	launchOnce(t, tn)
 	require.Equal(t, probeYes, p.unscoped.launch.Load())
 	require.Equal(t, probeYes, p.unscoped.sync.Load())
+	pooled, err := p.NewTenant("pooled", WithSMs(8), WithMemoryPool(0))
+	require.NoError(t, err)
+	ptr, err := pooled.Alloc(context.Background(), 4096)
+	require.NoError(t, err)
+	require.NoError(t, pooled.Free(ptr))
+	require.Equal(t, probeYes, p.unscoped.pool.Load())
 }
 
 func TestScopedFallbackWhereTheDriverRefuses(t *testing.T) {
@@ -46,4 +52,10 @@ func TestScopedFallbackWhereTheDriverRefuses(t *testing.T) {
 	require.Equal(t, probeNo, p.unscoped.sync.Load())
 	launchOnce(t, tn) // and stays there
 	require.Equal(t, uint64(2), tn.Stats().Launches)
+	pooled, err := p.NewTenant("pooled", WithSMs(8), WithMemoryPool(0))
+	require.NoError(t, err)
+	ptr, err := pooled.Alloc(context.Background(), 4096)
+	require.NoError(t, err)
+	require.NoError(t, pooled.Free(ptr))
+	require.Equal(t, probeNo, p.unscoped.pool.Load())
 }

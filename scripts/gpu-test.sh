@@ -39,7 +39,7 @@ run() {
   # Logs go to $BIN/out and, where the device tool's $OUT exists, back in
   # one archive (it returns at most 8 files).
   local ret=${OUT:-}
-  OUT=$BIN/out; rm -rf "$OUT"; mkdir -p "$OUT"
+  OUT=$PWD/$BIN/out; rm -rf "$OUT"; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
   export NCCL_NVLS_ENABLE=0
   local summary=() rc=0

@@ -4,7 +4,8 @@ package cuda
 // on a context take it explicitly; implementations make it current for the
 // duration of the call only. Every error is an *Error wrapping a Result.
 //
-// StreamSynchronize, EventSynchronize and LaunchKernel also accept a zero
+// StreamSynchronize, EventSynchronize, LaunchKernel, MemAllocFromPoolAsync
+// and MemFreeAsync also accept a zero
 // context, meaning "make none current: the stream (or event) names it", so
 // that a long wait need not hold a green context current on one thread
 // while other threads wait to use it. Whether the driver accepts that is

@@ -252,9 +252,15 @@ CUresult fcsp_cuMemPoolCreate(CUcontext c, CUmemoryPool *pool, int device, size_
 }
 CUresult fcsp_cuMemPoolDestroy(CUcontext c, CUmemoryPool pool) { GUARD(p_cuMemPoolDestroy) SCOPED(c, p_cuMemPoolDestroy(pool)); }
 CUresult fcsp_cuMemAllocFromPoolAsync(CUcontext c, CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
-	GUARD(p_cuMemAllocFromPoolAsync) SCOPED(c, p_cuMemAllocFromPoolAsync(p, n, pool, s));
+	GUARD(p_cuMemAllocFromPoolAsync)
+	if (!c) return p_cuMemAllocFromPoolAsync(p, n, pool, s); // unscoped: the stream names the context
+	SCOPED(c, p_cuMemAllocFromPoolAsync(p, n, pool, s));
 }
-CUresult fcsp_cuMemFreeAsync(CUcontext c, CUdeviceptr p, CUstream s) { GUARD(p_cuMemFreeAsync) SCOPED(c, p_cuMemFreeAsync(p, s)); }
+CUresult fcsp_cuMemFreeAsync(CUcontext c, CUdeviceptr p, CUstream s) {
+	GUARD(p_cuMemFreeAsync)
+	if (!c) return p_cuMemFreeAsync(p, s);
+	SCOPED(c, p_cuMemFreeAsync(p, s));
+}
 CUresult fcsp_cuMemPoolTrimTo(CUcontext c, CUmemoryPool pool, size_t keep) { GUARD(p_cuMemPoolTrimTo) SCOPED(c, p_cuMemPoolTrimTo(pool, keep)); }
 CUresult fcsp_cuMemPoolSetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long v) {
 	GUARD(p_cuMemPoolSetAttribute) SCOPED(c, p_cuMemPoolSetAttribute(pool, attr, &v));
