@@ -50,22 +50,10 @@ func (b *bench) memory() error {
 		}
 		return raw.drv.MemFree(raw.primary, p)
 	}
-	for range 10 { // warm both paths (the driver's allocator caches)
-		if err := ours(0); err != nil {
-			return err
-		}
-		if err := base(0); err != nil {
-			return err
-		}
-	}
 	b.logf("memory: %d x 1 MiB alloc+free through a tenant and raw", n)
-	oursT, err := timeEach(n, ours)
+	oursT, baseT, err := timePair(n, ours, base, "tenant alloc", "raw alloc")
 	if err != nil {
-		return fmt.Errorf("tenant alloc: %w", err)
-	}
-	baseT, err := timeEach(n, base)
-	if err != nil {
-		return fmt.Errorf("raw alloc: %w", err)
+		return err
 	}
 	const rawMem = "raw cuMemAlloc+cuMemFree, primary context"
 	b.addTime(Row{Section: "memory", Metric: "alloc+free 1 MiB, mean", Against: rawMem,
@@ -139,19 +127,10 @@ func (b *bench) pooledAlloc(pool *fcsp.Pool, raw *rawDriver, n int) (err error) 
 		}
 		return d.MemFreeAsync(c, p, s)
 	}
-	for range 10 {
-		if err := errors.Join(ours(0), base(0)); err != nil {
-			return err
-		}
-	}
 	b.logf("memory: %d x 1 MiB alloc+free from a memory pool, tenant and raw", n)
-	oursT, err := timeEach(n, ours)
+	oursT, baseT, err := timePair(n, ours, base, "tenant pooled alloc", "raw pooled alloc")
 	if err != nil {
-		return fmt.Errorf("tenant pooled alloc: %w", err)
-	}
-	baseT, err := timeEach(n, base)
-	if err != nil {
-		return fmt.Errorf("raw pooled alloc: %w", err)
+		return err
 	}
 	b.addTime(Row{Section: "memory", Metric: "alloc+free 1 MiB, WithMemoryPool, mean",
 		Against: "raw cuMemAllocFromPoolAsync+cuMemFreeAsync, own pool and stream",
@@ -284,4 +263,21 @@ func plural(n int, s string) string {
 		return s
 	}
 	return s + "s"
+}
+
+// timePair warms both paths (the driver's allocator caches), then times n
+// calls of each, ours first.
+func timePair(n int, ours, base func(int) error, oursName, baseName string) (oursT, baseT summary, err error) {
+	for range 10 {
+		if err := errors.Join(ours(0), base(0)); err != nil {
+			return oursT, baseT, err
+		}
+	}
+	if oursT, err = timeEach(n, ours); err != nil {
+		return oursT, baseT, fmt.Errorf("%s: %w", oursName, err)
+	}
+	if baseT, err = timeEach(n, base); err != nil {
+		return oursT, baseT, fmt.Errorf("%s: %w", baseName, err)
+	}
+	return oursT, baseT, nil
 }

@@ -70,22 +70,12 @@ func fmtNum(v float64) string {
 	return fmt.Sprintf("%.3g", v)
 }
 
-// fmtRatio prints three significant digits without exponents.
+// fmtRatio prints a ratio like a figure, with "-" where there is none.
 func fmtRatio(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0) || v == 0:
+	if v == 0 {
 		return "-"
-	case a >= 1000:
-		return fmt.Sprintf("%.0f", v)
-	case a >= 100:
-		return fmt.Sprintf("%.1f", v)
-	case a >= 10:
-		return fmt.Sprintf("%.2f", v)
-	case a >= 1:
-		return fmt.Sprintf("%.3f", v)
 	}
-	return fmt.Sprintf("%.3g", v)
+	return fmtNum(v)
 }
 
 func (r *Report) header() []string {
