@@ -67,6 +67,7 @@ run() {
     summary+=("benchmarks fcsp: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   fi
   # Examples, each with the arguments FCSP_ARGS_<name> gives.
+  export FCSP_ARGS_day94="${FCSP_ARGS_day94:--png $OUT/day94.png}"
   export FCSP_ARGS_bench="${FCSP_ARGS_bench:--md -png $OUT/ratios.png}"
   export FCSP_ARGS_loadgen="${FCSP_ARGS_loadgen:--spawn $BIN/server -duration 5s}"
   for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen}; do

@@ -8,6 +8,7 @@
 //
 //	go run ./examples/day94            # the GPU if there is one, else simulated
 //	go run ./examples/day94 -json      # machine-readable
+//	go run ./examples/day94 -png day94.png   # and the schedule bands as a chart
 package main
 
 import (
@@ -29,6 +30,7 @@ type config struct {
 	shortN, shortSteps  int
 	shortLaunches, reps int
 	simulate, asJSON    bool
+	png                 string
 	minCounts           []int
 }
 
@@ -62,6 +64,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 5, "repetitions of each schedule (the median is reported)")
 	flag.BoolVar(&c.simulate, "simulate", false, "use the simulated H200 even if a GPU is present")
 	flag.BoolVar(&c.asJSON, "json", false, "print JSON instead of tables")
+	flag.StringVar(&c.png, "png", "", "also draw the schedules as bands into this PNG file")
 	flag.Parse()
 	c.minCounts = []int{1, 2, 4, 8, 9, 16, 24, 32, 64, 66}
 	if err := run(context.Background(), c); err != nil {
@@ -114,6 +117,11 @@ func run(ctx context.Context, c config) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.png != "" && len(rep.Schedules) > 0 {
+		if err := savePlot(c.png, rep.Schedules); err != nil {
+			return err
+		}
 	}
 	if c.asJSON {
 		enc := json.NewEncoder(os.Stdout)
