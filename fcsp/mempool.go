@@ -9,8 +9,9 @@ import (
 
 // memPool is a tenant's stream-ordered pool.
 type memPool struct {
-	h     cuda.MemPool
-	quota uint64
+	h       cuda.MemPool
+	quota   uint64
+	maxSize uint64 // what the driver lets the pool hold; 0: its default
 }
 
 func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota bool) error {
@@ -29,7 +30,7 @@ func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota bool) error {
 		if err := c.pool.drv.MemPoolSetAttribute(ctx, h, cuda.PoolReleaseThreshold, keep); err != nil {
 			return errors.Join(err, c.pool.drv.MemPoolDestroy(ctx, h))
 		}
-		c.mpool = &memPool{h: h, quota: quota}
+		c.mpool = &memPool{h: h, quota: quota, maxSize: maxSize}
 		return nil
 	})
 }
@@ -59,6 +60,16 @@ func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error)
 	}
 	if errors.Is(err, cuda.ErrorOutOfMemory) && c.pool.trimPools(c) > 0 {
 		err = alloc()
+	}
+	if errors.Is(err, cuda.ErrorOutOfMemory) && c.mpool != nil && c.mpool.maxSize > 0 {
+		// The pool is at its maximum size, the tenant's quota: blocks in
+		// use and the gaps between them fill it even though fewer bytes
+		// than the quota are allocated. That is the tenant's quota speaking,
+		// not the device running out.
+		if held, herr := c.poolReserved(); herr == nil && held+n > c.mpool.maxSize {
+			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of its %d-byte quota (%d allocated, the rest fragments): %w",
+				ErrQuotaExceeded, c.name, n, held, c.mpool.maxSize, c.acct.Used()-n, err) // Used counts this request's reservation too
+		}
 	}
 	return p, err
 }

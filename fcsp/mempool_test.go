@@ -48,6 +48,24 @@ func TestMemoryPoolCachesAndTrims(t *testing.T) {
 	require.Zero(t, drv.Live().Bytes)
 }
 
+// TestMemoryPoolFullOfFragmentsIsTheQuota: a pool maps memory in 2 MiB
+// granules, so many small blocks fill its maximum size (the quota) while
+// few bytes are allocated; that is reported as the tenant's quota, not as
+// the device running out.
+func TestMemoryPoolFullOfFragmentsIsTheQuota(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a", WithMemoryQuota(8<<20), WithMemoryPool(0))
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		_, err := a.Alloc(context.Background(), 1)
+		require.NoError(t, err)
+	}
+	_, err = a.Alloc(context.Background(), 1)
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+	require.Contains(t, err.Error(), "its pool holds 8388608 of its 8388608-byte quota (4 allocated")
+	require.Equal(t, uint64(4), a.Stats().MemoryUsed, "the refused request left no trace")
+}
+
 func TestMemoryPoolTrimsNeighboursWhenTheDeviceIsFull(t *testing.T) {
 	p, err := Open(context.Background(), 0, WithSimulator(SimulatedH200().WithMemory(64<<20)))
 	require.NoError(t, err)

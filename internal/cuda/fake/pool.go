@@ -106,6 +106,9 @@ func (d *Driver) MemAllocFromPoolAsync(c cuda.Context, n uint64, h cuda.MemPool,
 	if n == 0 {
 		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
 	}
+	if g := d.spec.PoolGranularity; g > 0 {
+		n = (n + g - 1) / g * g // pools map memory in granules: small blocks hold more than they ask
+	}
 	// Reuse the smallest cached block that fits.
 	var best cuda.DevicePtr
 	for ptr, size := range p.cached {
