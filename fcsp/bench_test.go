@@ -324,4 +324,25 @@ func BenchmarkPoolAlloc(b *testing.B) {
 		b.Run(fmt.Sprintf("pool-%dg", g), func(b *testing.B) { latencies(b, g, pooled) })
 		b.Run(fmt.Sprintf("raw-%dg", g), func(b *testing.B) { latencies(b, g, raw) })
 	}
+	// Serving code gives each request its own stream: 16 goroutines, each
+	// allocating in order on a stream of its own.
+	streams := make(chan *Stream, 16)
+	for range 16 {
+		s, err := t.NewStream(ClassDefault)
+		if err != nil {
+			b.Fatal(err)
+		}
+		streams <- s
+	}
+	b.Run("pool-16g-own-streams", func(b *testing.B) {
+		latencies(b, 16, func() error {
+			s := <-streams
+			defer func() { streams <- s }()
+			ptr, err := t.AllocAsync(s, 1<<20)
+			if err != nil {
+				return err
+			}
+			return t.FreeAsync(s, ptr)
+		})
+	})
 }
