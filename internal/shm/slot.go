@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -105,34 +106,15 @@ func (s *Slot) StartHeartbeat(interval time.Duration, onLost func()) (stop func(
 	if interval <= 0 {
 		interval = time.Second
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		tk := time.NewTicker(interval)
-		defer tk.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-				if !s.Beat() {
-					if onLost != nil {
-						onLost()
-					}
-					return
-				}
-			}
+	return every(interval, func() bool {
+		if s.Beat() {
+			return true
 		}
-	}()
-	return func() {
-		select {
-		case <-done:
-		default:
-			close(done)
+		if onLost != nil {
+			onLost()
 		}
-		<-finished
-	}
+		return false
+	})
 }
 
 // Leave removes the slot's usage from the device totals and frees the
@@ -233,6 +215,17 @@ func (r *Region) StartReaper(interval, timeout time.Duration, onReap func([]int)
 	if interval <= 0 {
 		interval = timeout / 2
 	}
+	return every(interval, func() bool {
+		if s := r.Reap(timeout); len(s) > 0 && onReap != nil {
+			onReap(s)
+		}
+		return true
+	})
+}
+
+// every runs f each interval on its own goroutine until f returns false or
+// stop is called; stop waits for the goroutine and may be called twice.
+func every(interval time.Duration, f func() bool) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -244,18 +237,15 @@ func (r *Region) StartReaper(interval, timeout time.Duration, onReap func([]int)
 			case <-done:
 				return
 			case <-tk.C:
-				if s := r.Reap(timeout); len(s) > 0 && onReap != nil {
-					onReap(s)
+				if !f() {
+					return
 				}
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		select {
-		case <-done:
-		default:
-			close(done)
-		}
+		once.Do(func() { close(done) })
 		<-finished
 	}
 }
