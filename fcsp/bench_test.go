@@ -346,3 +346,52 @@ func BenchmarkPoolAlloc(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkAllocOverhead interleaves tracked and raw 1 MiB alloc+free pairs
+// in one loop, so that drift in the driver's allocator touches both alike,
+// and reports each one's mean and median and the ratio of the medians.
+func BenchmarkAllocOverhead(b *testing.B) {
+	p := benchPool(b)
+	t, err := p.NewTenant("t", WithSMs(8))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer t.Close()
+	ctx, c := context.Background(), p.dev.Primary()
+	tracked := make([]int64, 0, b.N)
+	raw := make([]int64, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		ptr, err := t.Alloc(ctx, 1<<20)
+		if err == nil {
+			err = t.Free(ptr)
+		}
+		t1 := time.Now()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rp, err := p.drv.MemAlloc(c, 1<<20)
+		if err == nil {
+			err = p.drv.MemFree(c, rp)
+		}
+		t2 := time.Now()
+		if err != nil {
+			b.Fatal(err)
+		}
+		tracked, raw = append(tracked, int64(t1.Sub(t0))), append(raw, int64(t2.Sub(t1)))
+	}
+	med := func(v []int64) float64 { slices.Sort(v); return float64(v[len(v)/2]) }
+	mean := func(v []int64) float64 {
+		var s int64
+		for _, x := range v {
+			s += x
+		}
+		return float64(s) / float64(len(v))
+	}
+	b.ReportMetric(mean(tracked)/1e3, "tracked-mean-us")
+	b.ReportMetric(mean(raw)/1e3, "raw-mean-us")
+	mt, mr := med(tracked), med(raw)
+	b.ReportMetric(mt/1e3, "tracked-median-us")
+	b.ReportMetric(mr/1e3, "raw-median-us")
+	b.ReportMetric(mt/mr, "median-ratio")
+}
