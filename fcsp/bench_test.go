@@ -348,8 +348,9 @@ func BenchmarkPoolAlloc(b *testing.B) {
 }
 
 // BenchmarkAllocOverhead interleaves tracked and raw 1 MiB alloc+free pairs
-// in one loop, so that drift in the driver's allocator touches both alike,
-// and reports each one's mean and median and the ratio of the medians.
+// in one loop, alternating which goes first, so that drift in the driver's
+// allocator touches both alike, and reports each one's mean and median and
+// the ratio of the medians.
 func BenchmarkAllocOverhead(b *testing.B) {
 	p := benchPool(b)
 	t, err := p.NewTenant("t", WithSMs(8))
@@ -360,25 +361,41 @@ func BenchmarkAllocOverhead(b *testing.B) {
 	ctx, c := context.Background(), p.dev.Primary()
 	tracked := make([]int64, 0, b.N)
 	raw := make([]int64, 0, b.N)
-	for i := 0; i < b.N; i++ {
+	trackedPair := func() (time.Duration, error) {
 		t0 := time.Now()
 		ptr, err := t.Alloc(ctx, 1<<20)
 		if err == nil {
 			err = t.Free(ptr)
 		}
-		t1 := time.Now()
-		if err != nil {
-			b.Fatal(err)
-		}
-		rp, err := p.drv.MemAlloc(c, 1<<20)
+		return time.Since(t0), err
+	}
+	rawPair := func() (time.Duration, error) {
+		t0 := time.Now()
+		ptr, err := p.drv.MemAlloc(c, 1<<20)
 		if err == nil {
-			err = p.drv.MemFree(c, rp)
+			err = p.drv.MemFree(c, ptr)
 		}
-		t2 := time.Now()
+		return time.Since(t0), err
+	}
+	for i := 0; i < b.N; i++ {
+		// Alternate which goes first, so that neither always follows the
+		// other's free.
+		first, second := trackedPair, rawPair
+		if i%2 == 1 {
+			first, second = rawPair, trackedPair
+		}
+		d1, err := first()
 		if err != nil {
 			b.Fatal(err)
 		}
-		tracked, raw = append(tracked, int64(t1.Sub(t0))), append(raw, int64(t2.Sub(t1)))
+		d2, err := second()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if i%2 == 1 {
+			d1, d2 = d2, d1
+		}
+		tracked, raw = append(tracked, int64(d1)), append(raw, int64(d2))
 	}
 	med := func(v []int64) float64 { slices.Sort(v); return float64(v[len(v)/2]) }
 	mean := func(v []int64) float64 {

@@ -42,7 +42,11 @@ func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota bool) error {
 func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error) {
 	alloc := func() error {
 		if c.mpool == nil {
-			return c.do(func(ctx cuda.Context) (err error) {
+			// Device memory is not partitioned by SMs: a green context
+			// shares its primary context's memory, and the primary context
+			// may be current on any thread, so plain allocations skip the
+			// partition's lock.
+			return c.onPrimary(func(ctx cuda.Context) (err error) {
 				p, err = c.pool.drv.MemAlloc(ctx, n)
 				return err
 			})
@@ -76,7 +80,7 @@ func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error)
 
 func (c *tenantCore) freeOn(s cuda.Stream, p DevicePtr) error {
 	if c.mpool == nil {
-		return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
+		return c.onPrimary(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
 	}
 	return c.doUnscoped(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s) })
 }

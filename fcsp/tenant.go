@@ -281,7 +281,7 @@ func (c *tenantCore) close(why string) error {
 		if c.mpool != nil {
 			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h))
 		} else {
-			errs = append(errs, p.drv.MemFree(ctx, cuda.DevicePtr(a.Ptr)))
+			errs = append(errs, p.drv.MemFree(p.dev.Primary(), cuda.DevicePtr(a.Ptr)))
 		}
 	}
 	errs = append(errs, c.closeMemPool(ctx))

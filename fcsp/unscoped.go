@@ -49,3 +49,15 @@ func (c *tenantCore) doUnscoped(state *atomic.Int32, f func(ctx cuda.Context) er
 	}
 	return err
 }
+
+// onPrimary runs f with the device's primary context, which (unlike a green
+// context) may be current on many threads at once, under the tenant's life
+// lock.
+func (c *tenantCore) onPrimary(f func(ctx cuda.Context) error) error {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return f(c.pool.dev.Primary())
+}
