@@ -323,3 +323,14 @@ func TestEnvironConfiguresLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0.25, a.Stats().SMLimit)
 }
+
+func TestStreamOfACollectedTenantSaysClosed(t *testing.T) {
+	p, _ := openSim(t)
+	s := func() *Stream {
+		tn, err := p.NewTenant("dropped", WithSMs(8))
+		require.NoError(t, err)
+		return tn.Stream()
+	}()
+	require.Eventually(t, func() bool { runtime.GC(); return len(p.Tenants()) == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, s.Synchronize(), ErrClosed, "a stream outliving its tenant must fail cleanly, not crash")
+}

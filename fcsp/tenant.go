@@ -29,7 +29,9 @@ const (
 // Tenant is one request class's share of the GPU: its SMs, streams, memory
 // quota and launch rate. Close it when done; a Tenant that becomes
 // unreachable without Close is closed by the garbage collector, and its
-// memory and SMs return to the pool.
+// memory and SMs return to the pool. Its Streams, Modules and Events do not
+// keep it reachable: hold the Tenant for as long as they are used (after
+// the tenant is closed they return ErrClosed).
 type Tenant struct {
 	*tenantCore
 }
