@@ -7,6 +7,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/internal/workload"
 )
 
 // syncEvery is how many launches are queued between synchronisations.
@@ -78,11 +79,7 @@ func (b *bench) tenantLaunches(pool *fcsp.Pool, n int, opts ...fcsp.TenantOption
 // tenantSpinLauncher returns a function that launches spin(0) on the
 // tenant's stream, synchronising every syncEvery-th call.
 func tenantSpinLauncher(b *bench, t *fcsp.Tenant) (func(int) error, error) {
-	mod, err := t.LoadModule(kernels.PTX)
-	if err != nil {
-		return nil, err
-	}
-	fn, err := mod.Function("spin")
+	fn, err := workload.Kernel(t, "spin")
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/internal/workload"
 )
 
 // threadsPerBlock is the chain kernel's block size (as in day94).
@@ -49,11 +50,7 @@ func newClass(pool *fcsp.Pool, name string, cfg classConfig, verify int, m *metr
 			err = errors.Join(err, t.Close())
 		}
 	}()
-	mod, err := t.LoadModule(kernels.PTX)
-	if err != nil {
-		return nil, err
-	}
-	fn, err := mod.Function("chain")
+	fn, err := workload.Kernel(t, "chain")
 	if err != nil {
 		return nil, err
 	}

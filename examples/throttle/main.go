@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/internal/workload"
 )
 
 // Result is the program's output.
@@ -98,11 +98,7 @@ func newWorker(pool *fcsp.Pool, name string, opts ...fcsp.TenantOption) (*worker
 	if err != nil {
 		return nil, err
 	}
-	mod, err := t.LoadModule(kernels.PTX)
-	if err != nil {
-		return nil, err
-	}
-	fn, err := mod.Function("spin")
+	fn, err := workload.Kernel(t, "spin")
 	if err != nil {
 		return nil, err
 	}

@@ -26,13 +26,19 @@ type Job struct {
 	args     fcsp.Args
 }
 
-// NewJob loads the kernel into t and allocates the job's output.
-func NewJob(ctx context.Context, t *fcsp.Tenant, s *fcsp.Stream, n, steps, launches int) (*Job, error) {
+// Kernel loads the SDK's test kernels (internal/kernels) into t and returns
+// the one called name ("chain" or "spin").
+func Kernel(t *fcsp.Tenant, name string) (*fcsp.Function, error) {
 	mod, err := t.LoadModule(kernels.PTX)
 	if err != nil {
 		return nil, err
 	}
-	fn, err := mod.Function("chain")
+	return mod.Function(name)
+}
+
+// NewJob loads the kernel into t and allocates the job's output.
+func NewJob(ctx context.Context, t *fcsp.Tenant, s *fcsp.Stream, n, steps, launches int) (*Job, error) {
+	fn, err := Kernel(t, "chain")
 	if err != nil {
 		return nil, err
 	}

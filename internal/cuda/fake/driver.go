@@ -36,7 +36,6 @@ type Driver struct {
 	calls      map[string]int
 	mem        Memory
 	launches   int
-	ctxCreate  time.Duration // simulated cost of cuCtxCreate
 }
 
 type context struct {
@@ -282,12 +281,7 @@ func (d *Driver) PrimaryCtxRelease(dev cuda.Device) error {
 	return nil
 }
 
-// SetCtxCreateCost makes CtxCreate sleep this long, so benchmarks on the
-// fake have something to compare against.
-func (d *Driver) SetCtxCreateCost(t time.Duration) { d.ctxCreate = t }
-
 func (d *Driver) CtxCreate(dev cuda.Device) (cuda.Context, error) {
-	time.Sleep(d.ctxCreate)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.enter("cuCtxCreate"); err != nil {
