@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -251,8 +252,14 @@ func BenchmarkLaunch(b *testing.B) {
 }
 
 // latencies runs op from g goroutines, b.N times in all, and reports the
-// mean and the P99 of single operations.
-func latencies(b *testing.B, g int, op func() error) {
+// mean and the P99 of single operations (also returned, in ns).
+func latencies(b *testing.B, g int, op func() error) (mean, p99 float64) {
+	return latenciesEach(b, g, func(int) (func() error, func() error) { return op, nil })
+}
+
+// latenciesEach is latencies with state per goroutine: mk(i) makes
+// goroutine i's op and what to do after its last one (nil: nothing).
+func latenciesEach(b *testing.B, g int, mk func(i int) (op, done func() error)) (mean, p99 float64) {
 	per := make([][]int64, g)
 	var wg sync.WaitGroup
 	n := b.N
@@ -261,6 +268,14 @@ func latencies(b *testing.B, g int, op func() error) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			op, done := mk(i)
+			if done != nil {
+				defer func() {
+					if err := done(); err != nil {
+						b.Error(err)
+					}
+				}()
+			}
 			k := n / g
 			if i < n%g {
 				k++
@@ -284,67 +299,144 @@ func latencies(b *testing.B, g int, op func() error) {
 		all = append(all, l...)
 	}
 	if len(all) == 0 {
-		return
+		return 0, 0
 	}
 	slices.Sort(all)
 	var sum int64
 	for _, v := range all {
 		sum += v
 	}
-	b.ReportMetric(float64(sum)/float64(len(all))/1e3, "mean-us")
-	b.ReportMetric(float64(all[len(all)*99/100])/1e3, "p99-us")
+	mean, p99 = float64(sum)/float64(len(all)), float64(all[len(all)*99/100])
+	b.ReportMetric(mean/1e3, "mean-us")
+	b.ReportMetric(p99/1e3, "p99-us")
+	return mean, p99
 }
 
-// BenchmarkPoolAlloc: 1 MiB alloc+free from a tenant's stream-ordered pool
-// against raw cuMemAlloc/cuMemFree, from 1 and 16 goroutines, same run.
+// BenchmarkPoolAlloc: alloc+free through a tenant's pool against raw
+// cuMemAlloc/cuMemFree, from 1 and 16 goroutines, in one run, and logs the
+// ratios. Cases: 1 MiB on the tenant's first stream (Alloc/Free), 1 MiB
+// with a stream per goroutine (AllocAsync/FreeAsync), mixed sizes (4 KiB to
+// 4 MiB, up to 8 blocks held per goroutine), and the driver's pool without
+// the free lists in front of it, to show what they add.
 func BenchmarkPoolAlloc(b *testing.B) {
 	p := benchPool(b)
-	t, err := p.NewTenant("pooled", WithSMs(8), WithMemoryQuota(1<<30), WithMemoryPool(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer t.Close()
 	ctx := context.Background()
-	pooled := func() error {
-		ptr, err := t.Alloc(ctx, 1<<20)
+	newTenant := func(name string, opts ...TenantOption) *Tenant {
+		t, err := p.NewTenant(name, append([]TenantOption{WithSMs(8), WithMemoryQuota(4 << 30)}, opts...)...)
 		if err != nil {
-			return err
+			b.Fatal(err)
 		}
-		return t.Free(ptr)
+		b.Cleanup(func() { t.Close() })
+		return t
+	}
+	lists := newTenant("pooled", WithMemoryPool(0))
+	bare := newTenant("driver-pool", WithMemoryPool(0), withoutFreeLists())
+	const mib = 1 << 20
+	pair := func(t *Tenant) func() error {
+		return func() error {
+			ptr, err := t.Alloc(ctx, mib)
+			if err != nil {
+				return err
+			}
+			return t.Free(ptr)
+		}
 	}
 	c := p.dev.Primary()
 	raw := func() error {
-		ptr, err := p.drv.MemAlloc(c, 1<<20)
+		ptr, err := p.drv.MemAlloc(c, mib)
 		if err != nil {
 			return err
 		}
 		return p.drv.MemFree(c, ptr)
 	}
-	for _, g := range []int{1, 16} {
-		b.Run(fmt.Sprintf("pool-%dg", g), func(b *testing.B) { latencies(b, g, pooled) })
-		b.Run(fmt.Sprintf("raw-%dg", g), func(b *testing.B) { latencies(b, g, raw) })
-	}
 	// Serving code gives each request its own stream: 16 goroutines, each
 	// allocating in order on a stream of its own.
-	streams := make(chan *Stream, 16)
+	var streams []*Stream
 	for range 16 {
-		s, err := t.NewStream(ClassDefault)
+		s, err := lists.NewStream(ClassDefault)
 		if err != nil {
 			b.Fatal(err)
 		}
-		streams <- s
+		streams = append(streams, s)
 	}
-	b.Run("pool-16g-own-streams", func(b *testing.B) {
-		latencies(b, 16, func() error {
-			s := <-streams
-			defer func() { streams <- s }()
-			ptr, err := t.AllocAsync(s, 1<<20)
+	ownStream := func(i int) (func() error, func() error) {
+		s := streams[i]
+		return func() error {
+			ptr, err := lists.AllocAsync(s, mib)
 			if err != nil {
 				return err
 			}
-			return t.FreeAsync(s, ptr)
+			return lists.FreeAsync(s, ptr)
+		}, nil
+	}
+	// Mixed sizes: each goroutine keeps up to 8 blocks of 4 KiB to 4 MiB
+	// (log-uniform) and frees a random one when full, so blocks of many
+	// classes are live and cached at once.
+	mixed := func(alloc func(uint64) (DevicePtr, error), free func(DevicePtr) error) func(int) (func() error, func() error) {
+		return func(i int) (func() error, func() error) {
+			r := rand.New(rand.NewPCG(uint64(i), 1))
+			var held []DevicePtr
+			op := func() error {
+				if len(held) == 8 {
+					k := r.IntN(len(held))
+					if err := free(held[k]); err != nil {
+						return err
+					}
+					held[k] = held[len(held)-1]
+					held = held[:len(held)-1]
+				}
+				ptr, err := alloc(uint64(4<<10) << r.IntN(11))
+				if err == nil {
+					held = append(held, ptr)
+				}
+				return err
+			}
+			done := func() error {
+				var errs []error
+				for _, ptr := range held {
+					errs = append(errs, free(ptr))
+				}
+				return errors.Join(errs...)
+			}
+			return op, done
+		}
+	}
+	type result struct{ mean, p99 float64 }
+	got := map[string]result{}
+	run := func(name string, g int, op func() error) {
+		b.Run(name, func(b *testing.B) {
+			m, q := latencies(b, g, op)
+			got[name] = result{m, q}
 		})
-	})
+	}
+	runEach := func(name string, g int, mk func(int) (func() error, func() error)) {
+		b.Run(name, func(b *testing.B) {
+			m, q := latenciesEach(b, g, mk)
+			got[name] = result{m, q}
+		})
+	}
+	for _, g := range []int{1, 16} {
+		run(fmt.Sprintf("pool-%dg", g), g, pair(lists))
+		run(fmt.Sprintf("driverpool-%dg", g), g, pair(bare))
+		run(fmt.Sprintf("raw-%dg", g), g, raw)
+	}
+	runEach("pool-16g-own-streams", 16, ownStream)
+	runEach("pool-16g-mixed", 16, mixed(func(n uint64) (DevicePtr, error) { return lists.Alloc(ctx, n) }, lists.Free))
+	runEach("raw-16g-mixed", 16, mixed(func(n uint64) (DevicePtr, error) { return p.drv.MemAlloc(c, n) },
+		func(ptr DevicePtr) error { return p.drv.MemFree(c, ptr) }))
+	// The ratios, from the last (largest) run of each case.
+	for _, row := range [][2]string{
+		{"pool-1g", "raw-1g"}, {"driverpool-1g", "raw-1g"},
+		{"pool-16g", "raw-16g"}, {"driverpool-16g", "raw-16g"}, {"pool-16g-own-streams", "raw-16g"},
+		{"pool-16g-mixed", "raw-16g-mixed"},
+	} {
+		ours, base := got[row[0]], got[row[1]]
+		if ours.mean == 0 || base.mean == 0 {
+			continue
+		}
+		b.Logf("%-22s mean %9.2f us  P99 %9.2f us | %-14s mean %9.2f us  P99 %9.2f us | raw/ours: mean %7.1fx  P99 %7.1fx",
+			row[0], ours.mean/1e3, ours.p99/1e3, row[1], base.mean/1e3, base.p99/1e3, base.mean/ours.mean, base.p99/ours.p99)
+	}
 }
 
 // BenchmarkAllocOverhead interleaves tracked and raw 1 MiB alloc+free pairs

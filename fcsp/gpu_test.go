@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -226,4 +227,99 @@ func TestGPUMemoryPool(t *testing.T) {
 	held, err = a.poolReserved()
 	require.NoError(t, err)
 	require.Zero(t, held, "Trim returned the cache")
+}
+
+// TestGPUFreeLists: a block freed on a stream is handed back to the next
+// allocation of its class on that stream, without the driver, and holds
+// data; goroutines with streams of their own never get one block twice.
+func TestGPUFreeLists(t *testing.T) {
+	p := openGPU(t)
+	const quota = 512 << 20
+	a, err := p.NewTenant("lists", WithSMs(8), WithMemoryQuota(quota), WithMemoryPool(0))
+	require.NoError(t, err)
+	defer a.Close()
+	s, err := a.NewStream(ClassDefault)
+	require.NoError(t, err)
+	x, err := a.AllocAsync(s, 1<<20)
+	require.NoError(t, err)
+	require.NoError(t, a.FreeAsync(s, x))
+	require.Equal(t, uint64(1<<20), a.Stats().MemoryCached)
+	y, err := a.AllocAsync(s, 1<<20-100)
+	require.NoError(t, err)
+	require.Equal(t, x, y, "same class, same stream: the cached block")
+	require.NoError(t, s.Synchronize())
+	in := make([]byte, 1<<20-100)
+	for i := range in {
+		in[i] = byte(i * 31)
+	}
+	require.NoError(t, a.CopyToDevice(y, in))
+	out := make([]byte, len(in))
+	require.NoError(t, a.CopyFromDevice(out, y))
+	require.Equal(t, in, out)
+	require.NoError(t, a.FreeAsync(s, y))
+
+	var streams []*Stream
+	for range 16 {
+		st, err := a.NewStream(ClassDefault)
+		require.NoError(t, err)
+		streams = append(streams, st)
+	}
+	var mu sync.Mutex
+	owned := map[DevicePtr]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g, st := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []DevicePtr
+			for i := range 500 {
+				if len(mine) > 4 {
+					mu.Lock()
+					delete(owned, mine[0])
+					mu.Unlock()
+					if err := a.FreeAsync(st, mine[0]); err != nil {
+						errs <- err
+						return
+					}
+					mine = mine[1:]
+				}
+				ptr, err := a.AllocAsync(st, uint64(4<<10)<<((g+i)%10))
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				dup := owned[ptr]
+				owned[ptr] = true
+				mu.Unlock()
+				if dup {
+					errs <- fmt.Errorf("block %#x handed out twice", uint64(ptr))
+					return
+				}
+				mine = append(mine, ptr)
+			}
+			for _, ptr := range mine {
+				if err := a.FreeAsync(st, ptr); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	require.Zero(t, a.Stats().MemoryUsed)
+	require.NotZero(t, a.Stats().MemoryCached)
+	held, err := a.poolReserved()
+	require.NoError(t, err)
+	require.LessOrEqual(t, held, uint64(quota))
+	require.NoError(t, a.Trim())
+	require.Zero(t, a.Stats().MemoryCached)
+	held, err = a.poolReserved()
+	require.NoError(t, err)
+	require.Zero(t, held, "Trim returned the lists and the pool's cache")
 }

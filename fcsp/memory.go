@@ -27,10 +27,10 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	if n == 0 {
 		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
 	}
-	return c.alloc(c.streams0(), n)
+	return c.alloc(c.first, n)
 }
 
-func (c *tenantCore) alloc(s cuda.Stream, n uint64) (DevicePtr, error) {
+func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -48,7 +48,7 @@ func (c *tenantCore) alloc(s cuda.Stream, n uint64) (DevicePtr, error) {
 	if err := c.acct.Record(uint64(p), n); err != nil {
 		// Cannot happen for a pointer the driver just returned; undo fully.
 		c.acct.Unreserve(n)
-		_ = c.freeOn(s, p)
+		_ = c.freeOn(s, p, n)
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	return p, nil
@@ -58,10 +58,10 @@ func (c *tenantCore) alloc(s cuda.Stream, n uint64) (DevicePtr, error) {
 // allocated here, another tenant's, already freed) is refused with
 // ErrUnknownPointer and changes nothing.
 func (c *tenantCore) Free(p DevicePtr) error {
-	return c.free(c.streams0(), p)
+	return c.free(c.first, p)
 }
 
-func (c *tenantCore) free(s cuda.Stream, p DevicePtr) error {
+func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -69,7 +69,7 @@ func (c *tenantCore) free(s cuda.Stream, p DevicePtr) error {
 	if err != nil {
 		return fmt.Errorf("tenant %q: Free(%#x): %w", c.name, uint64(p), err)
 	}
-	err = c.freeOn(s, p)
+	err = c.freeOn(s, p, n)
 	if err != nil && !errors.Is(err, ErrClosed) {
 		// The driver kept it: keep accounting for it too.
 		if e := c.acct.Reserve(n); e == nil {

@@ -3,18 +3,23 @@ package fcsp
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
-// memPool is a tenant's stream-ordered pool.
+// memPool is a tenant's stream-ordered pool, with its streams' free lists
+// in front of it (blockcache.go).
 type memPool struct {
 	h       cuda.MemPool
 	quota   uint64
-	maxSize uint64 // what the driver lets the pool hold; 0: its default
+	maxSize uint64       // what the driver lets the pool hold; 0: its default
+	keep    uint64       // the most the free lists hold
+	cached  atomic.Int64 // bytes on the free lists
 }
 
-func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota bool) error {
+func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool) error {
 	maxSize := uint64(0) // the driver's default when no quota was asked for
 	if explicitQuota {
 		maxSize = quota
@@ -30,16 +35,24 @@ func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota bool) error {
 		if err := c.pool.drv.MemPoolSetAttribute(ctx, h, cuda.PoolReleaseThreshold, keep); err != nil {
 			return errors.Join(err, c.pool.drv.MemPoolDestroy(ctx, h))
 		}
-		c.mpool = &memPool{h: h, quota: quota, maxSize: maxSize}
+		c.mpool = &memPool{h: h, quota: quota, maxSize: maxSize, keep: keep}
+		if noLists {
+			c.mpool.keep = 0
+		}
 		return nil
 	})
 }
 
-// allocFrom allocates n bytes on stream s, from the tenant's pool if it has
-// one. When the driver is out of memory it gives back the tenant's own
-// cached blocks (a pool of mixed sizes fragments up to its maximum size),
-// then the other tenants', and tries again after each.
-func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error) {
+// allocFrom allocates n bytes in order on stream s: from s's free list or
+// the tenant's pool if it has one, else with cuMemAlloc. When the driver is
+// out of memory it gives back the tenant's own cached blocks (a pool of
+// mixed sizes fragments up to its maximum size), then the other tenants',
+// and tries again after each.
+func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
+	class, size, cacheable := sizeClass(n)
+	if !cacheable || c.mpool == nil {
+		size = n
+	}
 	alloc := func() error {
 		if c.mpool == nil {
 			// Device memory is not partitioned by SMs: a green context
@@ -51,10 +64,21 @@ func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error)
 				return err
 			})
 		}
+		c.life.RLock()
+		defer c.life.RUnlock()
+		if c.closed.Load() {
+			return ErrClosed
+		}
+		if cacheable {
+			if q, ok := c.takeCached(s, class, size); ok {
+				p = q
+				return nil
+			}
+		}
 		// Stream-ordered: the stream names the context, so where the driver
 		// allows it no lock is taken and allocations run in parallel.
-		return c.doUnscoped(&c.pool.unscoped.pool, func(ctx cuda.Context) (err error) {
-			p, err = c.pool.drv.MemAllocFromPoolAsync(ctx, n, c.mpool.h, s)
+		return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) (err error) {
+			p, err = c.pool.drv.MemAllocFromPoolAsync(ctx, size, c.mpool.h, s.h)
 			return err
 		})
 	}
@@ -66,11 +90,18 @@ func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error)
 		err = alloc()
 	}
 	if errors.Is(err, cuda.ErrorOutOfMemory) && c.mpool != nil && c.mpool.maxSize > 0 {
-		// The pool is at its maximum size, the tenant's quota: blocks in
-		// use and the gaps between them fill it even though fewer bytes
-		// than the quota are allocated. That is the tenant's quota speaking,
-		// not the device running out.
-		if held, herr := c.poolReserved(); herr == nil && held+n > c.mpool.maxSize {
+		// Where the device still has the memory, the pool's maximum size,
+		// the tenant's quota, refused: blocks in use, cached and the gaps
+		// between them fill it even though fewer bytes than the quota are
+		// allocated. That is the tenant's quota speaking, not the device
+		// running out. (What the pool holds cannot decide it: other
+		// goroutines free and allocate in between.)
+		var devFree uint64
+		derr := c.do(func(ctx cuda.Context) (err error) {
+			devFree, _, err = c.pool.drv.MemGetInfo(ctx)
+			return err
+		})
+		if held, herr := c.poolReserved(); derr == nil && herr == nil && devFree >= size+poolHeadroom {
 			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of its %d-byte quota (%d allocated, the rest fragments): %w",
 				ErrQuotaExceeded, c.name, n, held, c.mpool.maxSize, c.acct.Used()-n, err) // Used counts this request's reservation too
 		}
@@ -78,11 +109,26 @@ func (c *tenantCore) allocFrom(s cuda.Stream, n uint64) (p DevicePtr, err error)
 	return p, err
 }
 
-func (c *tenantCore) freeOn(s cuda.Stream, p DevicePtr) error {
+// poolHeadroom is how much more than a request the device must have free
+// for a pool's out-of-memory to be its maximum size speaking: pools map
+// memory in 2 MiB granules.
+const poolHeadroom = 2 << 20
+
+// freeOn frees the n-byte block p in order on s: onto s's free list when
+// there is room, else to the driver.
+func (c *tenantCore) freeOn(s *Stream, p DevicePtr, n uint64) error {
 	if c.mpool == nil {
 		return c.onPrimary(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
 	}
-	return c.doUnscoped(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s) })
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if class, size, ok := sizeClass(n); ok && c.putCached(s, p, class, size) {
+		return nil
+	}
+	return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s.h) })
 }
 
 // AllocAsync allocates n bytes in stream order on s (the memory may be used
@@ -92,7 +138,7 @@ func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
 	if s == nil || s.t != c {
 		return 0, fmt.Errorf("%w: AllocAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
 	}
-	return c.alloc(s.h, n)
+	return c.alloc(s, n)
 }
 
 // FreeAsync frees p in stream order on s: after the work queued on s.
@@ -100,24 +146,54 @@ func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
 	if s == nil || s.t != c {
 		return fmt.Errorf("%w: FreeAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
 	}
-	return c.free(s.h, p)
+	return c.free(s, p)
 }
 
-// Trim gives the tenant pool's cached memory back to the driver, after
-// waiting for the tenant's first stream. It is a no-op without a pool.
+// Trim gives the tenant's cached memory back to the driver: its streams'
+// free lists, then its pool's cache, after waiting for the streams that
+// freed blocks (and the first). It is a no-op without a pool.
 func (c *tenantCore) Trim() error {
 	if c.mpool == nil {
 		return nil
 	}
-	s := c.Stream()
-	if err := s.Synchronize(); err != nil {
+	c.mu.Lock()
+	streams := slices.Clone(c.streams)
+	c.mu.Unlock()
+	var errs []error
+	for i, s := range streams {
+		n, err := c.flush(s)
+		errs = append(errs, err)
+		if n > 0 || i == 0 {
+			errs = append(errs, s.Synchronize())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemPoolTrimTo(ctx, c.mpool.h, 0) })
 }
 
-// cached is how many bytes the tenant's pool holds from the driver beyond
-// what is allocated.
+// flush gives s's free list back to the pool, in order on s, and says how
+// many blocks it held.
+func (c *tenantCore) flush(s *Stream) (int, error) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	ptrs, bytes := s.drain()
+	c.mpool.cached.Add(-int64(bytes))
+	var errs []error
+	for _, p := range ptrs {
+		errs = append(errs, c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error {
+			return c.pool.drv.MemFreeAsync(ctx, p, s.h)
+		}))
+	}
+	return len(ptrs), errors.Join(errs...)
+}
+
+// poolReserved is how many bytes the tenant's pool holds from the driver:
+// allocated, on the free lists, and cached by the driver.
 func (c *tenantCore) poolReserved() (uint64, error) {
 	if c.mpool == nil {
 		return 0, nil
@@ -130,13 +206,21 @@ func (c *tenantCore) poolReserved() (uint64, error) {
 	return v, err
 }
 
-func (c *tenantCore) closeMemPool(ctx cuda.Context) error {
+func (c *tenantCore) closeMemPool(ctx cuda.Context, streams []*Stream) error {
 	if c.mpool == nil {
 		return nil
 	}
 	drv := c.pool.drv
-	first := c.streams0()
-	return errors.Join(drv.StreamSynchronize(ctx, first), drv.MemPoolDestroy(ctx, c.mpool.h))
+	var errs []error
+	for _, s := range streams {
+		ptrs, bytes := s.drain()
+		c.mpool.cached.Add(-int64(bytes))
+		for _, p := range ptrs {
+			errs = append(errs, drv.MemFreeAsync(ctx, p, s.h))
+		}
+		errs = append(errs, drv.StreamSynchronize(ctx, s.h))
+	}
+	return errors.Join(append(errs, drv.MemPoolDestroy(ctx, c.mpool.h))...)
 }
 
 // trimPools gives every other tenant's cached pool memory back to the

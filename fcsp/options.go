@@ -144,17 +144,21 @@ type tenantConfig struct {
 	ctx     context.Context
 	pool    bool   // stream-ordered memory pool
 	keep    uint64 // its release threshold
+	noLists bool   // the driver's pool alone, without free lists (benchmarks)
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool
-// (cuMemPoolCreate): Alloc and Free then cost microseconds instead of a
-// driver allocation each, because freed blocks stay cached in the pool. The
-// pool may hold at most the tenant's quota (live and cached together: the
-// driver enforces it as the pool's maximum size), its cached bytes count in
-// the tenant's MemGetInfo, and keep is how much cached memory survives a
-// synchronisation (0: all of it, up to the quota). Trim gives cached memory
-// back; the pool also trims its neighbours' caches when the device runs
-// short.
+// (cuMemPoolCreate) with free lists in front of it: a block freed on a
+// stream is kept for the next allocation of its size class on that stream,
+// which then costs no driver call (stream order makes the reuse safe).
+// Sizes are rounded up to classes, at most 1/8 larger, as the pool holds
+// them; the quota counts what was asked for. The pool may hold at most the
+// tenant's quota (live and cached together: the driver enforces it as the
+// pool's maximum size), its cached bytes count in the tenant's MemGetInfo,
+// and keep bounds the free lists and is how much the driver's pool keeps
+// across a synchronisation (0: up to the quota). Trim gives cached memory
+// back; an allocation that finds the pool or the device full trims the
+// tenant's own cache, then its neighbours', before it fails.
 func WithMemoryPool(keep uint64) TenantOption {
 	return func(c *tenantConfig) error { c.pool, c.keep = true, keep; return nil }
 }

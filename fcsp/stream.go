@@ -20,6 +20,7 @@ type Stream struct {
 	owned    bool                // created by the SDK (destroyed on Close)
 	fromPart bool                // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
+	free     atomic.Pointer[freeList] // freed pool blocks for reuse on this stream
 }
 
 func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {

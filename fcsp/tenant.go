@@ -49,6 +49,7 @@ type tenantCore struct {
 	life    sync.RWMutex // shared by unscoped calls, exclusive in close
 	mu      sync.Mutex
 	streams []*Stream
+	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
 	closed  atomic.Bool
 	cleanup runtime.Cleanup
@@ -125,9 +126,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if err != nil {
 		return undo(err)
 	}
-	c.streams = append(c.streams, first)
+	c.streams, c.first = append(c.streams, first), first
 	if cfg.pool {
-		if err := c.openMemPool(quota, cfg.keep, cfg.quota != 0); err != nil {
+		if err := c.openMemPool(quota, cfg.keep, cfg.quota != 0, cfg.noLists); err != nil {
 			_ = first.destroy(c.ctx())
 			return undo(err)
 		}
@@ -171,11 +172,7 @@ func (c *tenantCore) Context() uintptr {
 }
 
 // Stream is the tenant's first stream.
-func (c *tenantCore) Stream() *Stream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.streams[0]
-}
+func (c *tenantCore) Stream() *Stream { return c.first }
 
 // ctx is the tenant's context handle.
 func (c *tenantCore) ctx() cuda.Context {
@@ -183,16 +180,6 @@ func (c *tenantCore) ctx() cuda.Context {
 		return c.pool.dev.Primary()
 	}
 	return c.part.Context()
-}
-
-// streams0 is the first stream's handle, used for stream-ordered frees.
-func (c *tenantCore) streams0() cuda.Stream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.streams) == 0 {
-		return 0
-	}
-	return c.streams[0].h
 }
 
 // do runs f with the tenant's context, serialised per green context.
@@ -226,6 +213,7 @@ type Stats struct {
 	Partitioned   bool
 	MemoryUsed    uint64
 	MemoryLimit   uint64
+	MemoryCached  uint64  // freed pool blocks kept on the streams' free lists (WithMemoryPool)
 	SMLimit       float64 // 0: unlimited
 	Launches      uint64  // admitted kernel launches, all streams
 	Throttled     uint64  // launches that had to wait for tokens
@@ -238,6 +226,9 @@ func (c *tenantCore) Stats() Stats {
 	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.part != nil, MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit()}
 	if c.limiter != nil {
 		s.SMLimit = c.limiter.SMLimit()
+	}
+	if c.mpool != nil {
+		s.MemoryCached = uint64(c.mpool.cached.Load())
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -286,7 +277,7 @@ func (c *tenantCore) close(why string) error {
 			errs = append(errs, p.drv.MemFree(p.dev.Primary(), cuda.DevicePtr(a.Ptr)))
 		}
 	}
-	errs = append(errs, c.closeMemPool(ctx))
+	errs = append(errs, c.closeMemPool(ctx, streams))
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}

@@ -29,6 +29,11 @@ func (c *tenantCore) doUnscoped(state *atomic.Int32, f func(ctx cuda.Context) er
 	if c.closed.Load() {
 		return ErrClosed
 	}
+	return c.doUnscopedLocked(state, f)
+}
+
+// doUnscopedLocked is doUnscoped for a caller that holds the life lock.
+func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Context) error) error {
 	if c.part == nil {
 		return f(c.pool.dev.Primary()) // primary contexts may be current anywhere
 	}

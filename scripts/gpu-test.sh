@@ -61,9 +61,9 @@ run() {
   done
   # Benchmarks: the SDK against the raw driver, same process, same run.
   if [ "${FCSP_BENCH:-1}" = 1 ] && [ -x "$BIN/fcsp.test" ]; then
-    (cd fcsp && "../$BIN/fcsp.test" -test.run '^$' -test.bench "${FCSP_BENCH_RE:-.}" -test.benchtime "${FCSP_BENCHTIME:-1s}" -test.benchmem) > "$OUT/bench-fcsp.txt" 2>&1
+    (cd fcsp && "../$BIN/fcsp.test" -test.run '^$' -test.bench "${FCSP_BENCH_RE:-.}" -test.benchtime "${FCSP_BENCHTIME:-1s}" -test.benchmem -test.v) > "$OUT/bench-fcsp.txt" 2>&1
     local r=$?
-    grep -E '^Benchmark' "$OUT/bench-fcsp.txt"
+    grep -E '^Benchmark|raw/ours' "$OUT/bench-fcsp.txt"
     summary+=("benchmarks fcsp: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   fi
   # Examples, each with the arguments FCSP_ARGS_<name> gives.

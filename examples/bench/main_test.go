@@ -205,7 +205,7 @@ func TestQuickSimulated(t *testing.T) {
 			t.Errorf("no rows for section %s", s)
 		}
 	}
-	if sections["memory"] != 6 || sections["contention"] != 4 || sections["create"] != 4 {
+	if sections["memory"] != 8 || sections["contention"] != 4 || sections["create"] != 4 {
 		t.Errorf("rows per section %v", sections)
 	}
 	if !strings.Contains(progress.String(), "bench: launch done") {

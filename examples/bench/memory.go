@@ -135,6 +135,32 @@ func (b *bench) pooledAlloc(pool *fcsp.Pool, raw *rawDriver, n int) (err error) 
 	b.addTime(Row{Section: "memory", Metric: "alloc+free 1 MiB, WithMemoryPool, mean",
 		Against: "raw cuMemAllocFromPoolAsync+cuMemFreeAsync, own pool and stream",
 		Note:    fmt.Sprintf("%d each, stream-ordered, no sync", n), DriverBound: true}, oursT.mean(), baseT.mean())
+
+	// Sixteen goroutines at once, the case serving code is in: the tenant's
+	// pool against raw cuMemAlloc/cuMemFree (the driver's allocator without
+	// a pool), each side alone.
+	const g = 16
+	per := b.n(2000, 50)
+	rawPair := func(int, uint64) error {
+		p, err := d.MemAlloc(c, size)
+		if err != nil {
+			return err
+		}
+		return d.MemFree(c, p)
+	}
+	b.logf("memory: %d goroutines x %d x 1 MiB alloc+free, tenant pool and raw cuMemAlloc", g, per)
+	if oursT, err = concurrently(g, per, 1, 1, func(int, uint64) error { return ours(0) }); err != nil {
+		return err
+	}
+	if baseT, err = concurrently(g, per, 1, 1, rawPair); err != nil {
+		return err
+	}
+	const rawConc = "raw cuMemAlloc+cuMemFree, 16 goroutines"
+	note := fmt.Sprintf("%d goroutines x %d, Alloc/Free on the tenant's first stream", g, per)
+	b.addTime(Row{Section: "memory", Metric: "alloc+free 1 MiB, WithMemoryPool, 16 goroutines, mean",
+		Against: rawConc, Note: note, DriverBound: true}, oursT.mean(), baseT.mean())
+	b.addTime(Row{Section: "memory", Metric: "alloc+free 1 MiB, WithMemoryPool, 16 goroutines, P99",
+		Against: rawConc, Note: note, DriverBound: true}, oursT.p(99), baseT.p(99))
 	return nil
 }
 

@@ -1,0 +1,294 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSizeClass(t *testing.T) {
+	for _, tc := range []struct {
+		n     uint64
+		class int
+		size  uint64
+	}{
+		{1, 0, 512},
+		{512, 0, 512},
+		{513, 1, 576},
+		{1024, 8, 1024},
+		{1025, 9, 1152},
+		{1 << 20, 88, 1 << 20},
+		{1<<20 + 1, 89, 1<<20 + 1<<17},
+		{3 << 20, 100, 3 << 20},
+		{maxCachedSize, numClasses - 1, maxCachedSize},
+	} {
+		class, size, ok := sizeClass(tc.n)
+		require.True(t, ok, "n=%d", tc.n)
+		require.Equal(t, tc.class, class, "class of %d", tc.n)
+		require.Equal(t, tc.size, size, "size of %d", tc.n)
+	}
+	_, size, ok := sizeClass(maxCachedSize + 1)
+	require.False(t, ok, "larger blocks go straight to the driver's pool")
+	require.Equal(t, uint64(maxCachedSize+1), size)
+}
+
+// TestSizeClassProperties: every request fits its class's blocks, at most
+// 1/8 larger (512 B at least), classes grow with the request, and
+// classSize inverts sizeClass.
+func TestSizeClassProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	check := func(n uint64) {
+		class, size, ok := sizeClass(n)
+		require.True(t, ok)
+		require.GreaterOrEqual(t, size, n)
+		require.LessOrEqual(t, size, max(512, n+n/8), "n=%d", n)
+		require.Equal(t, size, classSize(class), "n=%d", n)
+		if n > 1 {
+			prev, _, _ := sizeClass(n - 1)
+			require.LessOrEqual(t, prev, class)
+		}
+	}
+	for n := uint64(1); n < 1<<16; n++ {
+		check(n)
+	}
+	for range 100000 {
+		check(1 + r.Uint64N(maxCachedSize))
+	}
+	for class := range numClasses {
+		c, size, _ := sizeClass(classSize(class))
+		require.Equal(t, class, c)
+		require.Equal(t, classSize(class), size)
+	}
+}
+
+func TestFreeListsAreStreamOrdered(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(8), WithMemoryQuota(64<<20), WithMemoryPool(0))
+	require.NoError(t, err)
+	ctx := context.Background()
+	s2, err := a.NewStream(ClassDefault)
+	require.NoError(t, err)
+
+	x, err := a.AllocAsync(s2, 3000)
+	require.NoError(t, err)
+	require.NoError(t, a.FreeAsync(s2, x))
+	require.Equal(t, uint64(3072), a.Stats().MemoryCached, "kept on s2's list, at its class size")
+	require.Zero(t, a.Stats().MemoryUsed)
+
+	const op = "cuMemAllocFromPoolAsync"
+	calls := drv.Calls(op)
+	y, err := a.Alloc(ctx, 3000) // the first stream: s2's block is not in order there
+	require.NoError(t, err)
+	require.NotEqual(t, x, y)
+	require.Equal(t, calls+1, drv.Calls(op), "the driver's pool served the first stream")
+
+	calls = drv.Calls(op)
+	z, err := a.AllocAsync(s2, 2900) // same class, same stream: reused without the driver
+	require.NoError(t, err)
+	require.Equal(t, x, z)
+	require.Equal(t, calls, drv.Calls(op), "a cached block costs no driver call")
+	require.Zero(t, a.Stats().MemoryCached)
+	require.Equal(t, uint64(3000+2900), a.Stats().MemoryUsed, "quota counts what was asked for")
+
+	// A block allocated on one stream and freed on another is kept by the
+	// freeing stream.
+	require.NoError(t, a.FreeAsync(s2, y))
+	require.NoError(t, a.Free(z))
+	w, err := a.AllocAsync(s2, 3000)
+	require.NoError(t, err)
+	require.Equal(t, y, w)
+	require.NoError(t, a.FreeAsync(s2, w))
+
+	// Larger than any class: the driver's pool, not the lists.
+	big, err := a.AllocAsync(s2, maxCachedSize+1)
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+	require.Zero(t, big)
+
+	require.NoError(t, a.Trim())
+	require.Zero(t, a.Stats().MemoryCached)
+	require.Zero(t, drv.Live().Bytes, "Trim empties the lists and the pool")
+	require.NoError(t, a.Close())
+}
+
+// TestFreeListsKeepBound: the lists hold at most keep bytes; the rest goes
+// back to the driver's pool.
+func TestFreeListsKeepBound(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a", WithMemoryQuota(64<<20), WithMemoryPool(2<<20))
+	require.NoError(t, err)
+	ctx := context.Background()
+	var ptrs []DevicePtr
+	for range 4 {
+		ptr, err := a.Alloc(ctx, 1<<20)
+		require.NoError(t, err)
+		ptrs = append(ptrs, ptr)
+	}
+	for _, ptr := range ptrs {
+		require.NoError(t, a.Free(ptr))
+	}
+	require.Equal(t, uint64(2<<20), a.Stats().MemoryCached)
+	require.NoError(t, a.Close())
+}
+
+// TestFreeListsCloseLeavesNothing: blocks cached on several streams, and
+// leaked ones, are all given back when the tenant closes.
+func TestFreeListsCloseLeavesNothing(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(8), WithMemoryPool(0))
+	require.NoError(t, err)
+	for range 3 {
+		s, err := a.NewStream(ClassDefault)
+		require.NoError(t, err)
+		x, err := a.AllocAsync(s, 5<<10)
+		require.NoError(t, err)
+		require.NoError(t, a.FreeAsync(s, x))
+		_, err = a.AllocAsync(s, 70<<10) // leaked
+		require.NoError(t, err)
+	}
+	require.NotZero(t, drv.Live().Bytes)
+	require.NoError(t, a.Close())
+	require.Zero(t, drv.Live().Bytes)
+	require.Zero(t, p.MemoryUsed())
+}
+
+// TestFreeListsStorm: goroutines on shared and own streams allocate and
+// free random sizes; blocks are never handed out twice, the quota holds,
+// and everything comes back.
+func TestFreeListsStorm(t *testing.T) {
+	const quota = 48 << 20
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(8), WithMemoryQuota(quota), WithMemoryPool(0))
+	require.NoError(t, err)
+	var streams []*Stream
+	for range 4 {
+		s, err := a.NewStream(ClassDefault)
+		require.NoError(t, err)
+		streams = append(streams, s)
+	}
+	var (
+		mu      sync.Mutex
+		owned   = map[DevicePtr]bool{}
+		wg      sync.WaitGroup
+		refused atomic.Int64
+	)
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 3))
+			s := streams[g%len(streams)]
+			var mine []DevicePtr
+			for range 300 {
+				if len(mine) > 0 && r.IntN(2) == 0 {
+					k := r.IntN(len(mine))
+					mu.Lock()
+					delete(owned, mine[k])
+					mu.Unlock()
+					if err := a.FreeAsync(s, mine[k]); err != nil {
+						errs <- err
+						return
+					}
+					mine = append(mine[:k], mine[k+1:]...)
+					continue
+				}
+				ptr, err := a.AllocAsync(s, uint64(1+r.IntN(1<<20)))
+				// The device has room: a full pool is the quota, whatever
+				// the other goroutines freed in between.
+				if errors.Is(err, ErrQuotaExceeded) {
+					refused.Add(1)
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				dup := owned[ptr]
+				owned[ptr] = true
+				mu.Unlock()
+				if dup {
+					errs <- fmt.Errorf("block %#x handed out twice", uint64(ptr))
+					return
+				}
+				if used := a.Stats().MemoryUsed; used > quota {
+					errs <- fmt.Errorf("%d bytes used, quota %d", used, quota)
+					return
+				}
+				mine = append(mine, ptr)
+			}
+			for _, ptr := range mine {
+				mu.Lock()
+				delete(owned, ptr)
+				mu.Unlock()
+				if err := a.FreeAsync(s, ptr); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	require.NotZero(t, refused.Load(), "the storm never reached the quota")
+	require.Zero(t, a.Stats().MemoryUsed)
+	require.NoError(t, a.Trim())
+	require.Zero(t, a.Stats().MemoryCached)
+	require.Zero(t, drv.Live().Bytes)
+	require.NoError(t, a.Close())
+}
+
+// withoutFreeLists gives a pooled tenant the driver's pool alone, for
+// benchmarks that show what the free lists add.
+func withoutFreeLists() TenantOption {
+	return func(c *tenantConfig) error { c.noLists = true; return nil }
+}
+
+// TestFreeListShards: blocks put from many goroutines all come back out,
+// once each, whichever shards they landed on.
+func TestFreeListShards(t *testing.T) {
+	var l freeList
+	const per, g = 500, 8
+	var wg sync.WaitGroup
+	for w := range g {
+		wg.Go(func() {
+			for i := range per {
+				l.put(3, DevicePtr(uint64(w*per+i+1)<<12))
+			}
+		})
+	}
+	wg.Wait()
+	got := make(chan DevicePtr, per*g)
+	for range g {
+		wg.Go(func() {
+			for {
+				p, ok := l.take(3)
+				if !ok {
+					return
+				}
+				got <- p
+			}
+		})
+	}
+	wg.Wait()
+	close(got)
+	seen := map[DevicePtr]bool{}
+	for p := range got {
+		require.False(t, seen[p], "%#x taken twice", uint64(p))
+		seen[p] = true
+	}
+	require.Len(t, seen, per*g)
+	_, ok := l.take(3)
+	require.False(t, ok)
+	_, ok = l.take(4)
+	require.False(t, ok, "another class is empty")
+}
