@@ -47,6 +47,9 @@ func newEvent(drv cuda.Driver, do func(func(cuda.Context) error) error) (*Event,
 func (e *Event) Record(s *Stream) error {
 	var h cuda.Stream
 	if s != nil {
+		if s.closed.Load() {
+			return ErrClosed
+		}
 		h = s.h
 	}
 	return e.do(func(ctx cuda.Context) error { return e.drv.EventRecord(ctx, e.h, h) })

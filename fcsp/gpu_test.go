@@ -323,3 +323,30 @@ func TestGPUFreeLists(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, held, "Trim returned the lists and the pool's cache")
 }
+
+// TestGPUStreamPerRequest: a stream per request, closed at its end, on a
+// partitioned tenant with a pool: the streams are destroyed, their cached
+// blocks return to the pool, and nothing accumulates.
+func TestGPUStreamPerRequest(t *testing.T) {
+	p := openGPU(t)
+	a, err := p.NewTenant("per-request", WithSMs(8), WithMemoryQuota(256<<20), WithMemoryPool(0))
+	require.NoError(t, err)
+	defer a.Close()
+	for range 200 {
+		s, err := a.NewStream(ClassDefault)
+		require.NoError(t, err)
+		ptr, err := a.AllocAsync(s, 1<<20)
+		require.NoError(t, err)
+		require.NoError(t, a.FreeAsync(s, ptr))
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, s.Synchronize(), ErrClosed)
+	}
+	st := a.Stats()
+	require.Equal(t, 1, st.Streams)
+	require.Zero(t, st.MemoryCached)
+	require.Zero(t, st.MemoryUsed)
+	require.NoError(t, a.Trim())
+	held, err := a.poolReserved()
+	require.NoError(t, err)
+	require.Zero(t, held)
+}

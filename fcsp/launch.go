@@ -64,7 +64,7 @@ func (f *Function) Name() string { return f.name }
 // the tenant's token buckets, waiting while they are empty; ctx ends the
 // wait (with ctx.Err(), nothing launched, nothing charged).
 func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if s.t.closed.Load() {
+	if s.t.closed.Load() || s.closed.Load() {
 		return ErrClosed
 	}
 	if f.m.t != s.t {

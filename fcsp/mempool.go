@@ -138,6 +138,9 @@ func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
 	if s == nil || s.t != c {
 		return 0, fmt.Errorf("%w: AllocAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
 	}
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
 	return c.alloc(s, n)
 }
 
@@ -145,6 +148,9 @@ func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
 func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
 	if s == nil || s.t != c {
 		return fmt.Errorf("%w: FreeAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
+	}
+	if s.closed.Load() {
+		return ErrClosed
 	}
 	return c.free(s, p)
 }
@@ -181,6 +187,11 @@ func (c *tenantCore) flush(s *Stream) (int, error) {
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
+	return c.flushLocked(s)
+}
+
+// flushLocked is flush for a caller that holds the life lock.
+func (c *tenantCore) flushLocked(s *Stream) (int, error) {
 	ptrs, bytes := s.drain()
 	c.mpool.cached.Add(-int64(bytes))
 	var errs []error
@@ -213,6 +224,8 @@ func (c *tenantCore) closeMemPool(ctx cuda.Context, streams []*Stream) error {
 	drv := c.pool.drv
 	var errs []error
 	for _, s := range streams {
+		// The tenant is closed and holds its life lock: call the driver
+		// with its context directly.
 		ptrs, bytes := s.drain()
 		c.mpool.cached.Add(-int64(bytes))
 		for _, p := range ptrs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -21,6 +22,7 @@ type Stream struct {
 	fromPart bool                // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
 	free     atomic.Pointer[freeList] // freed pool blocks for reuse on this stream
+	closed   atomic.Bool
 }
 
 func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
@@ -104,6 +106,9 @@ func (s *Stream) Launches() uint64 { return s.launches.Load() }
 
 // Synchronize waits for everything queued on the stream.
 func (s *Stream) Synchronize() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	return s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h) })
 }
 
@@ -124,6 +129,45 @@ func (s *Stream) destroy(ctx cuda.Context) error {
 	}
 	if s.owned && !s.fromPart {
 		drv := s.t.pool.drv
+		errs = append(errs, drv.StreamSynchronize(ctx, s.h), drv.StreamDestroy(ctx, s.h))
+	}
+	return errors.Join(errs...)
+}
+
+// Close waits for the stream, gives the blocks on its free list back to the
+// tenant's pool, and destroys it; an adopted stream is only forgotten (its
+// owner destroys it). A server that makes a stream per request closes it
+// when the request ends. The tenant's first stream lives as long as the
+// tenant. Calls on a closed stream return ErrClosed; as with any CUDA
+// stream, it must not be closed while another goroutine still uses it.
+// Close is idempotent.
+func (s *Stream) Close() error {
+	c := s.t
+	if s == c.first {
+		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() || !s.closed.CompareAndSwap(false, true) {
+		return nil // the tenant's Close destroyed it, or an earlier Close did
+	}
+	c.mu.Lock()
+	c.streams = slices.DeleteFunc(c.streams, func(x *Stream) bool { return x == s })
+	c.mu.Unlock()
+	var errs []error
+	if c.mpool != nil {
+		_, err := c.flushLocked(s)
+		errs = append(errs, err)
+	}
+	if s.bucket != nil {
+		errs = append(errs, s.bucket.Close())
+	}
+	switch {
+	case !s.owned:
+	case s.fromPart:
+		errs = append(errs, c.part.DestroyStream(s.h))
+	default:
+		drv, ctx := c.pool.drv, c.pool.dev.Primary()
 		errs = append(errs, drv.StreamSynchronize(ctx, s.h), drv.StreamDestroy(ctx, s.h))
 	}
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package greenctx
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -80,6 +81,22 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 	}
 	p.streams = append(p.streams, s)
 	return s, nil
+}
+
+// DestroyStream waits for a stream made by NewStream and destroys it. The
+// partition's first stream lives as long as the partition.
+func (p *Partition) DestroyStream(s cuda.Stream) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	i := slices.Index(p.streams, s)
+	if i < 0 {
+		return fmt.Errorf("greenctx: stream %#x was not made by NewStream on %v", uintptr(s), p)
+	}
+	p.streams = slices.Delete(p.streams, i, i+1)
+	return errors.Join(p.drv.StreamSynchronize(p.ctx, s), p.drv.StreamDestroy(p.ctx, s))
 }
 
 // Do runs f with the partition's context while no other caller of Do on

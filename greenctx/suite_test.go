@@ -161,6 +161,22 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.ErrorIs(t, rest.Do(func(cuda.Context) error { return nil }), greenctx.ErrClosed)
 	})
 
+	t.Run("a stream of its own is destroyed alone", func(t *testing.T) {
+		s, err := dev.Split(dev.Granularity())
+		require.NoError(t, err)
+		p, err := s.Take(s.GroupSMs())
+		require.NoError(t, err)
+		defer p.Close()
+		st, err := p.NewStream(0)
+		require.NoError(t, err)
+		require.NoError(t, p.DestroyStream(st))
+		require.Error(t, p.DestroyStream(st), "destroyed twice")
+		require.Error(t, p.DestroyStream(p.Stream()), "the first stream lives with the partition")
+		run(t, p, 4096, 64) // the partition still works
+		require.NoError(t, p.Close())
+		require.ErrorIs(t, p.DestroyStream(st), greenctx.ErrClosed)
+	})
+
 	t.Run("context calls from migrating goroutines", func(t *testing.T) {
 		// Regression for CUDA_ERROR_INVALID_CONTEXT (201): goroutines move
 		// between OS threads, so no call may rely on a thread's current context.

@@ -1,0 +1,84 @@
+package fcsp
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStreamClose: a server that makes a stream per request closes it at
+// the end; the stream is destroyed, its cached blocks go back to the pool,
+// and the tenant does not accumulate streams.
+func TestStreamClose(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []TenantOption
+	}{
+		{"partitioned", []TenantOption{WithSMs(8), WithMemoryPool(0)}},
+		{"unpartitioned", []TenantOption{WithMemoryPool(0)}},
+		{"no pool", []TenantOption{WithSMs(8)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, drv := openSim(t)
+			tn, err := p.NewTenant("a", tc.opts...)
+			require.NoError(t, err)
+			mod, err := tn.LoadModule(kernels.PTX)
+			require.NoError(t, err)
+			fn, err := mod.Function("spin")
+			require.NoError(t, err)
+			var a Args
+			a.Uint64(0)
+			one := Dim3{X: 1, Y: 1, Z: 1}
+			ctx := context.Background()
+			for range 50 { // requests
+				s, err := tn.NewStream(ClassDefault)
+				require.NoError(t, err)
+				ptr, err := tn.AllocAsync(s, 3<<20)
+				require.NoError(t, err)
+				require.NoError(t, s.Launch(ctx, fn, one, one, 0, &a))
+				require.NoError(t, tn.FreeAsync(s, ptr))
+				h := s.h
+				require.NoError(t, s.Close())
+				require.NoError(t, s.Close(), "idempotent")
+				require.ErrorIs(t, drv.StreamSynchronize(tn.ctx(), h), cuda.ErrorInvalidHandle, "destroyed")
+				require.ErrorIs(t, s.Launch(ctx, fn, one, one, 0, &a), ErrClosed)
+				require.ErrorIs(t, s.Synchronize(), ErrClosed)
+				_, err = tn.AllocAsync(s, 1)
+				require.ErrorIs(t, err, ErrClosed)
+				require.ErrorIs(t, tn.FreeAsync(s, ptr), ErrClosed)
+			}
+			st := tn.Stats()
+			require.Equal(t, 1, st.Streams, "closed streams leave the tenant")
+			require.Zero(t, st.MemoryCached, "a closed stream's blocks went back to the pool")
+			require.Zero(t, st.MemoryUsed)
+			require.ErrorIs(t, tn.Stream().Close(), ErrInvalidArgument, "the first stream lives with the tenant")
+			require.NoError(t, tn.Trim())
+			require.Zero(t, drv.Live().Bytes)
+
+			last, err := tn.NewStream(ClassDefault)
+			require.NoError(t, err)
+			require.NoError(t, tn.Close())
+			require.NoError(t, last.Close(), "after the tenant: nothing left to do")
+		})
+	}
+}
+
+// TestAdoptedStreamCloseForgetsIt: the SDK does not destroy a stream it
+// did not make.
+func TestAdoptedStreamCloseForgetsIt(t *testing.T) {
+	p, drv := openSim(t)
+	tn, err := p.NewTenant("a")
+	require.NoError(t, err)
+	h, err := drv.StreamCreate(p.dev.Primary(), cuda.StreamNonBlocking)
+	require.NoError(t, err)
+	s, err := tn.Adopt(uintptr(h), ClassNCCL)
+	require.NoError(t, err)
+	require.Equal(t, 2, tn.Stats().Streams)
+	require.NoError(t, s.Close())
+	require.Equal(t, 1, tn.Stats().Streams)
+	require.NoError(t, drv.StreamSynchronize(p.dev.Primary(), h), "still its owner's")
+	require.NoError(t, drv.StreamDestroy(p.dev.Primary(), h))
+}
