@@ -53,7 +53,8 @@ func sizeClass(n uint64) (class int, size uint64, ok bool) {
 // goroutines allocating on one stream would otherwise queue on one mutex
 // per class (on the H200, 16 goroutines on one stream had a P99 of 160 us
 // with one shard). Any shard serves any request: the blocks are all in
-// order on the same stream.
+// order on the same stream. Each shard counts its bytes, so that no count
+// is shared by every goroutine of a tenant.
 type freeList struct {
 	shards [listShards]atomic.Pointer[shard]
 }
@@ -61,7 +62,9 @@ type freeList struct {
 const listShards = 4
 
 type shard struct {
-	bins [numClasses]bin
+	bytes atomic.Int64 // a share of the list's bytes; only the sum is exact
+	_     [56]byte
+	bins  [numClasses]bin
 }
 
 type bin struct {
@@ -90,55 +93,71 @@ func (b *bin) push(p cuda.DevicePtr) {
 // bin is free now, then waiting for the busy ones.
 func (l *freeList) take(class int) (cuda.DevicePtr, bool) {
 	start := rand.Uint32()
-	var busy [listShards]*bin
+	var busy [listShards]*shard
 	for i := range uint32(listShards) {
 		sh := l.shards[(start+i)%listShards].Load()
-		if sh == nil {
+		if sh == nil || sh.bins[class].n.Load() == 0 {
 			continue
 		}
 		b := &sh.bins[class]
-		if b.n.Load() == 0 {
-			continue
-		}
 		if !b.mu.TryLock() {
-			busy[i] = b
+			busy[i] = sh
 			continue
 		}
-		p, ok := b.pop()
-		b.mu.Unlock()
-		if ok {
+		if p, ok := sh.pop(class); ok {
 			return p, true
 		}
 	}
-	for _, b := range busy {
-		if b == nil {
+	for _, sh := range busy {
+		if sh == nil {
 			continue
 		}
-		b.mu.Lock()
-		p, ok := b.pop()
-		b.mu.Unlock()
-		if ok {
+		sh.bins[class].mu.Lock()
+		if p, ok := sh.pop(class); ok {
 			return p, true
 		}
 	}
 	return 0, false
 }
 
-// put pushes a block onto a shard whose bin is free now, or waits for one.
-func (l *freeList) put(class int, p cuda.DevicePtr) {
+// pop takes a block from the locked bin of the class and unlocks it.
+func (sh *shard) pop(class int) (cuda.DevicePtr, bool) {
+	b := &sh.bins[class]
+	p, ok := b.pop()
+	b.mu.Unlock()
+	if ok {
+		sh.bytes.Add(-int64(classSize(class)))
+	}
+	return p, ok
+}
+
+// put pushes a block onto a shard whose bin is free now, or waits for one,
+// unless the list would then hold more than keep bytes. Only the sum of the
+// shards' counts means anything (a block may be counted in one shard and
+// kept in another), so the bound is checked before any bin is locked.
+// Counting first and checking after means two racing puts may both back
+// out, never both stay over the bound.
+func (l *freeList) put(class int, p cuda.DevicePtr, keep uint64) bool {
 	start := rand.Uint32()
+	size := int64(classSize(class))
+	counted := l.shard(start % listShards)
+	counted.bytes.Add(size)
+	if l.bytes() > keep {
+		counted.bytes.Add(-size)
+		return false
+	}
 	for i := range uint32(listShards) {
-		b := &l.shard((start + i) % listShards).bins[class]
-		if b.mu.TryLock() {
+		if b := &l.shard((start + i) % listShards).bins[class]; b.mu.TryLock() {
 			b.push(p)
 			b.mu.Unlock()
-			return
+			return true
 		}
 	}
-	b := &l.shard(start % listShards).bins[class]
+	b := &counted.bins[class]
 	b.mu.Lock()
 	b.push(p)
 	b.mu.Unlock()
+	return true
 }
 
 func (l *freeList) shard(i uint32) *shard {
@@ -147,6 +166,17 @@ func (l *freeList) shard(i uint32) *shard {
 	}
 	l.shards[i].CompareAndSwap(nil, new(shard))
 	return l.shards[i].Load()
+}
+
+// bytes is what the list holds.
+func (l *freeList) bytes() uint64 {
+	var n int64
+	for i := range l.shards {
+		if sh := l.shards[i].Load(); sh != nil {
+			n += sh.bytes.Load()
+		}
+	}
+	return uint64(max(n, 0))
 }
 
 // blocks is the stream's free list, made on first use.
@@ -158,39 +188,37 @@ func (s *Stream) blocks() *freeList {
 	return s.free.Load()
 }
 
-// takeCached pops a cached block of the class from s's list. The caller
-// holds the tenant's life lock.
-func (c *tenantCore) takeCached(s *Stream, class int, size uint64) (cuda.DevicePtr, bool) {
+// cachedBytes is what the stream's free list holds.
+func (s *Stream) cachedBytes() uint64 {
+	if l := s.free.Load(); l != nil {
+		return l.bytes()
+	}
+	return 0
+}
+
+// takeCached pops a cached block of the class from s's list. The caller is
+// counted in the tenant's life lock.
+func (c *tenantCore) takeCached(s *Stream, class int) (cuda.DevicePtr, bool) {
 	l := s.free.Load()
 	if l == nil {
 		return 0, false
 	}
-	p, ok := l.take(class)
-	if ok {
-		c.mpool.cached.Add(-int64(size))
-	}
-	return p, ok
+	return l.take(class)
 }
 
-// putCached keeps a freed block on s's list if the tenant's cache has room
-// (its keep bound); false means the caller frees it to the driver. (The
-// pool's maximum size already bounds live and cached blocks together.) The
-// caller holds the tenant's life lock.
-func (c *tenantCore) putCached(s *Stream, p cuda.DevicePtr, class int, size uint64) bool {
-	mp := c.mpool
-	if mp.cached.Add(int64(size)) > int64(mp.keep) {
-		mp.cached.Add(-int64(size))
-		return false
-	}
-	s.blocks().put(class, p)
-	return true
+// putCached keeps a freed block on s's list if it has room (keep bytes per
+// stream); false means the caller frees it to the driver. (The pool's
+// maximum size already bounds live and cached blocks together.) The caller
+// is counted in the tenant's life lock.
+func (c *tenantCore) putCached(s *Stream, p cuda.DevicePtr, class int) bool {
+	return s.blocks().put(class, p, c.mpool.keep)
 }
 
-// drain empties s's list, returning its blocks and their bytes.
-func (s *Stream) drain() (ptrs []cuda.DevicePtr, bytes uint64) {
+// drain empties s's list and returns its blocks.
+func (s *Stream) drain() (ptrs []cuda.DevicePtr) {
 	l := s.free.Load()
 	if l == nil {
-		return nil, 0
+		return nil
 	}
 	for i := range l.shards {
 		sh := l.shards[i].Load()
@@ -204,13 +232,13 @@ func (s *Stream) drain() (ptrs []cuda.DevicePtr, bytes uint64) {
 			}
 			b.mu.Lock()
 			ptrs = append(ptrs, b.blocks...)
-			bytes += classSize(class) * uint64(len(b.blocks))
+			sh.bytes.Add(-int64(classSize(class)) * int64(len(b.blocks)))
 			b.blocks = b.blocks[:0]
 			b.n.Store(0)
 			b.mu.Unlock()
 		}
 	}
-	return ptrs, bytes
+	return ptrs
 }
 
 // classSize is the block size of a class (the inverse of sizeClass).

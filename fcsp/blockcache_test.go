@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -262,11 +263,14 @@ func TestFreeListShards(t *testing.T) {
 	for w := range g {
 		wg.Go(func() {
 			for i := range per {
-				l.put(3, DevicePtr(uint64(w*per+i+1)<<12))
+				if !l.put(3, DevicePtr(uint64(w*per+i+1)<<12), math.MaxUint64) {
+					panic("refused with no bound")
+				}
 			}
 		})
 	}
 	wg.Wait()
+	require.Equal(t, uint64(per*g)*classSize(3), l.bytes())
 	got := make(chan DevicePtr, per*g)
 	for range g {
 		wg.Go(func() {
@@ -287,8 +291,41 @@ func TestFreeListShards(t *testing.T) {
 		seen[p] = true
 	}
 	require.Len(t, seen, per*g)
+	require.Zero(t, l.bytes())
 	_, ok := l.take(3)
 	require.False(t, ok)
 	_, ok = l.take(4)
 	require.False(t, ok, "another class is empty")
+}
+
+// TestFreeListBoundUnderRaces: puts racing from many goroutines never leave
+// the list over its bound, and what it counts is what it holds.
+func TestFreeListBoundUnderRaces(t *testing.T) {
+	const class, g, per = 20, 16, 200
+	size := classSize(class)
+	keep := 37 * size
+	var l freeList
+	var kept atomic.Int64
+	var wg sync.WaitGroup
+	for w := range g {
+		wg.Go(func() {
+			for i := range per {
+				if l.put(class, DevicePtr(uint64(w*per+i+1)<<12), keep) {
+					kept.Add(1)
+				}
+				if i%3 == 0 {
+					if _, ok := l.take(class); ok {
+						kept.Add(-1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, l.bytes(), keep)
+	require.Equal(t, uint64(kept.Load())*size, l.bytes())
+	s := new(Stream)
+	s.free.Store(&l)
+	require.Len(t, s.drain(), int(kept.Load()))
+	require.Zero(t, l.bytes())
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -14,9 +13,8 @@ import (
 type memPool struct {
 	h       cuda.MemPool
 	quota   uint64
-	maxSize uint64       // what the driver lets the pool hold; 0: its default
-	keep    uint64       // the most the free lists hold
-	cached  atomic.Int64 // bytes on the free lists
+	maxSize uint64 // what the driver lets the pool hold; 0: its default
+	keep    uint64 // the most each stream's free lists hold
 }
 
 func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool) error {
@@ -64,13 +62,13 @@ func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
 				return err
 			})
 		}
-		c.life.RLock()
-		defer c.life.RUnlock()
-		if c.closed.Load() {
-			return ErrClosed
+		slot, err := c.enter()
+		if err != nil {
+			return err
 		}
+		defer c.life.exit(slot)
 		if cacheable {
-			if q, ok := c.takeCached(s, class, size); ok {
+			if q, ok := c.takeCached(s, class); ok {
 				p = q
 				return nil
 			}
@@ -120,12 +118,12 @@ func (c *tenantCore) freeOn(s *Stream, p DevicePtr, n uint64) error {
 	if c.mpool == nil {
 		return c.onPrimary(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
 	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.closed.Load() {
-		return ErrClosed
+	slot, err := c.enter()
+	if err != nil {
+		return err
 	}
-	if class, size, ok := sizeClass(n); ok && c.putCached(s, p, class, size) {
+	defer c.life.exit(slot)
+	if class, _, ok := sizeClass(n); ok && c.putCached(s, p, class) {
 		return nil
 	}
 	return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s.h) })
@@ -182,18 +180,17 @@ func (c *tenantCore) Trim() error {
 // flush gives s's free list back to the pool, in order on s, and says how
 // many blocks it held.
 func (c *tenantCore) flush(s *Stream) (int, error) {
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.closed.Load() {
-		return 0, ErrClosed
+	slot, err := c.enter()
+	if err != nil {
+		return 0, err
 	}
+	defer c.life.exit(slot)
 	return c.flushLocked(s)
 }
 
-// flushLocked is flush for a caller that holds the life lock.
+// flushLocked is flush for a caller counted in the life lock.
 func (c *tenantCore) flushLocked(s *Stream) (int, error) {
-	ptrs, bytes := s.drain()
-	c.mpool.cached.Add(-int64(bytes))
+	ptrs := s.drain()
 	var errs []error
 	for _, p := range ptrs {
 		errs = append(errs, c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error {
@@ -224,11 +221,9 @@ func (c *tenantCore) closeMemPool(ctx cuda.Context, streams []*Stream) error {
 	drv := c.pool.drv
 	var errs []error
 	for _, s := range streams {
-		// The tenant is closed and holds its life lock: call the driver
+		// The tenant is closed and no call is in flight: call the driver
 		// with its context directly.
-		ptrs, bytes := s.drain()
-		c.mpool.cached.Add(-int64(bytes))
-		for _, p := range ptrs {
+		for _, p := range s.drain() {
 			errs = append(errs, drv.MemFreeAsync(ctx, p, s.h))
 		}
 		errs = append(errs, drv.StreamSynchronize(ctx, s.h))

@@ -155,7 +155,7 @@ type tenantConfig struct {
 // them; the quota counts what was asked for. The pool may hold at most the
 // tenant's quota (live and cached together: the driver enforces it as the
 // pool's maximum size), its cached bytes count in the tenant's MemGetInfo,
-// and keep bounds the free lists and is how much the driver's pool keeps
+// and keep bounds each stream's free lists and is how much the driver's pool keeps
 // across a synchronisation (0: up to the quota). Trim gives cached memory
 // back; an allocation that finds the pool or the device full trims the
 // tenant's own cache, then its neighbours', before it fails.

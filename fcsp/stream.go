@@ -146,10 +146,13 @@ func (s *Stream) Close() error {
 	if s == c.first {
 		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
 	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.closed.Load() || !s.closed.CompareAndSwap(false, true) {
-		return nil // the tenant's Close destroyed it, or an earlier Close did
+	slot, err := c.enter()
+	if err != nil {
+		return nil // the tenant's Close destroyed it
+	}
+	defer c.life.exit(slot)
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil // an earlier Close did
 	}
 	c.mu.Lock()
 	c.streams = slices.DeleteFunc(c.streams, func(x *Stream) bool { return x == s })

@@ -46,7 +46,7 @@ type tenantCore struct {
 	limiter *tokenbucket.Limiter // nil: not rate limited
 	mpool   *memPool             // nil: plain cuMemAlloc
 
-	life    sync.RWMutex // shared by unscoped calls, exclusive in close
+	life    lifeLock // counts calls in flight; Close waits for them
 	mu      sync.Mutex
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
@@ -227,13 +227,11 @@ func (c *tenantCore) Stats() Stats {
 	if c.limiter != nil {
 		s.SMLimit = c.limiter.SMLimit()
 	}
-	if c.mpool != nil {
-		s.MemoryCached = uint64(c.mpool.cached.Load())
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.Streams = len(c.streams)
 	for _, st := range c.streams {
+		s.MemoryCached += st.cachedBytes()
 		s.Launches += st.launches.Load()
 		if st.bucket != nil {
 			bs := st.bucket.Stats()
@@ -256,8 +254,7 @@ func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	c.life.Lock() // wait for launches and synchronisations in flight
-	defer c.life.Unlock()
+	c.life.end() // wait for launches and synchronisations in flight
 	if c.stop != nil {
 		c.stop()
 	}

@@ -21,18 +21,19 @@ const (
 type unscopedProbe struct{ launch, sync, pool atomic.Int32 }
 
 // doUnscoped runs f with a zero context where the driver allows it, else
-// with the tenant's context under its lock. The tenant's life lock is held
-// (shared) so Close cannot destroy the stream underneath f.
+// with the tenant's context under its lock. The call is counted in the
+// tenant's life lock so Close cannot destroy the stream underneath f.
 func (c *tenantCore) doUnscoped(state *atomic.Int32, f func(ctx cuda.Context) error) error {
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.closed.Load() {
-		return ErrClosed
+	slot, err := c.enter()
+	if err != nil {
+		return err
 	}
+	defer c.life.exit(slot)
 	return c.doUnscopedLocked(state, f)
 }
 
-// doUnscopedLocked is doUnscoped for a caller that holds the life lock.
+// doUnscopedLocked is doUnscoped for a caller already counted in the life
+// lock.
 func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Context) error) error {
 	if c.part == nil {
 		return f(c.pool.dev.Primary()) // primary contexts may be current anywhere
@@ -59,10 +60,10 @@ func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Conte
 // context) may be current on many threads at once, under the tenant's life
 // lock.
 func (c *tenantCore) onPrimary(f func(ctx cuda.Context) error) error {
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.closed.Load() {
-		return ErrClosed
+	slot, err := c.enter()
+	if err != nil {
+		return err
 	}
+	defer c.life.exit(slot)
 	return f(c.pool.dev.Primary())
 }

@@ -1,0 +1,71 @@
+package fcsp
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// lifeLock lets calls on a tenant run concurrently while it lives and lets
+// Close wait for those in flight, like the read side of a sync.RWMutex but
+// without one shared counter: each call counts itself in one of several
+// padded slots, picked at random. On the H200, with 16 goroutines
+// allocating from one tenant's free lists, the RWMutex's reader count was
+// the hottest cache line in the profile (a third of the CPU time).
+//
+// Go's atomics are sequentially consistent, so a call that counts itself
+// and then sees no end, and an end that is set and then sees every slot at
+// zero, cannot both happen: either the call backs out or end waits for it.
+type lifeLock struct {
+	ending atomic.Bool
+	slots  [lifeSlots]struct {
+		n atomic.Int64
+		_ [120]byte // a slot per 128 bytes: adjacent-line prefetch pairs lines
+	}
+}
+
+const lifeSlots = 32
+
+// enter counts a call in; ok is false once end has begun. A call that got
+// ok passes its slot to exit.
+func (l *lifeLock) enter() (slot uint32, ok bool) {
+	slot = rand.Uint32() % lifeSlots
+	l.slots[slot].n.Add(1)
+	if l.ending.Load() {
+		l.slots[slot].n.Add(-1)
+		return 0, false
+	}
+	return slot, true
+}
+
+func (l *lifeLock) exit(slot uint32) { l.slots[slot].n.Add(-1) }
+
+// end refuses new calls and waits for those in flight, which may be long
+// (a stream synchronisation), so it yields, then sleeps, between looks.
+func (l *lifeLock) end() {
+	l.ending.Store(true)
+	for i := range l.slots {
+		for spins := 0; l.slots[i].n.Load() != 0; spins++ {
+			if spins < 100 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}
+}
+
+// enter admits a call while the tenant lives; ErrClosed once Close began.
+// The caller passes the slot to c.life.exit when done.
+func (c *tenantCore) enter() (uint32, error) {
+	slot, ok := c.life.enter()
+	if !ok {
+		return 0, ErrClosed
+	}
+	if c.closed.Load() {
+		c.life.exit(slot)
+		return 0, ErrClosed
+	}
+	return slot, nil
+}

@@ -1,0 +1,74 @@
+package fcsp
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLifeLockEndWaitsForCallsInFlight: end returns only after every call
+// that got in has left, and no call gets in after it began.
+func TestLifeLockEndWaitsForCallsInFlight(t *testing.T) {
+	var l lifeLock
+	held := make(chan struct{})
+	release := make(chan struct{})
+	go func() {
+		slot, ok := l.enter()
+		if !ok {
+			panic("refused before end")
+		}
+		close(held)
+		<-release
+		l.exit(slot)
+	}()
+	<-held
+	ended := make(chan struct{})
+	go func() { l.end(); close(ended) }()
+	select {
+	case <-ended:
+		t.Fatal("end returned with a call in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	for !l.ending.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	_, ok := l.enter()
+	require.False(t, ok, "a call got in after end began")
+	close(release)
+	<-ended
+}
+
+// TestLifeLockStorm: callers from many goroutines race with end; once end
+// returns nobody is inside, and nobody gets in again.
+func TestLifeLockStorm(t *testing.T) {
+	for range 20 {
+		var l lifeLock
+		var inside atomic.Int64
+		var after atomic.Bool
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					slot, ok := l.enter()
+					if !ok {
+						return
+					}
+					if after.Load() {
+						panic("a call got in after end returned")
+					}
+					inside.Add(1)
+					inside.Add(-1)
+					l.exit(slot)
+				}
+			})
+		}
+		time.Sleep(time.Millisecond)
+		l.end()
+		after.Store(true)
+		require.Zero(t, inside.Load())
+		wg.Wait()
+	}
+}
