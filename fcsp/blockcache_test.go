@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -328,4 +329,47 @@ func TestFreeListBoundUnderRaces(t *testing.T) {
 	s.free.Store(&l)
 	require.Len(t, s.drain(), int(kept.Load()))
 	require.Zero(t, l.bytes())
+}
+
+// TestCloseDuringAllocationsLeavesNothing: a tenant closed (say by its
+// context) while goroutines still allocate and free leaves no memory behind:
+// every allocation either fails with ErrClosed or is freed by Close.
+func TestCloseDuringAllocationsLeavesNothing(t *testing.T) {
+	for _, opts := range [][]TenantOption{
+		{WithSMs(8), WithMemoryPool(0)},
+		{WithMemoryPool(0)},
+		{WithSMs(8)},
+	} {
+		for range 10 {
+			p, drv := openSim(t)
+			tn, err := p.NewTenant("a", opts...)
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					r := rand.New(rand.NewPCG(uint64(g), 9))
+					for range 5000 {
+						ptr, err := tn.Alloc(context.Background(), uint64(1+r.IntN(1<<20)))
+						if errors.Is(err, ErrClosed) {
+							return
+						}
+						if err != nil {
+							panic(err)
+						}
+						if r.IntN(3) > 0 {
+							if err := tn.Free(ptr); err != nil && !errors.Is(err, ErrClosed) {
+								panic(err)
+							}
+						}
+					}
+				})
+			}
+			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+			require.NoError(t, tn.Close())
+			wg.Wait()
+			require.Zero(t, drv.Live().Bytes, "memory left behind by a Close racing allocations")
+			require.Zero(t, p.MemoryUsed())
+			require.NoError(t, p.Close())
+		}
+	}
 }

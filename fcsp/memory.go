@@ -30,13 +30,18 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	return c.alloc(c.first, n)
 }
 
+// alloc is counted in the tenant's life lock from the quota check to the
+// record, so a Close that races it (a tenant ended by its context while a
+// request allocates) waits, then frees what it recorded: nothing is lost.
 func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
-	if c.closed.Load() {
-		return 0, ErrClosed
-	}
 	if n == 0 {
 		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
 	}
+	slot, err := c.enter()
+	if err != nil {
+		return 0, err
+	}
+	defer c.life.exit(slot)
 	if err := c.acct.Reserve(n); err != nil {
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
@@ -62,9 +67,11 @@ func (c *tenantCore) Free(p DevicePtr) error {
 }
 
 func (c *tenantCore) free(s *Stream, p DevicePtr) error {
-	if c.closed.Load() {
-		return ErrClosed
+	slot, err := c.enter()
+	if err != nil {
+		return err
 	}
+	defer c.life.exit(slot)
 	n, err := c.acct.Release(uint64(p))
 	if err != nil {
 		return fmt.Errorf("tenant %q: Free(%#x): %w", c.name, uint64(p), err)

@@ -45,7 +45,7 @@ func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool
 // the tenant's pool if it has one, else with cuMemAlloc. When the driver is
 // out of memory it gives back the tenant's own cached blocks (a pool of
 // mixed sizes fragments up to its maximum size), then the other tenants',
-// and tries again after each.
+// and tries again after each. The caller is counted in the life lock.
 func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
 	class, size, cacheable := sizeClass(n)
 	if !cacheable || c.mpool == nil {
@@ -57,16 +57,9 @@ func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
 			// shares its primary context's memory, and the primary context
 			// may be current on any thread, so plain allocations skip the
 			// partition's lock.
-			return c.onPrimary(func(ctx cuda.Context) (err error) {
-				p, err = c.pool.drv.MemAlloc(ctx, n)
-				return err
-			})
-		}
-		slot, err := c.enter()
-		if err != nil {
+			p, err = c.pool.drv.MemAlloc(c.pool.dev.Primary(), n)
 			return err
 		}
-		defer c.life.exit(slot)
 		if cacheable {
 			if q, ok := c.takeCached(s, class); ok {
 				p = q
@@ -113,16 +106,12 @@ func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
 const poolHeadroom = 2 << 20
 
 // freeOn frees the n-byte block p in order on s: onto s's free list when
-// there is room, else to the driver.
+// there is room, else to the driver. The caller is counted in the life
+// lock.
 func (c *tenantCore) freeOn(s *Stream, p DevicePtr, n uint64) error {
 	if c.mpool == nil {
-		return c.onPrimary(func(ctx cuda.Context) error { return c.pool.drv.MemFree(ctx, p) })
+		return c.pool.drv.MemFree(c.pool.dev.Primary(), p)
 	}
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.exit(slot)
 	if class, _, ok := sizeClass(n); ok && c.putCached(s, p, class) {
 		return nil
 	}

@@ -55,15 +55,3 @@ func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Conte
 	}
 	return err
 }
-
-// onPrimary runs f with the device's primary context, which (unlike a green
-// context) may be current on many threads at once, under the tenant's life
-// lock.
-func (c *tenantCore) onPrimary(f func(ctx cuda.Context) error) error {
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.exit(slot)
-	return f(c.pool.dev.Primary())
-}
