@@ -350,3 +350,18 @@ func TestGPUStreamPerRequest(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, held)
 }
+
+// TestGPUSmallQuotaPool: a pooled tenant whose quota is below the pool's
+// 32 MiB chunk allocates up to its quota, and no further.
+func TestGPUSmallQuotaPool(t *testing.T) {
+	p := openGPU(t)
+	a, err := p.NewTenant("small", WithSMs(8), WithMemoryQuota(64<<10), WithMemoryPool(0))
+	require.NoError(t, err)
+	defer a.Close()
+	for i := range 4 {
+		_, err := a.Alloc(context.Background(), 16<<10)
+		require.NoError(t, err, "allocation %d", i)
+	}
+	_, err = a.Alloc(context.Background(), 1)
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+}

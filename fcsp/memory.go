@@ -101,14 +101,10 @@ func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
 		return 0, 0, err
 	}
 	free, total = c.acct.MemInfo(df, min(dt, c.pool.mem.Limit()))
-	// A pool's cached blocks are the tenant's too.
-	held, err := c.poolReserved()
-	if err != nil {
-		return 0, 0, err
-	}
-	if used := c.acct.Used(); held > used {
-		free -= min(free, held-used)
-	}
+	// Blocks kept on the tenant's free lists are the tenant's too. (Free
+	// space mapped by its pool is not subtracted: only this tenant can
+	// allocate it, and the device's free memory already excludes it.)
+	free -= min(free, c.Stats().MemoryCached)
 	return free, total, nil
 }
 

@@ -20,6 +20,9 @@ type memPool struct {
 func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool) error {
 	maxSize := uint64(0) // the driver's default when no quota was asked for
 	if explicitQuota {
+		// The driver rounds this up to whole chunks (32 MiB on the H200):
+		// a small quota's pool may hold a chunk; the quota still bounds
+		// what is allocated.
 		maxSize = quota
 	}
 	if keep == 0 {
@@ -92,18 +95,18 @@ func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
 			devFree, _, err = c.pool.drv.MemGetInfo(ctx)
 			return err
 		})
-		if held, herr := c.poolReserved(); derr == nil && herr == nil && devFree >= size+poolHeadroom {
-			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of its %d-byte quota (%d allocated, the rest fragments): %w",
-				ErrQuotaExceeded, c.name, n, held, c.mpool.maxSize, c.acct.Used()-n, err) // Used counts this request's reservation too
+		if held, herr := c.poolReserved(); derr == nil && herr == nil && devFree >= size+poolChunk {
+			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of the %d bytes its %d-byte quota allows it (%d allocated, the rest cached blocks and fragments): %w",
+				ErrQuotaExceeded, c.name, n, held, c.mpool.maxSize, c.mpool.quota, c.acct.Used()-n, err) // Used counts this request's reservation too
 		}
 	}
 	return p, err
 }
 
-// poolHeadroom is how much more than a request the device must have free
-// for a pool's out-of-memory to be its maximum size speaking: pools map
-// memory in 2 MiB granules.
-const poolHeadroom = 2 << 20
+// poolChunk is the unit in which pools map memory (32 MiB on the H200,
+// fcsp.TestGPUPoolProbe); the device must have this much more than a
+// request free for a pool's out-of-memory to be its maximum size speaking.
+const poolChunk = 32 << 20
 
 // freeOn frees the n-byte block p in order on s: onto s's free list when
 // there is room, else to the driver. The caller is counted in the life

@@ -20,7 +20,8 @@ func TestMemoryPoolCachesAndTrims(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.Free(ptr))
 	require.Zero(t, a.Stats().MemoryUsed)
-	require.Equal(t, uint64(4<<20), drv.Live().Bytes, "a freed block stays cached in the pool")
+	require.Equal(t, uint64(32<<20), drv.Live().Bytes, "a freed block stays cached: its pool's 32 MiB chunk stays mapped")
+	require.Equal(t, uint64(4<<20), a.Stats().MemoryCached)
 	free, total, err := a.MemGetInfo()
 	require.NoError(t, err)
 	require.Equal(t, uint64(8<<20), total)
@@ -48,22 +49,30 @@ func TestMemoryPoolCachesAndTrims(t *testing.T) {
 	require.Zero(t, drv.Live().Bytes)
 }
 
-// TestMemoryPoolFullOfFragmentsIsTheQuota: a pool maps memory in 2 MiB
-// granules, so many small blocks fill its maximum size (the quota) while
-// few bytes are allocated; that is reported as the tenant's quota, not as
-// the device running out.
+// TestMemoryPoolFullOfFragmentsIsTheQuota: a pool is an address range of
+// the quota's size; blocks in use can leave no gap large enough for a
+// request the quota admits. That is reported as the tenant's quota (its pool
+// is full), not as the device running out.
 func TestMemoryPoolFullOfFragmentsIsTheQuota(t *testing.T) {
 	p, _ := openSim(t)
-	a, err := p.NewTenant("a", WithMemoryQuota(8<<20), WithMemoryPool(0))
+	a, err := p.NewTenant("a", WithMemoryQuota(64<<20), WithMemoryPool(0))
 	require.NoError(t, err)
-	for i := 0; i < 4; i++ {
-		_, err := a.Alloc(context.Background(), 1)
+	ctx := context.Background()
+	var blocks []DevicePtr
+	for range 21 { // 63 MiB: as on the H200, 21 blocks of 3 MiB fill a 64 MiB pool
+		ptr, err := a.Alloc(ctx, 3<<20)
 		require.NoError(t, err)
+		blocks = append(blocks, ptr)
 	}
-	_, err = a.Alloc(context.Background(), 1)
+	for i := 0; i < len(blocks); i += 2 {
+		require.NoError(t, a.Free(blocks[i])) // 3-4 MiB holes between live blocks
+	}
+	_, err = a.Alloc(ctx, 6<<20) // 30 + 6 MiB is within the quota, but no gap fits
 	require.ErrorIs(t, err, ErrQuotaExceeded)
-	require.Contains(t, err.Error(), "its pool holds 8388608 of its 8388608-byte quota (4 allocated")
-	require.Equal(t, uint64(4), a.Stats().MemoryUsed, "the refused request left no trace")
+	require.Contains(t, err.Error(), "its pool holds 67108864 of the 67108864 bytes its 67108864-byte quota allows it (31457280 allocated")
+	require.Equal(t, uint64(30<<20), a.Stats().MemoryUsed, "the refused request left no trace")
+	_, err = a.Alloc(ctx, 3<<20) // a hole of that size is still there
+	require.NoError(t, err)
 }
 
 func TestMemoryPoolTrimsNeighboursWhenTheDeviceIsFull(t *testing.T) {
@@ -148,4 +157,23 @@ func TestMemoryPoolStorm(t *testing.T) {
 		require.NoError(t, tn.Close())
 	}
 	require.Zero(t, drv.Live().Bytes)
+}
+
+// TestMemoryPoolSmallQuota: a quota below the pool's 32 MiB chunk still
+// allocates (the pool may hold one chunk), and the quota still bounds what
+// is allocated.
+func TestMemoryPoolSmallQuota(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(8), WithMemoryQuota(64<<10), WithMemoryPool(0))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for range 4 {
+		_, err := a.Alloc(ctx, 16<<10)
+		require.NoError(t, err)
+	}
+	_, err = a.Alloc(ctx, 1)
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+	require.Contains(t, err.Error(), "65536 of 65536 bytes used")
+	require.Equal(t, uint64(64<<10), a.Stats().MemoryUsed)
+	require.NoError(t, a.Close())
 }

@@ -163,12 +163,12 @@ func (c *class) acquire(ctx context.Context) (*lane, error) {
 
 // run does the GPU work of one request on lane ln.
 func (c *class) run(ctx context.Context, ln *lane, n int, resp *response) (err error) {
-	buf, err := c.tenant.Alloc(ctx, uint64(4*n))
+	buf, err := c.tenant.AllocAsync(ln.stream, uint64(4*n))
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if ferr := c.tenant.Free(buf); ferr != nil && !errors.Is(ferr, fcsp.ErrClosed) {
+		if ferr := c.tenant.FreeAsync(ln.stream, buf); ferr != nil && !errors.Is(ferr, fcsp.ErrClosed) {
 			err = errors.Join(err, ferr)
 		}
 	}()

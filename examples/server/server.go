@@ -103,11 +103,15 @@ func newServer(pool *fcsp.Pool, cfg config, log *slog.Logger) (_ *server, err er
 
 // tenantOptions turns the mode into each class's tenant options.
 func tenantOptions(cfg config, unit, deviceSMs int) (interactive, batch []fcsp.TenantOption, err error) {
+	// Every class allocates its request buffers in order on its lanes'
+	// streams from a pool: after the first request of a size on a lane, no
+	// driver call (cuMemFree would also wait for the whole device, the
+	// other class's kernels included), in every mode alike.
 	quota := func(q uint64) []fcsp.TenantOption {
 		if q == 0 {
-			return nil
+			return []fcsp.TenantOption{fcsp.WithMemoryPool(0)}
 		}
-		return []fcsp.TenantOption{fcsp.WithMemoryQuota(q)}
+		return []fcsp.TenantOption{fcsp.WithMemoryQuota(q), fcsp.WithMemoryPool(0)}
 	}
 	interactive, batch = quota(cfg.Interactive.Quota), quota(cfg.Batch.Quota)
 	if cfg.Mode == modeShared {

@@ -91,3 +91,23 @@ func TestMemoryRunsOutAndFaultsInject(t *testing.T) {
 	require.ErrorIs(t, err, cuda.ErrorInvalidContext, "no context: 201, as on the GPU")
 	require.NoError(t, drv.PrimaryCtxRelease(0))
 }
+
+// TestH200PoolsLikeTheRealOne replays the H200's pool probe
+// (testdata/h200-pool-probe.tsv, recorded by fcsp.TestGPUPoolProbe): how
+// many blocks a pool of each maximum size hands out, and what it then holds.
+func TestH200PoolsLikeTheRealOne(t *testing.T) {
+	rows, err := fake.ReadPoolProbes("../../../testdata/h200-pool-probe.tsv")
+	require.NoError(t, err)
+	require.Len(t, rows, 11)
+	drv := fake.New(fake.H200())
+	dev, err := drv.DeviceGet(0)
+	require.NoError(t, err)
+	ctx, err := drv.PrimaryCtxRetain(dev)
+	require.NoError(t, err)
+	for _, want := range rows {
+		got, err := fake.ProbePool(drv, ctx, dev, want.MaxSize, want.Block)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	require.Zero(t, drv.Live().Bytes, "every pool gave its memory back")
+}

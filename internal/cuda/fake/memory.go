@@ -10,6 +10,7 @@ type Memory struct {
 	next        cuda.DevicePtr
 	allocs      map[cuda.DevicePtr][]byte
 	sizes       map[cuda.DevicePtr]uint64
+	placed      map[cuda.DevicePtr]bool // pool blocks: addressable, counted by their pool
 }
 
 func (m *Memory) alloc(n uint64) (cuda.DevicePtr, bool) {
@@ -26,7 +27,36 @@ func (m *Memory) alloc(n uint64) (cuda.DevicePtr, bool) {
 	return p, true
 }
 
+// reserve sets aside n bytes of addresses (a pool's range) without taking
+// device memory; the pool counts what it maps in used itself.
+func (m *Memory) reserve(n uint64) cuda.DevicePtr {
+	p := m.next
+	m.next += cuda.DevicePtr((n + 511) &^ 511)
+	return p
+}
+
+// place makes n bytes at p (a block inside a reserved range) addressable by
+// kernels and copies, without counting them.
+func (m *Memory) place(p cuda.DevicePtr, n uint64) {
+	if m.sizes == nil {
+		m.sizes = map[cuda.DevicePtr]uint64{}
+	}
+	if m.placed == nil {
+		m.placed = map[cuda.DevicePtr]bool{}
+	}
+	m.sizes[p], m.placed[p] = n, true
+}
+
+func (m *Memory) unplace(p cuda.DevicePtr) {
+	delete(m.sizes, p)
+	delete(m.allocs, p)
+	delete(m.placed, p)
+}
+
 func (m *Memory) free(p cuda.DevicePtr) bool {
+	if m.placed[p] {
+		return false // a pool's block: freed through its pool
+	}
 	n, ok := m.sizes[p]
 	if !ok {
 		return false

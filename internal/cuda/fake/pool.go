@@ -1,47 +1,113 @@
 package fake
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
-// pool is a stream-ordered memory pool: blocks handed out (live) and blocks
-// freed but kept from the driver (cached), bounded by maxSize. As on the GPU,
-// a synchronisation releases cached bytes above the release threshold.
+// pool is a stream-ordered memory pool, as the H200 showed one to be
+// (fcsp.TestGPUPoolProbe): a contiguous address range of its maximum size
+// rounded up to whole chunks (32 MiB there; a 2 MiB maximum still holds 32
+// MiB), blocks suballocated in it first-fit at 512-byte alignment (a 3 MiB
+// block may straddle two chunks: 21 fit in 64 MiB), and device memory
+// mapped a chunk at a time as blocks reach it. A freed block is free space
+// at once; its chunks stay mapped (cached) until a trim, or a
+// synchronisation with more mapped than the release threshold.
 type pool struct {
 	ctx       cuda.Context
-	maxSize   uint64
+	chunk     uint64
+	base      cuda.DevicePtr // the range's first address
+	size      uint64         // the range: the maximum size in whole chunks
 	threshold uint64
-	live      map[cuda.DevicePtr]uint64
-	cached    map[cuda.DevicePtr]uint64
+	live      map[uint64]uint64 // block offset -> size
+	order     []block           // live blocks by offset
+	mapped    map[uint64]bool   // chunk index -> mapped
 }
 
-func (p *pool) bytes(m map[cuda.DevicePtr]uint64) uint64 {
+const poolAlign = 512
+
+type block struct{ off, n uint64 }
+
+func (p *pool) used() uint64 {
 	var n uint64
-	for _, s := range m {
-		n += s
+	for _, size := range p.live {
+		n += size
 	}
 	return n
 }
 
-func (p *pool) reserved() uint64 { return p.bytes(p.live) + p.bytes(p.cached) }
+func (p *pool) reserved() uint64 { return uint64(len(p.mapped)) * p.chunk }
 
-// trim gives cached blocks back to the device, largest first, until the pool
-// holds at most keep bytes.
-func (p *pool) trim(mem *Memory, keep uint64) {
-	ptrs := make([]cuda.DevicePtr, 0, len(p.cached))
-	for ptr := range p.cached {
-		ptrs = append(ptrs, ptr)
-	}
-	sort.Slice(ptrs, func(i, j int) bool { return p.cached[ptrs[i]] > p.cached[ptrs[j]] })
-	for _, ptr := range ptrs {
-		if p.reserved() <= keep {
-			return
+// fit finds the lowest offset where n bytes fit between live blocks.
+func (p *pool) fit(n uint64) (uint64, bool) {
+	at := uint64(0)
+	for _, b := range p.order {
+		if b.off >= at+n {
+			break
 		}
-		mem.free(ptr)
-		delete(p.cached, ptr)
+		at = (b.off + b.n + poolAlign - 1) &^ (poolAlign - 1)
 	}
+	return at, at+n <= p.size
+}
+
+func (p *pool) find(off uint64) (int, bool) {
+	return slices.BinarySearchFunc(p.order, off, func(b block, off uint64) int { return cmp.Compare(b.off, off) })
+}
+
+func (p *pool) add(off, n uint64) {
+	p.live[off] = n
+	i, _ := p.find(off)
+	p.order = slices.Insert(p.order, i, block{off, n})
+}
+
+func (p *pool) remove(off uint64) bool {
+	if _, ok := p.live[off]; !ok {
+		return false
+	}
+	delete(p.live, off)
+	i, _ := p.find(off)
+	p.order = slices.Delete(p.order, i, i+1)
+	return true
+}
+
+// chunks is the range of chunk indices [lo, hi) that bytes [off, off+n) touch.
+func (p *pool) chunks(off, n uint64) (lo, hi uint64) {
+	return off / p.chunk, (off + n + p.chunk - 1) / p.chunk
+}
+
+// trim unmaps chunks no live block touches, highest first, until at most
+// keep bytes are mapped.
+func (p *pool) trim(mem *Memory, keep uint64) {
+	busy := map[uint64]bool{}
+	for off, n := range p.live {
+		lo, hi := p.chunks(off, n)
+		for c := lo; c < hi; c++ {
+			busy[c] = true
+		}
+	}
+	idx := make([]uint64, 0, len(p.mapped))
+	for c := range p.mapped {
+		if !busy[c] {
+			idx = append(idx, c)
+		}
+	}
+	slices.Sort(idx)
+	for i := len(idx) - 1; i >= 0 && p.reserved() > keep; i-- {
+		delete(p.mapped, idx[i])
+		mem.used -= p.chunk
+	}
+}
+
+// destroy unmaps everything and forgets the blocks.
+func (p *pool) destroy(mem *Memory) {
+	for off := range p.live {
+		mem.unplace(p.base + cuda.DevicePtr(off))
+	}
+	p.live, p.order = nil, nil
+	mem.used -= p.reserved()
+	p.mapped = nil
 }
 
 func (d *Driver) pool(op string, h cuda.MemPool) (*pool, error) {
@@ -62,8 +128,18 @@ func (d *Driver) MemPoolCreate(c cuda.Context, dev cuda.Device, maxSize uint64) 
 	if err := d.device(op, dev); err != nil {
 		return 0, err
 	}
+	chunk := d.spec.PoolChunk
+	if chunk == 0 {
+		chunk = 32 << 20
+	}
+	size := maxSize
+	if size == 0 {
+		size = d.mem.total // no maximum: the whole device
+	}
+	size = (size + chunk - 1) / chunk * chunk
 	h := cuda.MemPool(d.handle())
-	d.pools[h] = &pool{ctx: c, maxSize: maxSize, live: map[cuda.DevicePtr]uint64{}, cached: map[cuda.DevicePtr]uint64{}}
+	d.pools[h] = &pool{ctx: c, chunk: chunk, base: d.mem.reserve(size), size: size,
+		live: map[uint64]uint64{}, mapped: map[uint64]bool{}}
 	return h, nil
 }
 
@@ -81,10 +157,7 @@ func (d *Driver) MemPoolDestroy(c cuda.Context, h cuda.MemPool) error {
 	// Memory still allocated from a destroyed pool stays valid until freed
 	// on the GPU; the fake frees everything, which tests then see as leaks
 	// only if they forgot to free first.
-	p.trim(&d.mem, 0)
-	for ptr := range p.live {
-		d.mem.free(ptr)
-	}
+	p.destroy(&d.mem)
 	delete(d.pools, h)
 	return nil
 }
@@ -106,32 +179,30 @@ func (d *Driver) MemAllocFromPoolAsync(c cuda.Context, n uint64, h cuda.MemPool,
 	if n == 0 {
 		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
 	}
-	if g := d.spec.PoolGranularity; g > 0 {
-		n = (n + g - 1) / g * g // pools map memory in granules: small blocks hold more than they ask
-	}
-	// Reuse the smallest cached block that fits.
-	var best cuda.DevicePtr
-	for ptr, size := range p.cached {
-		if size >= n && (best == 0 || size < p.cached[best]) {
-			best = ptr
-		}
-	}
-	if best != 0 {
-		p.live[best] = p.cached[best]
-		delete(p.cached, best)
-		return best, nil
-	}
-	if p.maxSize > 0 && p.reserved()+n > p.maxSize {
-		p.trim(&d.mem, p.maxSize-n) // the driver gives cached memory back before failing
-		if p.reserved()+n > p.maxSize {
-			return 0, cuda.Check(op, cuda.ErrorOutOfMemory)
-		}
-	}
-	ptr, ok := d.mem.alloc(n)
-	if !ok {
+	off, ok := p.fit(n)
+	if !ok { // no gap that large below the maximum size
 		return 0, cuda.Check(op, cuda.ErrorOutOfMemory)
 	}
-	p.live[ptr] = n
+	lo, hi := p.chunks(off, n)
+	var mapped []uint64
+	for c := lo; c < hi; c++ {
+		if p.mapped[c] {
+			continue
+		}
+		if d.mem.total-d.mem.used < p.chunk {
+			for _, m := range mapped { // undo this call's mappings
+				delete(p.mapped, m)
+				d.mem.used -= p.chunk
+			}
+			return 0, cuda.Check(op, cuda.ErrorOutOfMemory)
+		}
+		p.mapped[c] = true
+		d.mem.used += p.chunk
+		mapped = append(mapped, c)
+	}
+	p.add(off, n)
+	ptr := p.base + cuda.DevicePtr(off)
+	d.mem.place(ptr, n)
 	return ptr, nil
 }
 
@@ -146,11 +217,14 @@ func (d *Driver) MemFreeAsync(c cuda.Context, ptr cuda.DevicePtr, s cuda.Stream)
 		return err
 	}
 	for _, p := range d.pools {
-		if n, ok := p.live[ptr]; ok {
-			delete(p.live, ptr)
-			p.cached[ptr] = n
-			return nil
+		if ptr < p.base || uint64(ptr-p.base) >= p.size {
+			continue
 		}
+		if !p.remove(uint64(ptr - p.base)) {
+			break
+		}
+		d.mem.unplace(ptr)
+		return nil
 	}
 	if !d.mem.free(ptr) {
 		return cuda.Check(op, cuda.ErrorInvalidValue)
@@ -208,7 +282,7 @@ func (d *Driver) MemPoolGetAttribute(c cuda.Context, h cuda.MemPool, a cuda.Pool
 	case cuda.PoolReservedMemCurrent:
 		return p.reserved(), nil
 	case cuda.PoolUsedMemCurrent:
-		return p.bytes(p.live), nil
+		return p.used(), nil
 	}
 	return 0, cuda.Check(op, cuda.ErrorInvalidValue)
 }
@@ -216,7 +290,7 @@ func (d *Driver) MemPoolGetAttribute(c cuda.Context, h cuda.MemPool, a cuda.Pool
 // releaseAboveThreshold is what a synchronisation does to every pool.
 func (d *Driver) releaseAboveThreshold() {
 	for _, p := range d.pools {
-		p.trim(&d.mem, max(p.threshold, p.bytes(p.live)))
+		p.trim(&d.mem, p.threshold)
 	}
 }
 

@@ -19,9 +19,9 @@ type Spec struct {
 	MaxThreadsPerSM   int
 	APIVersion        int // what cuDriverGetVersion says; 13000+ fills minSmPartitionSize
 	Devices           int // devices visible (default 1)
-	// PoolGranularity is the unit in which a stream-ordered pool takes
-	// memory from the device (0: exact sizes).
-	PoolGranularity uint64
+	// PoolChunk is the unit in which a stream-ordered pool maps device
+	// memory and to which its maximum size is rounded up (0: 32 MiB).
+	PoolChunk uint64
 }
 
 // H200 describes the lent NVIDIA H200 as measured (testdata/h200-split-probe.tsv,
@@ -32,7 +32,7 @@ func H200() Spec {
 	return Spec{
 		Name: "NVIDIA H200", SMs: 132, MinPartition: 8, Alignment: 8, MaxGroups: 15, LooseMinPartition: 2, LooseAlignment: 2,
 		TotalMem: 143771 << 20, CCMajor: 9, CCMinor: 0, MaxThreadsPerSM: 2048, APIVersion: 13000, Devices: 1,
-		PoolGranularity: 2 << 20,
+		PoolChunk: 32 << 20, // fcsp.TestGPUPoolProbe
 	}
 }
 
