@@ -152,13 +152,15 @@ type tenantConfig struct {
 // stream is kept for the next allocation of its size class on that stream,
 // which then costs no driver call (stream order makes the reuse safe).
 // Sizes are rounded up to classes, at most 1/8 larger, as the pool holds
-// them; the quota counts what was asked for. The pool may hold at most the
-// tenant's quota (live and cached together: the driver enforces it as the
-// pool's maximum size), its cached bytes count in the tenant's MemGetInfo,
-// and keep bounds each stream's free lists and is how much the driver's pool keeps
-// across a synchronisation (0: up to the quota). Trim gives cached memory
-// back; an allocation that finds the pool or the device full trims the
-// tenant's own cache, then its neighbours', before it fails.
+// them; the quota counts what was asked for. The pool's maximum size is the
+// quota, which the driver rounds up to whole chunks (32 MiB on the H200);
+// blocks in use, cached and the gaps between them must fit in it, and a
+// request that does not is refused with ErrQuotaExceeded. Cached bytes
+// count in the tenant's MemGetInfo. keep bounds each stream's free lists
+// and is how much the driver's pool keeps across a synchronisation (0: up
+// to the quota). Trim gives cached memory back; an allocation that finds
+// the pool or the device full trims the tenant's own cache, then its
+// neighbours', before it fails.
 func WithMemoryPool(keep uint64) TenantOption {
 	return func(c *tenantConfig) error { c.pool, c.keep = true, keep; return nil }
 }

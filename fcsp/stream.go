@@ -162,16 +162,11 @@ func (s *Stream) Close() error {
 		_, err := c.flushLocked(s)
 		errs = append(errs, err)
 	}
-	if s.bucket != nil {
-		errs = append(errs, s.bucket.Close())
-	}
-	switch {
-	case !s.owned:
-	case s.fromPart:
+	// destroy handles the bucket and a primary-context stream; a
+	// partition's own streams are destroyed through the partition.
+	errs = append(errs, s.destroy(c.pool.dev.Primary()))
+	if s.owned && s.fromPart {
 		errs = append(errs, c.part.DestroyStream(s.h))
-	default:
-		drv, ctx := c.pool.drv, c.pool.dev.Primary()
-		errs = append(errs, drv.StreamSynchronize(ctx, s.h), drv.StreamDestroy(ctx, s.h))
 	}
 	return errors.Join(errs...)
 }
