@@ -174,8 +174,7 @@ func TestFreeListsStorm(t *testing.T) {
 		streams = append(streams, s)
 	}
 	var (
-		mu      sync.Mutex
-		owned   = map[DevicePtr]bool{}
+		owned   owners
 		wg      sync.WaitGroup
 		refused atomic.Int64
 	)
@@ -190,9 +189,7 @@ func TestFreeListsStorm(t *testing.T) {
 			for range 300 {
 				if len(mine) > 0 && r.IntN(3) == 0 { // allocate twice as often: each goroutine alone reaches the quota
 					k := r.IntN(len(mine))
-					mu.Lock()
-					delete(owned, mine[k])
-					mu.Unlock()
+					owned.give(mine[k])
 					if err := a.FreeAsync(s, mine[k]); err != nil {
 						errs <- err
 						return
@@ -211,12 +208,8 @@ func TestFreeListsStorm(t *testing.T) {
 					errs <- err
 					return
 				}
-				mu.Lock()
-				dup := owned[ptr]
-				owned[ptr] = true
-				mu.Unlock()
-				if dup {
-					errs <- fmt.Errorf("block %#x handed out twice", uint64(ptr))
+				if err := owned.take(ptr); err != nil {
+					errs <- err
 					return
 				}
 				if used := a.Stats().MemoryUsed; used > quota {
@@ -226,9 +219,7 @@ func TestFreeListsStorm(t *testing.T) {
 				mine = append(mine, ptr)
 			}
 			for _, ptr := range mine {
-				mu.Lock()
-				delete(owned, ptr)
-				mu.Unlock()
+				owned.give(ptr)
 				if err := a.FreeAsync(s, ptr); err != nil {
 					errs <- err
 					return
@@ -372,4 +363,30 @@ func TestCloseDuringAllocationsLeavesNothing(t *testing.T) {
 			require.NoError(t, p.Close())
 		}
 	}
+}
+
+// owners records which blocks are handed out, to catch one handed out
+// twice.
+type owners struct {
+	mu sync.Mutex
+	m  map[DevicePtr]bool
+}
+
+func (o *owners) take(p DevicePtr) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[DevicePtr]bool{}
+	}
+	if o.m[p] {
+		return fmt.Errorf("block %#x handed out twice", uint64(p))
+	}
+	o.m[p] = true
+	return nil
+}
+
+func (o *owners) give(p DevicePtr) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, p)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -264,8 +263,7 @@ func TestGPUFreeLists(t *testing.T) {
 		require.NoError(t, err)
 		streams = append(streams, st)
 	}
-	var mu sync.Mutex
-	owned := map[DevicePtr]bool{}
+	var owned owners
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g, st := range streams {
@@ -275,9 +273,7 @@ func TestGPUFreeLists(t *testing.T) {
 			var mine []DevicePtr
 			for i := range 500 {
 				if len(mine) > 4 {
-					mu.Lock()
-					delete(owned, mine[0])
-					mu.Unlock()
+					owned.give(mine[0])
 					if err := a.FreeAsync(st, mine[0]); err != nil {
 						errs <- err
 						return
@@ -289,12 +285,8 @@ func TestGPUFreeLists(t *testing.T) {
 					errs <- err
 					return
 				}
-				mu.Lock()
-				dup := owned[ptr]
-				owned[ptr] = true
-				mu.Unlock()
-				if dup {
-					errs <- fmt.Errorf("block %#x handed out twice", uint64(ptr))
+				if err := owned.take(ptr); err != nil {
+					errs <- err
 					return
 				}
 				mine = append(mine, ptr)
