@@ -175,63 +175,48 @@ func TestFreeListsStorm(t *testing.T) {
 	}
 	var (
 		owned   owners
-		wg      sync.WaitGroup
 		refused atomic.Int64
 	)
-	errs := make(chan error, 16)
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 3))
-			s := streams[g%len(streams)]
-			var mine []DevicePtr
-			for range 300 {
-				if len(mine) > 0 && r.IntN(3) == 0 { // allocate twice as often: each goroutine alone reaches the quota
-					k := r.IntN(len(mine))
-					owned.give(mine[k])
-					if err := a.FreeAsync(s, mine[k]); err != nil {
-						errs <- err
-						return
-					}
-					mine = append(mine[:k], mine[k+1:]...)
-					continue
+	together(t, 16, func(g int) error {
+		r := rand.New(rand.NewPCG(uint64(g), 3))
+		s := streams[g%len(streams)]
+		var mine []DevicePtr
+		for range 300 {
+			if len(mine) > 0 && r.IntN(3) == 0 { // allocate twice as often: each goroutine alone reaches the quota
+				k := r.IntN(len(mine))
+				owned.give(mine[k])
+				if err := a.FreeAsync(s, mine[k]); err != nil {
+					return err
 				}
-				ptr, err := a.AllocAsync(s, uint64(1+r.IntN(1<<20)))
-				// The device has room: a full pool is the quota, whatever
-				// the other goroutines freed in between.
-				if errors.Is(err, ErrQuotaExceeded) {
-					refused.Add(1)
-					continue
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				if err := owned.take(ptr); err != nil {
-					errs <- err
-					return
-				}
-				if used := a.Stats().MemoryUsed; used > quota {
-					errs <- fmt.Errorf("%d bytes used, quota %d", used, quota)
-					return
-				}
-				mine = append(mine, ptr)
+				mine = append(mine[:k], mine[k+1:]...)
+				continue
 			}
-			for _, ptr := range mine {
-				owned.give(ptr)
-				if err := a.FreeAsync(s, ptr); err != nil {
-					errs <- err
-					return
-				}
+			ptr, err := a.AllocAsync(s, uint64(1+r.IntN(1<<20)))
+			// The device has room: a full pool is the quota, whatever
+			// the other goroutines freed in between.
+			if errors.Is(err, ErrQuotaExceeded) {
+				refused.Add(1)
+				continue
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if err != nil {
+				return err
+			}
+			if err := owned.take(ptr); err != nil {
+				return err
+			}
+			if used := a.Stats().MemoryUsed; used > quota {
+				return fmt.Errorf("%d bytes used, quota %d", used, quota)
+			}
+			mine = append(mine, ptr)
+		}
+		for _, ptr := range mine {
+			owned.give(ptr)
+			if err := a.FreeAsync(s, ptr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	require.NotZero(t, refused.Load(), "the storm never reached the quota")
 	require.Zero(t, a.Stats().MemoryUsed)
 	require.NoError(t, a.Trim())

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -113,30 +112,19 @@ func TestGPUAllocFromMigratingGoroutines(t *testing.T) {
 	a, err := p.NewTenant("a", WithSMs(16))
 	require.NoError(t, err)
 	defer a.Close()
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for g := 0; g < 32; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 25; i++ {
-				runtime.Gosched()
-				ptr, err := a.Alloc(context.Background(), 1<<20)
-				if err == nil {
-					err = a.Free(ptr)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	together(t, 32, func(int) error {
+		for i := 0; i < 25; i++ {
+			runtime.Gosched()
+			ptr, err := a.Alloc(context.Background(), 1<<20)
+			if err == nil {
+				err = a.Free(ptr)
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	require.Zero(t, a.Stats().MemoryUsed)
 }
 
@@ -180,44 +168,31 @@ func TestGPUMemoryPool(t *testing.T) {
 	require.LessOrEqual(t, free, uint64(quota-64<<20), "cached bytes count against the tenant")
 
 	// Storm from 16 goroutines: the pool never holds more than the quota.
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			var mine []DevicePtr
-			for i := 0; i < 200; i++ {
-				if len(mine) > 3 {
-					if err := a.Free(mine[0]); err != nil {
-						errs <- err
-						return
-					}
-					mine = mine[1:]
+	together(t, 16, func(g int) error {
+		var mine []DevicePtr
+		for i := 0; i < 200; i++ {
+			if len(mine) > 3 {
+				if err := a.Free(mine[0]); err != nil {
+					return err
 				}
-				ptr, err := a.Alloc(ctx, uint64(1+(g*7919+i*104729)%(8<<20)))
-				if errors.Is(err, ErrQuotaExceeded) {
-					continue
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				mine = append(mine, ptr)
+				mine = mine[1:]
 			}
-			for _, ptr := range mine {
-				if err := a.Free(ptr); err != nil {
-					errs <- err
-					return
-				}
+			ptr, err := a.Alloc(ctx, uint64(1+(g*7919+i*104729)%(8<<20)))
+			if errors.Is(err, ErrQuotaExceeded) {
+				continue
 			}
-		}(g)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if err != nil {
+				return err
+			}
+			mine = append(mine, ptr)
+		}
+		for _, ptr := range mine {
+			if err := a.Free(ptr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	held, err = a.poolReserved()
 	require.NoError(t, err)
 	require.LessOrEqual(t, held, uint64(quota), "the driver kept the pool within the quota (maxSize)")
@@ -264,46 +239,33 @@ func TestGPUFreeLists(t *testing.T) {
 		streams = append(streams, st)
 	}
 	var owned owners
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for g, st := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []DevicePtr
-			for i := range 500 {
-				if len(mine) > 4 {
-					owned.give(mine[0])
-					if err := a.FreeAsync(st, mine[0]); err != nil {
-						errs <- err
-						return
-					}
-					mine = mine[1:]
+	together(t, len(streams), func(g int) error {
+		st := streams[g]
+		var mine []DevicePtr
+		for i := range 500 {
+			if len(mine) > 4 {
+				owned.give(mine[0])
+				if err := a.FreeAsync(st, mine[0]); err != nil {
+					return err
 				}
-				ptr, err := a.AllocAsync(st, uint64(4<<10)<<((g+i)%10))
-				if err != nil {
-					errs <- err
-					return
-				}
-				if err := owned.take(ptr); err != nil {
-					errs <- err
-					return
-				}
-				mine = append(mine, ptr)
+				mine = mine[1:]
 			}
-			for _, ptr := range mine {
-				if err := a.FreeAsync(st, ptr); err != nil {
-					errs <- err
-					return
-				}
+			ptr, err := a.AllocAsync(st, uint64(4<<10)<<((g+i)%10))
+			if err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if err := owned.take(ptr); err != nil {
+				return err
+			}
+			mine = append(mine, ptr)
+		}
+		for _, ptr := range mine {
+			if err := a.FreeAsync(st, ptr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	require.Zero(t, a.Stats().MemoryUsed)
 	require.NotZero(t, a.Stats().MemoryCached)
 	held, err := a.poolReserved()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -104,52 +103,39 @@ func TestMemoryPoolStorm(t *testing.T) {
 		require.NoError(t, err)
 		tenants = append(tenants, tn)
 	}
-	var wg sync.WaitGroup
 	var over atomic.Int64
-	errs := make(chan error, 64)
-	for g := 0; g < 24; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			tn := tenants[g%len(tenants)]
-			r := rand.New(rand.NewPCG(uint64(g), 7))
-			var mine []DevicePtr
-			for i := 0; i < 400; i++ {
-				if len(mine) > 0 && r.IntN(2) == 0 {
-					k := r.IntN(len(mine))
-					if err := tn.Free(mine[k]); err != nil {
-						errs <- err
-						return
-					}
-					mine = append(mine[:k], mine[k+1:]...)
-					continue
+	together(t, 24, func(g int) error {
+		tn := tenants[g%len(tenants)]
+		r := rand.New(rand.NewPCG(uint64(g), 7))
+		var mine []DevicePtr
+		for i := 0; i < 400; i++ {
+			if len(mine) > 0 && r.IntN(2) == 0 {
+				k := r.IntN(len(mine))
+				if err := tn.Free(mine[k]); err != nil {
+					return err
 				}
-				ptr, err := tn.Alloc(context.Background(), uint64(1+r.IntN(4<<20)))
-				if errors.Is(err, ErrQuotaExceeded) || errors.Is(err, ErrDeviceOutOfMemory) {
-					continue
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				mine = append(mine, ptr)
-				if tn.Stats().MemoryUsed > quota || p.MemoryUsed() > p.MemoryLimit() {
-					over.Add(1)
-				}
+				mine = append(mine[:k], mine[k+1:]...)
+				continue
 			}
-			for _, ptr := range mine {
-				if err := tn.Free(ptr); err != nil {
-					errs <- err
-					return
-				}
+			ptr, err := tn.Alloc(context.Background(), uint64(1+r.IntN(4<<20)))
+			if errors.Is(err, ErrQuotaExceeded) || errors.Is(err, ErrDeviceOutOfMemory) {
+				continue
 			}
-		}(g)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if err != nil {
+				return err
+			}
+			mine = append(mine, ptr)
+			if tn.Stats().MemoryUsed > quota || p.MemoryUsed() > p.MemoryLimit() {
+				over.Add(1)
+			}
+		}
+		for _, ptr := range mine {
+			if err := tn.Free(ptr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	require.Zero(t, over.Load(), "a limit was passed")
 	require.Zero(t, p.MemoryUsed())
 	for _, tn := range tenants {

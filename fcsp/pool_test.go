@@ -278,39 +278,26 @@ func TestRateLimitedLaunchesWaitAndCancel(t *testing.T) {
 
 func TestConcurrentTenantsAndAllocations(t *testing.T) {
 	p, drv := openSim(t)
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			tn, err := p.NewTenant(strings.Repeat("t", i+1), WithSMs(8), WithMemoryQuota(8<<20))
+	together(t, 8, func(i int) error {
+		tn, err := p.NewTenant(strings.Repeat("t", i+1), WithSMs(8), WithMemoryQuota(8<<20))
+		if err != nil {
+			return err
+		}
+		defer tn.Close()
+		for k := 0; k < 200; k++ {
+			ptr, err := tn.Alloc(context.Background(), uint64(1+k%4)<<20)
+			if errors.Is(err, ErrQuotaExceeded) {
+				continue
+			}
 			if err != nil {
-				errs <- err
-				return
+				return err
 			}
-			defer tn.Close()
-			for k := 0; k < 200; k++ {
-				ptr, err := tn.Alloc(context.Background(), uint64(1+k%4)<<20)
-				if errors.Is(err, ErrQuotaExceeded) {
-					continue
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				if err := tn.Free(ptr); err != nil {
-					errs <- err
-					return
-				}
+			if err := tn.Free(ptr); err != nil {
+				return err
 			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	require.Zero(t, p.MemoryUsed())
 	require.Zero(t, drv.Live().Bytes)
 	require.Equal(t, 120, p.FreeSMs())
@@ -333,4 +320,17 @@ func TestStreamOfACollectedTenantSaysClosed(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { runtime.GC(); return len(p.Tenants()) == 0 }, 5*time.Second, 10*time.Millisecond)
 	require.ErrorIs(t, s.Synchronize(), ErrClosed, "a stream outliving its tenant must fail cleanly, not crash")
+}
+
+// together runs f(0), ..., f(n-1) on n goroutines at once and fails t with
+// every error they return.
+func together(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = f(i) })
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 }
