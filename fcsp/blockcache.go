@@ -160,12 +160,15 @@ func (l *freeList) put(class int, p cuda.DevicePtr, keep uint64) bool {
 	return true
 }
 
-func (l *freeList) shard(i uint32) *shard {
-	if sh := l.shards[i].Load(); sh != nil {
-		return sh
+func (l *freeList) shard(i uint32) *shard { return loadOrNew(&l.shards[i]) }
+
+// loadOrNew is what p points to, made (once, whoever wins) on first use.
+func loadOrNew[T any](p *atomic.Pointer[T]) *T {
+	if v := p.Load(); v != nil {
+		return v
 	}
-	l.shards[i].CompareAndSwap(nil, new(shard))
-	return l.shards[i].Load()
+	p.CompareAndSwap(nil, new(T))
+	return p.Load()
 }
 
 // bytes is what the list holds.
@@ -180,13 +183,7 @@ func (l *freeList) bytes() uint64 {
 }
 
 // blocks is the stream's free list, made on first use.
-func (s *Stream) blocks() *freeList {
-	if l := s.free.Load(); l != nil {
-		return l
-	}
-	s.free.CompareAndSwap(nil, new(freeList))
-	return s.free.Load()
-}
+func (s *Stream) blocks() *freeList { return loadOrNew(&s.free) }
 
 // cachedBytes is what the stream's free list holds.
 func (s *Stream) cachedBytes() uint64 {
