@@ -89,8 +89,8 @@ type Bucket struct {
 	owed   atomic.Int64 // ns charged over time: moved into the TAT as the bound allows
 	params atomic.Pointer[params]
 	clock  func() int64
-	start  int64 // clock() at creation; the TAT is relative to it
-	debt   int64 // ns of debt allowed past empty; <0: one burst
+	start  int64      // clock() at creation; the TAT is relative to it
+	debt   int64      // ns of debt allowed past empty; <0: one burst
 	mu     sync.Mutex // serialises SetRate only; acquires never take it
 }
 
