@@ -145,6 +145,8 @@ type tenantConfig struct {
 	pool    bool   // stream-ordered memory pool
 	keep    uint64 // its release threshold
 	noLists bool   // the driver's pool alone, without free lists (benchmarks)
+
+	refill time.Duration // WithTenantRefillPeriod; 0: the pool's
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool

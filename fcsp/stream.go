@@ -1,7 +1,6 @@
 package fcsp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -110,16 +109,6 @@ func (s *Stream) Synchronize() error {
 		return ErrClosed
 	}
 	return s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h) })
-}
-
-// admit charges a launch of grid x block to the stream's bucket, waiting
-// (and honouring ctx) if it is empty. NCCL-class streams never wait.
-func (s *Stream) admit(ctx context.Context, grid, block Dim3) error {
-	if s.bucket == nil {
-		return nil
-	}
-	cost := s.t.limiter.Cost([3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z}, s.class)
-	return s.bucket.Wait(ctx, cost)
 }
 
 func (s *Stream) destroy(ctx cuda.Context) error {

@@ -114,9 +114,13 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		if c.part != nil {
 			sms = c.part.SMs()
 		}
+		refill := p.cfg.refill
+		if cfg.refill > 0 {
+			refill = cfg.refill
+		}
 		c.limiter, err = tokenbucket.New(tokenbucket.Config{
 			SMs: sms, ThreadsPerSM: p.info.ThreadsPerSM, SMLimit: cfg.smLimit,
-			Dampening: p.cfg.dampening, Penalty: p.cfg.penalty, RefillPeriod: p.cfg.refill,
+			Dampening: p.cfg.dampening, Penalty: p.cfg.penalty, RefillPeriod: refill,
 		})
 		if err != nil {
 			return undo(err)
@@ -253,6 +257,9 @@ func (t *Tenant) Close() error {
 func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if c.limiter != nil {
+		_ = c.limiter.Close() // launches waiting for tokens return ErrClosed
 	}
 	c.life.end() // wait for launches and synchronisations in flight
 	if c.stop != nil {
