@@ -73,4 +73,9 @@ type Driver interface {
 	CtxFromGreenCtx(g GreenCtx) (Context, error)
 	GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error)
 	GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error)
+
+	// entry points added for share
+	// EventQuery is nil once the GPU has reached e, an *Error with
+	// ErrorNotReady before; it never waits.
+	EventQuery(ctx Context, e Event) error
 }

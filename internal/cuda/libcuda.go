@@ -352,3 +352,9 @@ func (l *Library) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (ui
 }
 
 var _ Driver = (*Library)(nil)
+
+// entry points added for share
+
+func (l *Library) EventQuery(c Context, e Event) error {
+	return check("cuEventQuery", r(C.fcsp_cuEventQuery(cctx(c), cevent(e))))
+}
