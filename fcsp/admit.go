@@ -60,6 +60,9 @@ func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Ar
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return err
 	}
+	if s.meter != nil {
+		return s.launchMetered(context.Background(), f, grid, block, shmem, args, true)
+	}
 	if s.bucket != nil && !s.bucket.TryAcquire(s.launchCost(grid, block)) {
 		if s.t.closed.Load() || s.closed.Load() {
 			return ErrClosed
@@ -74,23 +77,28 @@ func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Ar
 // back exactly what it took.
 type Reservation struct {
 	s           *Stream
+	f           *Function
 	grid, block Dim3
+	cost        float64
 	r           *tokenbucket.Reservation // nil: the stream is not limited
 }
 
-// Reserve charges a launch of grid x block now, going into debt if the
+// Reserve charges a launch of f as grid x block now, going into debt if the
 // buckets do not hold it, and returns the reservation; Delay says how long
 // until it may run.
-func (s *Stream) Reserve(grid, block Dim3) (*Reservation, error) {
-	if s.t.closed.Load() || s.closed.Load() {
-		return nil, ErrClosed
+func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
+	if err := s.checkLaunch(f, grid, block); err != nil {
+		return nil, err
 	}
-	if !grid.Valid() || !block.Valid() {
-		return nil, fmt.Errorf("%w: reservation with grid %v, block %v; every dimension must be at least 1", ErrInvalidArgument, grid, block)
-	}
-	r := &Reservation{s: s, grid: grid, block: block}
+	r := &Reservation{s: s, f: f, grid: grid, block: block}
 	if s.bucket != nil {
-		r.r = s.bucket.Reserve(s.launchCost(grid, block))
+		if s.meter != nil {
+			if err := s.t.do(s.poll); err != nil {
+				return nil, err
+			}
+		}
+		r.cost = s.cost(f, grid, block)
+		r.r = s.bucket.Reserve(r.cost)
 		if !r.r.OK() {
 			return nil, ErrClosed
 		}
@@ -114,14 +122,14 @@ func (r *Reservation) Cancel() {
 	}
 }
 
-// Launch waits until the reservation is due and launches f with the
-// reserved shape. It fails at once when ctx's deadline falls before that
+// Launch waits until the reservation is due and launches the reserved
+// kernel and shape. It fails at once when ctx's deadline falls before that
 // (context.DeadlineExceeded), and with ErrClosed if the stream or tenant
 // closes; either way the reservation is cancelled. A reservation launches
 // once.
-func (r *Reservation) Launch(ctx context.Context, f *Function, shmem uint32, args *Args) error {
+func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) error {
 	s := r.s
-	if err := s.checkLaunch(f, r.grid, r.block); err != nil {
+	if err := s.checkLaunch(r.f, r.grid, r.block); err != nil {
 		r.Cancel()
 		return err
 	}
@@ -130,7 +138,14 @@ func (r *Reservation) Launch(ctx context.Context, f *Function, shmem uint32, arg
 			return admitErr(err)
 		}
 	}
-	return s.launch(f, r.grid, r.block, shmem, args)
+	if s.meter != nil {
+		charged := r.cost
+		if !s.t.gpuShare {
+			charged = 0
+		}
+		return s.launchTimed(r.f, r.grid, r.block, shmem, args, charged)
+	}
+	return s.launch(r.f, r.grid, r.block, shmem, args)
 }
 
 // WithTenantRefillPeriod sets the tenant's own refill period, overriding

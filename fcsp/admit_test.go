@@ -124,23 +124,23 @@ func TestReserveCancelAndLaunch(t *testing.T) {
 	tn, fn := limitedSpin(t, 0.5, WithTenantRefillPeriod(time.Millisecond))
 	s := tn.Stream()
 	drainTenant(t, s, fn)
-	r, err := s.Reserve(whole, big)
+	r, err := s.Reserve(fn, whole, big)
 	require.NoError(t, err)
 	require.Greater(t, r.Delay(), time.Duration(0))
 	r.Cancel()
 	// What was given back is there again: a second reservation waits no
 	// longer than the first.
-	r2, err := s.Reserve(whole, big)
+	r2, err := s.Reserve(fn, whole, big)
 	require.NoError(t, err)
 	require.LessOrEqual(t, r2.Delay(), r.Delay()+time.Millisecond)
 	var a Args
 	a.Uint64(0)
 	before := s.Launches()
-	require.NoError(t, r2.Launch(context.Background(), fn, 0, &a))
+	require.NoError(t, r2.Launch(context.Background(), 0, &a))
 	require.Equal(t, before+1, s.Launches())
-	err = r2.Launch(context.Background(), fn, 0, &a)
+	err = r2.Launch(context.Background(), 0, &a)
 	require.Error(t, err, "a reservation launched twice")
-	_, err = s.Reserve(Dim3{}, one)
+	_, err = s.Reserve(fn, Dim3{}, one)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 }
 

@@ -3,6 +3,7 @@ package fcsp
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -25,6 +26,7 @@ type Function struct {
 	m    *Module
 	h    cuda.Function
 	name string
+	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
@@ -68,6 +70,9 @@ func (f *Function) Name() string { return f.name }
 func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return err
+	}
+	if s.meter != nil {
+		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
 	}
 	if s.bucket != nil {
 		if err := s.admit(ctx, s.launchCost(grid, block)); err != nil {

@@ -146,7 +146,10 @@ type tenantConfig struct {
 	keep    uint64 // its release threshold
 	noLists bool   // the driver's pool alone, without free lists (benchmarks)
 
-	refill time.Duration // WithTenantRefillPeriod; 0: the pool's
+	refill   time.Duration // WithTenantRefillPeriod; 0: the pool's
+	gpuShare float64       // WithGPUShare; 0: none
+	metered  bool          // WithGPUMetering (or WithGPUShare)
+	clock    func() int64  // the limiter's clock (tests); nil: monotonic
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool

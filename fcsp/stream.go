@@ -17,6 +17,7 @@ type Stream struct {
 	h        cuda.Stream
 	class    Class
 	bucket   *tokenbucket.Stream // nil: not limited
+	meter    *meter              // nil: GPU time not metered
 	owned    bool                // created by the SDK (destroyed on Close)
 	fromPart bool                // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
@@ -47,6 +48,9 @@ func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 }
 
 func (s *Stream) attachBucket() error {
+	if s.t.metered {
+		s.meter = new(meter)
+	}
 	if s.t.limiter == nil || s.class.Bypass() {
 		return nil
 	}
@@ -120,6 +124,7 @@ func (s *Stream) destroy(ctx cuda.Context) error {
 		drv := s.t.pool.drv
 		errs = append(errs, drv.StreamSynchronize(ctx, s.h), drv.StreamDestroy(ctx, s.h))
 	}
+	errs = append(errs, s.closeMeter(ctx))
 	return errors.Join(errs...)
 }
 

@@ -164,6 +164,23 @@ func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan 
 	return waited, nil
 }
 
+// Adjust corrects what earlier admissions charged once their true cost is
+// known: a positive delta is taken from both buckets at once, going into
+// (bounded) debt if they do not hold it; a negative one is given back.
+// Nothing waits.
+func (s *Stream) Adjust(delta float64) {
+	switch {
+	case math.IsNaN(delta) || math.IsInf(delta, 0):
+	case delta > 0:
+		raw := s.l.cfg.Clock()
+		s.bucket.reserveAt(delta, raw)
+		s.l.device.reserveAt(delta, raw)
+	case delta < 0:
+		s.bucket.Refund(-delta)
+		s.l.device.Refund(-delta)
+	}
+}
+
 // Reservation is an admission taken from a Stream ahead of time: the launch
 // may go once Delay has passed (Wait waits for it), or Cancel gives back
 // exactly what it took.

@@ -13,10 +13,10 @@ type DurationFunc func(grid, block cuda.Dim3) time.Duration
 
 // SetKernelDuration gives the kernel called name a modelled run time. Each
 // stream keeps a GPU clock of its own that a launch of the kernel advances
-// by that much; events recorded on the stream read it, so EventElapsedMs
-// between two events of one stream includes the modelled time of the
-// kernels between them (on top of the wall time, which stays the model
-// for kernels without a duration). nil removes the model.
+// by that much; events recorded on the stream read it. While any kernel has
+// a duration, EventElapsedMs between two events of one stream is the
+// modelled time of the kernels between them (deterministic); otherwise it
+// is wall time. nil removes the model.
 func (d *Driver) SetKernelDuration(name string, f DurationFunc) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
