@@ -224,7 +224,9 @@ func (b *Bucket) settle(now int64) (s int64, p *params) {
 		if o == 0 {
 			return s, p
 		}
-		tat := max(s>>genBits, now)
+		// The TAT is not clamped to now here: time the bucket spent full
+		// since it was last looked at has repaid debt too.
+		tat := s >> genBits
 		var m int64
 		if o > 0 {
 			m = min(o, now+p.tau/2-tat) // up to half the burst, never below the backlog
@@ -232,6 +234,7 @@ func (b *Bucket) settle(now int64) (s int64, p *params) {
 				return s, p
 			}
 		} else {
+			tat = max(tat, now)
 			m = max(o, now-tat) // back out, never past full
 			if m >= 0 {
 				return s, p
