@@ -73,6 +73,7 @@ type estimate struct{ ns atomic.Uint64 }
 func (e *estimate) get() float64 { return math.Float64frombits(e.ns.Load()) }
 
 func (e *estimate) add(ns float64) {
+	ns = max(ns, 1) // measured, if at 0 ns: distinct from "not measured yet"
 	for {
 		old := e.ns.Load()
 		v := ns
