@@ -78,6 +78,13 @@ run() {
     tail -40 "$OUT/$x.txt"
     summary+=("example $x: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   done
+  # branch share: WithGPUShare with no per-kernel tuning (issue 17).
+  if [ -x "$BIN/throttle" ] && [ "${FCSP_SHARE:-1}" = 1 ]; then
+    "$BIN/throttle" -mode share -limit 0.25 -duration "${FCSP_SHARE_DURATION:-2s}" > "$OUT/throttle-share.txt" 2>&1
+    local r=$?
+    tail -12 "$OUT/throttle-share.txt"
+    summary+=("example throttle -mode share: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  fi
   [ -f "$OUT/reference.txt" ] && { echo "== C++ reference"; tail -16 "$OUT/reference.txt"; }
   echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
   if [ -n "$ret" ]; then
