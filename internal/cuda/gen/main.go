@@ -163,30 +163,47 @@ func main() {
 			*dir = filepath.Join("internal", "cuda")
 		}
 	}
-	if err := check(); err != nil {
-		log.Fatal(err)
-	}
-	handles, err := handleTypes(filepath.Join(*dir, "types.go"))
+	files, err := generate(*dir)
 	if err != nil {
 		log.Fatal(err)
-	}
-	goWrappers, err := genLibcuda(handles)
-	if err != nil {
-		log.Fatal(err)
-	}
-	files := map[string][]byte{
-		"shim.h":                  genShimH(),
-		"shim_entries.h":          genEntriesH(),
-		"zz_generated_shim.c":     genShimC(),
-		"zz_generated_libcuda.go": goWrappers,
-		"zz_generated_driver.go":  mustFormat(genDriver()),
-		"fake/zz_generated.go":    mustFormat(genFake()),
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(*dir, name), b, 0o644); err != nil {
 			log.Fatal(err)
 		}
 	}
+}
+
+// generate returns the generated files by their paths under dir, the cuda
+// package's directory.
+func generate(dir string) (map[string][]byte, error) {
+	if err := check(); err != nil {
+		return nil, err
+	}
+	handles, err := handleTypes(filepath.Join(dir, "types.go"))
+	if err != nil {
+		return nil, err
+	}
+	goWrappers, err := genLibcuda(handles)
+	if err != nil {
+		return nil, err
+	}
+	driverGo, err := format.Source(genDriver())
+	if err != nil {
+		return nil, err
+	}
+	fakeGo, err := format.Source(genFake())
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{
+		"shim.h":                  genShimH(),
+		"shim_entries.h":          genEntriesH(),
+		"zz_generated_shim.c":     genShimC(),
+		"zz_generated_libcuda.go": goWrappers,
+		"zz_generated_driver.go":  driverGo,
+		"fake/zz_generated.go":    fakeGo,
+	}, nil
 }
 
 // check rejects a table the generator would turn into wrong code.
@@ -520,12 +537,4 @@ func comment(s, indent string) string {
 		}
 	}
 	return b.String()
-}
-
-func mustFormat(src []byte) []byte {
-	out, err := format.Source(src)
-	if err != nil {
-		log.Fatalf("%v\n%s", err, src)
-	}
-	return out
 }
