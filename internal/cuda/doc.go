@@ -35,8 +35,11 @@
 //     it, the Go Method as it reads in the interface, and Iface (Driver if
 //     production code calls it, else Baseline). Name the C parameters like
 //     the Go ones they come from; a pointer parameter named like none is an
-//     output, the method's next result. Handles (the uintptr types of
-//     types.go) convert through handle() by themselves.
+//     output, the method's next result. A context-dependent method takes its
+//     Context first, under any name. A parameter the Go side never sets is
+//     written with its value ("unsigned flags=0"). Handles (the uintptr types
+//     of types.go) convert through handle() by themselves; a new handle type
+//     needs its uintptr type in types.go and its C typedef in shim_types.h.
 //  2. Where the Go side is more than conversions (slices, strings, the
 //     144-byte CUdevResource), set CustomGo and write the method in
 //     libcuda.go; where the C side is more than push, call, pop, set CustomC

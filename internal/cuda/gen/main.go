@@ -98,14 +98,22 @@ func (e *entry) shimParams() []cparam {
 	if e.CustomC != "" {
 		return parseC(e.CustomC)
 	}
-	ps := parseC(e.Params)
+	var ps []cparam
 	if e.Ctx != free {
-		ps = append([]cparam{{typ: "CUcontext", name: "c"}}, ps...)
+		ps = append(ps, cparam{typ: "CUcontext", name: "c"})
+	}
+	for _, p := range parseC(e.Params) {
+		if p.fixed == "" {
+			ps = append(ps, p)
+		}
 	}
 	return ps
 }
 
-type cparam struct{ typ, name string }
+// cparam is one C parameter; fixed is the value a generated wrapper always
+// passes (written "unsigned flags=0" in the table), leaving it out of the
+// shim and the Go method.
+type cparam struct{ typ, name, fixed string }
 
 func (p cparam) String() string {
 	if strings.HasSuffix(p.typ, "*") {
@@ -124,11 +132,13 @@ func parseC(s string) []cparam {
 		if f == "" {
 			continue
 		}
-		i := strings.LastIndexAny(f, " *")
+		i := strings.LastIndexAny(strings.Split(f, "=")[0], " *")
 		if i < 0 {
 			log.Fatalf("C parameter %q has no name", f)
 		}
-		out = append(out, cparam{typ: strings.TrimSpace(f[:i+1]), name: f[i+1:]})
+		p := cparam{typ: strings.TrimSpace(f[:i+1]), name: f[i+1:]}
+		p.name, p.fixed, _ = strings.Cut(p.name, "=")
+		out = append(out, p)
 	}
 	return out
 }
@@ -148,6 +158,9 @@ func argList(ps []cparam) string {
 	s := make([]string, len(ps))
 	for i, p := range ps {
 		s[i] = p.name
+		if p.fixed != "" {
+			s[i] = p.fixed
+		}
 	}
 	return strings.Join(s, ", ")
 }
@@ -379,8 +392,14 @@ func cgoType(c string) (string, error) {
 	switch c {
 	case "int", "float", "size_t":
 		return "C." + c, nil
-	case "unsigned":
+	case "unsigned", "unsigned int":
 		return "C.uint", nil
+	case "unsigned short":
+		return "C.ushort", nil
+	case "unsigned char":
+		return "C.uchar", nil
+	case "long long":
+		return "C.longlong", nil
 	case "unsigned long long":
 		return "C.ulonglong", nil
 	}
@@ -414,6 +433,13 @@ func genLibcuda(handles map[string]bool) ([]byte, error) {
 		for _, p := range params {
 			byName[p.name] = p
 		}
+		if e.Ctx != free && e.CustomC == "" {
+			// The shim's c is the method's first parameter, whatever its name.
+			if len(params) == 0 || params[0].typ != "Context" {
+				return nil, fmt.Errorf("%s: a context-dependent method takes its Context first", e.Method)
+			}
+			byName["c"] = params[0]
+		}
 		var decls, args, rets []string
 		used := map[string]bool{}
 		for _, cp := range e.shimParams() {
@@ -425,7 +451,7 @@ func genLibcuda(handles map[string]bool) ([]byte, error) {
 				if cp.pointer() {
 					return nil, fmt.Errorf("%s: C pointer %s named like a Go parameter: write it by hand (CustomGo)", e.Method, cp.name)
 				}
-				used[cp.name] = true
+				used[gp.name] = true
 				if handles[gp.typ] {
 					args = append(args, fmt.Sprintf("%s(handle(%s))", ct, gp.name))
 				} else {

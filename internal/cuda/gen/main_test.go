@@ -27,8 +27,8 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 }
 
 func TestParseC(t *testing.T) {
-	got := parseC("CUdeviceptr *p, void **params, const CUdevResource *in, unsigned long long v, int n")
-	want := []cparam{{"CUdeviceptr *", "p"}, {"void **", "params"}, {"const CUdevResource *", "in"}, {"unsigned long long", "v"}, {"int", "n"}}
+	got := parseC("CUdeviceptr *p, void **params, const CUdevResource *in, unsigned long long v, int n=0")
+	want := []cparam{{"CUdeviceptr *", "p", ""}, {"void **", "params", ""}, {"const CUdevResource *", "in", ""}, {"unsigned long long", "v", ""}, {"int", "n", "0"}}
 	if len(got) != len(want) {
 		t.Fatalf("%v", got)
 	}
@@ -94,5 +94,70 @@ func TestTableChecks(t *testing.T) {
 	}
 	if err := check(); err != nil {
 		t.Errorf("the table itself: %v", err)
+	}
+}
+
+// The entry points the other branches add by hand, as rows: they must
+// generate as the agreed signatures say (a context parameter named ctx, flags
+// fixed at 0, handle types of their own).
+func TestAgreedRowsGenerate(t *testing.T) {
+	rows := []entry{
+		{Sym: "cuDevicePrimaryCtxReset", Names: []string{"cuDevicePrimaryCtxReset_v2"}, Params: "CUdevice d",
+			Method: "PrimaryCtxReset(d Device) error", Iface: driver},
+		{Sym: "cuCtxSetCurrent", Params: "CUcontext ctx", Method: "CtxSetCurrent(ctx Context) error", Iface: driver},
+		{Sym: "cuCtxGetCurrent", Params: "CUcontext *c", Method: "CtxGetCurrent() (Context, error)", Iface: driver},
+		{Sym: "cuStreamBeginCapture", Names: []string{"cuStreamBeginCapture_v2"}, Params: "CUstream s, int mode", Ctx: pushed,
+			Method: "StreamBeginCapture(ctx Context, s Stream, mode int) error", Iface: driver},
+		{Sym: "cuStreamEndCapture", Params: "CUstream s, CUgraph *g", Ctx: pushed,
+			Method: "StreamEndCapture(ctx Context, s Stream) (Graph, error)", Iface: driver},
+		{Sym: "cuGraphInstantiateWithFlags", Params: "CUgraphExec *e, CUgraph g, unsigned long long flags=0", Ctx: pushed,
+			Method: "GraphInstantiate(ctx Context, g Graph) (GraphExec, error)", Iface: driver},
+		{Sym: "cuGraphLaunch", Params: "CUgraphExec e, CUstream s", Ctx: pushed,
+			Method: "GraphLaunch(ctx Context, e GraphExec, s Stream) error", Iface: driver},
+		{Sym: "cuMemsetD16Async", Params: "CUdeviceptr p, unsigned short v, size_t n, CUstream s", Ctx: pushed,
+			Method: "MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) error", Iface: driver},
+		{Sym: "cuEventQuery", Params: "CUevent e", Ctx: pushed, Method: "EventQuery(ctx Context, e Event) error", Iface: driver},
+		{Sym: "cuStreamWaitEvent", Params: "CUstream s, CUevent e, unsigned flags=0", Ctx: pushed,
+			Method: "StreamWaitEvent(ctx Context, s Stream, e Event) error", Iface: driver},
+	}
+	saved := table
+	table = rows
+	defer func() { table = saved }()
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	handles := map[string]bool{"Context": true, "Stream": true, "Event": true, "Graph": true, "GraphExec": true}
+	goSrc, err := genLibcuda(handles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cSrc, h := string(genShimC()), string(genShimH())
+	for _, want := range []string{
+		`func (l *Library) GraphInstantiate(ctx Context, g Graph) (GraphExec, error) {`,
+		`C.fcsp_cuGraphInstantiateWithFlags(C.CUcontext(handle(ctx)), &out0, C.CUgraph(handle(g)))`,
+		`return GraphExec(unsafe.Pointer(out0)), err`,
+		`C.fcsp_cuMemsetD16Async(C.CUcontext(handle(ctx)), C.CUdeviceptr(p), C.ushort(v), C.size_t(n), C.CUstream(handle(s)))`,
+		`check("cuDevicePrimaryCtxReset_v2", Result(C.fcsp_cuDevicePrimaryCtxReset(C.CUdevice(d))))`,
+		`C.fcsp_cuCtxSetCurrent(C.CUcontext(handle(ctx)))`,
+	} {
+		if !strings.Contains(string(goSrc), want) {
+			t.Errorf("Go wrappers lack %s", want)
+		}
+	}
+	for _, want := range []string{
+		"SCOPED(c, fcsp_p_cuGraphInstantiateWithFlags(e, g, 0));",
+		"SCOPED(c, fcsp_p_cuStreamWaitEvent(s, e, 0));",
+		`fcsp_p_cuStreamBeginCapture = (pfn_cuStreamBeginCapture)dlsym(lib, "cuStreamBeginCapture_v2");`,
+		"\treturn fcsp_p_cuCtxSetCurrent(ctx);",
+	} {
+		if !strings.Contains(cSrc, want) {
+			t.Errorf("C wrappers lack %s", want)
+		}
+	}
+	if want := "CUresult fcsp_cuStreamWaitEvent(CUcontext c, CUstream s, CUevent e);"; !strings.Contains(h, want) {
+		t.Errorf("shim.h lacks %s", want)
+	}
+	if want := "typedef CUresult (*pfn_cuGraphInstantiateWithFlags)(CUgraphExec *e, CUgraph g, unsigned long long flags);"; !strings.Contains(string(genEntriesH()), want) {
+		t.Errorf("shim_entries.h lacks %s", want)
 	}
 }

@@ -15,7 +15,8 @@ package main
 //	         and no pointer of its own (CtxCreate, which uses two rows').
 //	Params   the driver function's C parameters, named. With a generated
 //	         wrapper the shim takes the same ones (after CUcontext c when
-//	         pushed) and passes them through.
+//	         pushed) and passes them through; "unsigned flags=0" is always
+//	         passed as 0 and is no parameter of the shim or the method.
 //	Ctx      free: no context; pushed: push c, call, pop in one cgo call;
 //	         pushedOrNone: as pushed, but a zero c calls with none pushed.
 //	Required fcsp_missing_required names it when absent; Load then fails.
@@ -32,7 +33,8 @@ package main
 // Generated Go wrappers map the shim's parameters to the method's by name:
 // a parameter named like a Go parameter is converted from it (handles,
 // the uintptr types of types.go, through handle()); a pointer parameter
-// that names none is an output, the next of the method's results.
+// that names none is an output, the next of the method's results; the
+// shim's context c is the method's first parameter.
 var table = []entry{
 	{Method: "Name() string", CustomGo: true, Iface: driver,
 		Doc: `Name says which implementation this is ("libcuda.so.1 (API 13000)", "fake ...").`},
