@@ -4,12 +4,12 @@ package cuda
 
 // Driver is the part of the CUDA driver API that the SDK's production code
 // calls. Calls that depend on a context take it explicitly; implementations
-// make it current for the duration of the call only. Every error is an
-// *Error wrapping a Result.
+// make it current for the duration of the call only. Every error is an *Error
+// wrapping a Result.
 //
-// StreamSynchronize, EventSynchronize, LaunchKernel, MemAllocFromPoolAsync
-// and MemFreeAsync also accept a zero context, meaning "make none current:
-// the stream (or event) names it", so that a long wait need not hold a green
+// StreamSynchronize, EventSynchronize, LaunchKernel, MemAllocFromPoolAsync and
+// MemFreeAsync also accept a zero context, meaning "make none current: the
+// stream (or event) names it", so that a long wait need not hold a green
 // context current on one thread while other threads wait to use it. Whether
 // the driver accepts that is learned at run time (see fcsp), never assumed.
 type Driver interface {

@@ -527,9 +527,15 @@ func genDriver() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// %s\n\npackage cuda\n", header)
 	for _, iface := range []string{driver, baseline} {
-		doc := driverDoc
-		if iface == baseline {
-			doc = baselineDoc
+		doc := baselineDoc
+		if iface == driver {
+			var zero []string
+			for _, e := range table {
+				if e.Ctx == pushedOrNone && e.Iface == driver {
+					zero = append(zero, strings.SplitN(e.Method, "(", 2)[0])
+				}
+			}
+			doc = wrap(fmt.Sprintf(driverDoc, andList(zero)), 76)
 		}
 		b.WriteString("\n" + comment(doc, "") + "type " + iface + " interface {\n")
 		for _, e := range table {
@@ -551,6 +557,35 @@ func genFake() []byte {
 	fmt.Fprintf(&b, "// %s\n\npackage fake\n\nimport \"github.com/fcsp-go/fcsp-go/internal/cuda\"\n\n", header)
 	b.WriteString("// The fake implements every entry point the real library does.\nvar (\n\t_ cuda.Driver   = (*Driver)(nil)\n\t_ cuda.Baseline = (*Driver)(nil)\n)\n")
 	return b.Bytes()
+}
+
+// andList writes "a, b and c".
+func andList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// wrap refills each paragraph of s to lines of at most width bytes.
+func wrap(s string, width int) string {
+	var out []string
+	for p := range strings.SplitSeq(s, "\n\n") {
+		var lines []string
+		line := ""
+		for _, w := range strings.Fields(p) {
+			if line != "" && len(line)+1+len(w) > width {
+				lines = append(lines, line)
+				line = ""
+			}
+			if line != "" {
+				line += " "
+			}
+			line += w
+		}
+		out = append(out, strings.Join(append(lines, line), "\n"))
+	}
+	return strings.Join(out, "\n\n")
 }
 
 func comment(s, indent string) string {

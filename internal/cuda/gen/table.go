@@ -150,17 +150,17 @@ var table = []entry{
 		Method: "MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (uint64, error)", Iface: driver},
 }
 
-// The interfaces' own comments.
+// The interfaces' own comments; %s is the list of the methods whose rows
+// say pushedOrNone.
 const driverDoc = `Driver is the part of the CUDA driver API that the SDK's production code
 calls. Calls that depend on a context take it explicitly; implementations
 make it current for the duration of the call only. Every error is an
 *Error wrapping a Result.
 
-StreamSynchronize, EventSynchronize, LaunchKernel, MemAllocFromPoolAsync
-and MemFreeAsync also accept a zero context, meaning "make none current:
-the stream (or event) names it", so that a long wait need not hold a green
-context current on one thread while other threads wait to use it. Whether
-the driver accepts that is learned at run time (see fcsp), never assumed.`
+%s also accept a zero context, meaning "make none current: the stream (or
+event) names it", so that a long wait need not hold a green context current
+on one thread while other threads wait to use it. Whether the driver accepts
+that is learned at run time (see fcsp), never assumed.`
 
 const baselineDoc = `Baseline is what only tests, benchmarks and examples call: the ordinary
 contexts a green context is measured against. The real library and the
