@@ -56,8 +56,8 @@ func TestMockDriverChild(t *testing.T) {
 		t.Skip("run by TestBindingAgainstMockDriver in a child process")
 	case "missing":
 		_, err := Load()
-		if !errors.Is(err, ErrNotAvailable) || !strings.HasSuffix(err.Error(), "lacks cuMemFree_v2 cuLaunchKernel ") {
-			t.Fatalf("Load of a driver without cuMemFree_v2 and cuLaunchKernel: %v", err)
+		if !errors.Is(err, ErrNotAvailable) || !strings.HasSuffix(err.Error(), "lacks cuMemFree_v2 cuLaunchKernel cuStreamCreate ") {
+			t.Fatalf("Load of a driver without cuMemFree_v2, cuLaunchKernel and cuStreamCreate: %v", err)
 		}
 		return
 	}

@@ -19,7 +19,8 @@
 // # The binding is generated
 //
 // Every entry point is one row of the table in gen/table.go; `go generate
-// ./internal/cuda` writes shim.h, shim_entries.h, zz_generated_shim.c,
+// ./internal/cuda` (or `go run ./internal/cuda/gen` from the module root)
+// writes shim.h, shim_entries.h, zz_generated_shim.c,
 // zz_generated_libcuda.go (the Go wrappers on Library),
 // zz_generated_driver.go (Driver and Baseline) and fake/zz_generated.go.
 // Hand-written are shim_types.h (the C types), shim_internal.h (the GUARD and

@@ -7,7 +7,7 @@ package cuda
 // make it current for the duration of the call only. Every error is an *Error
 // wrapping a Result.
 //
-// StreamSynchronize, EventSynchronize, LaunchKernel, MemAllocFromPoolAsync and
+// LaunchKernel, StreamSynchronize, EventSynchronize, MemAllocFromPoolAsync and
 // MemFreeAsync also accept a zero context, meaning "make none current: the
 // stream (or event) names it", so that a long wait need not hold a green
 // context current on one thread while other threads wait to use it. Whether
@@ -29,6 +29,10 @@ type Driver interface {
 	MemGetInfo(c Context) (free, total uint64, err error)
 	MemcpyHtoD(c Context, dst DevicePtr, src []byte) error
 	MemcpyDtoH(c Context, dst []byte, src DevicePtr) error
+	ModuleLoadData(c Context, image []byte) (Module, error)
+	ModuleUnload(c Context, m Module) error
+	ModuleGetFunction(c Context, m Module, name string) (Function, error)
+	LaunchKernel(c Context, f Function, grid, block Dim3, sharedMem uint32, s Stream, args *Args) error
 	StreamCreate(c Context, flags uint32) (Stream, error)
 	StreamDestroy(c Context, s Stream) error
 	StreamSynchronize(c Context, s Stream) error
@@ -37,10 +41,6 @@ type Driver interface {
 	EventSynchronize(c Context, e Event) error
 	EventElapsedMs(c Context, start, end Event) (float32, error)
 	EventDestroy(c Context, e Event) error
-	ModuleLoadData(c Context, image []byte) (Module, error)
-	ModuleUnload(c Context, m Module) error
-	ModuleGetFunction(c Context, m Module, name string) (Function, error)
-	LaunchKernel(c Context, f Function, grid, block Dim3, sharedMem uint32, s Stream, args *Args) error
 	DeviceGetDevResource(d Device, t ResourceType) (DevResource, error)
 	// DevSmResourceSplitByCount is cuDevSmResourceSplitByCount. With
 	// maxGroups 0 it only asks how many groups the driver would make (null

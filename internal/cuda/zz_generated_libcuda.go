@@ -88,6 +88,11 @@ func (l *Library) MemGetInfo(c Context) (uint64, uint64, error) {
 	return uint64(out0), uint64(out1), err
 }
 
+// ModuleUnload calls cuModuleUnload with c current.
+func (l *Library) ModuleUnload(c Context, m Module) error {
+	return check("cuModuleUnload", Result(C.fcsp_cuModuleUnload(C.CUcontext(handle(c)), C.CUmodule(handle(m)))))
+}
+
 // StreamCreate calls cuStreamCreate with c current.
 func (l *Library) StreamCreate(c Context, flags uint32) (Stream, error) {
 	var out0 C.CUstream
@@ -132,11 +137,6 @@ func (l *Library) EventElapsedMs(c Context, start Event, end Event) (float32, er
 // EventDestroy calls cuEventDestroy_v2 with c current.
 func (l *Library) EventDestroy(c Context, e Event) error {
 	return check("cuEventDestroy_v2", Result(C.fcsp_cuEventDestroy(C.CUcontext(handle(c)), C.CUevent(handle(e)))))
-}
-
-// ModuleUnload calls cuModuleUnload with c current.
-func (l *Library) ModuleUnload(c Context, m Module) error {
-	return check("cuModuleUnload", Result(C.fcsp_cuModuleUnload(C.CUcontext(handle(c)), C.CUmodule(handle(m)))))
 }
 
 // GreenCtxCreate calls cuGreenCtxCreate.

@@ -27,6 +27,10 @@ pfn_cuMemFree fcsp_p_cuMemFree;
 pfn_cuMemGetInfo fcsp_p_cuMemGetInfo;
 pfn_cuMemcpyHtoD fcsp_p_cuMemcpyHtoD;
 pfn_cuMemcpyDtoH fcsp_p_cuMemcpyDtoH;
+pfn_cuModuleLoadData fcsp_p_cuModuleLoadData;
+pfn_cuModuleUnload fcsp_p_cuModuleUnload;
+pfn_cuModuleGetFunction fcsp_p_cuModuleGetFunction;
+pfn_cuLaunchKernel fcsp_p_cuLaunchKernel;
 pfn_cuStreamCreate fcsp_p_cuStreamCreate;
 pfn_cuStreamDestroy fcsp_p_cuStreamDestroy;
 pfn_cuStreamSynchronize fcsp_p_cuStreamSynchronize;
@@ -35,10 +39,6 @@ pfn_cuEventRecord fcsp_p_cuEventRecord;
 pfn_cuEventSynchronize fcsp_p_cuEventSynchronize;
 pfn_cuEventElapsedTime fcsp_p_cuEventElapsedTime;
 pfn_cuEventDestroy fcsp_p_cuEventDestroy;
-pfn_cuModuleLoadData fcsp_p_cuModuleLoadData;
-pfn_cuModuleUnload fcsp_p_cuModuleUnload;
-pfn_cuModuleGetFunction fcsp_p_cuModuleGetFunction;
-pfn_cuLaunchKernel fcsp_p_cuLaunchKernel;
 pfn_cuDeviceGetDevResource fcsp_p_cuDeviceGetDevResource;
 pfn_cuDevSmResourceSplitByCount fcsp_p_cuDevSmResourceSplitByCount;
 pfn_cuDevResourceGenerateDesc fcsp_p_cuDevResourceGenerateDesc;
@@ -78,6 +78,10 @@ void fcsp_resolve(void *lib) {
 	fcsp_p_cuMemGetInfo = (pfn_cuMemGetInfo)dlsym(lib, "cuMemGetInfo_v2");
 	fcsp_p_cuMemcpyHtoD = (pfn_cuMemcpyHtoD)dlsym(lib, "cuMemcpyHtoD_v2");
 	fcsp_p_cuMemcpyDtoH = (pfn_cuMemcpyDtoH)dlsym(lib, "cuMemcpyDtoH_v2");
+	fcsp_p_cuModuleLoadData = (pfn_cuModuleLoadData)dlsym(lib, "cuModuleLoadData");
+	fcsp_p_cuModuleUnload = (pfn_cuModuleUnload)dlsym(lib, "cuModuleUnload");
+	fcsp_p_cuModuleGetFunction = (pfn_cuModuleGetFunction)dlsym(lib, "cuModuleGetFunction");
+	fcsp_p_cuLaunchKernel = (pfn_cuLaunchKernel)dlsym(lib, "cuLaunchKernel");
 	fcsp_p_cuStreamCreate = (pfn_cuStreamCreate)dlsym(lib, "cuStreamCreate");
 	fcsp_p_cuStreamDestroy = (pfn_cuStreamDestroy)dlsym(lib, "cuStreamDestroy_v2");
 	fcsp_p_cuStreamSynchronize = (pfn_cuStreamSynchronize)dlsym(lib, "cuStreamSynchronize");
@@ -87,10 +91,6 @@ void fcsp_resolve(void *lib) {
 	fcsp_p_cuEventElapsedTime = (pfn_cuEventElapsedTime)dlsym(lib, "cuEventElapsedTime_v2");
 	if (!fcsp_p_cuEventElapsedTime) fcsp_p_cuEventElapsedTime = (pfn_cuEventElapsedTime)dlsym(lib, "cuEventElapsedTime");
 	fcsp_p_cuEventDestroy = (pfn_cuEventDestroy)dlsym(lib, "cuEventDestroy_v2");
-	fcsp_p_cuModuleLoadData = (pfn_cuModuleLoadData)dlsym(lib, "cuModuleLoadData");
-	fcsp_p_cuModuleUnload = (pfn_cuModuleUnload)dlsym(lib, "cuModuleUnload");
-	fcsp_p_cuModuleGetFunction = (pfn_cuModuleGetFunction)dlsym(lib, "cuModuleGetFunction");
-	fcsp_p_cuLaunchKernel = (pfn_cuLaunchKernel)dlsym(lib, "cuLaunchKernel");
 	fcsp_p_cuDeviceGetDevResource = (pfn_cuDeviceGetDevResource)dlsym(lib, "cuDeviceGetDevResource");
 	fcsp_p_cuDevSmResourceSplitByCount = (pfn_cuDevSmResourceSplitByCount)dlsym(lib, "cuDevSmResourceSplitByCount");
 	fcsp_p_cuDevResourceGenerateDesc = (pfn_cuDevResourceGenerateDesc)dlsym(lib, "cuDevResourceGenerateDesc");
@@ -121,8 +121,8 @@ int fcsp_missing_required(char *names, int len) {
 	REQ(fcsp_p_cuCtxPopCurrent, "cuCtxPopCurrent_v2")
 	REQ(fcsp_p_cuMemAlloc, "cuMemAlloc_v2")
 	REQ(fcsp_p_cuMemFree, "cuMemFree_v2")
-	REQ(fcsp_p_cuStreamCreate, "cuStreamCreate")
 	REQ(fcsp_p_cuLaunchKernel, "cuLaunchKernel")
+	REQ(fcsp_p_cuStreamCreate, "cuStreamCreate")
 #undef REQ
 	return missing;
 }
@@ -207,6 +207,21 @@ CUresult fcsp_cuMemcpyDtoH(CUcontext c, void *dst, CUdeviceptr src, size_t n) {
 	SCOPED(c, fcsp_p_cuMemcpyDtoH(dst, src, n));
 }
 
+CUresult fcsp_cuModuleLoadData(CUcontext c, CUmodule *m, const void *image) {
+	GUARD(fcsp_p_cuModuleLoadData)
+	SCOPED(c, fcsp_p_cuModuleLoadData(m, image));
+}
+
+CUresult fcsp_cuModuleUnload(CUcontext c, CUmodule m) {
+	GUARD(fcsp_p_cuModuleUnload)
+	SCOPED(c, fcsp_p_cuModuleUnload(m));
+}
+
+CUresult fcsp_cuModuleGetFunction(CUcontext c, CUfunction *f, CUmodule m, const char *name) {
+	GUARD(fcsp_p_cuModuleGetFunction)
+	SCOPED(c, fcsp_p_cuModuleGetFunction(f, m, name));
+}
+
 CUresult fcsp_cuStreamCreate(CUcontext c, CUstream *s, unsigned flags) {
 	GUARD(fcsp_p_cuStreamCreate)
 	SCOPED(c, fcsp_p_cuStreamCreate(s, flags));
@@ -247,21 +262,6 @@ CUresult fcsp_cuEventElapsedTime(CUcontext c, float *ms, CUevent start, CUevent 
 CUresult fcsp_cuEventDestroy(CUcontext c, CUevent e) {
 	GUARD(fcsp_p_cuEventDestroy)
 	SCOPED(c, fcsp_p_cuEventDestroy(e));
-}
-
-CUresult fcsp_cuModuleLoadData(CUcontext c, CUmodule *m, const void *image) {
-	GUARD(fcsp_p_cuModuleLoadData)
-	SCOPED(c, fcsp_p_cuModuleLoadData(m, image));
-}
-
-CUresult fcsp_cuModuleUnload(CUcontext c, CUmodule m) {
-	GUARD(fcsp_p_cuModuleUnload)
-	SCOPED(c, fcsp_p_cuModuleUnload(m));
-}
-
-CUresult fcsp_cuModuleGetFunction(CUcontext c, CUfunction *f, CUmodule m, const char *name) {
-	GUARD(fcsp_p_cuModuleGetFunction)
-	SCOPED(c, fcsp_p_cuModuleGetFunction(f, m, name));
 }
 
 CUresult fcsp_cuDeviceGetDevResource(CUdevice d, CUdevResource *r, int t) {

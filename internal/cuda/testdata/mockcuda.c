@@ -2,7 +2,7 @@
 // appends one line to $MOCK_LOG saying what it was called with, so the test
 // can see which symbol the binding resolved, what it pushed and popped, and
 // what reached the driver. Built by the test with the system C compiler.
-// With -DMISSING_REQUIRED it lacks two required entry points.
+// With -DMISSING_REQUIRED it lacks three required entry points.
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +58,9 @@ CUresult cuMemFree_v2(CUdeviceptr p) { logf_("cuMemFree_v2 %#llx in %p", p, curr
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = 10; *t = 20; return 0; }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { logf_("cuMemcpyHtoD_v2 %#llx %.*s in %p", d, (int)n, (const char *)s, current); return 0; }
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memset(d, 'x', n); logf_("cuMemcpyDtoH_v2 %#llx %zu in %p", s, n, current); return 0; }
+#ifndef MISSING_REQUIRED
 CUresult cuStreamCreate(H *s, unsigned f) { logf_("cuStreamCreate flags=%u in %p", f, current); *s = (H)0x3000; return 0; }
+#endif
 CUresult cuStreamDestroy_v2(H s) { logf_("cuStreamDestroy_v2 %p in %p", s, current); return 0; }
 CUresult cuStreamSynchronize(H s) { logf_("cuStreamSynchronize %p in %p", s, current); return 0; }
 CUresult cuEventCreate(H *e, unsigned f) { *e = (H)0x4000; return 0; }
