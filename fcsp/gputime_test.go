@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 
 // spinDuration models "spin" as 10 us per block of the grid, so shapes
 // differ by up to 200x (2 ms: twice the 1 ms bucket).
-func spinDuration(grid, _ cuda.Dim3) time.Duration { return time.Duration(grid.X) * 10 * time.Microsecond }
+func spinDuration(grid, _ cuda.Dim3) time.Duration {
+	return time.Duration(grid.X) * 10 * time.Microsecond
+}
 
 type simClock struct{ ns atomic.Int64 }
 
@@ -40,7 +43,7 @@ func TestGPUTimeMetering(t *testing.T) {
 	ctx := t.Context()
 	for range 10 {
 		require.NoError(t, tn.Stream().Launch(ctx, fn, Dim3{X: 3, Y: 1, Z: 1}, one, 0, &a)) // 30 us
-		require.NoError(t, att.Launch(ctx, fn, Dim3{X: 100, Y: 1, Z: 1}, one, 0, &a))      // 1 ms
+		require.NoError(t, att.Launch(ctx, fn, Dim3{X: 100, Y: 1, Z: 1}, one, 0, &a))       // 1 ms
 	}
 	st := tn.Stats()
 	require.InDelta(t, float64(300*time.Microsecond), float64(st.GPUTimeByClass[ClassDefault]), 1e3)
@@ -147,4 +150,49 @@ func TestGPUShareOptions(t *testing.T) {
 	_, err = p.NewTenant("x", WithGPUShare(0.5), WithSMLimit(0.5))
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.ErrorContains(t, err, "choose one")
+}
+
+// Close races metered launches, Stats and stream closes: every call either
+// works or says ErrClosed, and nothing is left behind (run with -race).
+func TestGPUShareCloseRacesLaunches(t *testing.T) {
+	p, drv := openSim(t)
+	drv.SetKernelDuration("spin", spinDuration)
+	tn, err := p.NewTenant("racy", WithGPUShare(0.5))
+	require.NoError(t, err)
+	mod, err := tn.LoadModule(kernels.PTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("spin")
+	require.NoError(t, err)
+	done := make(chan error, 8)
+	for i := range 4 {
+		go func() {
+			var a Args
+			a.Uint64(0)
+			s := tn.Stream()
+			if i%2 == 1 {
+				var err error
+				if s, err = tn.NewStream(ClassAttention); err != nil {
+					done <- nil // the tenant closed first
+					return
+				}
+			}
+			for {
+				err := s.Launch(t.Context(), fn, Dim3{X: 1, Y: 1, Z: 1}, one, 0, &a)
+				if err != nil {
+					if errors.Is(err, ErrClosed) {
+						err = nil
+					}
+					done <- err
+					return
+				}
+				_ = tn.Stats()
+			}
+		}()
+	}
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, tn.Close())
+	for range 4 {
+		require.NoError(t, <-done)
+	}
+	require.Zero(t, drv.Live().Events, "events left after Close")
 }

@@ -1,5 +1,10 @@
 package tokenbucket
-import ("testing";"time")
+
+import (
+	"testing"
+	"time"
+)
+
 // Two buckets in series (stream and device) repay an oversized charge as
 // exactly as one: time a bucket spends full between looks repays debt.
 func TestOversizeRepaidWhileUnobserved(t *testing.T) {
