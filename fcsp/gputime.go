@@ -176,9 +176,10 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 	}
 	defer c.life.exit(slot)
 	m := s.meter
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	// The green context's lock, then the meter's: the order poll takes them.
 	err = c.do(func(ctx cuda.Context) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
 		start, err := m.event(drv, ctx)
 		if err != nil {
 			return err

@@ -155,9 +155,19 @@ func TestGPUShareOptions(t *testing.T) {
 // Close races metered launches, Stats and stream closes: every call either
 // works or says ErrClosed, and nothing is left behind (run with -race).
 func TestGPUShareCloseRacesLaunches(t *testing.T) {
+	for _, part := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shared", true: "partitioned"}[part], func(t *testing.T) { closeRacesLaunches(t, part) })
+	}
+}
+
+func closeRacesLaunches(t *testing.T, partitioned bool) {
 	p, drv := openSim(t)
 	drv.SetKernelDuration("spin", spinDuration)
-	tn, err := p.NewTenant("racy", WithGPUShare(0.5))
+	opts := []TenantOption{WithGPUShare(0.5)}
+	if partitioned {
+		opts = append(opts, WithSMs(8))
+	}
+	tn, err := p.NewTenant("racy", opts...)
 	require.NoError(t, err)
 	mod, err := tn.LoadModule(kernels.PTX)
 	require.NoError(t, err)
