@@ -13,6 +13,8 @@ import (
 // stream of its own.
 type Partition struct {
 	drv    cuda.Driver
+	dev    *Device
+	res    []cuda.DevResource // its groups, kept to rebuild it (reset.go)
 	green  cuda.GreenCtx
 	ctx    cuda.Context
 	stream cuda.Stream
@@ -36,7 +38,7 @@ func newPartition(d *Device, res []cuda.DevResource) (*Partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{drv: drv, green: g}
+	p := &Partition{drv: drv, dev: d, res: res, green: g}
 	fail := func(err error) (*Partition, error) {
 		return nil, errors.Join(err, drv.GreenCtxDestroy(g))
 	}
@@ -140,6 +142,12 @@ func (p *Partition) Close() error {
 	}
 	p.closed = true
 	var errs []error
+	if p.green == 0 { // abandoned (reset.go): nothing of it is left in the driver
+		if p.release != nil {
+			p.release()
+		}
+		return nil
+	}
 	for _, s := range append([]cuda.Stream{p.stream}, p.streams...) {
 		if err := p.drv.StreamSynchronize(p.ctx, s); err != nil {
 			errs = append(errs, err)

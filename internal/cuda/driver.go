@@ -73,4 +73,11 @@ type Driver interface {
 	CtxFromGreenCtx(g GreenCtx) (Context, error)
 	GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error)
 	GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error)
+
+	// entry points added for fault
+	//
+	// PrimaryCtxReset is cuDevicePrimaryCtxReset_v2: it destroys every
+	// allocation and all state of the device's primary context (the way back
+	// from a sticky error); the retain count is unchanged.
+	PrimaryCtxReset(d Device) error
 }

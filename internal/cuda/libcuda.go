@@ -351,4 +351,10 @@ func (l *Library) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (ui
 	return uint64(v), check("cuMemPoolGetAttribute", r(C.fcsp_cuMemPoolGetAttribute64(cctx(c), cpool(p), C.int(a), &v)))
 }
 
+// entry points added for fault
+
+func (l *Library) PrimaryCtxReset(d Device) error {
+	return check("cuDevicePrimaryCtxReset_v2", r(C.fcsp_cuDevicePrimaryCtxReset(C.CUdevice(d))))
+}
+
 var _ Driver = (*Library)(nil)

@@ -19,6 +19,8 @@ ENTRY(cuDeviceGetAttribute, CUresult, (int *, int, CUdevice))
 ENTRY(cuDeviceTotalMem, CUresult, (size_t *, CUdevice))
 ENTRY(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))
 ENTRY(cuDevicePrimaryCtxRelease, CUresult, (CUdevice))
+// entry points added for fault
+ENTRY(cuDevicePrimaryCtxReset, CUresult, (CUdevice))
 ENTRY(cuCtxCreate4, CUresult, (CUcontext *, void *, unsigned, CUdevice))
 ENTRY(cuCtxCreate2, CUresult, (CUcontext *, unsigned, CUdevice))
 ENTRY(cuCtxDestroy, CUresult, (CUcontext))
@@ -80,6 +82,8 @@ int fcsp_load(const char *path, char *err, int errlen) {
 	p_cuDeviceTotalMem = (pfn_cuDeviceTotalMem)sym("cuDeviceTotalMem_v2");
 	p_cuDevicePrimaryCtxRetain = (pfn_cuDevicePrimaryCtxRetain)sym("cuDevicePrimaryCtxRetain");
 	p_cuDevicePrimaryCtxRelease = (pfn_cuDevicePrimaryCtxRelease)sym("cuDevicePrimaryCtxRelease_v2");
+	// entry points added for fault
+	p_cuDevicePrimaryCtxReset = (pfn_cuDevicePrimaryCtxReset)sym("cuDevicePrimaryCtxReset_v2");
 	p_cuCtxCreate4 = (pfn_cuCtxCreate4)sym("cuCtxCreate_v4");
 	p_cuCtxCreate2 = (pfn_cuCtxCreate2)sym("cuCtxCreate_v2");
 	p_cuCtxDestroy = (pfn_cuCtxDestroy)sym("cuCtxDestroy_v2");
@@ -268,3 +272,6 @@ CUresult fcsp_cuMemPoolSetAttribute64(CUcontext c, CUmemoryPool pool, int attr, 
 CUresult fcsp_cuMemPoolGetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long *v) {
 	GUARD(p_cuMemPoolGetAttribute) SCOPED(c, p_cuMemPoolGetAttribute(pool, attr, v));
 }
+
+// entry points added for fault
+CUresult fcsp_cuDevicePrimaryCtxReset(CUdevice d) { GUARD(p_cuDevicePrimaryCtxReset) return p_cuDevicePrimaryCtxReset(d); }
