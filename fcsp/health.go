@@ -42,7 +42,7 @@ type DeviceLostError struct {
 }
 
 func (e *DeviceLostError) Error() string {
-	if e.Err == nil {
+	if e.reason != "" {
 		return "fcsp: device lost: " + e.reason
 	}
 	where := "outside any tenant"

@@ -64,9 +64,14 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
-	s, err := c.newStream(cl, false)
+	slot, err := c.enter() // the pool is not lost, and no Reset replaces the partition meanwhile
 	if err != nil {
 		return nil, err
+	}
+	defer c.life.exit(slot)
+	s, err := c.newStream(cl, false)
+	if err != nil {
+		return nil, c.pool.see(err, c.ctx(), 0) // a partition's stream is made through greenctx
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
