@@ -21,7 +21,7 @@ type faultSet struct {
 	fns     []*Function
 }
 
-func newFaultSet(t *testing.T, p *Pool) *faultSet {
+func newFaultSet(t testing.TB, p *Pool) *faultSet {
 	t.Helper()
 	fs := &faultSet{names: []string{"a", "b", "c"}}
 	opts := [][]TenantOption{
