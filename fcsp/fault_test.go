@@ -245,13 +245,16 @@ func TestResetRacesCallsAndClose(t *testing.T) {
 			}()
 		}
 	}
-	for r := 0; r < 5; r++ {
+	closed := make(chan error, 1)
+	for r := 0; r < 6; r++ {
 		drv.InjectFault(0, cuda.ErrorIllegalAddress)
 		_ = fs.tenants[2].Stream().Synchronize()
+		if r == 3 { // tenant a's Close races this Reset
+			go func() { closed <- fs.tenants[0].Close() }()
+		}
 		require.NoError(t, p.Reset(ctx))
 	}
-	require.NoError(t, fs.tenants[0].Close())
-	require.NoError(t, p.Reset(ctx))
+	require.NoError(t, <-closed)
 	stop.Store(true)
 	wg.Wait()
 	close(bad)
@@ -266,4 +269,12 @@ func TestResetRacesCallsAndClose(t *testing.T) {
 		require.Zero(t, tn.Stats().MemoryUsed)
 	}
 	require.Zero(t, p.MemoryUsed())
+	for _, tn := range fs.tenants[1:] {
+		require.NoError(t, tn.Close())
+	}
+	live := drv.Live()
+	require.Zero(t, live.Bytes, "nothing leaked in the fake")
+	require.Zero(t, live.GreenCtxs)
+	require.Zero(t, live.Streams)
+	require.Zero(t, live.Modules)
 }
