@@ -152,8 +152,10 @@ func (s *Stream) Close() error {
 		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
 	}
 	slot, err := c.enter()
-	if err != nil {
+	if errors.Is(err, ErrClosed) {
 		return nil // the tenant's Close destroyed it
+	} else if err != nil {
+		return err // the device is lost: the stream stays, Reset makes it again
 	}
 	defer c.life.exit(slot)
 	if !s.closed.CompareAndSwap(false, true) {
