@@ -278,3 +278,40 @@ func TestResetRacesCallsAndClose(t *testing.T) {
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.Modules)
 }
+
+// A lost pool can still be closed, tenant by tenant or whole: what the
+// driver says about freeing a dead context's resources is not the caller's
+// error.
+func TestLostPoolCloses(t *testing.T) {
+	ctx := context.Background()
+	p, drv := openSim(t)
+	fs := newFaultSet(t, p)
+	extra, err := fs.tenants[1].NewStream(ClassDefault)
+	require.NoError(t, err)
+	_, err = fs.tenants[0].Alloc(ctx, 1<<20)
+	require.NoError(t, err)
+	drv.InjectFault(0, cuda.ErrorLaunchFailed)
+	require.ErrorIs(t, fs.tenants[2].Stream().Synchronize(), ErrDeviceLost)
+	require.ErrorIs(t, extra.Close(), ErrDeviceLost, "the stream stays for Reset")
+	require.NoError(t, fs.tenants[0].Close())
+	require.ErrorIs(t, fs.tenants[0].Stream().Synchronize(), ErrClosed, "closed wins over lost")
+	require.NoError(t, p.Close())
+	require.NoError(t, fs.tenants[1].Close())
+}
+
+// An adopted stream's handle died with the reset; the SDK forgets it.
+func TestResetForgetsAdoptedStreams(t *testing.T) {
+	ctx := context.Background()
+	p, _ := openSim(t)
+	fs := newFaultSet(t, p)
+	c := fs.tenants[2]
+	own, err := c.NewStream(ClassDefault)
+	require.NoError(t, err)
+	adopted, err := c.Adopt(own.Handle(), ClassNCCL)
+	require.NoError(t, err)
+	require.NoError(t, adopted.Synchronize())
+	require.NoError(t, p.Reset(ctx))
+	require.ErrorIs(t, adopted.Synchronize(), ErrClosed)
+	require.NoError(t, own.Synchronize(), "a stream made by NewStream is made again")
+	require.Equal(t, 2, c.Stats().Streams)
+}
