@@ -57,8 +57,9 @@ func (p *Pool) Reset(ctx context.Context) error {
 		}
 	}()
 	raw := p.fault.raw
+	orphans := make(map[*tenantCore][]cuda.DevicePtr, len(cores))
 	for _, c := range cores {
-		c.drop()
+		orphans[c] = c.drop()
 	}
 	var parts []*greenctx.Partition
 	for _, c := range cores {
@@ -85,6 +86,24 @@ func (p *Pool) Reset(ctx context.Context) error {
 	if err := p.dev.ResetPrimary(); err != nil {
 		return fail(err)
 	}
+	// Stream-ordered pools belong to the device, not to a context, so the
+	// reset may leave them and their blocks alive (cuCtxDestroy does). Free
+	// the blocks and destroy the pools; where the reset took them already,
+	// the driver's complaint is expected and only logged.
+	var leftovers int
+	for c, ptrs := range orphans {
+		if c.mpool == nil {
+			continue
+		}
+		for _, ptr := range ptrs {
+			if raw.MemFree(p.dev.Primary(), ptr) == nil {
+				leftovers++
+			}
+		}
+		if raw.MemPoolDestroy(p.dev.Primary(), c.mpool.h) == nil {
+			leftovers++
+		}
+	}
 	for _, part := range parts {
 		if err := part.Rebuild(); err != nil {
 			return fail(fmt.Errorf("rebuilding a %d-SM partition: %w", part.SMs(), err))
@@ -100,24 +119,27 @@ func (p *Pool) Reset(ctx context.Context) error {
 	took := time.Since(start)
 	p.fault.resets.Add(1)
 	p.fault.lastReset.Store(int64(took))
-	p.log.Info("fcsp: pool reset", "tenants", len(cores), "partitions", len(parts), "took", took)
+	p.log.Info("fcsp: pool reset", "tenants", len(cores), "partitions", len(parts), "pool_objects_freed_after_reset", leftovers, "took", took)
 	return nil
 }
 
 // drop forgets what died with the context: the accounting of the tenant's
 // allocations (their pointers remembered as stale) and its streams' cached
-// blocks. The tenant is quiesced.
-func (c *tenantCore) drop() {
+// blocks. It returns them all, for a pool's blocks may outlive the reset.
+// The tenant is quiesced.
+func (c *tenantCore) drop() (ptrs []cuda.DevicePtr) {
 	for _, a := range c.acct.Live() {
 		if _, err := c.acct.Release(a.Ptr); err == nil {
 			c.pool.fault.stale.Store(staleKey{c, DevicePtr(a.Ptr)}, struct{}{})
+			ptrs = append(ptrs, cuda.DevicePtr(a.Ptr))
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.streams {
-		s.drain()
+		ptrs = append(ptrs, s.drain()...)
 	}
+	return ptrs
 }
 
 // rebuild gives the quiesced tenant new driver handles after the reset:
