@@ -74,7 +74,7 @@ func (p *Partition) Stream() cuda.Stream { return p.stream }
 func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.green == 0 { // closed, or abandoned (reset.go)
 		return 0, ErrClosed
 	}
 	s, err := p.drv.GreenCtxStreamCreate(p.green, cuda.StreamNonBlocking, priority)
@@ -90,7 +90,7 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 func (p *Partition) DestroyStream(s cuda.Stream) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.green == 0 { // closed, or abandoned (reset.go)
 		return ErrClosed
 	}
 	i := slices.Index(p.streams, s)
@@ -106,7 +106,7 @@ func (p *Partition) DestroyStream(s cuda.Stream) error {
 func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.green == 0 { // closed, or abandoned (reset.go)
 		return ErrClosed
 	}
 	return f(p.ctx)
@@ -118,7 +118,7 @@ func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 func (p *Partition) Reset() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.green == 0 { // closed, or abandoned (reset.go)
 		return ErrClosed
 	}
 	var errs []error
