@@ -171,13 +171,6 @@ type watched struct {
 
 func (w *watched) refuse() error { return w.p.fault.err() }
 
-func (w *watched) CtxSynchronize(c cuda.Context) error {
-	if err := w.refuse(); err != nil {
-		return err
-	}
-	return w.p.see(w.Driver.CtxSynchronize(c), c, 0)
-}
-
 func (w *watched) MemAlloc(c cuda.Context, n uint64) (cuda.DevicePtr, error) {
 	if err := w.refuse(); err != nil {
 		return 0, err
