@@ -73,4 +73,19 @@ type Driver interface {
 	CtxFromGreenCtx(g GreenCtx) (Context, error)
 	GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error)
 	GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error)
+
+	// entry points added for lib. CtxSetCurrent and CtxGetCurrent act on
+	// the calling OS thread: only a caller that has locked its goroutine to
+	// the thread (runtime.LockOSThread) may rely on them.
+	CtxSetCurrent(ctx Context) error
+	CtxGetCurrent() (Context, error)
+	StreamBeginCapture(ctx Context, s Stream, mode int) error
+	StreamEndCapture(ctx Context, s Stream) (Graph, error)
+	GraphInstantiate(ctx Context, g Graph) (GraphExec, error)
+	// GraphLaunch accepts a zero context like LaunchKernel.
+	GraphLaunch(ctx Context, e GraphExec, s Stream) error
+	GraphExecDestroy(ctx Context, e GraphExec) error
+	GraphDestroy(ctx Context, g Graph) error
+	MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) error
+	MemsetD32Async(ctx Context, p DevicePtr, v uint32, n uint64, s Stream) error
 }

@@ -352,3 +352,48 @@ func (l *Library) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (ui
 }
 
 var _ Driver = (*Library)(nil)
+
+// entry points added for lib
+
+func (l *Library) CtxSetCurrent(c Context) error {
+	return check("cuCtxSetCurrent", r(C.fcsp_cuCtxSetCurrent(cctx(c))))
+}
+
+func (l *Library) CtxGetCurrent() (Context, error) {
+	var c C.CUcontext
+	return Context(unsafe.Pointer(c)), check("cuCtxGetCurrent", r(C.fcsp_cuCtxGetCurrent(&c)))
+}
+
+func (l *Library) StreamBeginCapture(c Context, s Stream, mode int) error {
+	return check("cuStreamBeginCapture_v2", r(C.fcsp_cuStreamBeginCapture(cctx(c), cstream(s), C.int(mode))))
+}
+
+func (l *Library) StreamEndCapture(c Context, s Stream) (Graph, error) {
+	var g C.CUgraph
+	return Graph(unsafe.Pointer(g)), check("cuStreamEndCapture", r(C.fcsp_cuStreamEndCapture(cctx(c), cstream(s), &g)))
+}
+
+func (l *Library) GraphInstantiate(c Context, g Graph) (GraphExec, error) {
+	var e C.CUgraphExec
+	return GraphExec(unsafe.Pointer(e)), check("cuGraphInstantiateWithFlags", r(C.fcsp_cuGraphInstantiate(cctx(c), &e, C.CUgraph(handle(g)))))
+}
+
+func (l *Library) GraphLaunch(c Context, e GraphExec, s Stream) error {
+	return check("cuGraphLaunch", r(C.fcsp_cuGraphLaunch(cctx(c), C.CUgraphExec(handle(e)), cstream(s))))
+}
+
+func (l *Library) GraphExecDestroy(c Context, e GraphExec) error {
+	return check("cuGraphExecDestroy", r(C.fcsp_cuGraphExecDestroy(cctx(c), C.CUgraphExec(handle(e)))))
+}
+
+func (l *Library) GraphDestroy(c Context, g Graph) error {
+	return check("cuGraphDestroy", r(C.fcsp_cuGraphDestroy(cctx(c), C.CUgraph(handle(g)))))
+}
+
+func (l *Library) MemsetD16Async(c Context, p DevicePtr, v uint16, n uint64, s Stream) error {
+	return check("cuMemsetD16Async", r(C.fcsp_cuMemsetD16Async(cctx(c), C.CUdeviceptr(p), C.ushort(v), C.size_t(n), cstream(s))))
+}
+
+func (l *Library) MemsetD32Async(c Context, p DevicePtr, v uint32, n uint64, s Stream) error {
+	return check("cuMemsetD32Async", r(C.fcsp_cuMemsetD32Async(cctx(c), C.CUdeviceptr(p), C.uint(v), C.size_t(n), cstream(s))))
+}

@@ -57,6 +57,17 @@ ENTRY(cuMemFreeAsync, CUresult, (CUdeviceptr, CUstream))
 ENTRY(cuMemPoolTrimTo, CUresult, (CUmemoryPool, size_t))
 ENTRY(cuMemPoolSetAttribute, CUresult, (CUmemoryPool, int, void *))
 ENTRY(cuMemPoolGetAttribute, CUresult, (CUmemoryPool, int, void *))
+// entry points added for lib
+ENTRY(cuCtxSetCurrent, CUresult, (CUcontext))
+ENTRY(cuCtxGetCurrent, CUresult, (CUcontext *))
+ENTRY(cuStreamBeginCapture, CUresult, (CUstream, int))
+ENTRY(cuStreamEndCapture, CUresult, (CUstream, CUgraph *))
+ENTRY(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))
+ENTRY(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))
+ENTRY(cuGraphExecDestroy, CUresult, (CUgraphExec))
+ENTRY(cuGraphDestroy, CUresult, (CUgraph))
+ENTRY(cuMemsetD16Async, CUresult, (CUdeviceptr, unsigned short, size_t, CUstream))
+ENTRY(cuMemsetD32Async, CUresult, (CUdeviceptr, unsigned int, size_t, CUstream))
 
 static void *sym(const char *name) { return lib ? dlsym(lib, name) : NULL; }
 
@@ -119,6 +130,17 @@ int fcsp_load(const char *path, char *err, int errlen) {
 	p_cuMemPoolTrimTo = (pfn_cuMemPoolTrimTo)sym("cuMemPoolTrimTo");
 	p_cuMemPoolSetAttribute = (pfn_cuMemPoolSetAttribute)sym("cuMemPoolSetAttribute");
 	p_cuMemPoolGetAttribute = (pfn_cuMemPoolGetAttribute)sym("cuMemPoolGetAttribute");
+	// entry points added for lib
+	p_cuCtxSetCurrent = (pfn_cuCtxSetCurrent)sym("cuCtxSetCurrent");
+	p_cuCtxGetCurrent = (pfn_cuCtxGetCurrent)sym("cuCtxGetCurrent");
+	p_cuStreamBeginCapture = (pfn_cuStreamBeginCapture)sym("cuStreamBeginCapture_v2");
+	p_cuStreamEndCapture = (pfn_cuStreamEndCapture)sym("cuStreamEndCapture");
+	p_cuGraphInstantiateWithFlags = (pfn_cuGraphInstantiateWithFlags)sym("cuGraphInstantiateWithFlags");
+	p_cuGraphLaunch = (pfn_cuGraphLaunch)sym("cuGraphLaunch");
+	p_cuGraphExecDestroy = (pfn_cuGraphExecDestroy)sym("cuGraphExecDestroy");
+	p_cuGraphDestroy = (pfn_cuGraphDestroy)sym("cuGraphDestroy");
+	p_cuMemsetD16Async = (pfn_cuMemsetD16Async)sym("cuMemsetD16Async");
+	p_cuMemsetD32Async = (pfn_cuMemsetD32Async)sym("cuMemsetD32Async");
 	if (!p_cuInit) {
 		snprintf(err, errlen, "%s has no cuInit", path);
 		return -1;
@@ -268,3 +290,20 @@ CUresult fcsp_cuMemPoolSetAttribute64(CUcontext c, CUmemoryPool pool, int attr, 
 CUresult fcsp_cuMemPoolGetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long *v) {
 	GUARD(p_cuMemPoolGetAttribute) SCOPED(c, p_cuMemPoolGetAttribute(pool, attr, v));
 }
+
+// entry points added for lib. Set/GetCurrent act on the calling thread; the
+// Go side locks the goroutine to it first.
+CUresult fcsp_cuCtxSetCurrent(CUcontext c) { GUARD(p_cuCtxSetCurrent) return p_cuCtxSetCurrent(c); }
+CUresult fcsp_cuCtxGetCurrent(CUcontext *c) { GUARD(p_cuCtxGetCurrent) return p_cuCtxGetCurrent(c); }
+CUresult fcsp_cuStreamBeginCapture(CUcontext c, CUstream s, int mode) { GUARD(p_cuStreamBeginCapture) SCOPED(c, p_cuStreamBeginCapture(s, mode)); }
+CUresult fcsp_cuStreamEndCapture(CUcontext c, CUstream s, CUgraph *g) { GUARD(p_cuStreamEndCapture) SCOPED(c, p_cuStreamEndCapture(s, g)); }
+CUresult fcsp_cuGraphInstantiate(CUcontext c, CUgraphExec *e, CUgraph g) { GUARD(p_cuGraphInstantiateWithFlags) SCOPED(c, p_cuGraphInstantiateWithFlags(e, g, 0)); }
+CUresult fcsp_cuGraphLaunch(CUcontext c, CUgraphExec e, CUstream s) {
+	GUARD(p_cuGraphLaunch)
+	if (!c) return p_cuGraphLaunch(e, s); // unscoped: the stream names its context
+	SCOPED(c, p_cuGraphLaunch(e, s));
+}
+CUresult fcsp_cuGraphExecDestroy(CUcontext c, CUgraphExec e) { GUARD(p_cuGraphExecDestroy) SCOPED(c, p_cuGraphExecDestroy(e)); }
+CUresult fcsp_cuGraphDestroy(CUcontext c, CUgraph g) { GUARD(p_cuGraphDestroy) SCOPED(c, p_cuGraphDestroy(g)); }
+CUresult fcsp_cuMemsetD16Async(CUcontext c, CUdeviceptr p, unsigned short v, size_t n, CUstream s) { GUARD(p_cuMemsetD16Async) SCOPED(c, p_cuMemsetD16Async(p, v, n, s)); }
+CUresult fcsp_cuMemsetD32Async(CUcontext c, CUdeviceptr p, unsigned int v, size_t n, CUstream s) { GUARD(p_cuMemsetD32Async) SCOPED(c, p_cuMemsetD32Async(p, v, n, s)); }

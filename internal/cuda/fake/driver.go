@@ -36,6 +36,7 @@ type Driver struct {
 	calls      map[string]int
 	mem        Memory
 	launches   int
+	libs       libState // entry points added for lib (graph.go)
 }
 
 type context struct {
@@ -59,6 +60,7 @@ type descInfo struct{ sms uint32 }
 type streamInfo struct {
 	ctx      cuda.Context
 	launches int
+	capture  *capture // entry points added for lib: non-nil while capturing
 }
 
 type eventInfo struct {
@@ -323,6 +325,7 @@ func (d *Driver) ctx(op string, c cuda.Context) (*context, error) {
 	case x.primary && x.refs == 0:
 		return nil, cuda.Check(op, cuda.ErrorInvalidContext)
 	}
+	d.checkOverlap(c)
 	return x, nil
 }
 
@@ -330,6 +333,9 @@ func (d *Driver) CtxSynchronize(c cuda.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, err := d.ctx("cuCtxSynchronize", c)
+	if err == nil {
+		err = d.refuseDuringCapture("cuCtxSynchronize", c)
+	}
 	d.releaseAboveThreshold()
 	return err
 }
@@ -339,6 +345,9 @@ func (d *Driver) MemAlloc(c cuda.Context, n uint64) (cuda.DevicePtr, error) {
 	defer d.mu.Unlock()
 	const op = "cuMemAlloc_v2"
 	if _, err := d.ctx(op, c); err != nil {
+		return 0, err
+	}
+	if err := d.refuseDuringCapture(op, c); err != nil {
 		return 0, err
 	}
 	if n == 0 {
@@ -380,6 +389,9 @@ func (d *Driver) MemcpyHtoD(c cuda.Context, dst cuda.DevicePtr, src []byte) erro
 	if _, err := d.ctx(op, c); err != nil {
 		return err
 	}
+	if err := d.refuseDuringCapture(op, c); err != nil {
+		return err
+	}
 	b, ok := d.mem.slice(dst, uint64(len(src)))
 	if !ok {
 		return cuda.Check(op, cuda.ErrorInvalidValue)
@@ -393,6 +405,9 @@ func (d *Driver) MemcpyDtoH(c cuda.Context, dst []byte, src cuda.DevicePtr) erro
 	defer d.mu.Unlock()
 	const op = "cuMemcpyDtoH_v2"
 	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	if err := d.refuseDuringCapture(op, c); err != nil {
 		return err
 	}
 	b, ok := d.mem.slice(src, uint64(len(dst)))
@@ -455,7 +470,11 @@ func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
 	} else if d.scopedOnly {
 		return cuda.Check(op, cuda.ErrorInvalidContext)
 	}
-	_, err := d.stream(op, s)
+	st, err := d.stream(op, s)
+	if err == nil && st.capture != nil {
+		st.capture.invalid = cuda.ErrorStreamCaptureInvalidated
+		return cuda.Check(op, cuda.ErrorStreamCaptureUnsupported)
+	}
 	d.releaseAboveThreshold()
 	return err
 }
@@ -644,9 +663,19 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 		d.mu.Unlock()
 		return err
 	}
+	k := d.kernels[fn.name]
+	if st.capture != nil {
+		var buf []byte
+		var offs []uint32
+		if args != nil {
+			buf, offs = args.Bytes(), args.Offsets()
+		}
+		st.record(graphOp{name: fn.name, kernel: k, grid: grid, block: block, args: buf, offs: offs})
+		d.mu.Unlock()
+		return nil
+	}
 	st.launches++
 	d.launches++
-	k := d.kernels[fn.name]
 	d.mu.Unlock()
 	if k == nil {
 		return nil
