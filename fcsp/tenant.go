@@ -54,6 +54,7 @@ type tenantCore struct {
 	closed  atomic.Bool
 	cleanup runtime.Cleanup
 	stop    func() bool // unregisters the context watcher
+	dos     doThreads   // OS threads inside Do (do.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -246,6 +247,9 @@ func (c *tenantCore) Stats() Stats {
 // has allocated, and returns its SMs and quota to the pool. Idempotent; any
 // later call on the tenant returns ErrClosed.
 func (t *Tenant) Close() error {
+	if err := t.checkNotInsideDo(); err != nil {
+		return err
+	}
 	t.cleanup.Stop()
 	return t.close("")
 }
