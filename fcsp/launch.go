@@ -73,8 +73,10 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	if !grid.Valid() || !block.Valid() {
 		return fmt.Errorf("%w: launch of %q with grid %v, block %v; every dimension must be at least 1", ErrInvalidArgument, f.name, grid, block)
 	}
-	if err := s.admit(ctx, grid, block); err != nil {
-		return err
+	if !s.recordCapture(grid, block) { // a captured kernel is charged when its graph launches
+		if err := s.admit(ctx, grid, block); err != nil {
+			return err
+		}
 	}
 	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
 		return s.t.pool.drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args)
@@ -82,6 +84,8 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
 	}
-	s.launches.Add(1)
+	if s.capture.Load() == nil {
+		s.launches.Add(1)
+	}
 	return nil
 }

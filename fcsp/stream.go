@@ -21,7 +21,8 @@ type Stream struct {
 	owned    bool                // created by the SDK (destroyed on Close)
 	fromPart bool                // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
-	free     atomic.Pointer[freeList] // freed pool blocks for reuse on this stream
+	free     atomic.Pointer[freeList]  // freed pool blocks for reuse on this stream
+	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
 	closed   atomic.Bool
 }
 
@@ -118,7 +119,14 @@ func (s *Stream) admit(ctx context.Context, grid, block Dim3) error {
 	if s.bucket == nil {
 		return nil
 	}
-	cost := s.t.limiter.Cost([3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z}, s.class)
+	return s.admitCost(ctx, s.t.limiter.Cost([3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z}, s.class))
+}
+
+// admitCost charges cost tokens (a kernel's, or a graph's: see LaunchGraph).
+func (s *Stream) admitCost(ctx context.Context, cost float64) error {
+	if s.bucket == nil {
+		return nil
+	}
 	return s.bucket.Wait(ctx, cost)
 }
 
