@@ -160,3 +160,19 @@ func TestCaptureBadUse(t *testing.T) {
 	_, err = s.Capture(ctx, func() error { return nil })
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+func TestMemsetOnTheStream(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(8))
+	require.NoError(t, err)
+	buf, err := a.Alloc(context.Background(), 64)
+	require.NoError(t, err)
+	require.NoError(t, a.Stream().MemsetD16(buf, 0x3f80, 16))
+	require.NoError(t, a.Stream().MemsetD32(buf+32, 0x01020304, 8))
+	out := make([]byte, 64)
+	require.NoError(t, a.CopyFromDevice(out, buf))
+	require.Equal(t, []byte{0x80, 0x3f, 0x80, 0x3f}, out[:4])
+	require.Equal(t, []byte{4, 3, 2, 1}, out[32:36])
+	require.ErrorIs(t, a.Stream().MemsetD16(buf, 0, 0), ErrInvalidArgument)
+	require.ErrorIs(t, a.Stream().MemsetD16(buf+1, 0, 1), cuda.ErrorInvalidValue)
+}
