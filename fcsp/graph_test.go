@@ -13,7 +13,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/kernels"
 )
 
-func chainOn(t *testing.T, tn *Tenant) *Function {
+func chainKernel(t *testing.T, tn *Tenant) *Function {
 	t.Helper()
 	mod, err := tn.LoadModule(kernels.PTX)
 	require.NoError(t, err)
@@ -26,7 +26,7 @@ func TestCaptureRecordsAndLaunchGraphReplaysOnTheTenant(t *testing.T) {
 	p, drv := openSim(t)
 	a, err := p.NewTenant("a", WithSMs(16), WithSMLimit(1))
 	require.NoError(t, err)
-	fn := chainOn(t, a)
+	fn := chainKernel(t, a)
 	ctx := context.Background()
 	const n, steps = 1000, 20
 	buf, err := a.Alloc(ctx, 4*n)
@@ -76,7 +76,7 @@ func TestLaunchGraphIsAdmittedByTheLimiter(t *testing.T) {
 	p, drv := openSim(t)
 	a, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.1))
 	require.NoError(t, err)
-	fn := chainOn(t, a)
+	fn := chainKernel(t, a)
 	ctx := context.Background()
 	buf, err := a.Alloc(ctx, 4*256)
 	require.NoError(t, err)
