@@ -10,9 +10,10 @@ import (
 
 // figure is one round's result for one target at one goroutine count.
 type figure struct {
-	P50  float64 `json:"p50_ns"`
-	P99  float64 `json:"p99_ns"`
-	Wall float64 `json:"wall_ns"` // wall time / calls, all goroutines together
+	P50     float64 `json:"p50_ns"`
+	P99     float64 `json:"p99_ns"`
+	Wall    float64 `json:"wall_ns"` // wall time / calls, all goroutines together
+	Refused int     `json:"refused,omitempty"`
 }
 
 // measure runs calls timed calls of t split among g goroutines, after an
@@ -28,6 +29,7 @@ func measure(t target, g, calls int) (figure, error) {
 	per := max(calls/g, 1)
 	samples := make([][]float64, g)
 	errs := make([]error, g)
+	refusals := make([]int, g)
 	var ready, wg sync.WaitGroup
 	startGate := make(chan struct{})
 	ready.Add(g)
@@ -37,7 +39,7 @@ func measure(t target, g, calls int) (figure, error) {
 			defer wg.Done()
 			s := make([]float64, per)
 			for i := 0; i < per/10; i++ { // warm-up: caches, leases, first chunks
-				if err := op(k, i); err != nil {
+				if err := op(k, i); err != nil && err != errRefused {
 					errs[k] = err
 					ready.Done()
 					return
@@ -49,7 +51,9 @@ func measure(t target, g, calls int) (figure, error) {
 				t0 := time.Since(base)
 				err := op(k, per/10+i)
 				s[i] = float64(time.Since(base) - t0)
-				if err != nil {
+				if err == errRefused {
+					refusals[k]++
+				} else if err != nil {
 					errs[k] = err
 					return
 				}
@@ -68,15 +72,20 @@ func measure(t target, g, calls int) (figure, error) {
 			return figure{}, err
 		}
 	}
+	var nref int
+	for _, n := range refusals {
+		nref += n
+	}
 	all := make([]float64, 0, per*g)
 	for _, s := range samples {
 		all = append(all, s...)
 	}
 	slices.Sort(all)
 	return figure{
-		P50:  percentile(all, 50),
-		P99:  percentile(all, 99),
-		Wall: float64(wall) / float64(len(all)),
+		P50:     percentile(all, 50),
+		P99:     percentile(all, 99),
+		Wall:    float64(wall) / float64(len(all)),
+		Refused: nref,
 	}, nil
 }
 

@@ -130,6 +130,15 @@ func (r *report) write(w io.Writer, md bool) {
 		if rw.Note != "" {
 			fmt.Fprintf(w, "- %s: %s\n", rw.Name, rw.Note)
 		}
+		for _, c := range rw.Cells {
+			n := 0
+			for _, f := range c.Rounds {
+				n += f.Refused
+			}
+			if n > 0 {
+				fmt.Fprintf(w, "- %s, %d goroutines: **%d refusals** in %d rounds, though the rate was set never to refuse\n", rw.Name, c.Goroutines, n, len(c.Rounds))
+			}
+		}
 	}
 }
 
