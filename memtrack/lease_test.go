@@ -196,3 +196,46 @@ func TestLeaseStormExactNoFalseRefusal(t *testing.T) {
 		t.Fatalf("Used = %d after every account closed; want 0", u)
 	}
 }
+
+// Close races reservations, releases and another tenant's sweep: no lease
+// is stranded in a closed account, so the device counter ends at exactly
+// the survivor's bytes plus its lease, and at zero once it closes too.
+func TestLeaseCloseRace(t *testing.T) {
+	const limit, chunk = 8 << 20, 256 << 10
+	tr := leaseTracker(t, limit, chunk)
+	keep := mustAccount(t, tr, "keep", limit)
+	for r := 0; r < 40; r++ {
+		a := mustAccount(t, tr, "victim", limit)
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), uint64(r)))
+				for i := 0; i < 300; i++ {
+					n := 1 + rng.Uint64N(1<<20)
+					if a.Reserve(n) == nil {
+						a.Unreserve(n)
+					}
+				}
+			}(w)
+		}
+		wg.Add(2)
+		go func() { defer wg.Done(); _, _ = a.Close() }()
+		go func() { // a big request from the survivor sweeps the leases
+			defer wg.Done()
+			if keep.Reserve(limit-(1<<20)) == nil {
+				keep.Unreserve(limit - (1 << 20))
+			}
+		}()
+		wg.Wait()
+		_, _ = a.Close()
+		if d, l := tr.dev.Load(), keep.lease.Load(); d != l {
+			t.Fatalf("round %d: device counter %d with nothing allocated and the survivor's lease %d: a lease was stranded", r, d, l)
+		}
+	}
+	keep.Close()
+	if d := tr.dev.Load(); d != 0 {
+		t.Fatalf("device counter %d after every account closed; want 0", d)
+	}
+}
