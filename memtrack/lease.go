@@ -47,8 +47,9 @@ func leaseChunkFor(limit uint64) uint64 {
 }
 
 // WithLeaseChunk sets how many bytes of device headroom an account leases
-// at a time (0: no leases, every reservation charges the device counter).
-// It exists for tests and benchmarks; the default suits a GPU.
+// at a time (0: no leases, every reservation charges the device counter; at
+// most the device limit). It exists for tests and benchmarks; the default
+// suits a GPU.
 func WithLeaseChunk(chunk uint64) Option {
 	return func(t *Tracker) error {
 		t.chunk, t.chunkSet = chunk, true
@@ -84,7 +85,7 @@ func (a *Account) devTake(n uint64) (used uint64, ok bool) {
 	}
 	need := n - have
 	// Take a chunk along only while every open account could hold one.
-	if spare := t.limit - min(t.limit, t.dev.Load()); spare >= need && spare-need >= t.chunk*uint64(t.n.Load()+1) {
+	if spare := t.limit - min(t.limit, t.dev.Load()); spare >= need && (spare-need)/uint64(t.n.Load()+1) >= t.chunk {
 		t.grabbing.Add(1) // a chunk in hand, in no lease yet: see below
 		_, ok := t.devReserve(need + t.chunk)
 		if ok {

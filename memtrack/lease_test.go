@@ -239,3 +239,8 @@ func TestLeaseCloseRace(t *testing.T) {
 		t.Fatalf("device counter %d after every account closed; want 0", d)
 	}
 }
+
+func TestLeaseChunkLargerThanDevice(t *testing.T) {
+	_, err := New(1<<20, WithLeaseChunk(2<<20))
+	wantErr(t, err, ErrInvalidLimit, "2097152", "1048576")
+}

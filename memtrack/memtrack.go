@@ -73,6 +73,8 @@ func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
 	}
 	if !t.chunkSet {
 		t.chunk = leaseChunkFor(deviceLimit)
+	} else if t.chunk > deviceLimit {
+		return nil, fmt.Errorf("%w: lease chunk of %d bytes is larger than the %d-byte device limit; use at most the limit, or 0 for no leases", ErrInvalidLimit, t.chunk, deviceLimit)
 	}
 	if t.share != nil {
 		t.chunk = 0 // see lease.go
