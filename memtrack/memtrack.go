@@ -44,12 +44,18 @@ type Tracker struct {
 	devIdx int
 	slot   shm.Counter
 
-	records recordMap
+	records  recordMap
+	chunk    uint64 // lease chunk (lease.go); 0: no leases
+	chunkSet bool   // WithLeaseChunk given
 
 	mu     sync.Mutex // guards ids and registry changes; never on the hot path
 	free   []uint16   // recycled account ids
+	accts  []*Account // open accounts by id, for reclaim (lease.go)
 	nextID uint16
 	n      atomic.Int64 // number of open accounts
+	// chunks taken from the device and not yet in a lease (lease.go);
+	// written only when a chunk is taken, off the hot path
+	grabbing atomic.Int64
 }
 
 // New returns a Tracker for a device whose allocations must never total
@@ -65,6 +71,14 @@ func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
 			return nil, err
 		}
 	}
+	if !t.chunkSet {
+		t.chunk = leaseChunkFor(deviceLimit)
+	} else if t.chunk > deviceLimit {
+		return nil, fmt.Errorf("%w: lease chunk of %d bytes is larger than the %d-byte device limit; use at most the limit, or 0 for no leases", ErrInvalidLimit, t.chunk, deviceLimit)
+	}
+	if t.share != nil {
+		t.chunk = 0 // see lease.go
+	}
 	return t, nil
 }
 
@@ -74,6 +88,9 @@ func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
 func (t *Tracker) Used() uint64 {
 	if t.share != nil {
 		return t.share.DeviceUsed(t.devIdx)
+	}
+	if t.chunk != 0 {
+		return sat(t.dev.Load(), t.leased()) // leases are headroom, not use
 	}
 	return t.dev.Load()
 }
@@ -103,15 +120,20 @@ func (t *Tracker) NewAccount(name string, limit uint64) (*Account, error) {
 		t.mu.Unlock()
 		return nil, fmt.Errorf("memtrack: tenant %q: too many open accounts; at most %d are allowed per device", name, maxAccounts)
 	}
-	t.n.Add(1)
-	t.mu.Unlock()
 	a := &Account{t: t, name: name, id: id}
 	a.limit.Store(limit)
+	for int(id) >= len(t.accts) {
+		t.accts = append(t.accts, nil)
+	}
+	t.accts[id] = a
+	t.n.Add(1)
+	t.mu.Unlock()
 	return a, nil
 }
 
 func (t *Tracker) releaseID(id uint16) {
 	t.mu.Lock()
+	t.accts[id] = nil
 	t.free = append(t.free, id)
 	t.n.Add(-1)
 	t.mu.Unlock()
@@ -167,6 +189,7 @@ type Account struct {
 	_     pad
 	used  atomic.Uint64 // bytes reserved, | closedBit once closed
 	limit atomic.Uint64
+	lease atomic.Uint64 // device headroom held, | leaseClosed (lease.go)
 	_     pad
 
 	t    *Tracker
@@ -225,16 +248,16 @@ func (a *Account) Reserve(n uint64) error {
 	if n > lim || u > lim-n {
 		return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
 	}
-	if du, ok := a.t.devReserve(n); !ok {
+	if du, ok := a.devTake(n); !ok {
 		return &QuotaError{Tenant: a.name, Requested: n, Used: du, Limit: a.t.limit, Scope: ScopeDevice}
 	}
 	for {
 		if u&closedBit != 0 {
-			a.t.devRelease(n)
+			a.devGive(n)
 			return ErrClosed
 		}
 		if n > lim || u > lim-n {
-			a.t.devRelease(n)
+			a.devGive(n)
 			return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
 		}
 		if a.used.CompareAndSwap(u, u+n) {
@@ -275,7 +298,7 @@ func (a *Account) Unreserve(n uint64) {
 		return
 	}
 	if m := a.sub(n); m > 0 {
-		a.t.devRelease(m)
+		a.devGive(m)
 	}
 }
 
@@ -315,7 +338,7 @@ func (a *Account) Release(ptr uint64) (uint64, error) {
 	}
 	n := wordSize(w)
 	if m := a.sub(n); m > 0 {
-		a.t.devRelease(m)
+		a.devGive(m)
 	}
 	return n, nil
 }
@@ -361,6 +384,7 @@ func (a *Account) Close() (leaked uint64, err error) {
 	if leaked > 0 {
 		a.t.devRelease(leaked)
 	}
+	a.closeLease()
 	a.t.releaseID(a.id)
 	return leaked, nil
 }
