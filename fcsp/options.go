@@ -26,6 +26,7 @@ type poolConfig struct {
 	region    string        // shared region path, "": none
 	beat      time.Duration
 	reapAfter time.Duration
+	splitFlag uint32 // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
 }
 
 // WithSimulator runs the pool on an in-process fake device instead of the
@@ -145,6 +146,7 @@ type tenantConfig struct {
 	pool    bool   // stream-ordered memory pool
 	keep    uint64 // its release threshold
 	noLists bool   // the driver's pool alone, without free lists (benchmarks)
+	shape   shapeConfig // WithSMShare, WithRemainderSMs, WithReshapeSizes (shape.go)
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool

@@ -119,7 +119,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if unit == 0 {
 		unit = dev.Granularity()
 	}
-	if p.split, err = dev.Split(unit); err != nil {
+	if p.split, err = dev.SplitWith(unit, cfg.splitFlag); err != nil {
 		return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
 	}
 	if p.split.GroupSMs() != unit {
@@ -224,6 +224,12 @@ func (p *Pool) Close() error {
 
 // takePartition finds or builds a partition for a tenant.
 func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
+	if err := p.resolveShape(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.shape.remainder {
+		return p.split.TakeRemainder()
+	}
 	if cfg.rest {
 		// Spares go back first so the rest really is everything free.
 		for _, s := range p.spare {

@@ -69,8 +69,8 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty tenant name", ErrInvalidArgument)
 	}
-	if cfg.sms > 0 && cfg.rest {
-		return nil, fmt.Errorf("%w: WithSMs and WithRestOfSMs together; choose one", ErrInvalidArgument)
+	if err := cfg.checkShape(); err != nil {
+		return nil, err
 	}
 	if cfg.smLimit == 0 {
 		if f, ok := p.env.SMLimit(p.info.Index); ok {
@@ -87,7 +87,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	c := &tenantCore{pool: p, name: name}
 	var err error
-	if cfg.sms > 0 || cfg.rest {
+	if cfg.partitioned() {
 		if c.part, err = p.takePartition(&cfg); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
