@@ -73,4 +73,11 @@ type Driver interface {
 	CtxFromGreenCtx(g GreenCtx) (Context, error)
 	GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error)
 	GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error)
+
+	// entry points added for branch whole
+
+	// StreamWaitEvent is cuStreamWaitEvent (flags 0): work queued on s
+	// after it waits for e's last record, which may be in another context
+	// of the device. A zero ctx makes none current.
+	StreamWaitEvent(ctx Context, s Stream, e Event) error
 }

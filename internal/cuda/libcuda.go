@@ -352,3 +352,9 @@ func (l *Library) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (ui
 }
 
 var _ Driver = (*Library)(nil)
+
+// entry points added for branch whole
+
+func (l *Library) StreamWaitEvent(c Context, s Stream, e Event) error {
+	return check("cuStreamWaitEvent", r(C.fcsp_cuStreamWaitEvent(cctx(c), cstream(s), cevent(e))))
+}

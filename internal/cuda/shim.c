@@ -57,6 +57,8 @@ ENTRY(cuMemFreeAsync, CUresult, (CUdeviceptr, CUstream))
 ENTRY(cuMemPoolTrimTo, CUresult, (CUmemoryPool, size_t))
 ENTRY(cuMemPoolSetAttribute, CUresult, (CUmemoryPool, int, void *))
 ENTRY(cuMemPoolGetAttribute, CUresult, (CUmemoryPool, int, void *))
+// entry points added for branch whole
+ENTRY(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))
 
 static void *sym(const char *name) { return lib ? dlsym(lib, name) : NULL; }
 
@@ -119,6 +121,8 @@ int fcsp_load(const char *path, char *err, int errlen) {
 	p_cuMemPoolTrimTo = (pfn_cuMemPoolTrimTo)sym("cuMemPoolTrimTo");
 	p_cuMemPoolSetAttribute = (pfn_cuMemPoolSetAttribute)sym("cuMemPoolSetAttribute");
 	p_cuMemPoolGetAttribute = (pfn_cuMemPoolGetAttribute)sym("cuMemPoolGetAttribute");
+	// entry points added for branch whole
+	p_cuStreamWaitEvent = (pfn_cuStreamWaitEvent)sym("cuStreamWaitEvent");
 	if (!p_cuInit) {
 		snprintf(err, errlen, "%s has no cuInit", path);
 		return -1;
@@ -267,4 +271,11 @@ CUresult fcsp_cuMemPoolSetAttribute64(CUcontext c, CUmemoryPool pool, int attr, 
 }
 CUresult fcsp_cuMemPoolGetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long *v) {
 	GUARD(p_cuMemPoolGetAttribute) SCOPED(c, p_cuMemPoolGetAttribute(pool, attr, v));
+}
+
+// entry points added for branch whole
+CUresult fcsp_cuStreamWaitEvent(CUcontext c, CUstream s, CUevent e) {
+	GUARD(p_cuStreamWaitEvent)
+	if (!c) return p_cuStreamWaitEvent(s, e, 0); // unscoped: the stream names the context
+	SCOPED(c, p_cuStreamWaitEvent(s, e, 0));
 }

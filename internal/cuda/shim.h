@@ -65,4 +65,6 @@ CUresult fcsp_cuMemFreeAsync(CUcontext c, CUdeviceptr p, CUstream s);
 CUresult fcsp_cuMemPoolTrimTo(CUcontext c, CUmemoryPool pool, size_t keep);
 CUresult fcsp_cuMemPoolSetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long v);
 CUresult fcsp_cuMemPoolGetAttribute64(CUcontext c, CUmemoryPool pool, int attr, unsigned long long *v);
+// entry points added for branch whole
+CUresult fcsp_cuStreamWaitEvent(CUcontext c, CUstream s, CUevent e);
 #endif

@@ -865,6 +865,28 @@ func (d *Driver) GreenCtxGetDevResource(h cuda.GreenCtx, t cuda.ResourceType) (c
 	return g.res, nil
 }
 
+// entry points added for branch whole
+
+// StreamWaitEvent checks its handles and counts the wait; the fake's
+// kernels run synchronously, so every recorded event is already reached.
+func (d *Driver) StreamWaitEvent(c cuda.Context, s cuda.Stream, e cuda.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuStreamWaitEvent"
+	if c != 0 || s == 0 {
+		if _, err := d.ctx(op, c); err != nil {
+			return err
+		}
+	} else if err := d.enter(op); err != nil {
+		return err
+	}
+	if _, err := d.stream(op, s); err != nil {
+		return err
+	}
+	_, err := d.event(op, e)
+	return err
+}
+
 var _ cuda.Driver = (*Driver)(nil)
 
 func (s Spec) String() string { return fmt.Sprintf("%s: %d SMs", s.Name, s.SMs) }
