@@ -16,24 +16,23 @@ type Args = cuda.Args
 
 // Module is code loaded into a tenant's context.
 type Module struct {
-	t *tenantCore
-	h cuda.Module
+	t  *tenantCore
+	h  cuda.Module
+	hs []cuda.Module // per layout of a reshapable tenant (reshape.go)
 }
 
 // Function is a kernel of a Module.
 type Function struct {
 	m    *Module
 	h    cuda.Function
+	hs   []cuda.Function // per layout of a reshapable tenant (reshape.go)
 	name string
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m := &Module{t: c}
-	err := c.do(func(ctx cuda.Context) (err error) {
-		m.h, err = c.pool.drv.ModuleLoadData(ctx, image)
-		return err
-	})
+	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
@@ -46,10 +45,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name}
-	err := m.t.do(func(ctx cuda.Context) (err error) {
-		f.h, err = m.t.pool.drv.ModuleGetFunction(ctx, m.h, name)
-		return err
-	})
+	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)
 	}
@@ -77,7 +73,7 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 		return err
 	}
 	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return s.t.pool.drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args)
+		return s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
 	})
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)

@@ -146,7 +146,8 @@ type tenantConfig struct {
 	pool    bool   // stream-ordered memory pool
 	keep    uint64 // its release threshold
 	noLists bool   // the driver's pool alone, without free lists (benchmarks)
-	shape   shapeConfig // WithSMShare, WithRemainderSMs, WithReshapeSizes (shape.go)
+
+	shape shapeConfig // WithSMShare, WithRemainderSMs, WithReshapeSizes (shape.go)
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool

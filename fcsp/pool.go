@@ -227,6 +227,9 @@ func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
 	if err := p.resolveShape(cfg); err != nil {
 		return nil, err
 	}
+	if len(cfg.shape.sizes) > 0 {
+		return p.takeLayouts(cfg)
+	}
 	if cfg.shape.remainder {
 		return p.split.TakeRemainder()
 	}

@@ -63,11 +63,11 @@ func TestSMShare(t *testing.T) {
 		share float64
 		sms   int
 	}{
-		{0.25, 32},  // 33 SMs asked: 4 groups is nearest
-		{0.01, 8},   // less than a group: one group
-		{0.5, 64},   // 66: 8 groups (8.25)
-		{0.1, 16},   // 13.2: 2 groups (1.65)
-		{1, 120},    // every group the split made
+		{0.25, 32}, // 33 SMs asked: 4 groups is nearest
+		{0.01, 8},  // less than a group: one group
+		{0.5, 64},  // 66: 8 groups (8.25)
+		{0.1, 16},  // 13.2: 2 groups (1.65)
+		{1, 120},   // every group the split made
 		{0.999, 120},
 	} {
 		c, err := p.NewTenant("t", WithSMShare(tc.share))

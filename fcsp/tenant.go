@@ -54,6 +54,8 @@ type tenantCore struct {
 	closed  atomic.Bool
 	cleanup runtime.Cleanup
 	stop    func() bool // unregisters the context watcher
+
+	reshape sync.Mutex // serialises Reshape (reshape.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -269,7 +271,7 @@ func (c *tenantCore) close(why string) error {
 	leaks := c.acct.Live()
 	for _, a := range leaks {
 		if c.mpool != nil {
-			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h))
+			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h()))
 		} else {
 			errs = append(errs, p.drv.MemFree(p.dev.Primary(), cuda.DevicePtr(a.Ptr)))
 		}
@@ -279,7 +281,7 @@ func (c *tenantCore) close(why string) error {
 		errs = append(errs, s.destroy(ctx))
 	}
 	for _, m := range modules {
-		errs = append(errs, p.drv.ModuleUnload(ctx, m.h))
+		errs = append(errs, m.unload(ctx))
 	}
 	_, err := c.acct.Close()
 	errs = append(errs, err)

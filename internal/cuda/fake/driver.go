@@ -644,6 +644,11 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 		d.mu.Unlock()
 		return err
 	}
+	if s != 0 && st.ctx != fn.mod.ctx {
+		// A function belongs to the context its module was loaded in.
+		d.mu.Unlock()
+		return cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
 	st.launches++
 	d.launches++
 	k := d.kernels[fn.name]
