@@ -66,6 +66,9 @@ func (c *tenantConfig) checkShape() error {
 	if len(asked) > 1 {
 		return fmt.Errorf("%w: %v together; choose one", ErrInvalidArgument, asked)
 	}
+	if len(c.shape.sizes) > 0 && (len(asked) == 0 || c.shape.remainder) {
+		return fmt.Errorf("%w: WithReshapeSizes needs a size to start at (WithSMs, WithSMShare or WithRestOfSMs)", ErrInvalidArgument)
+	}
 	return nil
 }
 

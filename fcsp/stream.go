@@ -66,6 +66,13 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
+	// Counted in the life lock: Close must not destroy the partition, nor
+	// Reshape switch its streams, while the stream is being made.
+	slot, err := c.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer c.life.exit(slot)
 	s, err := c.newStream(cl, false)
 	if err != nil {
 		return nil, err
