@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -58,7 +57,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	}
 	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger}
 	if p.log == nil {
-		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
 	if cfg.environ != nil {
 		env, err := hamienv.Parse(cfg.environ)
