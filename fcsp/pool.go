@@ -146,7 +146,8 @@ func (p *Pool) Device() DeviceInfo { return p.info }
 // PartitionUnit is the size of the groups partitions are made of.
 func (p *Pool) PartitionUnit() int { return p.split.GroupSMs() }
 
-// FreeSMs is how many SMs can still be given to partitioned tenants.
+// FreeSMs is how many SMs can still be given to partitioned tenants (the
+// split's remainder included while no tenant holds it).
 func (p *Pool) FreeSMs() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -94,3 +94,26 @@ func BenchmarkReshape(b *testing.B) {
 		pctl(b, d)
 	})
 }
+
+// BenchmarkNewTenantAlone times NewTenant of a prewarmed 16-SM partition
+// by itself (its Close, which recycles the partition, outside the timer),
+// beside an unpartitioned tenant's, same run (goal: at most 10 us).
+func BenchmarkNewTenantAlone(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts []TenantOption
+	}{{"prewarmed-16", []TenantOption{WithSMs(16)}}, {"shared", nil}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := benchPool(b, WithPrewarm(16))
+			for i := 0; i < b.N; i++ {
+				t, err := p.NewTenant("t", tc.opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				t.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
