@@ -66,8 +66,8 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
-	// Counted in the life lock: Close must not destroy the partition, nor
-	// Reshape switch its streams, while the stream is being made.
+	// Counted in the life lock: the pool is not lost, no Reset replaces the
+	// partition, and no Reshape switches its streams, meanwhile.
 	slot, err := c.enter()
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 	defer c.life.exit(slot)
 	s, err := c.newStream(cl, false)
 	if err != nil {
-		return nil, err
+		return nil, c.pool.see(err, c.ctx(), 0) // a partition's stream is made through greenctx
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -161,8 +161,10 @@ func (s *Stream) Close() error {
 		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
 	}
 	slot, err := c.enter()
-	if err != nil {
+	if errors.Is(err, ErrClosed) {
 		return nil // the tenant's Close destroyed it
+	} else if err != nil {
+		return err // the device is lost: the stream stays, Reset makes it again
 	}
 	defer c.life.exit(slot)
 	if !s.closed.CompareAndSwap(false, true) {

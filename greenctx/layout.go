@@ -128,7 +128,7 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 	if sh.rem {
 		extra = s.Remainder()
 	}
-	p := &Partition{drv: s.dev.drv, shape: sh}
+	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh}
 	fail := func(err error) (*Partition, error) {
 		for _, l := range p.layouts {
 			err = errors.Join(err, l.destroy(p.drv))
@@ -188,7 +188,7 @@ func (p *Partition) Layout() int {
 func (p *Partition) DoIn(i int, f func(ctx cuda.Context) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.lost {
 		return ErrClosed
 	}
 	if i < 0 || i >= len(p.layouts) {
@@ -211,7 +211,7 @@ func (p *Partition) DoIn(i int, f func(ctx cuda.Context) error) error {
 func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.lost {
 		return ErrClosed
 	}
 	old := p.cur.Load()

@@ -16,6 +16,7 @@ import (
 // current; Reshape switches between them (layout.go).
 type Partition struct {
 	drv cuda.Driver
+	dev *Device
 	cur atomic.Pointer[layout]
 
 	// mu serialises calls that make this context current: the driver lets a
@@ -25,6 +26,7 @@ type Partition struct {
 	layouts []*layout // by size, ascending; one for a plain partition
 	shape   *shape    // nil for a plain partition
 	closed  bool
+	lost    bool // abandoned after a device fault, until Rebuild (reset.go)
 	release func()
 }
 
@@ -32,6 +34,7 @@ type Partition struct {
 // the partition's streams (slot 0 its first) and, for a reshapable
 // partition, an event per slot to hand the order over at a switch.
 type layout struct {
+	res     []cuda.DevResource // its groups, kept to rebuild it (reset.go)
 	green   cuda.GreenCtx
 	ctx     cuda.Context
 	sms     int
@@ -50,7 +53,7 @@ func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &layout{green: g}
+	l := &layout{res: res, green: g}
 	fail := func(err error) (*layout, error) {
 		return nil, errors.Join(err, drv.GreenCtxDestroy(g))
 	}
@@ -90,7 +93,7 @@ func newPartition(d *Device, res []cuda.DevResource) (*Partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{drv: d.drv, layouts: []*layout{l}}
+	p := &Partition{drv: d.drv, dev: d, layouts: []*layout{l}}
 	p.cur.Store(l)
 	return p, nil
 }
@@ -115,7 +118,7 @@ func (p *Partition) Stream() cuda.Stream { return p.cur.Load().streams[0] }
 func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.lost { // closed, or abandoned (reset.go)
 		return 0, ErrClosed
 	}
 	made := make([]cuda.Stream, len(p.layouts))
@@ -173,7 +176,7 @@ func (p *Partition) slot(h cuda.Stream) int {
 func (p *Partition) DestroyStream(s cuda.Stream) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.lost {
 		return ErrClosed
 	}
 	i := p.slot(s)
@@ -197,7 +200,7 @@ func (p *Partition) DestroyStream(s cuda.Stream) error {
 func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.lost {
 		return ErrClosed
 	}
 	return f(p.cur.Load().ctx)
@@ -210,7 +213,7 @@ func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 func (p *Partition) Reset() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.lost {
 		return ErrClosed
 	}
 	if p.shape != nil {
@@ -236,7 +239,9 @@ func (p *Partition) Close() error {
 	p.closed = true
 	var errs []error
 	for _, l := range p.layouts {
-		errs = append(errs, l.destroy(p.drv))
+		if !p.lost { // abandoned (reset.go): nothing of it is left in the driver
+			errs = append(errs, l.destroy(p.drv))
+		}
 	}
 	if p.release != nil {
 		p.release()
