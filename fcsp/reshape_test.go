@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/kernels"
 )
 
@@ -242,4 +243,29 @@ func TestReshapeRacesCallsAndClose(t *testing.T) {
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.Bytes)
 	require.Equal(t, 132, p.FreeSMs())
+}
+
+// A device fault and Pool.Reset with a reshaped tenant: every layout is
+// rebuilt, its module found again in each, and it keeps reshaping.
+func TestReshapeSurvivesReset(t *testing.T) {
+	ctx := context.Background()
+	p, drv := openSim(t)
+	lat, err := p.NewTenant("interactive", WithSMs(8), WithReshapeSizes(32))
+	require.NoError(t, err)
+	defer lat.Close()
+	mod, err := lat.LoadModule(kernels.PTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("chain")
+	require.NoError(t, err)
+	require.NoError(t, lat.Reshape(ctx, 32))
+	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
+	drv.InjectFault(0, cuda.ErrorIllegalAddress)
+	require.ErrorIs(t, lat.Stream().Synchronize(), ErrDeviceLost)
+	require.NoError(t, p.Reset(ctx))
+	require.Equal(t, 32, lat.SMs(), "rebuilt at the size it had")
+	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
+	require.NoError(t, lat.Reshape(ctx, 8))
+	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
+	require.NoError(t, lat.Close())
+	require.Zero(t, drv.Live().GreenCtxs)
 }
