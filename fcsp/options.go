@@ -147,6 +147,11 @@ type tenantConfig struct {
 	keep    uint64 // its release threshold
 	noLists bool   // the driver's pool alone, without free lists (benchmarks)
 
+	refill   time.Duration // WithTenantRefillPeriod; 0: the pool's
+	gpuShare float64       // WithGPUShare; 0: none
+	metered  bool          // WithGPUMetering (or WithGPUShare)
+	clock    func() int64  // the limiter's clock (tests); nil: monotonic
+
 	shape shapeConfig // WithSMShare, WithRemainderSMs, WithReshapeSizes (shape.go)
 }
 
