@@ -51,7 +51,7 @@ func (e *Event) Record(s *Stream) error {
 		if s.closed.Load() {
 			return ErrClosed
 		}
-		h = s.h
+		h = s.h()
 	}
 	return e.do(func(ctx cuda.Context) error { return e.drv.EventRecord(ctx, e.h, h) })
 }

@@ -189,9 +189,9 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 			m.free = append(m.free, start)
 			return err
 		}
-		err = errors.Join(drv.EventRecord(ctx, start, s.h), drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args))
+		err = errors.Join(drv.EventRecord(ctx, start, s.h()), drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args))
 		if err == nil {
-			err = drv.EventRecord(ctx, end, s.h)
+			err = drv.EventRecord(ctx, end, s.h())
 		}
 		if err != nil {
 			m.free = append(m.free, start, end)

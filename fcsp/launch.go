@@ -22,12 +22,15 @@ type Module struct {
 	h     cuda.Module
 	image []byte      // kept to load it again after Pool.Reset
 	funcs []*Function // looked up so far, found again after Pool.Reset (under t.mu)
+
+	hs []cuda.Module // per layout of a reshapable tenant (reshape.go)
 }
 
 // Function is a kernel of a Module.
 type Function struct {
 	m    *Module
 	h    cuda.Function
+	hs   []cuda.Function // per layout of a reshapable tenant (reshape.go)
 	name string
 	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
 }
@@ -35,10 +38,7 @@ type Function struct {
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m := &Module{t: c, image: bytes.Clone(image)}
-	err := c.do(func(ctx cuda.Context) (err error) {
-		m.h, err = c.pool.drv.ModuleLoadData(ctx, image)
-		return err
-	})
+	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
@@ -51,10 +51,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name}
-	err := m.t.do(func(ctx cuda.Context) (err error) {
-		f.h, err = m.t.pool.drv.ModuleGetFunction(ctx, m.h, name)
-		return err
-	})
+	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)
 	}
@@ -94,7 +91,7 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 // launch queues an admitted launch.
 func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return s.t.pool.drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args)
+		return s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
 	})
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)

@@ -72,7 +72,7 @@ func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
 		// Stream-ordered: the stream names the context, so where the driver
 		// allows it no lock is taken and allocations run in parallel.
 		return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) (err error) {
-			p, err = c.pool.drv.MemAllocFromPoolAsync(ctx, size, c.mpool.h, s.h)
+			p, err = c.pool.drv.MemAllocFromPoolAsync(ctx, size, c.mpool.h, s.h())
 			return err
 		})
 	}
@@ -118,7 +118,7 @@ func (c *tenantCore) freeOn(s *Stream, p DevicePtr, n uint64) error {
 	if class, _, ok := sizeClass(n); ok && c.putCached(s, p, class) {
 		return nil
 	}
-	return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s.h) })
+	return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s.h()) })
 }
 
 // AllocAsync allocates n bytes in stream order on s (the memory may be used
@@ -186,7 +186,7 @@ func (c *tenantCore) flushLocked(s *Stream) (int, error) {
 	var errs []error
 	for _, p := range ptrs {
 		errs = append(errs, c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error {
-			return c.pool.drv.MemFreeAsync(ctx, p, s.h)
+			return c.pool.drv.MemFreeAsync(ctx, p, s.h())
 		}))
 	}
 	return len(ptrs), errors.Join(errs...)
@@ -216,9 +216,9 @@ func (c *tenantCore) closeMemPool(ctx cuda.Context, streams []*Stream) error {
 		// The tenant is closed and no call is in flight: call the driver
 		// with its context directly.
 		for _, p := range s.drain() {
-			errs = append(errs, drv.MemFreeAsync(ctx, p, s.h))
+			errs = append(errs, drv.MemFreeAsync(ctx, p, s.h()))
 		}
-		errs = append(errs, drv.StreamSynchronize(ctx, s.h))
+		errs = append(errs, drv.StreamSynchronize(ctx, s.h()))
 	}
 	return errors.Join(append(errs, drv.MemPoolDestroy(ctx, c.mpool.h))...)
 }

@@ -26,6 +26,7 @@ type poolConfig struct {
 	region    string        // shared region path, "": none
 	beat      time.Duration
 	reapAfter time.Duration
+	splitFlag uint32 // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
 }
 
 // WithSimulator runs the pool on an in-process fake device instead of the
@@ -150,6 +151,8 @@ type tenantConfig struct {
 	gpuShare float64       // WithGPUShare; 0: none
 	metered  bool          // WithGPUMetering (or WithGPUShare)
 	clock    func() int64  // the limiter's clock (tests); nil: monotonic
+
+	shape shapeConfig // WithSMShare, WithRemainderSMs, WithReshapeSizes (shape.go)
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -59,7 +58,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	}
 	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger}
 	if p.log == nil {
-		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
 	if cfg.environ != nil {
 		env, err := hamienv.Parse(cfg.environ)
@@ -123,7 +122,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if unit == 0 {
 		unit = dev.Granularity()
 	}
-	if p.split, err = dev.Split(unit); err != nil {
+	if p.split, err = dev.SplitWith(unit, cfg.splitFlag); err != nil {
 		return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
 	}
 	if p.split.GroupSMs() != unit {
@@ -151,7 +150,8 @@ func (p *Pool) Device() DeviceInfo { return p.info }
 // PartitionUnit is the size of the groups partitions are made of.
 func (p *Pool) PartitionUnit() int { return p.split.GroupSMs() }
 
-// FreeSMs is how many SMs can still be given to partitioned tenants.
+// FreeSMs is how many SMs can still be given to partitioned tenants (the
+// split's remainder included while no tenant holds it).
 func (p *Pool) FreeSMs() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -228,6 +228,15 @@ func (p *Pool) Close() error {
 
 // takePartition finds or builds a partition for a tenant.
 func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
+	if err := p.resolveShape(cfg); err != nil {
+		return nil, err
+	}
+	if len(cfg.shape.sizes) > 0 {
+		return p.takeLayouts(cfg)
+	}
+	if cfg.shape.remainder {
+		return p.split.TakeRemainder()
+	}
 	if cfg.rest {
 		// Spares go back first so the rest really is everything free.
 		for _, s := range p.spare {

@@ -157,19 +157,19 @@ func (c *tenantCore) rebuild(raw cuda.Driver) error {
 			s.closed.Store(true)
 			continue
 		case s == c.first && c.part != nil:
-			s.h = c.part.Stream()
+			s.hv.Store(uintptr(c.part.Stream()))
 		case c.part != nil:
 			h, err := c.part.NewStream(0)
 			if err != nil {
 				return err
 			}
-			s.h = h
+			s.hv.Store(uintptr(h))
 		default:
 			h, err := raw.StreamCreate(p.dev.Primary(), cuda.StreamNonBlocking)
 			if err != nil {
 				return err
 			}
-			s.h = h
+			s.hv.Store(uintptr(h))
 		}
 		kept = append(kept, s)
 	}
@@ -190,6 +190,12 @@ func (c *tenantCore) rebuild(raw cuda.Driver) error {
 		m.h = h
 	}
 	for _, m := range c.modules {
+		if m.hs != nil { // a reshapable tenant's: in every layout (reshape.go)
+			if err := m.reload(raw); err != nil {
+				return err
+			}
+			continue
+		}
 		h, err := raw.ModuleLoadData(ctx, m.image)
 		if err != nil {
 			return fmt.Errorf("loading a module again: %w", err)

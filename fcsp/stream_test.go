@@ -40,7 +40,7 @@ func TestStreamClose(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, s.Launch(ctx, fn, one, one, 0, &a))
 				require.NoError(t, tn.FreeAsync(s, ptr))
-				h := s.h
+				h := s.h()
 				require.NoError(t, s.Close())
 				require.NoError(t, s.Close(), "idempotent")
 				require.ErrorIs(t, drv.StreamSynchronize(tn.ctx(), h), cuda.ErrorInvalidHandle, "destroyed")

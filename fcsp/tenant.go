@@ -60,6 +60,8 @@ type tenantCore struct {
 	metered, gpuShare bool
 	gpuByClass        [streamClasses]atomic.Int64 // ns of completed launches
 	dos     doThreads   // OS threads inside Do (do.go)
+
+	reshape sync.Mutex // serialises Reshape (reshape.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -75,8 +77,8 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty tenant name", ErrInvalidArgument)
 	}
-	if cfg.sms > 0 && cfg.rest {
-		return nil, fmt.Errorf("%w: WithSMs and WithRestOfSMs together; choose one", ErrInvalidArgument)
+	if err := cfg.checkShape(); err != nil {
+		return nil, err
 	}
 	if cfg.gpuShare > 0 && cfg.smLimit > 0 {
 		return nil, fmt.Errorf("%w: WithGPUShare and WithSMLimit together; choose one", ErrInvalidArgument)
@@ -99,7 +101,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0}
 	var err error
-	if cfg.sms > 0 || cfg.rest {
+	if cfg.partitioned() {
 		if c.part, err = p.takePartition(&cfg); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
@@ -313,7 +315,7 @@ func (c *tenantCore) close(why string) error {
 	leaks := c.acct.Live()
 	for _, a := range leaks {
 		if c.mpool != nil {
-			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h))
+			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h()))
 		} else {
 			errs = append(errs, p.drv.MemFree(p.dev.Primary(), cuda.DevicePtr(a.Ptr)))
 		}
@@ -323,7 +325,7 @@ func (c *tenantCore) close(why string) error {
 		errs = append(errs, s.destroy(ctx))
 	}
 	for _, m := range modules {
-		errs = append(errs, p.drv.ModuleUnload(ctx, m.h))
+		errs = append(errs, m.unload(ctx))
 	}
 	_, err := c.acct.Close()
 	errs = append(errs, err)

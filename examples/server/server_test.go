@@ -115,7 +115,7 @@ func TestServerEndToEnd(t *testing.T) {
 		class string
 		n     int
 		sms   int
-	}{{"interactive", 4096, 16}, {"batch", 65536, 104}} {
+	}{{"interactive", 4096, 16}, {"batch", 65536, 116}} {
 		code, body := post(t, s.base+"/v1/"+c.class, "")
 		if code != http.StatusOK {
 			t.Fatalf("%s: status %d: %s", c.class, code, body)
@@ -156,7 +156,7 @@ func TestServerEndToEnd(t *testing.T) {
 	m := scrape(t, s.base+"/metrics")
 	for name, want := range map[string]float64{
 		`fcsp_tenant_sms{tenant="interactive"}`:                           16,
-		`fcsp_tenant_sms{tenant="batch"}`:                                 104,
+		`fcsp_tenant_sms{tenant="batch"}`:                                 116,
 		`fcsp_tenant_partitioned{tenant="interactive"}`:                   1,
 		`fcsp_tenant_memory_limit_bytes{tenant="interactive"}`:            64 << 10,
 		`fcsp_tenant_memory_limit_bytes{tenant="batch"}`:                  8 << 30,
@@ -193,7 +193,7 @@ func TestServerModes(t *testing.T) {
 		mode                    string
 		interactiveSMs, batchSM int
 		batchLimit              float64
-	}{{modeShared, 132, 132, 0}, {modeRateLimit, 132, 132, 0.5}, {modePartitioned, 16, 104, 0.5}} {
+	}{{modeShared, 132, 132, 0}, {modeRateLimit, 132, 132, 0.5}, {modePartitioned, 16, 116, 0.5}} {
 		t.Run(c.mode, func(t *testing.T) {
 			s := start(t, testConfig(t, c.mode))
 			defer s.stop(t)

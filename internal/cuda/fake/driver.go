@@ -690,6 +690,11 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 		d.mu.Unlock()
 		return err
 	}
+	if s != 0 && st.ctx != fn.mod.ctx {
+		// A function belongs to the context its module was loaded in.
+		d.mu.Unlock()
+		return cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
 	k := d.kernels[fn.name]
 	if st.capture != nil {
 		var buf []byte
@@ -934,6 +939,28 @@ func (d *Driver) GreenCtxGetDevResource(h cuda.GreenCtx, t cuda.ResourceType) (c
 		return cuda.DevResource{}, cuda.Check(op, cuda.ErrorInvalidResourceType)
 	}
 	return g.res, nil
+}
+
+// entry points added for branch whole
+
+// StreamWaitEvent checks its handles and counts the wait; the fake's
+// kernels run synchronously, so every recorded event is already reached.
+func (d *Driver) StreamWaitEvent(c cuda.Context, s cuda.Stream, e cuda.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuStreamWaitEvent"
+	if c != 0 || s == 0 {
+		if _, err := d.ctx(op, c); err != nil {
+			return err
+		}
+	} else if err := d.enter(op); err != nil {
+		return err
+	}
+	if _, err := d.stream(op, s); err != nil {
+		return err
+	}
+	_, err := d.event(op, e)
+	return err
 }
 
 var _ cuda.Driver = (*Driver)(nil)
