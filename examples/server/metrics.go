@@ -96,7 +96,7 @@ func (c *tenantCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descSMLimit, s.SMLimit, s.Name)
 		counter(descLaunches, float64(s.Launches), s.Name)
 		counter(descThrottle, float64(s.Throttled), s.Name)
-		counter(descWait, s.ThrottleWaitS, s.Name)
+		counter(descWait, s.ThrottleWait.Seconds(), s.Name)
 	}
 	gauge(descPoolUsed, float64(c.pool.MemoryUsed()))
 	gauge(descPoolLim, float64(c.pool.MemoryLimit()))
