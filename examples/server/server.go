@@ -89,7 +89,7 @@ func newServer(pool *fcsp.Pool, cfg config, log *slog.Logger) (_ *server, err er
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: log, pool: pool}
-	s.m = newMetrics(pool, s.tenants)
+	s.m = newMetrics(pool)
 	// The interactive tenant goes first: in partitioned mode the batch
 	// tenant takes the rest of the SMs.
 	if s.interactive, err = newClass(pool, "interactive", cfg.Interactive, cfg.Verify, s.m, log, iopts...); err != nil {
