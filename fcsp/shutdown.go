@@ -1,0 +1,55 @@
+package fcsp
+
+import "context"
+
+// Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
+// closes the tenant (waiting for calls in flight and synchronising its
+// streams) and returns Close's error, or ctx.Err() if ctx ends first. The
+// close then carries on in the background and the tenant still ends
+// closed; a later Close or Shutdown returns once it has.
+func (c *tenantCore) Shutdown(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return within(ctx, func() error {
+		c.cleanup.Stop()
+		return c.close("")
+	})
+}
+
+// Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
+// returns Close's error, or ctx.Err() if ctx ends first, while the close
+// carries on in the background.
+func (p *Pool) Shutdown(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return within(ctx, p.Close)
+}
+
+// SynchronizeContext is Synchronize bounded by ctx: it returns ctx.Err()
+// if ctx ends before the stream's work does (the work is not cancelled;
+// a GPU cannot take a kernel back).
+func (s *Stream) SynchronizeContext(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return s.Synchronize()
+	}
+	return within(ctx, s.Synchronize)
+}
+
+// within runs f and returns its error, or ctx.Err() if ctx ends first; f
+// then runs to its end on its own goroutine, so the one wait (f's) stays
+// in f.
+func within(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
