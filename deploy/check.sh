@@ -16,7 +16,7 @@ kc() {
     -schema-location 'deploy/schemas/{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json' "$@"
 }
 kc deploy/*.yaml
-bad=$(mktemp); trap 'rm -f "$bad"' EXIT
+bad=$(mktemp --suffix=.yaml); trap 'rm -f "$bad"' EXIT
 sed 's/containerPort:/containerPrt:/' deploy/server.yaml > "$bad"
 if kc "$bad" >/dev/null 2>&1; then
   echo "deploy/check.sh: a misspelt field passed: the schemas check nothing" >&2
