@@ -6,7 +6,8 @@ import "context"
 // closes the tenant (waiting for calls in flight and synchronising its
 // streams) and returns Close's error, or ctx.Err() if ctx ends first. The
 // close then carries on in the background and the tenant still ends
-// closed; a later Close or Shutdown returns once it has.
+// closed. The waiting is Close's own, so Shutdown waits for what Close
+// waits for.
 func (c *tenantCore) Shutdown(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

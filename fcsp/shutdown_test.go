@@ -49,7 +49,7 @@ func TestShutdownGivesUpAtTheDeadline(t *testing.T) {
 	require.NoError(t, <-launched)
 	// The close carried on and finishes.
 	require.Eventually(t, func() bool { return len(p.Tenants()) == 0 }, 5*time.Second, time.Millisecond)
-	require.ErrorIs(t, a.Stream().Launch(context.Background(), fn, Dim3{1, 1, 1}, Dim3{1, 1, 1}, 0, nil), ErrClosed)
+	require.ErrorIs(t, a.Stream().Launch(context.Background(), fn, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 1, Y: 1, Z: 1}, 0, nil), ErrClosed)
 
 	done, cancel2 := context.WithCancel(context.Background())
 	cancel2()
