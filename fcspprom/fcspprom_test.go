@@ -73,4 +73,3 @@ fcsp_pool_tenants 2
 		t.Fatal(err)
 	}
 }
-

@@ -51,4 +51,3 @@ func (m *metrics) observe(class string, status int, d time.Duration) {
 	m.requests.WithLabelValues(class, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(class).Observe(d.Seconds())
 }
-
