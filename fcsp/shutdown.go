@@ -41,6 +41,21 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 	return within(ctx, s.Synchronize)
 }
 
+// FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree
+// waits for the device's work in flight; FreeContext returns ctx.Err() if
+// ctx ends first, and the memory is freed all the same once that work is
+// done (do not use p after the call). An ended ctx frees nothing and
+// returns ctx.Err(), as Alloc allocates nothing.
+func (c *tenantCore) FreeContext(ctx context.Context, p DevicePtr) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return c.Free(p)
+	}
+	return within(ctx, func() error { return c.Free(p) })
+}
+
 // within runs f and returns its error, or ctx.Err() if ctx ends first; f
 // then runs to its end on its own goroutine, so the one wait (f's) stays
 // in f.

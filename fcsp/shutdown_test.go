@@ -84,3 +84,20 @@ func TestSynchronizeContext(t *testing.T) {
 	cancel()
 	require.True(t, errors.Is(a.Stream().SynchronizeContext(ctx), context.Canceled))
 }
+
+func TestFreeContext(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a")
+	require.NoError(t, err)
+	buf, err := a.Alloc(context.Background(), 1<<20)
+	require.NoError(t, err)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, a.FreeContext(ended, buf), context.Canceled)
+	require.Equal(t, uint64(1<<20), a.Stats().MemoryUsed, "an ended ctx frees nothing")
+	live, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	require.NoError(t, a.FreeContext(live, buf))
+	require.Zero(t, a.Stats().MemoryUsed)
+	require.ErrorIs(t, a.FreeContext(live, buf), ErrUnknownPointer)
+}
