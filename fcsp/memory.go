@@ -74,7 +74,10 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 	defer c.life.exit(slot)
 	n, err := c.acct.Release(uint64(p))
 	if err != nil {
-		return err // names the tenant and the pointer
+		if _, ok := c.pool.fault.stale.LoadAndDelete(staleKey{c, p}); ok {
+			return fmt.Errorf("tenant %q: Free(%#x): %w (the allocation died with the reset; nothing to free)", c.name, uint64(p), ErrStale)
+		}
+		return err // memtrack's error names the tenant and the pointer
 	}
 	err = c.freeOn(s, p, n)
 	if err != nil && !errors.Is(err, ErrClosed) {

@@ -8,24 +8,18 @@ import (
 // PoolStats is a snapshot of a pool: its device, its memory, and every live
 // tenant's Stats, sorted by name.
 type PoolStats struct {
-	Device DeviceInfo
-	// Health is filled in by the device health check; until then it is
-	// the zero value.
-	Health      Health
+	Device      DeviceInfo
+	Health      Health // as Pool.Health reports it
 	MemoryUsed  uint64 // what all tenants hold, in bytes
 	MemoryLimit uint64 // the device's limit: its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT, whichever is smallest
 	Tenants     []Stats
 }
 
-// Health is the device's health as the pool last saw it (placeholder: the
-// health check fills it in).
-type Health struct{}
-
 // Stats takes a snapshot of the pool. The tenants' figures are read one
 // tenant at a time, so their sum may differ from MemoryUsed by allocations
 // in flight.
 func (p *Pool) Stats() PoolStats {
-	s := PoolStats{Device: p.info, MemoryUsed: p.mem.Used(), MemoryLimit: p.mem.Limit()}
+	s := PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.mem.Used(), MemoryLimit: p.mem.Limit()}
 	p.mu.Lock()
 	cores := make([]*tenantCore, 0, len(p.tenants))
 	for _, c := range p.tenants {

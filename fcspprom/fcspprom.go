@@ -40,9 +40,11 @@ var (
 	descPoolLim  = prometheus.NewDesc("fcsp_pool_memory_limit_bytes", "The device's memory limit (its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT).", nil, nil)
 	descPoolFree = prometheus.NewDesc("fcsp_pool_free_sms", "SMs not yet given to a partition.", nil, nil)
 	descTenants  = prometheus.NewDesc("fcsp_pool_tenants", "Live tenants.", nil, nil)
+	descLost     = prometheus.NewDesc("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until Pool.Reset).", nil, nil)
+	descResets   = prometheus.NewDesc("fcsp_pool_resets_total", "Successful Pool.Reset calls.", nil, nil)
 
 	all = []*prometheus.Desc{descSMs, descPart, descMemUsed, descMemLimit, descMemCache, descSMLimit,
-		descLaunches, descThrottle, descWait, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants}
+		descLaunches, descThrottle, descWait, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants, descLost, descResets}
 )
 
 // Describe implements prometheus.Collector.
@@ -77,6 +79,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPoolLim, float64(ps.MemoryLimit))
 	gauge(descPoolFree, float64(c.pool.FreeSMs()))
 	gauge(descTenants, float64(len(ps.Tenants)))
+	gauge(descLost, b2f(!ps.Health.Healthy()))
+	counter(descResets, float64(ps.Health.Resets))
 }
 
 func b2f(b bool) float64 {
