@@ -35,6 +35,7 @@ var (
 	descLaunches = prometheus.NewDesc("fcsp_tenant_launches_admitted_total", "Kernel launches admitted.", tenant, nil)
 	descThrottle = prometheus.NewDesc("fcsp_tenant_launches_throttled_total", "Launches that had to wait for launch tokens.", tenant, nil)
 	descWait     = prometheus.NewDesc("fcsp_tenant_throttle_wait_seconds_total", "Time launches spent waiting for launch tokens.", tenant, nil)
+	descGPU      = prometheus.NewDesc("fcsp_tenant_gpu_seconds_total", "Kernel time on the GPU clock of the tenant's completed launches, by stream class (WithGPUMetering or WithGPUShare; absent otherwise).", []string{"tenant", "class"}, nil)
 	descStreams  = prometheus.NewDesc("fcsp_tenant_streams", "Open streams of the tenant.", tenant, nil)
 	descPoolUsed = prometheus.NewDesc("fcsp_pool_memory_used_bytes", "Device memory all tenants hold.", nil, nil)
 	descPoolLim  = prometheus.NewDesc("fcsp_pool_memory_limit_bytes", "The device's memory limit (its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT).", nil, nil)
@@ -44,7 +45,7 @@ var (
 	descResets   = prometheus.NewDesc("fcsp_pool_resets_total", "Successful Pool.Reset calls.", nil, nil)
 
 	all = []*prometheus.Desc{descSMs, descPart, descMemUsed, descMemLimit, descMemCache, descSMLimit,
-		descLaunches, descThrottle, descWait, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants, descLost, descResets}
+		descLaunches, descThrottle, descWait, descGPU, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants, descLost, descResets}
 )
 
 // Describe implements prometheus.Collector.
@@ -74,6 +75,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descThrottle, float64(s.Throttled), s.Name)
 		counter(descWait, s.ThrottleWait.Seconds(), s.Name)
 		gauge(descStreams, float64(s.Streams), s.Name)
+		for class, d := range s.GPUTimeByClass {
+			counter(descGPU, d.Seconds(), s.Name, class.String())
+		}
 	}
 	gauge(descPoolUsed, float64(ps.MemoryUsed))
 	gauge(descPoolLim, float64(ps.MemoryLimit))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcspprom"
+	"github.com/fcsp-go/fcsp-go/internal/kernels"
 )
 
 func TestCollectorReportsEachTenant(t *testing.T) {
@@ -64,6 +65,33 @@ fcsp_pool_tenants 2
 	}
 	if n := testutil.CollectAndCount(c, "fcsp_tenant_throttle_wait_seconds_total"); n != 2 {
 		t.Fatalf("throttle wait series: %d, want one per tenant", n)
+	}
+	// GPU time, once metered: one series per class the tenant launched on.
+	m, err := pool.NewTenant("metered", fcsp.WithGPUMetering())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := m.LoadModule(kernels.PTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := mod.Function("spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args fcsp.Args
+	one := fcsp.Dim3{X: 1, Y: 1, Z: 1}
+	if err := m.Stream().Launch(ctx, fn, one, one, 0, args.Uint64(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stream().Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.Stats().GPUTimeByClass); got != 1 {
+		t.Fatalf("metered tenant: %d classes with GPU time, want 1", got)
+	}
+	if n := testutil.CollectAndCount(c, "fcsp_tenant_gpu_seconds_total"); n != 1 {
+		t.Fatalf("GPU time series: %d, want 1 (the metered tenant's default class)", n)
 	}
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
