@@ -3,6 +3,7 @@ package fcsp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -94,6 +95,9 @@ func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args)
 		return s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
 	})
 	if err != nil {
+		if errors.Is(err, ErrNotComputed) {
+			s.launches.Add(1) // launched all the same, just not modelled
+		}
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
 	}
 	if s.capture.Load() == nil {

@@ -43,7 +43,7 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	}
 	defer c.life.exit(slot)
 	if err := c.acct.Reserve(n); err != nil {
-		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
+		return 0, err // memtrack's errors name the tenant already
 	}
 	p, err := c.allocFrom(s, n)
 	if err != nil {
@@ -54,7 +54,7 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 		// Cannot happen for a pointer the driver just returned; undo fully.
 		c.acct.Unreserve(n)
 		_ = c.freeOn(s, p, n)
-		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
+		return 0, err
 	}
 	return p, nil
 }
@@ -77,7 +77,7 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 		if _, ok := c.pool.fault.stale.LoadAndDelete(staleKey{c, p}); ok {
 			return fmt.Errorf("tenant %q: Free(%#x): %w (the allocation died with the reset; nothing to free)", c.name, uint64(p), ErrStale)
 		}
-		return fmt.Errorf("tenant %q: Free(%#x): %w", c.name, uint64(p), err)
+		return err // memtrack's error names the tenant and the pointer
 	}
 	err = c.freeOn(s, p, n)
 	if err != nil && !errors.Is(err, ErrClosed) {

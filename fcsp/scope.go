@@ -19,8 +19,12 @@ type Scope struct {
 
 // Scope runs f with a fresh Scope and frees what f left allocated. A panic
 // in f is re-raised after the cleanup; a cleanup failure is joined to f's
-// error.
+// error. If ctx has already ended, f is not run and ctx.Err() is returned;
+// the scope's allocations then wait under ctx (Scope.Alloc).
 func (c *tenantCore) Scope(ctx context.Context, f func(s *Scope) error) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s := &Scope{t: c, ctx: ctx, live: map[DevicePtr]struct{}{}}
 	defer func() {
 		if e := s.release(); e != nil {
@@ -30,7 +34,8 @@ func (c *tenantCore) Scope(ctx context.Context, f func(s *Scope) error) (err err
 	return f(s)
 }
 
-// Alloc allocates n bytes that belong to the scope.
+// Alloc allocates n bytes that belong to the scope, under the context
+// given to Tenant.Scope (as an http.Request carries its own).
 func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
 	p, err := s.t.Alloc(s.ctx, n)
 	if err != nil {
@@ -53,6 +58,9 @@ func (s *Scope) Free(p DevicePtr) error {
 	}
 	return s.t.Free(p)
 }
+
+// Context is the context the scope was made with.
+func (s *Scope) Context() context.Context { return s.ctx }
 
 // Tenant is the scope's tenant.
 func (s *Scope) Tenant() *Tenant { return &Tenant{s.t} }

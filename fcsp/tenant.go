@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -54,7 +55,8 @@ type tenantCore struct {
 	modules []*Module
 	closed  atomic.Bool
 	cleanup runtime.Cleanup
-	stop    func() bool // unregisters the context watcher
+	stop    func() bool          // unregisters the context watcher
+	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
 
 	// GPU time (gputime.go): metered streams, bucket charged in GPU ns.
 	metered, gpuShare bool
@@ -120,6 +122,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if quota == 0 {
 		quota = p.mem.Limit()
 	}
+	if err := p.checkQuota(quota); err != nil {
+		return undo(err)
+	}
 	if c.acct, err = p.mem.NewAccount(name, quota); err != nil {
 		return undo(err)
 	}
@@ -161,6 +166,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	p.tenants[name] = c
 	t := &Tenant{c}
+	c.handle = weak.Make(t)
 	if cfg.ctx != nil {
 		c.closeWhenDone(cfg.ctx)
 	}
@@ -236,17 +242,17 @@ func (c *tenantCore) SetSMLimit(f float64) error {
 
 // Stats is a snapshot of a tenant's use.
 type Stats struct {
-	Name          string
-	SMs           int
-	Partitioned   bool
-	MemoryUsed    uint64
-	MemoryLimit   uint64
-	MemoryCached  uint64  // freed pool blocks kept on the streams' free lists (WithMemoryPool)
-	SMLimit       float64 // 0: unlimited
-	Launches      uint64  // admitted kernel launches, all streams
-	Throttled     uint64  // launches that had to wait for tokens
-	ThrottleWaitS float64 // seconds spent waiting for tokens
-	Streams       int
+	Name         string
+	SMs          int
+	Partitioned  bool
+	MemoryUsed   uint64
+	MemoryLimit  uint64
+	MemoryCached uint64        // freed pool blocks kept on the streams' free lists (WithMemoryPool)
+	SMLimit      float64       // 0: unlimited
+	Launches     uint64        // admitted kernel launches, all streams
+	Throttled    uint64        // launches that had to wait for tokens
+	ThrottleWait time.Duration // time spent waiting for tokens
+	Streams      int
 
 	// GPU time (WithGPUMetering, WithGPUShare): kernel run time measured on
 	// the GPU clock, of launches whose events have completed.
@@ -274,7 +280,7 @@ func (c *tenantCore) Stats() Stats {
 		if st.bucket != nil {
 			bs := st.bucket.Stats()
 			s.Throttled += bs.Throttled
-			s.ThrottleWaitS += float64(bs.WaitNanos) / 1e9
+			s.ThrottleWait += time.Duration(bs.WaitNanos)
 		}
 	}
 	return s

@@ -1,7 +1,9 @@
 package fake
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"regexp"
 	"sync"
@@ -599,6 +601,16 @@ func (d *Driver) EventDestroy(c cuda.Context, e cuda.Event) error {
 	return nil
 }
 
+// ptxRE is the head every PTX module has: comments, then .version, then
+// .target (the driver refuses a module without them: CUDA_ERROR_INVALID_PTX
+// or _IMAGE).
+var ptxRE = regexp.MustCompile(`^(?:\s|//[^\n]*\n|/\*(?s:.*?)\*/)*\.version\s+\d+\.\d+\s+\.target\s+\w+`)
+
+// ErrNotComputed is returned by a launch of a kernel the fake has no Go
+// model for (RegisterKernel): the launch is ordered and counted like any
+// other, but no memory was written, so its results must not be read.
+var ErrNotComputed = errors.New("fake: kernel not computed: the simulator has no model of it (memory left untouched)")
+
 var entryRE = regexp.MustCompile(`\.entry\s+([A-Za-z_$][\w$]*)`)
 
 func (d *Driver) ModuleLoadData(c cuda.Context, image []byte) (cuda.Module, error) {
@@ -608,7 +620,9 @@ func (d *Driver) ModuleLoadData(c cuda.Context, image []byte) (cuda.Module, erro
 	if _, err := d.ctx(op, c); err != nil {
 		return 0, err
 	}
-	if !regexp.MustCompile(`(?m)^\s*\.version\s`).Match(image) {
+	if !ptxRE.Match(image) || bytes.Count(image, []byte("{")) != bytes.Count(image, []byte("}")) {
+		// What ptxas would refuse: no .version then .target before
+		// anything else, or unbalanced bodies.
 		return 0, cuda.Check(op, cuda.ErrorInvalidImage)
 	}
 	m := &module{ctx: c, entries: map[string]bool{}}
@@ -711,7 +725,7 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 	d.modelLaunch(st, fn.name, grid, block)
 	d.mu.Unlock()
 	if k == nil {
-		return nil
+		return fmt.Errorf("%s %q: %w", op, fn.name, ErrNotComputed)
 	}
 	var buf []byte
 	var offs []uint32
