@@ -37,10 +37,29 @@ func (b *Bucket) Wait(ctx context.Context, n float64) error {
 		return nil
 	}
 	if err := b.sleepUntil(ctx, due); err != nil {
-		b.Refund(n)
+		b.refundCharge(n)
 		return err
 	}
 	return nil
+}
+
+// refundCharge gives back exactly the nanoseconds reserve charged for n
+// (rounded up), where Refund, for amounts it did not charge itself, rounds
+// down: a cancelled Wait must cost the bucket nothing, not a nanosecond per
+// wait, which is a whole token after a few waits of fractional costs.
+func (b *Bucket) refundCharge(n float64) {
+	now := b.now()
+	for {
+		s, p := b.load()
+		tat := s >> genBits
+		if tat <= now {
+			return // already full
+		}
+		next := max(tat-p.charge(n), now)
+		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
+			return
+		}
+	}
 }
 
 // sleepUntil returns once the bucket's clock reaches due, or ctx.Err() once
