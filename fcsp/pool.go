@@ -169,7 +169,14 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 }
 
 // MemoryUsed is what all tenants hold, in bytes; MemoryLimit the cap.
-func (p *Pool) MemoryUsed() uint64  { return p.mem.Used() }
+// After Close it is 0.
+func (p *Pool) MemoryUsed() uint64 {
+	if p.shared != nil {
+		return p.shared.read(p.mem.Used) // the region may be unmapping
+	}
+	return p.mem.Used()
+}
+
 func (p *Pool) MemoryLimit() uint64 { return p.mem.Limit() }
 
 // Tenants lists the live tenants' names, sorted.

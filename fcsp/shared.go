@@ -3,6 +3,7 @@ package fcsp
 import (
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/shm"
@@ -44,6 +45,11 @@ func WithHeartbeat(every, timeout time.Duration) Option {
 
 // sharedState is the pool's membership of a shared region.
 type sharedState struct {
+	// mu keeps the region mapped while a reader that is not a tenant's
+	// call (a metrics scrape of MemoryUsed, SharedUsed) looks at it;
+	// tenants' calls are over before close unmaps it.
+	mu         sync.RWMutex
+	unmapped   bool
 	region     *shm.Region
 	slot       *shm.Slot
 	stopBeat   func()
@@ -84,15 +90,28 @@ func (s *sharedState) close() error {
 	}
 	s.stopReaper()
 	s.stopBeat()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.slot.Leave()
+	s.unmapped = true
 	return s.region.Close()
 }
 
+// read returns f() while the region is mapped, 0 once it is not.
+func (s *sharedState) read(f func() uint64) uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.unmapped {
+		return 0
+	}
+	return f()
+}
+
 // SharedUsed is the device's memory in use by every process of the shared
-// region (0 without WithSharedRegion).
+// region (0 without WithSharedRegion, and after Close).
 func (p *Pool) SharedUsed() uint64 {
 	if p.shared == nil {
 		return 0
 	}
-	return p.shared.region.DeviceUsed(p.info.Index)
+	return p.shared.read(func() uint64 { return p.shared.region.DeviceUsed(p.info.Index) })
 }

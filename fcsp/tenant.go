@@ -52,6 +52,7 @@ type tenantCore struct {
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
 	closed  atomic.Bool
+	done    chan struct{} // closed when close has finished
 	cleanup runtime.Cleanup
 	stop    func() bool // unregisters the context watcher
 }
@@ -85,7 +86,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name}
+	c := &tenantCore{pool: p, name: name, done: make(chan struct{})}
 	var err error
 	if cfg.sms > 0 || cfg.rest {
 		if c.part, err = p.takePartition(&cfg); err != nil {
@@ -252,8 +253,13 @@ func (t *Tenant) Close() error {
 
 func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
+		// Another close (the tenant's context, the garbage collector, the
+		// pool) is under way: returning before it ends would let the caller
+		// see memory still counted, or unmap the shared region under it.
+		<-c.done
 		return nil
 	}
+	defer close(c.done)
 	c.life.end() // wait for launches and synchronisations in flight
 	if c.stop != nil {
 		c.stop()
@@ -284,21 +290,27 @@ func (c *tenantCore) close(why string) error {
 	_, err := c.acct.Close()
 	errs = append(errs, err)
 	p.mu.Lock()
+	recycle := c.part != nil && !p.closed && p.wantsSpare(c.part.SMs())
+	p.mu.Unlock()
+	if c.part != nil && !(recycle && c.part.Reset() == nil) {
+		errs = append(errs, c.part.Close())
+		recycle = false
+	}
+	// The tenant leaves the pool's list last, so that a Pool.Close that
+	// starts meanwhile finds it and waits for this close to end.
+	p.mu.Lock()
 	if p.tenants[c.name] == c {
 		delete(p.tenants, c.name)
 	}
-	recycle := c.part != nil && !p.closed && p.wantsSpare(c.part.SMs())
+	if recycle && !p.closed {
+		// A prewarmed size goes back to the spares: the next tenant of
+		// that size skips green-context creation.
+		p.spare = append(p.spare, c.part)
+		recycle = false
+	}
 	p.mu.Unlock()
-	if c.part != nil {
-		if recycle && c.part.Reset() == nil {
-			// A prewarmed size goes back to the spares: the next tenant of
-			// that size skips green-context creation.
-			p.mu.Lock()
-			p.spare = append(p.spare, c.part)
-			p.mu.Unlock()
-		} else {
-			errs = append(errs, c.part.Close())
-		}
+	if recycle { // the pool closed meanwhile
+		errs = append(errs, c.part.Close())
 	}
 	if why != "" || len(leaks) > 0 {
 		p.log.Warn("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
