@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // DevicePtr is a device address (CUdeviceptr).
@@ -43,6 +44,9 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	}
 	defer c.life.exit(slot)
 	if err := c.acct.Reserve(n); err != nil {
+		if errors.Is(err, memtrack.ErrInvalidSize) {
+			return 0, fmt.Errorf("%w: tenant %q: %w", ErrInvalidArgument, c.name, err)
+		}
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	p, err := c.allocFrom(s, n)

@@ -152,6 +152,13 @@ func (c *tenantCore) Trim() error {
 	if c.mpool == nil {
 		return nil
 	}
+	// In the life lock, so that Close cannot destroy the pool under the
+	// trim (the calls below enter it again, which is allowed).
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
 	c.mu.Lock()
 	streams := slices.Clone(c.streams)
 	c.mu.Unlock()

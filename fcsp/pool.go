@@ -33,6 +33,7 @@ type Pool struct {
 	registry stream.Registry
 
 	shared   *sharedState // nil without WithSharedRegion
+	events   eventSet     // made by Pool.NewEvent
 	unscoped unscopedProbe
 
 	mu      sync.Mutex
@@ -118,6 +119,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	unit := cfg.unit
 	if unit == 0 {
 		unit = dev.Granularity()
+	}
+	if unit > dev.SMs() {
+		return fail(fmt.Errorf("%w: partition unit %d SMs; this device has %d SMs, cut in groups of %d", ErrInvalidArgument, unit, dev.SMs(), dev.Granularity()))
 	}
 	if p.split, err = dev.Split(unit); err != nil {
 		return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
@@ -221,6 +225,9 @@ func (p *Pool) Close() error {
 	}
 	for _, s := range spare {
 		errs = append(errs, s.Close())
+	}
+	if p.dev != nil {
+		errs = append(errs, p.events.close(p.drv, p.dev.Primary()))
 	}
 	errs = append(errs, p.shared.close())
 	if p.dev != nil {

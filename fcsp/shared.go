@@ -30,6 +30,15 @@ func WithSharedRegion(path string) Option {
 	}
 }
 
+// WithForeignSharedRegion accepts a shared region file that another user
+// owns, or that every user may write (containers of different users sharing
+// /dev/shm). Without it such a file is refused with ErrUnsafeRegion: whoever
+// can write the region can make every process refuse allocations or pass
+// the device limit. A symbolic link is refused either way.
+func WithForeignSharedRegion() Option {
+	return func(c *poolConfig) error { c.foreign = true; return nil }
+}
+
 // WithHeartbeat sets how often this process marks itself alive in the
 // shared region (default 1 s) and after how long without a beat a process
 // is reaped (default 5 s).
@@ -60,7 +69,7 @@ func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
 	if index >= regionLayout.Devices {
 		return nil, fmt.Errorf("%w: device %d; the shared region covers devices 0..%d", ErrInvalidArgument, index, regionLayout.Devices-1)
 	}
-	r, err := shm.Open(p.cfg.region, regionLayout, nil)
+	r, err := shm.Open(p.cfg.region, regionLayout, &shm.Options{AllowForeign: p.cfg.foreign})
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +84,9 @@ func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
 	}
 	s := &sharedState{region: r, slot: slot}
 	s.stopBeat = slot.StartHeartbeat(beat, func() {
-		p.log.Error("fcsp: this process was reaped from the shared region (heartbeat missed); its usage is no longer counted", "region", r.Path())
+		// The slot now refuses our writes: allocations fail with ErrReaped,
+		// frees still free the device memory but move no shared count.
+		p.log.Error("fcsp: this process was reaped from the shared region (heartbeat missed); allocations now fail with ErrReaped", "region", r.Path())
 	})
 	s.stopReaper = r.StartReaper(beat, timeout, func(slots []int) {
 		p.log.Warn("fcsp: reaped dead processes from the shared region", "slots", slots)

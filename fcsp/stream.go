@@ -58,9 +58,13 @@ func (s *Stream) attachBucket() error {
 
 // NewStream adds a stream of class cl to the tenant.
 func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
+	// In the life lock until the stream is listed, so that a racing Close
+	// waits and then destroys it.
+	slot, err := c.enter()
+	if err != nil {
+		return nil, err
 	}
+	defer c.life.exit(slot)
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
@@ -79,9 +83,11 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 // class is the one given to Pool.RegisterStream, else cl. The SDK does not
 // destroy adopted streams.
 func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
+	slot, err := c.enter()
+	if err != nil {
+		return nil, err
 	}
+	defer c.life.exit(slot)
 	if reg, ok := c.pool.registry.Lookup(handle); ok {
 		cl = reg
 	}

@@ -51,6 +51,7 @@ type tenantCore struct {
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
+	events  eventSet
 	closed  atomic.Bool
 	done    chan struct{} // closed when close has finished
 	cleanup runtime.Cleanup
@@ -129,7 +130,10 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	c.streams, c.first = append(c.streams, first), first
 	if cfg.pool {
-		if err := c.openMemPool(quota, cfg.keep, cfg.quota != 0, cfg.noLists); err != nil {
+		// The pool's maximum size is the quota, but never more than the
+		// device may hold (a quota of MaxUint64 overflowed the driver's
+		// rounding of the size to whole chunks).
+		if err := c.openMemPool(min(quota, p.mem.Limit()), cfg.keep, cfg.quota != 0, cfg.noLists); err != nil {
 			_ = first.destroy(c.ctx())
 			return undo(err)
 		}
@@ -284,6 +288,7 @@ func (c *tenantCore) close(why string) error {
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
+	errs = append(errs, c.events.close(p.drv, ctx))
 	for _, m := range modules {
 		errs = append(errs, p.drv.ModuleUnload(ctx, m.h))
 	}

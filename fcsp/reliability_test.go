@@ -1,0 +1,158 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 20, item 3: a process reaped from the shared region learns it:
+// allocations fail with ErrReaped, frees still free the device memory, and
+// the node-wide total never wraps.
+func TestReapedProcessIsRefused(t *testing.T) {
+	p, drv := openSim(t, WithSharedRegion(filepath.Join(t.TempDir(), "region")))
+	a, err := p.NewTenant("a")
+	require.NoError(t, err)
+	ptr, err := a.Alloc(context.Background(), 32<<20)
+	require.NoError(t, err)
+	require.True(t, p.shared.slot.Leave(), "what a reaper does to a stalled process")
+	_, err = a.Alloc(context.Background(), 1<<20)
+	require.ErrorIs(t, err, ErrReaped)
+	require.NoError(t, a.Free(ptr))
+	require.Zero(t, drv.Live().Bytes)
+	require.Zero(t, p.SharedUsed(), "the node-wide total wrapped")
+}
+
+// Issue 20, item 7: Alloc on a scope that ended (or is ending) answers
+// ErrClosed, never panics, and leaves nothing allocated.
+func TestScopeAllocAfterItEnds(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a")
+	require.NoError(t, err)
+	for range 50 {
+		var kept *Scope
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		err := a.Scope(context.Background(), func(s *Scope) error {
+			kept = s
+			for range 4 {
+				wg.Go(func() {
+					<-start
+					for range 20 {
+						if ptr, err := s.Alloc(4096); err == nil {
+							_ = s.Free(ptr)
+						} else if !errors.Is(err, ErrClosed) {
+							t.Error(err)
+						}
+					}
+				})
+			}
+			close(start)
+			return nil
+		})
+		require.NoError(t, err)
+		wg.Wait()
+		_, err = kept.Alloc(4096)
+		require.ErrorIs(t, err, ErrClosed)
+		require.Zero(t, drv.Live().Bytes)
+	}
+}
+
+// Issue 20, item 8: Trim racing Close answers ErrClosed, never a driver
+// error about the destroyed pool.
+func TestTrimRacingClose(t *testing.T) {
+	p, _ := openSim(t)
+	for round := range 100 {
+		a, err := p.NewTenant("a", WithMemoryPool(0), WithMemoryQuota(1<<30))
+		require.NoError(t, err)
+		ptr, err := a.Alloc(context.Background(), 1<<20)
+		require.NoError(t, err)
+		require.NoError(t, a.Free(ptr))
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for range 5 {
+				if err := a.Trim(); err != nil && !errors.Is(err, ErrClosed) {
+					t.Errorf("round %d: Trim racing Close: %v", round, err)
+				}
+			}
+		})
+		require.NoError(t, a.Close())
+		wg.Wait()
+	}
+}
+
+// Issue 20, item 9: streams and events made while their tenant or pool
+// closes are destroyed by that Close; an event whose tenant closed can
+// still be closed (a no-op).
+func TestStreamsAndEventsRacingClose(t *testing.T) {
+	for round := range 30 {
+		p, drv := openSim(t)
+		a, err := p.NewTenant("a", WithSMs(16))
+		require.NoError(t, err)
+		b, err := p.NewTenant("b")
+		require.NoError(t, err)
+		early, err := a.NewEvent()
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, tn := range []*Tenant{a, b} {
+			wg.Go(func() {
+				<-start
+				for range 20 {
+					if _, err := tn.NewStream(ClassDefault); err != nil && !errors.Is(err, ErrClosed) {
+						t.Error(err)
+					}
+					if _, err := tn.NewEvent(); err != nil && !errors.Is(err, ErrClosed) {
+						t.Error(err)
+					}
+					if _, err := p.NewEvent(); err != nil && !errors.Is(err, ErrClosed) {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		close(start)
+		require.NoError(t, a.Close())
+		require.NoError(t, p.Close())
+		wg.Wait()
+		require.NoError(t, early.Close(), "closing an event whose tenant closed")
+		require.ErrorIs(t, early.Record(nil), ErrClosed)
+		l := drv.Live()
+		require.Zero(t, l.Streams, "round %d: streams left in the driver", round)
+		require.Zero(t, l.Events, "round %d: events left in the driver", round)
+	}
+}
+
+// Issue 20, item 10 and the WithContext(nil) note: bad input gets a typed
+// error, never a CUDA code or a panic.
+func TestUntypedErrorsAreTyped(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a")
+	require.NoError(t, err)
+	_, err = a.Alloc(context.Background(), 1<<49)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, a.Stream().Launch(context.Background(), nil, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 1, Y: 1, Z: 1}, 0, nil), ErrInvalidArgument)
+	_, err = p.NewTenant("b", WithContext(nil)) //nolint:staticcheck // the point of the test
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = Open(context.Background(), 0, WithSimulator(SimulatedH200()), WithPartitionUnit(133))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.NoError(t, p.Close())
+	_, err = p.NewEvent()
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// Issue 20, item 11: an unbounded quota with a memory pool allocates (the
+// pool's maximum size is clamped to the device).
+func TestUnboundedQuotaWithPool(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a", WithMemoryQuota(math.MaxUint64), WithMemoryPool(0))
+	require.NoError(t, err)
+	ptr, err := a.Alloc(context.Background(), 1<<20)
+	require.NoError(t, err)
+	require.NoError(t, a.Free(ptr))
+}
