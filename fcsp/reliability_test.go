@@ -74,13 +74,24 @@ func TestTrimRacingClose(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, a.Free(ptr))
 		var wg sync.WaitGroup
-		wg.Go(func() {
-			for range 5 {
-				if err := a.Trim(); err != nil && !errors.Is(err, ErrClosed) {
-					t.Errorf("round %d: Trim racing Close: %v", round, err)
+		var started sync.WaitGroup
+		for range 4 {
+			started.Add(1)
+			wg.Go(func() {
+				started.Done()
+				for { // until the Close lands
+					err := a.Trim()
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						t.Errorf("round %d: Trim racing Close: %v", round, err)
+						return
+					}
 				}
-			}
-		})
+			})
+		}
+		started.Wait()
 		require.NoError(t, a.Close())
 		wg.Wait()
 	}
