@@ -250,3 +250,27 @@ func (p *Pool) trimPools(except *tenantCore) int {
 	}
 	return n
 }
+
+// trimCaches empties every pooled tenant's free lists (the caller's own
+// too), so that an allocation refused by the device limit, which counts
+// cached blocks, can retry. It reports whether any bytes were cached.
+func (p *Pool) trimCaches() bool {
+	p.mu.Lock()
+	var pooled []*tenantCore
+	for _, c := range p.tenants {
+		if c.mpool != nil {
+			pooled = append(pooled, c)
+		}
+	}
+	p.mu.Unlock()
+	cached := false
+	for _, c := range pooled {
+		c.mu.Lock()
+		for _, s := range c.streams {
+			cached = cached || s.cachedBytes() > 0
+		}
+		c.mu.Unlock()
+		_ = c.Trim() // the driver's pool gives back what it kept, too
+	}
+	return cached
+}

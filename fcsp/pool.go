@@ -172,7 +172,8 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 	return p.dev.Table(minCounts...)
 }
 
-// MemoryUsed is what all tenants hold, in bytes; MemoryLimit the cap.
+// MemoryUsed is what all tenants hold, in bytes, including the freed
+// blocks pooled tenants keep for reuse; MemoryLimit the cap.
 // After Close it is 0.
 func (p *Pool) MemoryUsed() uint64 {
 	if p.shared != nil {

@@ -167,3 +167,33 @@ func TestUnboundedQuotaWithPool(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.Free(ptr))
 }
+
+// Issue 20, item 5: blocks a pooled tenant keeps after Free count against
+// the device limit, and a tenant that reaches the limit has them trimmed:
+// the driver never holds more than the limit (it held 1984 MiB against
+// 1024 before).
+func TestPooledCachesCountAgainstTheDeviceLimit(t *testing.T) {
+	const limit = 1 << 30
+	p, drv := openSim(t, WithDeviceMemoryLimit(limit))
+	a, err := p.NewTenant("a", WithMemoryPool(0), WithMemoryQuota(limit))
+	require.NoError(t, err)
+	b, err := p.NewTenant("b")
+	require.NoError(t, err)
+	var ptrs []DevicePtr
+	for range 31 {
+		ptr, err := a.Alloc(context.Background(), 32<<20)
+		require.NoError(t, err)
+		ptrs = append(ptrs, ptr)
+	}
+	for _, ptr := range ptrs {
+		require.NoError(t, a.Free(ptr))
+	}
+	require.NotZero(t, a.Stats().MemoryCached, "the test needs cached blocks")
+	for i := range 31 {
+		_, err := b.Alloc(context.Background(), 32<<20)
+		require.NoError(t, err, "allocation %d of b", i)
+		require.LessOrEqual(t, drv.Live().Bytes, uint64(limit), "after allocation %d of b the driver holds more than the device limit", i)
+	}
+	_, err = b.Alloc(context.Background(), 64<<20)
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+}

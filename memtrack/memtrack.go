@@ -406,3 +406,29 @@ func (a *Account) Close() (leaked uint64, err error) {
 	a.t.releaseID(a.id)
 	return leaked, nil
 }
+
+// ReserveDevice counts n bytes against the device limit alone, for device
+// memory the caller holds outside every account: the freed blocks a pool
+// keeps for reuse, which the driver still holds. It fails, changing
+// nothing, with a *QuotaError of ScopeDevice (Tenant empty), ErrReaped or
+// ErrInvalidSize. ReleaseDevice gives the bytes back.
+func (t *Tracker) ReserveDevice(n uint64) error {
+	if n == 0 || n > maxRecordSize {
+		return fmt.Errorf("%w: device reservation of %d bytes; sizes must be 1 to %d bytes", ErrInvalidSize, n, uint64(maxRecordSize))
+	}
+	du, ok, err := t.devReserve(n)
+	if err != nil {
+		return fmt.Errorf("memtrack: %w", err)
+	}
+	if !ok {
+		return &QuotaError{Requested: n, Used: du, Limit: t.limit, Scope: ScopeDevice}
+	}
+	return nil
+}
+
+// ReleaseDevice gives back n bytes of ReserveDevice.
+func (t *Tracker) ReleaseDevice(n uint64) {
+	if n > 0 {
+		t.devRelease(n)
+	}
+}
