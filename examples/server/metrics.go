@@ -61,6 +61,7 @@ type tenantCollector struct {
 var (
 	tenantLabels = []string{"tenant"}
 	descMemUsed  = prometheus.NewDesc("fcsp_tenant_memory_used_bytes", "Device memory the tenant holds.", tenantLabels, nil)
+	descMemCache = prometheus.NewDesc("fcsp_tenant_memory_cached_bytes", "Freed pool blocks the tenant keeps for reuse (counted in the pool's memory used).", tenantLabels, nil)
 	descMemLimit = prometheus.NewDesc("fcsp_tenant_memory_limit_bytes", "The tenant's memory quota.", tenantLabels, nil)
 	descSMs      = prometheus.NewDesc("fcsp_tenant_sms", "SMs the tenant runs on (the whole device when not partitioned).", tenantLabels, nil)
 	descPart     = prometheus.NewDesc("fcsp_tenant_partitioned", "1 if the tenant has SMs of its own.", tenantLabels, nil)
@@ -68,13 +69,13 @@ var (
 	descLaunches = prometheus.NewDesc("fcsp_tenant_launches_admitted_total", "Kernel launches admitted.", tenantLabels, nil)
 	descThrottle = prometheus.NewDesc("fcsp_tenant_launches_throttled_total", "Launches that had to wait for tokens.", tenantLabels, nil)
 	descWait     = prometheus.NewDesc("fcsp_tenant_throttle_wait_seconds_total", "Seconds launches spent waiting for tokens.", tenantLabels, nil)
-	descPoolUsed = prometheus.NewDesc("fcsp_pool_memory_used_bytes", "Device memory all tenants hold.", nil, nil)
+	descPoolUsed = prometheus.NewDesc("fcsp_pool_memory_used_bytes", "Device memory all tenants hold, their cached pool blocks included.", nil, nil)
 	descPoolLim  = prometheus.NewDesc("fcsp_pool_memory_limit_bytes", "The pool's memory cap.", nil, nil)
 	descPoolFree = prometheus.NewDesc("fcsp_pool_free_sms", "SMs not yet given to a partition.", nil, nil)
 )
 
 func (c *tenantCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMemUsed, descMemLimit, descSMs, descPart, descSMLimit,
+	for _, d := range []*prometheus.Desc{descMemUsed, descMemCache, descMemLimit, descSMs, descPart, descSMLimit,
 		descLaunches, descThrottle, descWait, descPoolUsed, descPoolLim, descPoolFree} {
 		ch <- d
 	}
@@ -90,6 +91,7 @@ func (c *tenantCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range c.tenants() {
 		s := t.Stats()
 		gauge(descMemUsed, float64(s.MemoryUsed), s.Name)
+		gauge(descMemCache, float64(s.MemoryCached), s.Name)
 		gauge(descMemLimit, float64(s.MemoryLimit), s.Name)
 		gauge(descSMs, float64(s.SMs), s.Name)
 		gauge(descPart, b2f(s.Partitioned), s.Name)
