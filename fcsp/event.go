@@ -30,9 +30,22 @@ type eventSet struct {
 
 // NewEvent makes an event in the tenant's context.
 func (c *tenantCore) NewEvent() (*Event, error) {
-	e, err := newEvent(c.pool.drv, c.do, &c.events)
+	// Every call on a tenant's event is counted in the tenant's life lock,
+	// so the tenant's Close destroys its events only after the calls on
+	// them have finished.
+	lived := func(do func(func(cuda.Context) error) error) func(func(cuda.Context) error) error {
+		return func(f func(cuda.Context) error) error {
+			slot, err := c.enter()
+			if err != nil {
+				return err
+			}
+			defer c.life.exit(slot)
+			return do(f)
+		}
+	}
+	e, err := newEvent(c.pool.drv, lived(c.do), &c.events)
 	if err == nil {
-		e.wait = func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }
+		e.wait = lived(func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) })
 	}
 	return e, err
 }

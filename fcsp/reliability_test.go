@@ -197,3 +197,49 @@ func TestPooledCachesCountAgainstTheDeviceLimit(t *testing.T) {
 	_, err = b.Alloc(context.Background(), 64<<20)
 	require.ErrorIs(t, err, ErrQuotaExceeded)
 }
+
+// Issue 20, item 9 (the calls): Record, Synchronize and Since on a tenant's
+// events racing the tenant's Close answer ErrClosed or succeed; none reaches
+// the driver with a destroyed event.
+func TestEventCallsRacingClose(t *testing.T) {
+	p, drv := openSim(t)
+	for round := range 50 {
+		a, err := p.NewTenant("a", WithSMs(8))
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var started sync.WaitGroup
+		for range 2 {
+			start, err := a.NewEvent()
+			require.NoError(t, err)
+			end, err := a.NewEvent()
+			require.NoError(t, err)
+			started.Add(1)
+			wg.Go(func() {
+				started.Done()
+				for {
+					err := start.Record(a.Stream())
+					if err == nil {
+						err = end.Record(a.Stream())
+					}
+					if err == nil {
+						err = end.Synchronize()
+					}
+					if err == nil {
+						_, err = end.Since(start)
+					}
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						t.Errorf("round %d: an event call racing Close: %v", round, err)
+						return
+					}
+				}
+			})
+		}
+		started.Wait()
+		require.NoError(t, a.Close())
+		wg.Wait()
+		require.Zero(t, drv.Live().Events)
+	}
+}
