@@ -20,4 +20,10 @@
 // own CUcontext and CUstream, usable from any other binding. Every error is
 // typed: sentinels for errors.Is, and *cuda.Error values carrying the CUDA
 // result code for driver failures.
+//
+// Tenants of one process share fate: a sticky device error (a kernel's
+// illegal address, say) poisons every context of the device in the
+// process. The pool then answers every tenant with ErrDeviceLost until
+// Pool.Reset rebuilds it; classes that must survive each other's faults
+// belong in separate processes sharing one limit (WithSharedRegion).
 package fcsp

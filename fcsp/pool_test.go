@@ -21,7 +21,7 @@ func openSim(t *testing.T, opts ...Option) (*Pool, *fake.Driver) {
 	p, err := Open(context.Background(), 0, append([]Option{WithSimulator(SimulatedH200())}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
-	return p, p.drv.(*fake.Driver)
+	return p, p.fault.raw.(*fake.Driver)
 }
 
 func TestOpenWithoutDriverSaysSo(t *testing.T) {

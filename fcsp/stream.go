@@ -58,19 +58,20 @@ func (s *Stream) attachBucket() error {
 
 // NewStream adds a stream of class cl to the tenant.
 func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
+	if !cl.Valid() {
+		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
+	}
 	// In the life lock until the stream is listed, so that a racing Close
-	// waits and then destroys it.
+	// waits and then destroys it; and the pool is not lost, and no Reset
+	// replaces the partition meanwhile.
 	slot, err := c.enter()
 	if err != nil {
 		return nil, err
 	}
 	defer c.life.exit(slot)
-	if !cl.Valid() {
-		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
-	}
 	s, err := c.newStream(cl, false)
 	if err != nil {
-		return nil, err
+		return nil, c.pool.see(err, c.ctx(), 0) // a partition's stream is made through greenctx
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -153,8 +154,10 @@ func (s *Stream) Close() error {
 		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
 	}
 	slot, err := c.enter()
-	if err != nil {
+	if errors.Is(err, ErrClosed) {
 		return nil // the tenant's Close destroyed it
+	} else if err != nil {
+		return err // the device is lost: the stream stays, Reset makes it again
 	}
 	defer c.life.exit(slot)
 	if !s.closed.CompareAndSwap(false, true) {
