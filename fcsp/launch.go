@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -28,6 +29,7 @@ type Function struct {
 	m    *Module
 	h    cuda.Function
 	name string
+	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
@@ -67,24 +69,27 @@ func (f *Function) Name() string { return f.name }
 
 // Launch queues f on stream s as grid x block threads with shmem bytes of
 // dynamic shared memory. It first charges the launch to the stream's and
-// the tenant's token buckets, waiting while they are empty; ctx ends the
-// wait (with ctx.Err(), nothing launched, nothing charged).
+// the tenant's token buckets, waiting while they are empty. ctx ends the
+// wait (with ctx.Err(), nothing launched, nothing charged); a deadline the
+// wait cannot meet fails at once (context.DeadlineExceeded), and closing
+// the stream or tenant ends it with ErrClosed.
 func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if s.t.closed.Load() || s.closed.Load() {
-		return ErrClosed
-	}
-	if f == nil {
-		return fmt.Errorf("%w: launch of a nil *Function on tenant %q", ErrInvalidArgument, s.t.name)
-	}
-	if f.m.t != s.t {
-		return fmt.Errorf("%w: kernel %q belongs to tenant %q, stream to %q", ErrInvalidArgument, f.name, f.m.t.name, s.t.name)
-	}
-	if !grid.Valid() || !block.Valid() {
-		return fmt.Errorf("%w: launch of %q with grid %v, block %v; every dimension must be at least 1", ErrInvalidArgument, f.name, grid, block)
-	}
-	if err := s.admit(ctx, grid, block); err != nil {
+	if err := s.checkLaunch(f, grid, block); err != nil {
 		return err
 	}
+	if s.meter != nil {
+		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
+	}
+	if s.bucket != nil {
+		if err := s.admit(ctx, s.launchCost(grid, block)); err != nil {
+			return err
+		}
+	}
+	return s.launch(f, grid, block, shmem, args)
+}
+
+// launch queues an admitted launch.
+func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
 		return s.t.pool.drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args)
 	})

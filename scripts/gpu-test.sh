@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.bin
 # Packages with GPU tests (each test skips itself where no driver is found).
-PKGS=(greenctx fcsp)
+PKGS=(greenctx fcsp tokenbucket)
 
 build() {
   set -e
@@ -80,6 +80,21 @@ run() {
     tail -40 "$OUT/$x.txt"
     summary+=("example $x: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   done
+  # branch share: one clock read per launch; clock sources beside the floors
+  # (atomic add; clock read + CAS) and limited vs unlimited admission, 6 rounds.
+  if [ -x "$BIN/tokenbucket.test" ]; then
+    (cd tokenbucket && "../$BIN/tokenbucket.test" -test.run '^$' -test.bench 'Clock|Floor|Admission' -test.count 6 -test.benchtime 2000000x) > "$OUT/bench-admission.txt" 2>&1
+    local r=$?
+    grep -E '^Benchmark' "$OUT/bench-admission.txt"
+    summary+=("benchmarks tokenbucket admission: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  fi
+  # branch share: WithGPUShare with no per-kernel tuning (issue 17).
+  if [ -x "$BIN/throttle" ] && [ "${FCSP_SHARE:-1}" = 1 ]; then
+    "$BIN/throttle" -mode share -limit 0.25 -duration "${FCSP_SHARE_DURATION:-2s}" > "$OUT/throttle-share.txt" 2>&1
+    local r=$?
+    tail -12 "$OUT/throttle-share.txt"
+    summary+=("example throttle -mode share: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  fi
   if [ "${FCSP_SANITIZE:-0}" = 1 ]; then
     sanitize_pkgs || rc=1
   fi

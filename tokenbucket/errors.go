@@ -14,6 +14,9 @@ var (
 	ErrInvalidAmount = errors.New("tokenbucket: token count must be finite")
 	// ErrClosed is returned by Stream.Wait after Stream.Close.
 	ErrClosed = errors.New("tokenbucket: stream closed")
+	// ErrReservationUsed is returned by Reservation.Wait on a reservation
+	// already used or cancelled.
+	ErrReservationUsed = errors.New("tokenbucket: reservation already used or cancelled")
 )
 
 // invalid builds an error naming the field, the value it had and what is

@@ -40,6 +40,7 @@ CUresult fcsp_cuEventRecord(CUcontext c, CUevent e, CUstream s);
 CUresult fcsp_cuEventSynchronize(CUcontext c, CUevent e);
 CUresult fcsp_cuEventElapsedTime(CUcontext c, float *ms, CUevent start, CUevent end);
 CUresult fcsp_cuEventDestroy(CUcontext c, CUevent e);
+CUresult fcsp_cuEventQuery(CUcontext c, CUevent e);
 CUresult fcsp_cuDeviceGetDevResource(CUdevice d, CUdevResource *r, int t);
 CUresult fcsp_cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned flags, unsigned minCount);
 CUresult fcsp_cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResource *res, unsigned n);

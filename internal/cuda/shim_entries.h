@@ -74,6 +74,8 @@ typedef CUresult (*pfn_cuEventElapsedTime)(float *ms, CUevent start, CUevent end
 extern pfn_cuEventElapsedTime fcsp_p_cuEventElapsedTime;
 typedef CUresult (*pfn_cuEventDestroy)(CUevent e);
 extern pfn_cuEventDestroy fcsp_p_cuEventDestroy;
+typedef CUresult (*pfn_cuEventQuery)(CUevent e);
+extern pfn_cuEventQuery fcsp_p_cuEventQuery;
 typedef CUresult (*pfn_cuDeviceGetDevResource)(CUdevice d, CUdevResource *r, int t);
 extern pfn_cuDeviceGetDevResource fcsp_p_cuDeviceGetDevResource;
 typedef CUresult (*pfn_cuDevSmResourceSplitByCount)(CUdevResource *result, unsigned *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned flags, unsigned minCount);

@@ -7,11 +7,12 @@ package cuda
 // make it current for the duration of the call only. Every error is an *Error
 // wrapping a Result.
 //
-// LaunchKernel, StreamSynchronize, EventSynchronize, MemAllocFromPoolAsync and
-// MemFreeAsync also accept a zero context, meaning "make none current: the
-// stream (or event) names it", so that a long wait need not hold a green
-// context current on one thread while other threads wait to use it. Whether
-// the driver accepts that is learned at run time (see fcsp), never assumed.
+// LaunchKernel, StreamSynchronize, EventSynchronize, EventQuery,
+// MemAllocFromPoolAsync and MemFreeAsync also accept a zero context, meaning
+// "make none current: the stream (or event) names it", so that a long wait
+// need not hold a green context current on one thread while other threads wait
+// to use it. Whether the driver accepts that is learned at run time (see
+// fcsp), never assumed.
 type Driver interface {
 	// Name says which implementation this is ("libcuda.so.1 (API 13000)", "fake ...").
 	Name() string
@@ -45,6 +46,9 @@ type Driver interface {
 	EventSynchronize(c Context, e Event) error
 	EventElapsedMs(c Context, start, end Event) (float32, error)
 	EventDestroy(c Context, e Event) error
+	// EventQuery is nil once the GPU has reached e, an *Error with
+	// ErrorNotReady before; it never waits.
+	EventQuery(c Context, e Event) error
 	DeviceGetDevResource(d Device, t ResourceType) (DevResource, error)
 	// DevSmResourceSplitByCount is cuDevSmResourceSplitByCount. With
 	// maxGroups 0 it only asks how many groups the driver would make (null

@@ -144,6 +144,11 @@ func (l *Library) EventDestroy(c Context, e Event) error {
 	return check("cuEventDestroy_v2", Result(C.fcsp_cuEventDestroy(C.CUcontext(handle(c)), C.CUevent(handle(e)))))
 }
 
+// EventQuery calls cuEventQuery with c current (none when c is zero).
+func (l *Library) EventQuery(c Context, e Event) error {
+	return check("cuEventQuery", Result(C.fcsp_cuEventQuery(C.CUcontext(handle(c)), C.CUevent(handle(e)))))
+}
+
 // GreenCtxCreate calls cuGreenCtxCreate.
 func (l *Library) GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (GreenCtx, error) {
 	var out0 C.CUgreenCtx

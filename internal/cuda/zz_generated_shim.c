@@ -40,6 +40,7 @@ pfn_cuEventRecord fcsp_p_cuEventRecord;
 pfn_cuEventSynchronize fcsp_p_cuEventSynchronize;
 pfn_cuEventElapsedTime fcsp_p_cuEventElapsedTime;
 pfn_cuEventDestroy fcsp_p_cuEventDestroy;
+pfn_cuEventQuery fcsp_p_cuEventQuery;
 pfn_cuDeviceGetDevResource fcsp_p_cuDeviceGetDevResource;
 pfn_cuDevSmResourceSplitByCount fcsp_p_cuDevSmResourceSplitByCount;
 pfn_cuDevResourceGenerateDesc fcsp_p_cuDevResourceGenerateDesc;
@@ -93,6 +94,7 @@ void fcsp_resolve(void *lib) {
 	fcsp_p_cuEventElapsedTime = (pfn_cuEventElapsedTime)dlsym(lib, "cuEventElapsedTime_v2");
 	if (!fcsp_p_cuEventElapsedTime) fcsp_p_cuEventElapsedTime = (pfn_cuEventElapsedTime)dlsym(lib, "cuEventElapsedTime");
 	fcsp_p_cuEventDestroy = (pfn_cuEventDestroy)dlsym(lib, "cuEventDestroy_v2");
+	fcsp_p_cuEventQuery = (pfn_cuEventQuery)dlsym(lib, "cuEventQuery");
 	fcsp_p_cuDeviceGetDevResource = (pfn_cuDeviceGetDevResource)dlsym(lib, "cuDeviceGetDevResource");
 	fcsp_p_cuDevSmResourceSplitByCount = (pfn_cuDevSmResourceSplitByCount)dlsym(lib, "cuDevSmResourceSplitByCount");
 	fcsp_p_cuDevResourceGenerateDesc = (pfn_cuDevResourceGenerateDesc)dlsym(lib, "cuDevResourceGenerateDesc");
@@ -269,6 +271,12 @@ CUresult fcsp_cuEventElapsedTime(CUcontext c, float *ms, CUevent start, CUevent 
 CUresult fcsp_cuEventDestroy(CUcontext c, CUevent e) {
 	GUARD(fcsp_p_cuEventDestroy)
 	SCOPED(c, fcsp_p_cuEventDestroy(e));
+}
+
+CUresult fcsp_cuEventQuery(CUcontext c, CUevent e) {
+	GUARD(fcsp_p_cuEventQuery)
+	if (!c) return fcsp_p_cuEventQuery(e); // none pushed: the handle names its context
+	SCOPED(c, fcsp_p_cuEventQuery(e));
 }
 
 CUresult fcsp_cuDeviceGetDevResource(CUdevice d, CUdevResource *r, int t) {

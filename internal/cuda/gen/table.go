@@ -114,6 +114,10 @@ var table = []entry{
 		Method: "EventElapsedMs(c Context, start, end Event) (float32, error)", Iface: driver},
 	{Sym: "cuEventDestroy", Names: []string{"cuEventDestroy_v2"}, Params: "CUevent e", Ctx: pushed,
 		Method: "EventDestroy(c Context, e Event) error", Iface: driver},
+	// entry points added for share
+	{Sym: "cuEventQuery", Params: "CUevent e", Ctx: pushedOrNone,
+		Method: "EventQuery(c Context, e Event) error", Iface: driver,
+		Doc: "EventQuery is nil once the GPU has reached e, an *Error with\nErrorNotReady before; it never waits."},
 
 	{Sym: "cuDeviceGetDevResource", Params: "CUdevice d, CUdevResource *r, int t",
 		Method: "DeviceGetDevResource(d Device, t ResourceType) (DevResource, error)", CustomGo: true, Iface: driver},
