@@ -77,6 +77,9 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return err
 	}
+	if s.recordCapture(grid, block) { // a captured kernel is charged when its graph launches
+		return s.launch(f, grid, block, shmem, args)
+	}
 	if s.meter != nil {
 		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
 	}
@@ -96,6 +99,8 @@ func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args)
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
 	}
-	s.launches.Add(1)
+	if s.capture.Load() == nil {
+		s.launches.Add(1)
+	}
 	return nil
 }

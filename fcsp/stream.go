@@ -21,7 +21,8 @@ type Stream struct {
 	owned    bool                // created by the SDK (destroyed on Close)
 	fromPart bool                // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
-	free     atomic.Pointer[freeList] // freed pool blocks for reuse on this stream
+	free     atomic.Pointer[freeList]  // freed pool blocks for reuse on this stream
+	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
 	closed   atomic.Bool
 }
 

@@ -61,6 +61,7 @@ type tenantCore struct {
 	// GPU time (gputime.go): metered streams, bucket charged in GPU ns.
 	metered, gpuShare bool
 	gpuByClass        [streamClasses]atomic.Int64 // ns of completed launches
+	dos     doThreads   // OS threads inside Do (do.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -286,6 +287,9 @@ func (c *tenantCore) Stats() Stats {
 // has allocated, and returns its SMs and quota to the pool. Idempotent; any
 // later call on the tenant returns ErrClosed.
 func (t *Tenant) Close() error {
+	if err := t.checkNotInsideDo(); err != nil {
+		return err
+	}
 	t.cleanup.Stop()
 	return t.close("")
 }

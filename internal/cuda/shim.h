@@ -56,4 +56,14 @@ CUresult fcsp_cuMemFreeAsync(CUcontext c, CUdeviceptr d, CUstream s);
 CUresult fcsp_cuMemPoolTrimTo(CUcontext c, CUmemoryPool p, size_t keep);
 CUresult fcsp_cuMemPoolSetAttribute64(CUcontext c, CUmemoryPool p, int a, unsigned long long v);
 CUresult fcsp_cuMemPoolGetAttribute64(CUcontext c, CUmemoryPool p, int a, unsigned long long *v);
+CUresult fcsp_cuCtxSetCurrent(CUcontext ctx);
+CUresult fcsp_cuCtxGetCurrent(CUcontext *c);
+CUresult fcsp_cuStreamBeginCapture(CUcontext c, CUstream s, int mode);
+CUresult fcsp_cuStreamEndCapture(CUcontext c, CUstream s, CUgraph *g);
+CUresult fcsp_cuGraphInstantiateWithFlags(CUcontext c, CUgraphExec *e, CUgraph g);
+CUresult fcsp_cuGraphLaunch(CUcontext c, CUgraphExec e, CUstream s);
+CUresult fcsp_cuGraphExecDestroy(CUcontext c, CUgraphExec e);
+CUresult fcsp_cuGraphDestroy(CUcontext c, CUgraph g);
+CUresult fcsp_cuMemsetD16Async(CUcontext c, CUdeviceptr p, unsigned short v, size_t n, CUstream s);
+CUresult fcsp_cuMemsetD32Async(CUcontext c, CUdeviceptr p, unsigned int v, size_t n, CUstream s);
 #endif
