@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // DevicePtr is a device address (CUdeviceptr).
@@ -42,7 +43,16 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 		return 0, err
 	}
 	defer c.life.exit(slot)
-	if err := c.acct.Reserve(n); err != nil {
+	err = c.acct.Reserve(n)
+	if qe := (*memtrack.QuotaError)(nil); errors.As(err, &qe) && qe.Scope == memtrack.ScopeDevice && c.pool.trimCaches() {
+		// Freed blocks kept by pooled tenants count against the device
+		// limit: give them back to the driver and try once more.
+		err = c.acct.Reserve(n)
+	}
+	if err != nil {
+		if errors.Is(err, memtrack.ErrInvalidSize) {
+			return 0, fmt.Errorf("%w: %w", ErrInvalidArgument, err) // memtrack's errors name the tenant already
+		}
 		return 0, err // memtrack's errors name the tenant already
 	}
 	p, err := c.allocFrom(s, n)

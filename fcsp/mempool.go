@@ -152,6 +152,13 @@ func (c *tenantCore) Trim() error {
 	if c.mpool == nil {
 		return nil
 	}
+	// In the life lock, so that Close cannot destroy the pool under the
+	// trim (the calls below enter it again, which is allowed).
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
 	c.mu.Lock()
 	streams := slices.Clone(c.streams)
 	c.mu.Unlock()
@@ -242,4 +249,28 @@ func (p *Pool) trimPools(except *tenantCore) int {
 		}
 	}
 	return n
+}
+
+// trimCaches empties every pooled tenant's free lists (the caller's own
+// too), so that an allocation refused by the device limit, which counts
+// cached blocks, can retry. It reports whether any bytes were cached.
+func (p *Pool) trimCaches() bool {
+	p.mu.Lock()
+	var pooled []*tenantCore
+	for _, c := range p.tenants {
+		if c.mpool != nil {
+			pooled = append(pooled, c)
+		}
+	}
+	p.mu.Unlock()
+	cached := false
+	for _, c := range pooled {
+		c.mu.Lock()
+		for _, s := range c.streams {
+			cached = cached || s.cachedBytes() > 0
+		}
+		c.mu.Unlock()
+		_ = c.Trim() // the driver's pool gives back what it kept, too
+	}
+	return cached
 }

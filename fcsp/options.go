@@ -24,6 +24,7 @@ type poolConfig struct {
 	penalty   float64       // tokenbucket's: 0 default, NoPenalty none
 	refill    time.Duration // 0: tokenbucket's default
 	region    string        // shared region path, "": none
+	foreign   bool          // accept a region file of another user (WithForeignSharedRegion)
 	beat      time.Duration
 	reapAfter time.Duration
 	splitFlag uint32 // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
@@ -177,7 +178,13 @@ func WithMemoryPool(keep uint64) TenantOption {
 // and everything it held returns to the pool (a request-scoped tenant, or a
 // class that ends with its server's context).
 func WithContext(ctx context.Context) TenantOption {
-	return func(c *tenantConfig) error { c.ctx = ctx; return nil }
+	return func(c *tenantConfig) error {
+		if ctx == nil {
+			return fmt.Errorf("%w: WithContext(nil); pass a context (context.Background() for none)", ErrInvalidArgument)
+		}
+		c.ctx = ctx
+		return nil
+	}
 }
 
 // WithSMs gives the tenant a partition of n SMs of its own; n must be a

@@ -32,6 +32,7 @@ type Pool struct {
 	registry stream.Registry
 
 	shared   *sharedState // nil without WithSharedRegion
+	events   eventSet     // made by Pool.NewEvent
 	unscoped unscopedProbe
 	fault    faultState // health.go, reset.go
 
@@ -122,6 +123,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if unit == 0 {
 		unit = dev.Granularity()
 	}
+	if unit > dev.SMs() {
+		return fail(fmt.Errorf("%w: partition unit %d SMs; this device has %d SMs, cut in groups of %d", ErrInvalidArgument, unit, dev.SMs(), dev.Granularity()))
+	}
 	if p.split, err = dev.SplitWith(unit, cfg.splitFlag); err != nil {
 		return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
 	}
@@ -172,8 +176,16 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 	return p.dev.Table(minCounts...)
 }
 
-// MemoryUsed is what all tenants hold, in bytes; MemoryLimit the cap.
-func (p *Pool) MemoryUsed() uint64  { return p.mem.Used() }
+// MemoryUsed is what all tenants hold, in bytes, including the freed
+// blocks pooled tenants keep for reuse; MemoryLimit the cap.
+// After Close it is 0.
+func (p *Pool) MemoryUsed() uint64 {
+	if p.shared != nil {
+		return p.shared.read(p.mem.Used) // the region may be unmapping
+	}
+	return p.mem.Used()
+}
+
 func (p *Pool) MemoryLimit() uint64 { return p.mem.Limit() }
 
 // Tenants lists the live tenants' names, sorted.
@@ -218,6 +230,9 @@ func (p *Pool) Close() error {
 	}
 	for _, s := range spare {
 		errs = append(errs, s.Close())
+	}
+	if p.dev != nil {
+		errs = append(errs, p.events.close(p.drv, p.dev.Primary()))
 	}
 	errs = append(errs, p.shared.close())
 	if p.dev != nil {

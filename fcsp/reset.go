@@ -114,6 +114,10 @@ func (p *Pool) Reset(ctx context.Context) error {
 			return fail(fmt.Errorf("rebuilding tenant %q: %w", c.name, err))
 		}
 	}
+	for _, c := range cores { // events died with the contexts (rel branch)
+		c.events.forget()
+	}
+	p.events.forget()
 	p.fault.gen.Add(1)
 	p.fault.lost.Store(nil)
 	took := time.Since(start)

@@ -37,11 +37,21 @@ func (c *tenantCore) Scope(ctx context.Context, f func(s *Scope) error) (err err
 // Alloc allocates n bytes that belong to the scope, under the context
 // given to Tenant.Scope (as an http.Request carries its own).
 func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
+	s.mu.Lock()
+	ended := s.live == nil
+	s.mu.Unlock()
+	if ended {
+		return 0, fmt.Errorf("tenant %q: Alloc in a scope that has ended: %w", s.t.name, ErrClosed)
+	}
 	p, err := s.t.Alloc(s.ctx, n)
 	if err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
+	if s.live == nil { // the scope ended while we allocated: not ours to keep
+		s.mu.Unlock()
+		return 0, errors.Join(fmt.Errorf("tenant %q: Alloc in a scope that has ended: %w", s.t.name, ErrClosed), s.t.Free(p))
+	}
 	s.live[p] = struct{}{}
 	s.mu.Unlock()
 	return p, nil

@@ -64,14 +64,12 @@ func (s *Stream) attachBucket() error {
 
 // NewStream adds a stream of class cl to the tenant.
 func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
-	}
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
-	// Counted in the life lock: the pool is not lost, no Reset replaces the
-	// partition, and no Reshape switches its streams, meanwhile.
+	// In the life lock until the stream is listed, so that a racing Close
+	// waits and then destroys it; and the pool is not lost, no Reset
+	// replaces the partition, and no Reshape switches its streams, meanwhile.
 	slot, err := c.enter()
 	if err != nil {
 		return nil, err
@@ -92,9 +90,11 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 // class is the one given to Pool.RegisterStream, else cl. The SDK does not
 // destroy adopted streams.
 func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
+	slot, err := c.enter()
+	if err != nil {
+		return nil, err
 	}
+	defer c.life.exit(slot)
 	if reg, ok := c.pool.registry.Lookup(handle); ok {
 		cl = reg
 	}

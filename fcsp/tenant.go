@@ -53,7 +53,9 @@ type tenantCore struct {
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
+	events  eventSet
 	closed  atomic.Bool
+	done    chan struct{} // closed when close has finished
 	cleanup runtime.Cleanup
 	stop    func() bool          // unregisters the context watcher
 	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
@@ -101,7 +103,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0}
+	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0, done: make(chan struct{})}
 	var err error
 	if cfg.partitioned() {
 		if c.part, err = p.takePartition(&cfg); err != nil {
@@ -159,7 +161,10 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	c.streams, c.first = append(c.streams, first), first
 	if cfg.pool {
-		if err := c.openMemPool(quota, cfg.keep, cfg.quota != 0, cfg.noLists); err != nil {
+		// The pool's maximum size is the quota, but never more than the
+		// device may hold (a quota of MaxUint64 overflowed the driver's
+		// rounding of the size to whole chunks).
+		if err := c.openMemPool(min(quota, p.mem.Limit()), cfg.keep, cfg.quota != 0, cfg.noLists); err != nil {
 			_ = first.destroy(c.ctx())
 			return undo(err)
 		}
@@ -299,8 +304,13 @@ func (t *Tenant) Close() error {
 
 func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
+		// Another close (the tenant's context, the garbage collector, the
+		// pool) is under way: returning before it ends would let the caller
+		// see memory still counted, or unmap the shared region under it.
+		<-c.done
 		return nil
 	}
+	defer close(c.done)
 	if c.limiter != nil {
 		_ = c.limiter.Close() // launches waiting for tokens return ErrClosed
 	}
@@ -330,27 +340,34 @@ func (c *tenantCore) close(why string) error {
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
+	errs = append(errs, c.events.close(p.drv, ctx))
 	for _, m := range modules {
 		errs = append(errs, m.unload(ctx))
 	}
 	_, err := c.acct.Close()
 	errs = append(errs, err)
 	p.mu.Lock()
+	recycle := c.part != nil && !p.closed && p.wantsSpare(c.part.SMs())
+	p.mu.Unlock()
+	if c.part != nil && !(recycle && c.part.Reset() == nil) {
+		errs = append(errs, c.part.Close())
+		recycle = false
+	}
+	// The tenant leaves the pool's list last, so that a Pool.Close that
+	// starts meanwhile finds it and waits for this close to end.
+	p.mu.Lock()
 	if p.tenants[c.name] == c {
 		delete(p.tenants, c.name)
 	}
-	recycle := c.part != nil && !p.closed && p.wantsSpare(c.part.SMs())
+	if recycle && !p.closed {
+		// A prewarmed size goes back to the spares: the next tenant of
+		// that size skips green-context creation.
+		p.spare = append(p.spare, c.part)
+		recycle = false
+	}
 	p.mu.Unlock()
-	if c.part != nil {
-		if recycle && c.part.Reset() == nil {
-			// A prewarmed size goes back to the spares: the next tenant of
-			// that size skips green-context creation.
-			p.mu.Lock()
-			p.spare = append(p.spare, c.part)
-			p.mu.Unlock()
-		} else {
-			errs = append(errs, c.part.Close())
-		}
+	if recycle { // the pool closed meanwhile
+		errs = append(errs, c.part.Close())
 	}
 	if why != "" || len(leaks) > 0 {
 		p.log.Warn("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))

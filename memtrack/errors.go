@@ -3,6 +3,8 @@ package memtrack
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/shm"
 )
 
 var (
@@ -19,6 +21,12 @@ var (
 	ErrClosed = errors.New("memtrack: account closed")
 	// ErrInvalidLimit is returned for a zero limit.
 	ErrInvalidLimit = errors.New("memtrack: invalid memory limit")
+	// ErrReaped is returned by Reserve once the process's slot of the
+	// shared region was reaped (see WithShared); it is shm.ErrReaped.
+	ErrReaped = shm.ErrReaped
+	// ErrTooManyAccounts is returned by NewAccount when every account id
+	// of the tracker is in use.
+	ErrTooManyAccounts = errors.New("memtrack: too many open accounts")
 )
 
 // Scopes reported by QuotaError.Scope.

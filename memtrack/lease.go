@@ -61,7 +61,7 @@ func WithLeaseChunk(chunk uint64) Option {
 // its lease if it holds enough, else from the device counter, taking a new
 // chunk with it while there is room for one. On failure it returns the
 // device usage (allocations) it observed.
-func (a *Account) devTake(n uint64) (used uint64, ok bool) {
+func (a *Account) devTake(n uint64) (used uint64, ok bool, err error) {
 	t := a.t
 	if t.chunk == 0 {
 		return t.devReserve(n)
@@ -73,7 +73,7 @@ func (a *Account) devTake(n uint64) (used uint64, ok bool) {
 			break
 		}
 		if a.lease.CompareAndSwap(l, l-n) {
-			return 0, true
+			return 0, true, nil
 		}
 	}
 	have := a.takeLease() // what is left of the lease counts towards n
@@ -81,19 +81,19 @@ func (a *Account) devTake(n uint64) (used uint64, ok bool) {
 		if have > n {
 			a.putLease(have - n)
 		}
-		return 0, true
+		return 0, true, nil
 	}
 	need := n - have
 	// Take a chunk along only while every open account could hold one.
 	if spare := t.limit - min(t.limit, t.dev.Load()); spare >= need && (spare-need)/uint64(t.n.Load()+1) >= t.chunk {
 		t.grabbing.Add(1) // a chunk in hand, in no lease yet: see below
-		_, ok := t.devReserve(need + t.chunk)
+		_, ok, _ := t.devReserve(need + t.chunk) // no error: leases are off with a shared region
 		if ok {
 			a.putLease(t.chunk)
 		}
 		t.grabbing.Add(-1)
 		if ok {
-			return 0, true
+			return 0, true, nil
 		}
 	}
 	// The device counter is full: take every lease back and retry. Refuse
@@ -101,12 +101,12 @@ func (a *Account) devTake(n uint64) (used uint64, ok bool) {
 	// retry after it still failed (or after a few sweeps, should other
 	// tenants keep re-leasing what was swept).
 	for sweep := 0; sweep < 8; sweep++ {
-		if _, ok := t.devReserve(need); ok {
-			return 0, true
+		if _, ok, _ := t.devReserve(need); ok {
+			return 0, true, nil
 		}
 		if t.reclaim() == 0 && t.grabbing.Load() == 0 {
-			if _, ok := t.devReserve(need); ok {
-				return 0, true
+			if _, ok, _ := t.devReserve(need); ok {
+				return 0, true, nil
 			}
 			break
 		}
@@ -114,7 +114,7 @@ func (a *Account) devTake(n uint64) (used uint64, ok bool) {
 	if have > 0 {
 		t.devRelease(have)
 	}
-	return t.Used(), false
+	return t.Used(), false, nil
 }
 
 // devGive returns n bytes of a's allocations to the device: into its lease,

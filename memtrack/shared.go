@@ -21,9 +21,11 @@ import (
 //
 // The slot must stay joined while the tracker is in use. If a reaper takes
 // the slot over (the process stopped heartbeating for longer than the
-// reaper timeout), the tracker's later releases would subtract usage the
-// reaper already subtracted: treat shm.Slot.StartHeartbeat's onLost as
-// fatal for the process's GPU work.
+// reaper timeout: a SIGSTOP, a long pause, a frozen cgroup), the slot
+// refuses the tracker's writes: every later Reserve fails with ErrReaped,
+// and releases change only the process-local counts, since the reaper
+// already gave the slot's usage back. Nothing the stale process does can
+// move another process's count or wrap the node-wide total.
 func WithShared(slot *shm.Slot, dev int) Option {
 	return func(t *Tracker) error {
 		if slot == nil {
