@@ -126,7 +126,6 @@ func targets() []target {
 	}
 }
 
-
 // errRefused is a limiter's refusal. The rates are set so that none should
 // happen; measure counts them (a goroutine descheduled between its clock
 // read and its compare-and-swap can see one) and the report lists them.
