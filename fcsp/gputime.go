@@ -39,7 +39,8 @@ func WithGPUMetering() TenantOption {
 // launch's events complete, so the share holds whatever the kernels' shapes.
 // Stream classes keep their factors (NCCL free, attention 20% less, copies
 // 50% less). It implies WithGPUMetering and replaces WithSMLimit's
-// launch-rate model for the tenant; SetSMLimit changes the share.
+// launch-rate model for the tenant; SetSMLimit changes the share. A share of
+// 1 is no limit at all: its launches never wait, whatever their length.
 func WithGPUShare(f float64) TenantOption {
 	return func(c *tenantConfig) error {
 		if math.IsNaN(f) || f <= 0 || f > 1 {
@@ -111,8 +112,16 @@ type timedLaunch struct {
 }
 
 // gpuCost is what a launch of f costs under a GPU share: the predicted run
-// time, scaled by the stream's class.
+// time, scaled by the stream's class. At share 1 it is 0, admitted without
+// touching the buckets: a share of the whole device is no limit, and a
+// bucket charged at submission for time the GPU spends later would hold a
+// full-share tenant back by the work it has queued (on the H200 a 1 ms
+// kernel at share 1 left the GPU 11% idle after each Synchronize, while the
+// bucket refilled the debt of what had been queued).
 func (s *Stream) gpuCost(f *Function, grid, block Dim3) float64 {
+	if s.t.limiter.SMLimit() >= 1 {
+		return 0
+	}
 	ns := f.estimateFor(grid, block).get()
 	if ns == 0 {
 		ns = float64(s.t.limiter.Capacity()) // conservative: a whole refill period
@@ -148,7 +157,9 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 		m.gpu.Add(int64(ns))
 		s.t.gpuByClass[s.class].Add(int64(ns))
 		p.est.add(ns)
-		if s.t.gpuShare && s.bucket != nil {
+		if s.t.gpuShare && s.bucket != nil && p.charged > 0 {
+			// Launches admitted free (share 1, NCCL) are not limited, so
+			// there is nothing to correct.
 			s.bucket.Adjust(ns*s.class.ThrottleScale() - p.charged)
 		}
 		m.free = append(m.free, p.start, p.end)
