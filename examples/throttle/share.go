@@ -15,8 +15,10 @@ import (
 // The share mode (-mode share): WithGPUShare with no per-kernel tuning.
 // For each workload a tenant on half the device runs beside an unlimited
 // neighbour on the other half; the program measures the tenant's kernels/s
-// at share 1 and at the target share, both beside the busy neighbour, and
-// reports the second as a fraction of the first (target: share ± 5%).
+// unlimited (share 1, which is no limit at all) and at the target share,
+// both beside the busy neighbour, in the same run, and reports the second
+// as a fraction of the first (target: share ± 5%), with the device time
+// each kept busy (kernels/s x metered kernel ms) beside it.
 // Then it measures the lag after a change of share: the time from
 // SetSMLimit(target) on a tenant launching at share 1 until its first
 // launch that had to wait, against the refill period.
@@ -34,7 +36,9 @@ type shareWorkload struct {
 type ShareRow struct {
 	Workload   string  `json:"workload"`
 	KernelMs   float64 `json:"kernel_ms"`   // mean GPU time per launch (metered)
-	FullPerS   float64 `json:"full_per_s"`  // kernels/s at share 1, neighbour busy
+	FullPerS   float64 `json:"full_per_s"`  // kernels/s unlimited (share 1), neighbour busy
+	FullBusy   float64 `json:"full_busy"`   // FullPerS x its kernel ms: device time kept busy unlimited
+	ShareBusy  float64 `json:"share_busy"`  // SharePerS x its kernel ms: device time at the target share
 	SharePerS  float64 `json:"share_per_s"` // kernels/s at the target share, neighbour busy
 	Fraction   float64 `json:"fraction"`    // SharePerS / FullPerS
 	InBand     bool    `json:"in_band"`     // |Fraction - share| <= 0.05 share
@@ -161,13 +165,15 @@ func runShare(ctx context.Context, share float64, d time.Duration, simulate bool
 				return res, err
 			}
 			after := lim.Stats()
+			var kernelMs float64
 			if n := after.Launches - before.Launches; n > 0 {
-				row.KernelMs = float64(after.GPUTime-before.GPUTime) / float64(n) / 1e6
+				kernelMs = float64(after.GPUTime-before.GPUTime) / float64(n) / 1e6
 			}
+			row.KernelMs = kernelMs
 			if phase == 1 {
-				row.FullPerS = perS
+				row.FullPerS, row.FullBusy = perS, perS*kernelMs/1e3
 			} else {
-				row.SharePerS, row.NeighbourS = perS, nbr
+				row.SharePerS, row.NeighbourS, row.ShareBusy = perS, nbr, perS*kernelMs/1e3
 			}
 		}
 		row.Fraction = row.SharePerS / row.FullPerS
@@ -215,11 +221,12 @@ func shareLag(ctx context.Context, t *fcsp.Tenant, w shareWorkload, share float6
 func printShare(r ShareResult) {
 	fmt.Println(r.Device)
 	fmt.Printf("WithGPUShare(%.2f) on half the device beside an unlimited neighbour on the other half; no per-kernel tuning; refill period %s\n", r.Share, r.Refill)
-	fmt.Printf("%-18s %10s %12s %12s %10s %8s\n", "workload", "kernel ms", "share 1 /s", "share f /s", "fraction", "in band")
+	fmt.Printf("%-18s %10s %12s %12s %10s %8s %10s %10s\n", "workload", "kernel ms", "unlimited/s", "share f /s", "fraction", "in band", "busy unl.", "busy f")
 	for _, row := range r.Rows {
-		fmt.Printf("%-18s %10.3f %12.1f %12.1f %10.4f %8v\n", row.Workload, row.KernelMs, row.FullPerS, row.SharePerS, row.Fraction, row.InBand)
+		fmt.Printf("%-18s %10.3f %12.1f %12.1f %10.4f %8v %10.4f %10.4f\n", row.Workload, row.KernelMs, row.FullPerS, row.SharePerS, row.Fraction, row.InBand, row.FullBusy, row.ShareBusy)
 	}
-	fmt.Printf("fraction = kernels/s at share %.2f / kernels/s at share 1, both beside the busy neighbour (band %.4f..%.4f)\n", r.Share, 0.95*r.Share, 1.05*r.Share)
+	fmt.Printf("fraction = kernels/s at share %.2f / the same tenant's unlimited kernels/s (share 1: no limit), same run, both beside the busy neighbour (band %.4f..%.4f)\n", r.Share, 0.95*r.Share, 1.05*r.Share)
+	fmt.Println("busy = kernels/s x metered kernel ms: the fraction of device time the tenant kept busy")
 	fmt.Printf("lag after SetSMLimit(1 -> %.2f): %.3f ms to the first throttled launch (refill period %s)\n", r.Share, r.LagMs, r.Refill)
 	if r.Simulated {
 		fmt.Println("(simulated: kernels take no GPU time, so the fractions are not meaningful)")
