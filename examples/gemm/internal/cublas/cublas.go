@@ -28,6 +28,14 @@ static p_setSm f_setSm;
 static p_setWs f_setWs;
 static p_gemmEx f_gemmEx;
 
+// cublas_probe opens path only to see that it loads, and closes it again.
+static const char *cublas_probe(const char *path) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) return dlerror();
+	dlclose(h);
+	return NULL;
+}
+
 static const char *cublas_load(const char *path) {
 	if (lib) return NULL;
 	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -64,6 +72,7 @@ static int cublas_gemm_bf16(void *h, int m, int n, int k, unsigned long long a, 
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -87,18 +96,48 @@ func check(op string, st C.int) error {
 	return nil
 }
 
-var loadMu sync.Mutex
+var (
+	loadMu sync.Mutex
+	loaded string // the path the process's cuBLAS came from; "": none yet
+)
 
-// Load opens libcublas at path; safe to call again (the first success stays).
+// Load opens libcublas at path, exactly as given. A process binds one
+// cuBLAS: loading the same path again is a no-op, and a different path
+// after a success is checked (a path that does not load fails as it would
+// have) but refused rather than silently answered by the first library.
 func Load(path string) error {
 	loadMu.Lock()
 	defer loadMu.Unlock()
+	if loaded == path {
+		return nil
+	}
 	cp := C.CString(path)
 	defer C.free(unsafe.Pointer(cp))
+	if loaded != "" {
+		if e := C.cublas_probe(cp); e != nil {
+			return fmt.Errorf("cublas: %s: %s", path, C.GoString(e))
+		}
+		return fmt.Errorf("cublas: %s: this process already bound cuBLAS from %s", path, loaded)
+	}
 	if e := C.cublas_load(cp); e != nil {
 		return fmt.Errorf("cublas: %s: %s", path, C.GoString(e))
 	}
+	loaded = path
 	return nil
+}
+
+// LoadDefault loads the first of paths that loads, for a caller that was
+// given no path; it names every one tried when none does.
+func LoadDefault(paths ...string) (string, error) {
+	var errs []error
+	for _, p := range paths {
+		err := Load(p)
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+	}
+	return "", errors.Join(errs...)
 }
 
 // Create makes a handle bound to the context current on this thread.

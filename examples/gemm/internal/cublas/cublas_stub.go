@@ -15,6 +15,7 @@ type Handle struct{}
 var errNoCgo = errors.New("cublas: this build has no cgo on linux")
 
 func Load(string) error                                  { return errNoCgo }
+func LoadDefault(...string) (string, error)              { return "", errNoCgo }
 func Create() (Handle, error)                            { return Handle{}, errNoCgo }
 func (Handle) Destroy() error                            { return errNoCgo }
 func (Handle) SetStream(unsafe.Pointer) error            { return errNoCgo }
