@@ -78,6 +78,7 @@ func faultOn(ctx context.Context, s *Stream, fn *Function) error {
 func TestDeviceLostThenReset(t *testing.T) {
 	ctx := context.Background()
 	p, drv := openSim(t, WithPrewarm(8))
+	drv.SetResettableFaults(true) // the in-process path; the H200 keeps the fault (TestStickyFaultNeedsRestart)
 	fs := newFaultSet(t, p)
 	a, b := fs.tenants[0], fs.tenants[1]
 	for i, tn := range fs.tenants {
@@ -204,12 +205,15 @@ func TestResetOfAHealthyPool(t *testing.T) {
 func TestResetFailureLeavesThePoolLost(t *testing.T) {
 	ctx := context.Background()
 	p, drv := openSim(t)
+	drv.SetResettableFaults(true)
 	fs := newFaultSet(t, p)
 	drv.InjectFault(0, cuda.ErrorHardwareStackError)
 	require.ErrorIs(t, fs.tenants[0].Stream().Synchronize(), ErrDeviceLost)
 	drv.FailNext("cuDevicePrimaryCtxReset_v2", cuda.ErrorUnknown)
 	err := p.Reset(ctx)
 	require.ErrorIs(t, err, cuda.ErrorUnknown)
+	require.ErrorIs(t, err, ErrDeviceLost)
+	require.False(t, p.Health().NeedsRestart, "a reset that failed for another reason may be tried again")
 	_, err = fs.tenants[1].Alloc(ctx, 1)
 	require.ErrorIs(t, err, ErrDeviceLost)
 	require.Contains(t, err.Error(), "Pool.Reset failed")
@@ -222,6 +226,7 @@ func TestResetFailureLeavesThePoolLost(t *testing.T) {
 func TestResetRacesCallsAndClose(t *testing.T) {
 	ctx := context.Background()
 	p, drv := openSim(t)
+	drv.SetResettableFaults(true)
 	fs := newFaultSet(t, p)
 	var stop atomic.Bool
 	var wg sync.WaitGroup

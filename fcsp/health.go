@@ -38,7 +38,11 @@ type DeviceLostError struct {
 	Tenant string     // the tenant whose call saw it first ("" if none could be named)
 	Stream uintptr    // the stream that call named (0: none)
 	At     time.Time
-	reason string
+	// NeedsRestart: a Pool.Reset found that the driver keeps the fault
+	// (as the H200 does for sticky errors); only a new process can use the
+	// device again.
+	NeedsRestart bool
+	reason       string
 }
 
 func (e *DeviceLostError) Error() string {
@@ -73,6 +77,9 @@ type Health struct {
 	// one's duration.
 	Resets    int
 	LastReset time.Duration
+	// NeedsRestart: the device is lost for this process; Reset cannot
+	// bring it back, a restart of the process can.
+	NeedsRestart bool
 }
 
 // Healthy reports whether the pool serves.
@@ -80,7 +87,9 @@ func (h Health) Healthy() bool { return h.Lost == nil }
 
 // Health reports whether the device is lost, and the resets so far.
 func (p *Pool) Health() Health {
-	return Health{Lost: p.fault.lost.Load(), Resets: int(p.fault.resets.Load()), LastReset: time.Duration(p.fault.lastReset.Load())}
+	lost := p.fault.lost.Load()
+	return Health{Lost: lost, Resets: int(p.fault.resets.Load()), LastReset: time.Duration(p.fault.lastReset.Load()),
+		NeedsRestart: lost != nil && lost.NeedsRestart}
 }
 
 // faultState is the pool's part of all this.

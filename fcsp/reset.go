@@ -29,7 +29,19 @@ import (
 // ctx is honoured until the reset begins; from then on it runs to the end,
 // since stopping half-way would leave no partition usable. Calls that
 // arrive meanwhile fail with ErrDeviceLost. If the reset itself fails the
-// pool stays lost and Reset returns the driver's error.
+// pool stays lost and Reset returns a *DeviceLostError wrapping the
+// driver's error.
+//
+// On a real driver a sticky fault cannot be reset in-process: on the H200,
+// cuDevicePrimaryCtxReset_v2 runs and the next cuDevicePrimaryCtxRetain
+// answers the same sticky code, as the CUDA documentation says (the process
+// must be terminated and relaunched to use CUDA again). Reset then returns
+// a *DeviceLostError with NeedsRestart set, naming the CUDA result, and the
+// pool stays lost for good: every call answers ErrDeviceLost, Health says
+// NeedsRestart, later Resets refuse at once, Close works. The way back is a
+// new process (a supervisor restarts it; examples/faultdomain). Reset
+// brings back a healthy pool, and a faulted one only where the driver
+// clears the fault (the simulator with its resettable-faults option).
 func (p *Pool) Reset(ctx context.Context) error {
 	start := time.Now()
 	p.fault.resetMu.Lock() // no tenant Close runs while its tenant is rebuilt
@@ -41,6 +53,9 @@ func (p *Pool) Reset(ctx context.Context) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if e := p.fault.lost.Load(); e != nil && e.NeedsRestart {
+		return fmt.Errorf("fcsp: Reset: %w", e)
 	}
 	// A reset of a healthy pool is a loss for its duration.
 	p.fault.lost.CompareAndSwap(nil, &DeviceLostError{At: start, reason: "Pool.Reset in progress"})
@@ -78,10 +93,15 @@ func (p *Pool) Reset(ctx context.Context) error {
 		var ce *cuda.Error
 		if errors.As(err, &ce) {
 			e.Err = ce
+			if ce.Code.Sticky() {
+				e.NeedsRestart = true
+				e.reason = fmt.Sprintf("Pool.Reset failed: %v: the fault outlived the reset of the primary context; "+
+					"the CUDA driver requires this process to exit and be restarted to use the device again", err)
+			}
 		}
 		p.fault.lost.Store(e)
-		p.log.Error("fcsp: reset failed; the pool stays lost", "err", err)
-		return fmt.Errorf("fcsp: Reset: %w", err)
+		p.log.Error("fcsp: reset failed; the pool stays lost", "err", err, "needs_restart", e.NeedsRestart)
+		return fmt.Errorf("fcsp: Reset: %w", e)
 	}
 	if err := p.dev.ResetPrimary(); err != nil {
 		return fail(err)

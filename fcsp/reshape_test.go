@@ -259,6 +259,7 @@ func TestReshapeSurvivesReset(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, lat.Reshape(ctx, 32))
 	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
+	drv.SetResettableFaults(true) // the fake's in-process recovery model
 	drv.InjectFault(0, cuda.ErrorIllegalAddress)
 	require.ErrorIs(t, lat.Stream().Synchronize(), ErrDeviceLost)
 	require.NoError(t, p.Reset(ctx))

@@ -26,6 +26,7 @@ func TestAbandonResetRebuild(t *testing.T) {
 	_, err = a.NewStream(0)
 	require.NoError(t, err)
 
+	drv.SetResettableFaults(true) // the in-process path; the H200's reset cannot clear it
 	drv.InjectFault(0, cuda.ErrorIllegalAddress)
 	_, err = a.NewStream(0)
 	require.ErrorIs(t, err, cuda.ErrorIllegalAddress)

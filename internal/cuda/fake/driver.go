@@ -38,8 +38,9 @@ type Driver struct {
 	calls      map[string]int
 	mem        Memory
 	launches   int
-	libs       libState // entry points added for lib (graph.go)
+	libs       libState                    // entry points added for lib (graph.go)
 	sticky     map[cuda.Device]cuda.Result // fault.go
+	resettable bool                        // fault.go: SetResettableFaults
 	resets     int
 
 	// entry points added for share
@@ -69,7 +70,7 @@ type streamInfo struct {
 	ctx      cuda.Context
 	launches int
 	gpu      time.Duration // modelled GPU time of its launches (SetKernelDuration)
-	capture  *capture // entry points added for lib: non-nil while capturing
+	capture  *capture      // entry points added for lib: non-nil while capturing
 }
 
 type eventInfo struct {
@@ -263,6 +264,9 @@ func (d *Driver) PrimaryCtxRetain(dev cuda.Device) (cuda.Context, error) {
 	}
 	if err := d.device("cuDevicePrimaryCtxRetain", dev); err != nil {
 		return 0, err
+	}
+	if err := d.poisoned("cuDevicePrimaryCtxRetain", dev); err != nil {
+		return 0, err // as on the H200 after a reset of a faulted device (fault.go)
 	}
 	p := d.primary[dev]
 	if p == nil {

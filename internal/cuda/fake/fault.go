@@ -8,9 +8,24 @@ import "github.com/fcsp-go/fcsp-go/internal/cuda"
 // and cuMemAlloc, and no green context could be made. The fake models the
 // fault domain as the device within the process: a fault poisons the primary
 // context and every green context of the device, and every call that names
-// one of them (or a stream or event of one) answers the same code until
-// PrimaryCtxReset. Destroying a green context is still allowed, so that a
-// recovery can clean up before it resets.
+// one of them (or a stream or event of one) answers the same code.
+// Destroying a green context is still allowed, so that a recovery can clean
+// up before it resets.
+//
+// By default the fault outlives PrimaryCtxReset, as on the H200: the reset
+// runs, but the next cuDevicePrimaryCtxRetain answers the sticky code (the
+// CUDA documentation: the process must be terminated and relaunched to use
+// CUDA again). SetResettableFaults(true) models a driver whose reset clears
+// the fault, for tests of the in-process recovery path.
+
+// SetResettableFaults chooses whether PrimaryCtxReset clears a sticky fault
+// (true) or leaves the device poisoned until the process ends (false, the
+// default, as the H200 does).
+func (d *Driver) SetResettableFaults(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.resettable = on
+}
 
 // InjectFault poisons device dev with the sticky code r, as a faulting
 // kernel would.
@@ -70,8 +85,9 @@ func (d *Driver) poisonedAt(op string, c cuda.Context, s cuda.Stream) error {
 
 // PrimaryCtxReset is cuDevicePrimaryCtxReset_v2: every allocation, pool,
 // stream, event and module of the device dies, green contexts built over it
-// with them, and the sticky error is cleared. The primary context keeps its
-// handle and retain count.
+// with them, and, with SetResettableFaults(true), the sticky error is
+// cleared; by default it stays, as on the real driver. The primary context
+// keeps its handle and retain count.
 func (d *Driver) PrimaryCtxReset(dev cuda.Device) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -122,7 +138,9 @@ func (d *Driver) PrimaryCtxReset(dev cuda.Device) error {
 			d.mem.free(p)
 		}
 	}
-	delete(d.sticky, dev)
+	if d.resettable {
+		delete(d.sticky, dev)
+	}
 	d.resets++
 	return nil
 }

@@ -34,6 +34,7 @@ func TestStickyFaultUntilReset(t *testing.T) {
 	ptr, err := drv.MemAlloc(primary, 1<<20)
 	require.NoError(t, err)
 
+	drv.SetResettableFaults(true)
 	drv.InjectFault(0, cuda.ErrorIllegalAddress)
 	drv.InjectFault(0, cuda.ErrorMisalignedAddress) // the first one stays
 	require.Equal(t, cuda.ErrorIllegalAddress, drv.Sticky(0))
