@@ -52,10 +52,14 @@ func rawProbe(t *testing.T, p *Pool, tn *Tenant) {
 	t.Logf("  raw driver: cuStreamCreate on the primary context -> %v", err)
 }
 
-// TestGPUDeviceLostAndReset: one tenant's kernel writes to an illegal
-// address; every tenant then gets ErrDeviceLost; Reset brings the pool back
-// and every tenant computes right again. Then the reset is timed: a median
-// of several, after real faults and on a healthy pool.
+// TestGPUDeviceLostAndReset: first the reset of a healthy pool is timed
+// (a median of several; it works and keeps every tenant computing). Then
+// one tenant's kernel writes to an illegal address; every tenant gets
+// ErrDeviceLost; and Pool.Reset is refused with a typed ErrDeviceLost
+// saying the process must be restarted, since the driver keeps a sticky
+// fault through cuDevicePrimaryCtxReset_v2 (the H200's first run: the next
+// cuDevicePrimaryCtxRetain answered CUDA_ERROR_ILLEGAL_ADDRESS). The pool
+// stays lost for every call, and Close is clean.
 func TestGPUDeviceLostAndReset(t *testing.T) {
 	if !inFaultChild(t) {
 		return
@@ -67,16 +71,18 @@ func TestGPUDeviceLostAndReset(t *testing.T) {
 	for i, tn := range fs.tenants {
 		require.NoError(t, chainOn(ctx, tn, tn.Stream(), fs.fns[i], 1<<16, 256), "tenant %s before the fault", fs.names[i])
 	}
-	devFree := func() uint64 {
-		free, _, err := p.fault.raw.MemGetInfo(p.dev.Primary())
-		require.NoError(t, err)
-		return free
+	var healthy []time.Duration
+	for r := 0; r < 5; r++ {
+		start := time.Now()
+		require.NoError(t, p.Reset(ctx))
+		healthy = append(healthy, time.Since(start))
 	}
-	freeBefore := devFree() // b's pool has mapped its first chunk already
-	held := make([]DevicePtr, len(fs.tenants))
+	t.Logf("Pool.Reset of a healthy pool (3 tenants, 2 partitions + 1 spare, 1 pool): median %v of %v", median(healthy), healthy)
 	for i, tn := range fs.tenants {
-		var err error
-		held[i], err = tn.Alloc(ctx, 1<<20)
+		require.NoError(t, chainOn(ctx, tn, tn.Stream(), fs.fns[i], 1<<16, 256), "tenant %s after the healthy resets", fs.names[i])
+	}
+	for _, tn := range fs.tenants {
+		_, err := tn.Alloc(ctx, 1<<20) // held across the fault: Close must free it once, or forgive it
 		require.NoError(t, err)
 	}
 
@@ -102,42 +108,23 @@ func TestGPUDeviceLostAndReset(t *testing.T) {
 
 	start := time.Now()
 	err = p.Reset(ctx)
-	took := time.Since(start)
-	t.Logf("Pool.Reset after the fault: %v in %v", err, took)
-	require.NoError(t, err)
-	require.Zero(t, p.MemoryUsed())
+	t.Logf("Pool.Reset after the fault: %v (in %v)", err, time.Since(start))
+	require.ErrorIs(t, err, ErrDeviceLost)
+	var lost *DeviceLostError
+	require.ErrorAs(t, err, &lost)
+	require.True(t, lost.NeedsRestart, "the driver kept the fault: only a new process can use the device")
+	require.Contains(t, err.Error(), "exit and be restarted")
+	require.True(t, p.Health().NeedsRestart)
+	require.ErrorIs(t, p.Reset(ctx), ErrDeviceLost, "a second Reset refuses at once")
 	for i, tn := range fs.tenants {
-		require.ErrorIs(t, tn.Free(held[i]), ErrStale)
-		require.NoError(t, chainOn(ctx, tn, tn.Stream(), fs.fns[i], 1<<16, 256), "tenant %s after the reset", fs.names[i])
-		t.Logf("tenant %s after the reset: %d SMs, chain kernel computes right", fs.names[i], tn.SMs())
+		_, err := tn.Alloc(ctx, 4096)
+		require.ErrorIs(t, err, ErrDeviceLost, "tenant %s after the refused reset", fs.names[i])
+		require.ErrorIs(t, tn.Stream().Synchronize(), ErrDeviceLost)
 	}
-
-	// Timing: after a real fault each time, rotating the faulting tenant.
-	var faulted, healthy []time.Duration
-	for r := 0; r < 5; r++ {
-		i := r % len(fs.tenants)
-		require.ErrorIs(t, faultOn(ctx, fs.tenants[i].Stream(), fs.fns[i]), ErrDeviceLost)
-		start := time.Now()
-		require.NoError(t, p.Reset(ctx))
-		faulted = append(faulted, time.Since(start))
-		require.NoError(t, chainOn(ctx, fs.tenants[i], fs.tenants[i].Stream(), fs.fns[i], 1<<12, 16))
+	for i, err := range closeAll(fs) {
+		require.NoError(t, err, "closing tenant %s of the lost pool", fs.names[i])
 	}
-	for r := 0; r < 5; r++ {
-		start := time.Now()
-		require.NoError(t, p.Reset(ctx))
-		healthy = append(healthy, time.Since(start))
-	}
-	t.Logf("Pool.Reset after a fault (3 tenants, 2 partitions + 1 spare, 1 pool): median %v of %v", median(faulted), faulted)
-	t.Logf("Pool.Reset of a healthy pool (same set):                          median %v of %v", median(healthy), healthy)
-	for i, tn := range fs.tenants {
-		require.NoError(t, chainOn(ctx, tn, tn.Stream(), fs.fns[i], 1<<16, 256))
-	}
-	// Eleven resets later the device has what it had: nothing of the old
-	// contexts or the old pools (device objects, which a reset may leave)
-	// is left behind. One pool chunk of slack (32 MiB).
-	freeAfter := devFree()
-	t.Logf("device free memory: %d MiB before the first fault, %d MiB after 11 resets", freeBefore>>20, freeAfter>>20)
-	require.InDelta(t, float64(freeBefore), float64(freeAfter), 32<<20, "device memory leaked across resets")
+	require.NoError(t, p.Close(), "closing the lost pool")
 }
 
 func closeAll(fs *faultSet) (errs []error) {
