@@ -11,6 +11,13 @@
 // serving throughout, and the node's accounting heals: the survivors'
 // reaper returns the shared total to exactly the parent's own usage.
 //
+// The faulted child cannot recover in-process: the driver keeps a sticky
+// fault through a reset of the primary context (on the H200, Pool.Reset
+// answers CUDA_ERROR_ILLEGAL_ADDRESS; the SDK says NeedsRestart). The way
+// back is a new process, so the parent, as a supervisor would, then starts
+// a new child that joins the same region, allocates and serves checked
+// requests: the node heals and the restarted process is usable.
+//
 //	go run ./examples/faultdomain          # on the GPU if there is one, else simulated
 //	go run ./examples/faultdomain -sim     # simulated devices, real shared region
 package main
@@ -69,6 +76,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "faultdomain:", err)
 		os.Exit(1)
 	}
+	fmt.Printf("restarted child: served %d checked requests in the same region\n", r.RestartServed)
 	fmt.Printf("PASS: served %d requests (%d during the child's fault and reaping), none failed; shared total healed in %v to exactly this process's %d bytes\n",
 		r.Served, r.ServedDuringFault, r.HealedIn.Round(time.Millisecond), r.FinalShared)
 }
@@ -80,6 +88,7 @@ type result struct {
 	ServedDuringFault int    // of which between the child's fault and its reaping
 	PeakShared        uint64 // shared total while the child held its memory
 	ChildFault        string // the child's error, as it printed it
+	RestartServed     int    // checked requests the restarted child served
 	HealedIn          time.Duration
 	FinalShared       uint64 // shared total at the end: this process's usage
 }
@@ -196,7 +205,7 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	}
 
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{cfg.region, strconv.FormatBool(r.Simulated), strconv.FormatUint(cfg.hold, 10)}, ","))
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{cfg.region, strconv.FormatBool(r.Simulated), strconv.FormatUint(cfg.hold, 10), "fault"}, ","))
 	cmd.Stderr = log
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -248,6 +257,10 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	r.HealedIn = time.Since(killed)
 	reaped.Store(true)
 	fmt.Fprintf(log, "parent: reaped in %v; shared total %d bytes\n", r.HealedIn.Round(time.Millisecond), p.SharedUsed())
+	// The way back for the faulted class is a new process.
+	if r.RestartServed, err = restartChild(cfg, r.Simulated, p, log); err != nil {
+		return finish(fmt.Errorf("the restarted child: %w", err))
+	}
 	time.Sleep(cfg.serve)
 	r, err = finish(nil)
 	if err != nil {
@@ -266,13 +279,103 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	return r, nil
 }
 
+// restartChild starts a new child process in place of the faulted one: it
+// joins the region, holds cfg.hold bytes (the parent checks the shared
+// total sees them), serves checked requests and exits cleanly. It returns
+// how many requests the child served.
+func restartChild(cfg config, sim bool, p *fcsp.Pool, log *os.File) (int, error) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{cfg.region, strconv.FormatBool(sim), strconv.FormatUint(cfg.hold, 10), "restart"}, ","))
+	cmd.Stderr = log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer stdin.Close()
+	lines := bufio.NewScanner(out)
+	served := -1
+	for lines.Scan() {
+		fmt.Fprintf(log, "  restarted child %d: %s\n", cmd.Process.Pid, lines.Text())
+		if strings.HasPrefix(lines.Text(), "holding ") {
+			if used := p.SharedUsed(); used < cfg.hold {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				return 0, fmt.Errorf("shared total %d bytes while it holds %d", used, cfg.hold)
+			}
+			fmt.Fprintf(log, "parent: shared total with the restarted child holding its memory: %d bytes\n", p.SharedUsed())
+			_, _ = stdin.Write([]byte("go\n")) // the parent has looked: serve
+		}
+		if rest, ok := strings.CutPrefix(lines.Text(), "served "); ok {
+			served, _ = strconv.Atoi(rest)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return 0, fmt.Errorf("exited: %w", err)
+	}
+	if served <= 0 {
+		return 0, errors.New("served no request")
+	}
+	return served, nil
+}
+
+// restartMain is the restarted child: a fresh process, so a fresh driver
+// state; it joins the region, holds memory until the parent has seen it,
+// serves checked requests, gives everything back and exits 0.
+func restartMain(sim bool, region string, hold uint64) int {
+	ctx := context.Background()
+	p, err := open(ctx, sim, region)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "restarted child:", err)
+		return 1
+	}
+	defer p.Close()
+	srv, err := newServer(p, "batch")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "restarted child:", err)
+		return 1
+	}
+	defer srv.tn.Close()
+	buf, err := srv.tn.Alloc(ctx, hold)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "restarted child:", err)
+		return 1
+	}
+	fmt.Printf("holding %d bytes\n", hold)
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent has checked
+	const n = 8
+	for i := range n {
+		if err := srv.request(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "restarted child: request %d: %v\n", i+1, err)
+			return 1
+		}
+	}
+	if err := srv.tn.Free(buf); err != nil {
+		fmt.Fprintln(os.Stderr, "restarted child:", err)
+		return 1
+	}
+	fmt.Printf("served %d\n", n)
+	return 0
+}
+
 // childMain holds memory in the shared region, faults its device and says
-// so, then waits to be killed.
+// so, then waits to be killed (or, restarted, serves: restartMain).
 func childMain() int {
 	parts := strings.Split(os.Getenv(childEnv), ",")
-	if len(parts) != 3 {
+	if len(parts) != 4 {
 		fmt.Fprintln(os.Stderr, "child: bad", childEnv)
 		return 2
+	}
+	if parts[3] == "restart" {
+		sim, _ := strconv.ParseBool(parts[1])
+		hold, _ := strconv.ParseUint(parts[2], 10, 64)
+		return restartMain(sim, parts[0], hold)
 	}
 	sim, _ := strconv.ParseBool(parts[1])
 	hold, _ := strconv.ParseUint(parts[2], 10, 64)
@@ -300,6 +403,7 @@ func childMain() int {
 	fmt.Printf("fault: %v\n", err)
 	_, err = srv.tn.Alloc(ctx, 1)
 	fmt.Printf("next allocation: %v\n", err)
+	fmt.Printf("in-process reset: %v (needs restart: %v)\n", p.Reset(ctx), p.Health().NeedsRestart)
 	time.Sleep(time.Minute) // killed by the parent long before
 	return 3
 }
