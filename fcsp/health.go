@@ -23,7 +23,9 @@ var (
 	// instruction, misaligned address, launch failure, hardware stack
 	// error, device assert, watchdog timeout) poisoned the device for every
 	// tenant of this process. The *DeviceLostError says which error, where
-	// it was first seen; Pool.Reset is the way back.
+	// it was first seen. On a real driver the way back is a new process
+	// (Pool.Reset then says NeedsRestart); Pool.Reset recovers only where
+	// the driver clears the fault.
 	ErrDeviceLost = errors.New("fcsp: device lost")
 	// ErrStale: a device pointer or event made before a Pool.Reset; it
 	// died with the reset. Tenants, their first streams, streams made by
@@ -56,7 +58,7 @@ func (e *DeviceLostError) Error() string {
 	if e.Stream != 0 {
 		where += fmt.Sprintf(" on stream %#x", e.Stream)
 	}
-	return fmt.Sprintf("fcsp: device lost: %v, first seen %s at %s; every tenant of this pool shares the fault until Pool.Reset",
+	return fmt.Sprintf("fcsp: device lost: %v, first seen %s at %s; every tenant of this process shares the fault (a real driver keeps it until the process exits)",
 		e.Err, where, e.At.Format(time.RFC3339Nano))
 }
 
@@ -140,7 +142,7 @@ func (p *Pool) see(err error, ctx cuda.Context, s cuda.Stream) error {
 	e := &DeviceLostError{Err: ce, Stream: uintptr(s), At: time.Now()}
 	e.Tenant = p.whose(ctx, s)
 	if p.fault.lost.CompareAndSwap(nil, e) {
-		p.log.Error("fcsp: device lost: every tenant's calls fail until Pool.Reset", "err", e.Err, "tenant", e.Tenant, "stream", fmt.Sprintf("%#x", e.Stream))
+		p.log.Error("fcsp: device lost: every tenant's calls fail; on a real driver only a new process can use the device again", "err", e.Err, "tenant", e.Tenant, "stream", fmt.Sprintf("%#x", e.Stream))
 		return e
 	}
 	return p.fault.err()

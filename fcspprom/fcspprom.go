@@ -41,7 +41,7 @@ var (
 	descPoolLim  = prometheus.NewDesc("fcsp_pool_memory_limit_bytes", "The device's memory limit (its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT).", nil, nil)
 	descPoolFree = prometheus.NewDesc("fcsp_pool_free_sms", "SMs not yet given to a partition.", nil, nil)
 	descTenants  = prometheus.NewDesc("fcsp_pool_tenants", "Live tenants.", nil, nil)
-	descLost     = prometheus.NewDesc("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until Pool.Reset).", nil, nil)
+	descLost     = prometheus.NewDesc("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until the process restarts).", nil, nil)
 	descResets   = prometheus.NewDesc("fcsp_pool_resets_total", "Successful Pool.Reset calls.", nil, nil)
 
 	all = []*prometheus.Desc{descSMs, descPart, descMemUsed, descMemLimit, descMemCache, descSMLimit,
