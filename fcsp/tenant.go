@@ -33,11 +33,12 @@ const (
 // keep it reachable: hold the Tenant for as long as they are used (after
 // the tenant is closed they return ErrClosed).
 type Tenant struct {
-	*tenantCore
+	c *tenantCore
 }
 
 // tenantCore is what the pool tracks; the Tenant handle wraps it so that an
-// unreachable handle can be detected and cleaned up.
+// unreachable handle can be detected and cleaned up. Its exported methods
+// are the Tenant's, wrapped in tenant_api.go.
 type tenantCore struct {
 	pool    *Pool
 	name    string
@@ -240,14 +241,6 @@ func (c *tenantCore) Stats() Stats {
 		}
 	}
 	return s
-}
-
-// Close synchronises and destroys the tenant's streams, frees what it still
-// has allocated, and returns its SMs and quota to the pool. Idempotent; any
-// later call on the tenant returns ErrClosed.
-func (t *Tenant) Close() error {
-	t.cleanup.Stop()
-	return t.close("")
 }
 
 func (c *tenantCore) close(why string) error {

@@ -1,0 +1,172 @@
+package fcsp
+
+import (
+	"context"
+	"runtime"
+)
+
+// The Tenant handle's methods. Each delegates to the core the pool tracks
+// and ends with runtime.KeepAlive(t), as os.File's do: the handle carries
+// the cleanup that closes a forgotten tenant, so it must stay reachable
+// until a call made on it returns, even when the caller drops it at once
+// (p.NewTenant(...).Scope(ctx, f)).
+
+// Pool is the pool the tenant belongs to.
+func (t *Tenant) Pool() *Pool {
+	defer runtime.KeepAlive(t)
+	return t.c.Pool()
+}
+
+// Name is the tenant's name.
+func (t *Tenant) Name() string {
+	defer runtime.KeepAlive(t)
+	return t.c.Name()
+}
+
+// SMs is how many SMs the tenant's partition holds, read back from the
+// driver; for an unpartitioned tenant, the whole device's (shared).
+func (t *Tenant) SMs() int {
+	defer runtime.KeepAlive(t)
+	return t.c.SMs()
+}
+
+// Partitioned reports whether the tenant has SMs of its own.
+func (t *Tenant) Partitioned() bool {
+	defer runtime.KeepAlive(t)
+	return t.c.Partitioned()
+}
+
+// Context is the tenant's CUcontext (the green context's, or the device's
+// primary context for an unpartitioned tenant), for other bindings. A green
+// context may be current on one thread at a time, and the handle is valid
+// only while the Tenant is open and reachable.
+func (t *Tenant) Context() uintptr {
+	defer runtime.KeepAlive(t)
+	return t.c.Context()
+}
+
+// Stream is the tenant's first stream. It does not keep the tenant
+// reachable.
+func (t *Tenant) Stream() *Stream {
+	defer runtime.KeepAlive(t)
+	return t.c.Stream()
+}
+
+// NewStream adds a stream of class cl to the tenant.
+func (t *Tenant) NewStream(cl Class) (*Stream, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.NewStream(cl)
+}
+
+// Adopt wraps a stream created elsewhere (for example the one an NCCL
+// communicator uses) so that launches through the SDK are classified. Its
+// class is the one given to Pool.RegisterStream, else cl. The SDK does not
+// destroy adopted streams.
+func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.Adopt(handle, cl)
+}
+
+// SetSMLimit changes the tenant's launch-rate limit; it applies from the
+// next launch. A tenant made without WithSMLimit cannot be limited later.
+func (t *Tenant) SetSMLimit(f float64) error {
+	defer runtime.KeepAlive(t)
+	return t.c.SetSMLimit(f)
+}
+
+// Stats reports the tenant's use.
+func (t *Tenant) Stats() Stats {
+	defer runtime.KeepAlive(t)
+	return t.c.Stats()
+}
+
+// LoadModule loads PTX (or a cubin) into the tenant's context.
+func (t *Tenant) LoadModule(image []byte) (*Module, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.LoadModule(image)
+}
+
+// NewEvent makes an event in the tenant's context.
+func (t *Tenant) NewEvent() (*Event, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.NewEvent()
+}
+
+// Alloc allocates n bytes of device memory against the tenant's quota (from
+// its pool, in order on its first stream, with WithMemoryPool). The quota is
+// checked first, without locks; an over-quota request fails with an error
+// that is errors.Is(err, ErrQuotaExceeded) and names requested, used and
+// limit; a driver failure after admission (out of memory) gives the quota
+// back.
+func (t *Tenant) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.Alloc(ctx, n)
+}
+
+// Free frees memory the tenant allocated. A pointer it does not own (never
+// allocated here, another tenant's, already freed) is refused with
+// ErrUnknownPointer and changes nothing.
+func (t *Tenant) Free(p DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	return t.c.Free(p)
+}
+
+// AllocAsync allocates n bytes in stream order on s (the memory may be used
+// by work queued on s after this call); with WithMemoryPool it comes from
+// the tenant's pool. Quota and errors are those of Alloc.
+func (t *Tenant) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.AllocAsync(s, n)
+}
+
+// FreeAsync frees p in stream order on s: after the work queued on s.
+func (t *Tenant) FreeAsync(s *Stream, p DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	return t.c.FreeAsync(s, p)
+}
+
+// Trim gives the tenant's cached memory back to the driver: its streams'
+// free lists, then its pool's cache, after waiting for the streams that
+// freed blocks (and the first). It is a no-op without a pool.
+func (t *Tenant) Trim() error {
+	defer runtime.KeepAlive(t)
+	return t.c.Trim()
+}
+
+// MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
+// total is its quota (at most the device's), free what remains of it (at
+// most what the device has free). Code that sizes a KV cache from free
+// memory then sizes it to the tenant, not the card.
+func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
+	defer runtime.KeepAlive(t)
+	return t.c.MemGetInfo()
+}
+
+// CopyToDevice copies src into device memory at dst.
+func (t *Tenant) CopyToDevice(dst DevicePtr, src []byte) error {
+	defer runtime.KeepAlive(t)
+	return t.c.CopyToDevice(dst, src)
+}
+
+// CopyFromDevice copies device memory at src into dst.
+func (t *Tenant) CopyFromDevice(dst []byte, src DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	return t.c.CopyFromDevice(dst, src)
+}
+
+// Scope runs f with a fresh Scope and frees what f left allocated. A panic
+// in f is re-raised after the cleanup; a cleanup failure is joined to f's
+// error. The Scope holds the Tenant, so the tenant lives while f runs.
+func (t *Tenant) Scope(ctx context.Context, f func(s *Scope) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.scope(t, ctx, f)
+}
+
+// Close synchronises and destroys the tenant's streams, frees what it still
+// has allocated, and returns its SMs and quota to the pool. Idempotent; any
+// later call on the tenant returns ErrClosed.
+func (t *Tenant) Close() error {
+	defer runtime.KeepAlive(t)
+	t.c.cleanup.Stop()
+	return t.c.close("")
+}
