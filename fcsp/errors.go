@@ -5,6 +5,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -27,13 +28,16 @@ var (
 	// ErrUnknownPointer: Free of a pointer this tenant did not allocate, or
 	// already freed. No counter changes.
 	ErrUnknownPointer = memtrack.ErrUnknownPointer
-	// ErrClosed: the Pool, Tenant or Stream was closed.
-	ErrClosed = errors.New("fcsp: closed")
+	// ErrClosed: the Pool, Tenant or Stream was closed. It is the module's
+	// one ErrClosed: a call racing a close fails with it whichever layer
+	// (partition, token bucket, quota account) saw the close first.
+	ErrClosed = errs.ErrClosed
 	// ErrNameTaken: a live tenant of the pool already has this name.
 	ErrNameTaken = errors.New("fcsp: tenant name already in use")
 	// ErrInvalidArgument: an option or argument is out of range; the
-	// message says what is allowed.
-	ErrInvalidArgument = errors.New("fcsp: invalid argument")
+	// message says what is allowed. The lower packages' finer sentinels
+	// (tokenbucket.ErrInvalidConfig, memtrack.ErrInvalidSize, ...) match it.
+	ErrInvalidArgument = errs.ErrInvalidArgument
 )
 
 // CUDA result codes the SDK passes through, for errors.Is. Any driver

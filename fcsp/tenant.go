@@ -191,11 +191,7 @@ func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
 	if c.part == nil {
 		return f(c.pool.dev.Primary())
 	}
-	err := c.part.Do(f)
-	if errors.Is(err, greenctx.ErrClosed) {
-		return ErrClosed
-	}
-	return err
+	return c.part.Do(f) // greenctx.ErrClosed is ErrClosed
 }
 
 // SetSMLimit changes the tenant's launch-rate limit; it applies from the

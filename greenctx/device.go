@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // ErrGranularity means a requested SM count is not a whole number of the
@@ -15,8 +16,9 @@ var ErrGranularity = errors.New("greenctx: SM count does not fit the device's sp
 // ErrInsufficientSMs means the request needs more SMs than are free.
 var ErrInsufficientSMs = errors.New("greenctx: not enough free SMs")
 
-// ErrClosed is returned by calls on a closed Device, Split or Partition.
-var ErrClosed = errors.New("greenctx: closed")
+// ErrClosed is returned by calls on a closed Device, Split or Partition;
+// it is the module's one ErrClosed (fcsp.ErrClosed, memtrack.ErrClosed, ...).
+var ErrClosed = errs.ErrClosed
 
 // Device is one GPU's SM resource, with the device's primary context
 // retained (green contexts retain it too; holding it avoids re-initialising

@@ -3,6 +3,8 @@ package memtrack
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 var (
@@ -14,11 +16,17 @@ var (
 	ErrUnknownPointer = errors.New("memtrack: unknown device pointer")
 	// ErrInvalidSize is returned for zero-byte requests and for sizes that
 	// cannot be represented.
-	ErrInvalidSize = errors.New("memtrack: invalid allocation size")
-	// ErrClosed is returned by operations on a closed Account.
-	ErrClosed = errors.New("memtrack: account closed")
-	// ErrInvalidLimit is returned for a zero limit.
-	ErrInvalidLimit = errors.New("memtrack: invalid memory limit")
+	// It also matches ErrInvalidArgument.
+	ErrInvalidSize = errs.New("memtrack: invalid allocation size", errs.ErrInvalidArgument)
+	// ErrClosed is returned by operations on a closed Account; it is the
+	// module's one ErrClosed (fcsp.ErrClosed, greenctx.ErrClosed, ...).
+	ErrClosed = errs.ErrClosed
+	// ErrInvalidLimit is returned for a zero limit. It also matches
+	// ErrInvalidArgument.
+	ErrInvalidLimit = errs.New("memtrack: invalid memory limit", errs.ErrInvalidArgument)
+	// ErrInvalidArgument is the module's one identity for bad input
+	// (fcsp.ErrInvalidArgument); ErrInvalidSize and ErrInvalidLimit match it.
+	ErrInvalidArgument = errs.ErrInvalidArgument
 )
 
 // Scopes reported by QuotaError.Scope.
