@@ -42,17 +42,18 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 		return 0, err
 	}
 	defer c.life.exit(slot)
-	if err := c.acct.Reserve(n); err != nil {
+	r, err := c.acct.Reserve(n)
+	if err != nil {
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	p, err := c.allocFrom(s, n)
 	if err != nil {
-		c.acct.Unreserve(n)
+		r.Cancel()
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
-	if err := c.acct.Record(uint64(p), n); err != nil {
-		// Cannot happen for a pointer the driver just returned; undo fully.
-		c.acct.Unreserve(n)
+	if err := r.Commit(uint64(p)); err != nil {
+		// Cannot happen for a pointer the driver just returned; the
+		// reservation is cancelled, give the memory back too.
 		_ = c.freeOn(s, p, n)
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
@@ -72,19 +73,17 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 		return err
 	}
 	defer c.life.exit(slot)
-	n, err := c.acct.Release(uint64(p))
+	r, err := c.acct.StartRelease(uint64(p))
 	if err != nil {
 		return fmt.Errorf("tenant %q: Free(%#x): %w", c.name, uint64(p), err)
 	}
-	err = c.freeOn(s, p, n)
-	if err != nil && !errors.Is(err, ErrClosed) {
-		// The driver kept it: keep accounting for it too.
-		if e := c.acct.Reserve(n); e == nil {
-			_ = c.acct.Record(uint64(p), n)
-		}
-		return fmt.Errorf("tenant %q: %w", c.name, err)
+	if err := c.freeOn(s, p, r.Size()); err != nil {
+		// The driver kept it (or a Close, waiting for this call, will free
+		// it): it stays recorded, its bytes never stopped counting.
+		return errors.Join(fmt.Errorf("tenant %q: %w", c.name, err), r.Cancel())
 	}
-	return err
+	r.Commit()
+	return nil
 }
 
 // MemGetInfo is what cuMemGetInfo should tell code running as this tenant:

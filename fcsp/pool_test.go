@@ -334,3 +334,20 @@ func together(t *testing.T, n int, f func(i int) error) {
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
 }
+
+// A Free the driver refuses leaves the allocation tracked and counted; a
+// later Free and the tenant's Close still give everything back.
+func TestRefusedFreeKeepsTracking(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithMemoryQuota(4<<20))
+	require.NoError(t, err)
+	ptr, err := a.Alloc(context.Background(), 4<<20)
+	require.NoError(t, err)
+	drv.FailNext("cuMemFree_v2", cuda.ErrorInvalidValue)
+	require.ErrorIs(t, a.Free(ptr), ErrInvalidValue)
+	require.Equal(t, uint64(4<<20), a.Stats().MemoryUsed)
+	require.Equal(t, uint64(4<<20), p.MemoryUsed())
+	require.NoError(t, a.Free(ptr), "still the tenant's: it can be freed again")
+	require.Zero(t, p.MemoryUsed())
+	require.Zero(t, drv.Live().Bytes)
+}

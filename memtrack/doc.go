@@ -3,8 +3,11 @@
 // A [Tracker] holds the running total of one device and a [Account] holds
 // the running total of one tenant (request class) on that device. Every
 // allocation is admitted by [Account.Reserve] before the driver is asked for
-// memory, attributed to its device pointer by [Account.Record] once the
-// driver returned it, and given back by [Account.Release] when it is freed.
+// memory; the [Reservation] it returns is committed to the device pointer
+// the driver returned, or cancelled if the driver failed. A free is
+// [Account.Release], or [Account.StartRelease] when the driver may refuse
+// it: the [PendingRelease] is committed once the driver freed the memory,
+// or cancelled, which keeps the allocation tracked.
 //
 // # Why not do it the HAMi-core way
 //

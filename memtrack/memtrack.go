@@ -17,7 +17,7 @@ type pad [cacheLine]byte
 
 // closedBit is set in an account's used word by Close. Folding the flag into
 // the counter makes every compare-and-swap on the counter also a check that
-// the account is open, so Reserve and Unreserve cannot slip past Close.
+// the account is open, so a reservation and its cancellation cannot slip past Close.
 const closedBit = uint64(1) << 63
 
 // Allocation is a live allocation of an account.
@@ -197,11 +197,9 @@ func (a *Account) SetLimit(limit uint64) error {
 	return nil
 }
 
-// Reserve admits an allocation of n bytes against the tenant and the device
-// limits, before the driver is asked for the memory. On success the bytes
-// count as used until Unreserve or, once recorded, Release. On failure
-// nothing changes and the error is a *QuotaError (errors.Is
-// ErrQuotaExceeded), ErrInvalidSize or ErrClosed.
+// reserve admits an allocation of n bytes against the tenant and the device
+// limits (see Reserve). On failure nothing changes and the error is a
+// *QuotaError (errors.Is ErrQuotaExceeded), ErrInvalidSize or ErrClosed.
 //
 // Each limit is enforced with a compare-and-swap loop, so neither counter
 // ever exceeds its limit, not even transiently. A relaxed load of the
@@ -213,7 +211,7 @@ func (a *Account) SetLimit(limit uint64) error {
 // give back a tenant's bytes without ever undercounting the device. The
 // price is that a tenant's losing race can make the device total
 // over-count for a few nanoseconds: conservative, never a passed limit.
-func (a *Account) Reserve(n uint64) error {
+func (a *Account) reserve(n uint64) error {
 	if n == 0 || n > maxRecordSize {
 		return a.sizeErr(n)
 	}
@@ -267,10 +265,9 @@ func (a *Account) sub(n uint64) uint64 {
 	}
 }
 
-// Unreserve gives back n bytes of a successful Reserve that did not become
-// an allocation, for instance because the driver then reported out of
-// memory. Giving back more than is reserved clamps at zero.
-func (a *Account) Unreserve(n uint64) {
+// unreserve gives back n bytes of a successful reserve that did not become
+// an allocation. Giving back more than is reserved clamps at zero.
+func (a *Account) unreserve(n uint64) {
 	if n == 0 {
 		return
 	}
@@ -279,10 +276,10 @@ func (a *Account) Unreserve(n uint64) {
 	}
 }
 
-// Record remembers a live allocation of n bytes at device pointer ptr, so
+// record remembers a live allocation of n bytes at device pointer ptr, so
 // that Release(ptr) can attribute the free. The n bytes must have been
-// reserved with Reserve; Record itself changes no counter.
-func (a *Account) Record(ptr uint64, n uint64) error {
+// reserved; record itself changes no counter.
+func (a *Account) record(ptr uint64, n uint64) error {
 	if n == 0 || n > maxRecordSize {
 		return a.sizeErr(n)
 	}
@@ -342,7 +339,7 @@ func (a *Account) Live() []Allocation {
 // Close return ErrClosed, and so does a second Close.
 //
 // Close may race with any other method: every byte is given back to the
-// device exactly once, and a Record or Release that loses the race reports
+// device exactly once, and a Commit or Release that loses the race reports
 // ErrClosed (its bytes are then part of leaked).
 func (a *Account) Close() (leaked uint64, err error) {
 	for {

@@ -190,14 +190,14 @@ func newQuotas(tenants int) (*quotas, error) {
 // ours is one allocation's accounting through memtrack: admit, record, free.
 func (q *quotas) ours(i int, ptr uint64) error {
 	a := q.accts[i]
-	if err := a.Reserve(cycleBytes); err != nil {
+	r, err := a.Reserve(cycleBytes)
+	if err != nil {
 		return err
 	}
-	if err := a.Record(ptr, cycleBytes); err != nil {
-		a.Unreserve(cycleBytes)
+	if err := r.Commit(ptr); err != nil {
 		return err
 	}
-	_, err := a.Release(ptr)
+	_, err = a.Release(ptr)
 	return err
 }
 
