@@ -9,7 +9,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/fcsp-go/fcsp-go/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"

@@ -72,7 +72,7 @@ func newOursShared(b *testing.B, n int) allocator {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr, err := New(1<<40, WithShared(slot, 0))
+	tr, err := New(1<<40, WithShared(mustShare(b, slot, 0)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,11 +38,7 @@ type Tracker struct {
 
 	limit uint64      // device limit; immutable
 	dev   shm.Counter // device total when not shared: &local
-	// With WithShared: the region, the device index in it, and this
-	// process's usage word of that device. share == nil otherwise.
-	share  *shm.Region
-	devIdx int
-	slot   shm.Counter
+	share SharedDevice // WithShared's node-wide total; nil otherwise
 
 	records recordMap
 
@@ -73,7 +69,7 @@ func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
 // may transiently include reservations that are being rolled back.
 func (t *Tracker) Used() uint64 {
 	if t.share != nil {
-		return t.share.DeviceUsed(t.devIdx)
+		return t.share.Used()
 	}
 	return t.dev.Load()
 }
@@ -146,9 +142,9 @@ func (t *Tracker) sharedReserve(n uint64) (used uint64, ok bool) {
 	if n > t.limit {
 		return t.Used(), false
 	}
-	t.slot.Add(n)
-	if u := t.share.DeviceUsed(t.devIdx); u > t.limit {
-		t.slot.Sub(n)
+	t.share.Add(n)
+	if u := t.share.Used(); u > t.limit {
+		t.share.Sub(n)
 		return u - n, false
 	}
 	return 0, true
@@ -156,7 +152,7 @@ func (t *Tracker) sharedReserve(n uint64) (used uint64, ok bool) {
 
 func (t *Tracker) devRelease(n uint64) {
 	if t.share != nil {
-		t.slot.Sub(n)
+		t.share.Sub(n)
 		return
 	}
 	t.dev.Sub(n)

@@ -44,7 +44,7 @@ func TestSharedChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	slot.StartHeartbeat(200*time.Millisecond, func() { os.Exit(3) })
-	tr, err := New(sharedLim, WithShared(slot, 0))
+	tr, err := New(sharedLim, WithShared(mustShare(t, slot, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestSharedCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slot.StartHeartbeat(200*time.Millisecond, nil)()
-	tr, err := New(sharedLim, WithShared(slot, 0))
+	tr, err := New(sharedLim, WithShared(mustShare(t, slot, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestSharedStorm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := New(limit, WithShared(slot, 0))
+		tr, err := New(limit, WithShared(mustShare(t, slot, 0)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,5 +216,20 @@ func TestSharedStorm(t *testing.T) {
 		if tr.Used() != 0 {
 			t.Fatalf("shared total %d after storm", tr.Used())
 		}
+	}
+}
+
+func mustShare(t testing.TB, slot *shm.Slot, dev int) *shm.DeviceShare {
+	t.Helper()
+	d, err := slot.Device(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestWithSharedNil(t *testing.T) {
+	if _, err := New(miB, WithShared(nil)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("WithShared(nil): %v", err)
 	}
 }

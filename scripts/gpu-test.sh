@@ -13,14 +13,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.bin
 # Packages with GPU tests (each test skips itself where no driver is found).
-PKGS=(greenctx fcsp)
+PKGS=(internal/greenctx fcsp) # binaries: .bin/<last element>.test
 
 build() {
   set -e
   mkdir -p "$BIN"
   export CGO_ENABLED=1 GOOS=linux GOARCH=amd64
   for p in "${PKGS[@]}"; do
-    [ -d "$p" ] && go test -c -ldflags="-s -w" -o "$BIN/$p.test" "./$p"
+    [ -d "$p" ] && go test -c -ldflags="-s -w" -o "$BIN/$(basename "$p").test" "./$p"
   done
   for e in examples/*/; do
     e=${e%/}; n=$(basename "$e")
@@ -53,10 +53,11 @@ run() {
     fi
   fi
   for p in "${PKGS[@]}"; do
-    [ -x "$BIN/$p.test" ] || continue
-    (cd "$p" && FCSP_PROBE_OUT="$OUT" "../$BIN/$p.test" -test.v -test.count=1 -test.run "${FCSP_RUN:-GPU}" -test.timeout 300s) > "$OUT/$p.log" 2>&1
+    local n; n=$(basename "$p")
+    [ -x "$BIN/$n.test" ] || continue
+    (cd "$p" && FCSP_PROBE_OUT="$OUT" "$OLDPWD/$BIN/$n.test" -test.v -test.count=1 -test.run "${FCSP_RUN:-GPU}" -test.timeout 300s) > "$OUT/$n.log" 2>&1
     local r=$?
-    grep -E '^(--- |=== RUN|ok|FAIL|PASS)' "$OUT/$p.log" | grep -v '=== RUN' | tail -40
+    grep -E '^(--- |=== RUN|ok|FAIL|PASS)' "$OUT/$n.log" | grep -v '=== RUN' | tail -40
     summary+=("go test $p (GPU): $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   done
   # Benchmarks: the SDK against the raw driver, same process, same run.

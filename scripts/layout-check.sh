@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# What the package layout promises, checked: production (package fcsp) links
+# neither the fake driver nor the demo kernels; examples import no internal
+# package of the module but their own; no public package's API names an
+# internal type. Run by .ci/run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mod=github.com/fcsp-go/fcsp-go
+bad=0
+if deps=$(go list -deps ./fcsp | grep -E "^$mod/(internal/cuda/fake|internal/kernels|kernels|fcsptest)$"); then
+  echo "package fcsp links test support: $deps"; bad=1
+fi
+if deps=$(go list -deps ./examples/... | grep "^$mod/internal/"); then
+  echo "examples import internal packages (use the public API, or examples/internal): $deps"; bad=1
+fi
+for p in $(go list ./... | grep -v -E "/internal(/|$)|/examples(/|$)"); do
+  if sigs=$(go doc -all "$p" | grep -v -E '^\s+Err[A-Za-z]* +=' | grep -E '^(func|type|	[A-Z]|var|const).*[^A-Za-z](cuda|shm|fake|hamienv|errs|greenctx|workload|hamibase)\.[A-Z]'); then
+    echo "public package $p names internal types:"; echo "$sigs"; bad=1
+  fi
+done
+[ $bad = 0 ] && echo "layout ok"
+exit $bad

@@ -1,0 +1,65 @@
+// Command publicapi calls every public package of fcsp-go from outside its
+// module. It is built, not run, by .ci/run.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/memtrack"
+	"github.com/fcsp-go/fcsp-go/stream"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
+)
+
+// share is a process-local memtrack.SharedDevice.
+type share struct{ mine, all uint64 }
+
+func (s *share) Add(n uint64)  { s.mine += n; s.all += n }
+func (s *share) Sub(n uint64)  { s.mine -= n; s.all -= n }
+func (s *share) Used() uint64 { return s.all }
+
+func main() {
+	ctx := context.Background()
+
+	tr, err := memtrack.New(1<<30, memtrack.WithShared(&share{}))
+	check(err)
+	acct, err := tr.NewAccount("a", 1<<20)
+	check(err)
+	r, err := acct.Reserve(4096)
+	check(err)
+	check(r.Commit(0x1000))
+	pr, err := acct.StartRelease(0x1000)
+	check(err)
+	pr.Commit()
+
+	lim, err := tokenbucket.New(tokenbucket.Config{SMs: 8, ThreadsPerSM: 2048, SMLimit: 0.5})
+	check(err)
+	_ = lim.Cost([3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, stream.Attention)
+
+	pool, err := fcsp.Open(ctx, 0)
+	if errors.Is(err, fcsp.ErrNoDriver) {
+		fmt.Println("no GPU")
+		return
+	}
+	check(err)
+	defer pool.Close()
+	t, err := pool.NewTenant("interactive", fcsp.WithSMs(16), fcsp.WithMemoryQuota(1<<30))
+	check(err)
+	defer t.Close()
+	buf, err := t.Alloc(ctx, 1<<20)
+	check(err)
+	var args fcsp.Args
+	args.Ptr(buf)
+	_ = fcsp.Dim3{X: 1, Y: 1, Z: 1}
+	check(t.Free(buf))
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
