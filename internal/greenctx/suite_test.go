@@ -61,12 +61,12 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.NoError(t, err)
 		require.Equal(t, pred, meas, "the SDK predicted a different split than the driver made")
 		if strings.Contains(name, "H200") {
-			require.Equal(t, readSplitTable(t, "../testdata/h200-split.tsv"), meas, "split table differs from the reference H200's")
+			require.Equal(t, readSplitTable(t, "../../testdata/h200-split.tsv"), meas, "split table differs from the reference H200's")
 		}
 		if strings.Contains(name, "T4") {
 			_, meas, err := dev.Table(1, 2, 3, 4, 8, 20)
 			require.NoError(t, err)
-			require.Equal(t, readSplitTable(t, "../testdata/t4-split.tsv"), meas, "split table differs from the day-94 T4's")
+			require.Equal(t, readSplitTable(t, "../../testdata/t4-split.tsv"), meas, "split table differs from the day-94 T4's")
 		}
 	})
 
