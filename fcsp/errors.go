@@ -3,16 +3,16 @@ package fcsp
 import (
 	"errors"
 
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // Sentinel errors, for errors.Is.
 var (
-	// ErrNoDriver: no NVIDIA driver could be loaded (use WithSimulator to
-	// run on the in-process fake device instead).
+	// ErrNoDriver: no NVIDIA driver could be loaded (tests and demos can
+	// run on a simulated device instead: fcsptest.SimulatedH200).
 	ErrNoDriver = cuda.ErrNoDriver
 	// ErrNotAvailable: the driver lacks an entry point (green contexts need
 	// driver API 12.4+).

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // openGPU opens the real device or skips, saying why.
@@ -29,7 +29,7 @@ func openGPU(t testing.TB, opts ...Option) *Pool {
 func runChain(t *testing.T, tn *Tenant, n, steps int) []byte {
 	t.Helper()
 	ctx := context.Background()
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/stretchr/testify/require"
 )
 
@@ -75,7 +76,9 @@ func TestMemoryPoolFullOfFragmentsIsTheQuota(t *testing.T) {
 }
 
 func TestMemoryPoolTrimsNeighboursWhenTheDeviceIsFull(t *testing.T) {
-	p, err := Open(context.Background(), 0, WithSimulator(SimulatedH200().WithMemory(64<<20)))
+	spec := fake.H200()
+	spec.TotalMem = 64 << 20
+	p, err := openSimErr(0, simulator(spec))
 	require.NoError(t, err)
 	defer p.Close()
 	ctx := context.Background()

@@ -9,11 +9,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -42,8 +40,8 @@ type Pool struct {
 	closed  bool
 }
 
-// Open opens device index (0 for the first GPU). Without WithSimulator it
-// loads the NVIDIA driver and fails with ErrNoDriver where there is none.
+// Open opens device index (0 for the first GPU). It loads the NVIDIA driver
+// (tests and demos without a GPU open the simulator: fcsptest.SimulatedH200) and fails with ErrNoDriver where there is none.
 // ctx bounds the time Open may take (provisioning partitions touches the
 // driver).
 func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
@@ -67,10 +65,8 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		}
 		p.env = env
 	}
-	if cfg.sim != nil {
-		f := fake.New(cfg.sim.spec)
-		kernels.RegisterFake(f)
-		p.drv = f
+	if cfg.newDriver != nil {
+		p.drv = cfg.newDriver()
 	} else {
 		lib, err := cuda.Load()
 		if err != nil {
@@ -96,7 +92,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(err)
 	}
 	p.info.SMs, p.info.Granularity, p.info.Alignment = dev.SMs(), dev.Granularity(), int(dev.Info().CoscheduledAlignment)
-	p.info.Simulated = cfg.sim != nil
+	p.info.Simulated = cfg.simulated
 	limit := p.info.TotalMemory
 	if cfg.memLimit != 0 {
 		limit = min(limit, cfg.memLimit)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,7 +25,7 @@ func TestStreamClose(t *testing.T) {
 			p, drv := openSim(t)
 			tn, err := p.NewTenant("a", tc.opts...)
 			require.NoError(t, err)
-			mod, err := tn.LoadModule(kernels.PTX)
+			mod, err := tn.LoadModule(kernels.ChainPTX)
 			require.NoError(t, err)
 			fn, err := mod.Function("spin")
 			require.NoError(t, err)

@@ -36,8 +36,8 @@ type Tracker struct {
 	local uint64 // device total when not shared; accessed through dev
 	_     pad
 
-	limit uint64      // device limit; immutable
-	dev   shm.Counter // device total when not shared: &local
+	limit uint64       // device limit; immutable
+	dev   shm.Counter  // device total when not shared: &local
 	share SharedDevice // WithShared's node-wide total; nil otherwise
 
 	records recordMap

@@ -30,7 +30,7 @@ build() {
   if [ -f ../shared/reference/day94_reference.cu ]; then
     mkdir -p "$BIN/ref" && cp ../shared/reference/day94_reference.cu "$BIN/ref/"
   fi
-  cp internal/kernels/chain.cu "$BIN/"
+  cp kernels/chain.cu "$BIN/"
   set +e
   echo "built into $BIN: $(ls "$BIN" | tr '\n' ' ')"
 }

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
 )
 
 // Row is one line of the headline table.
@@ -155,7 +155,7 @@ func (b *bench) n(full, quick int) int {
 // open opens the device (the simulated one once the driver proved absent).
 func (b *bench) open(opts ...fcsp.Option) (*fcsp.Pool, error) {
 	if b.sim {
-		opts = append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))
+		opts = append(opts, fcsptest.SimulatedH200())
 	}
 	return fcsp.Open(b.ctx, b.cfg.device, opts...)
 }
@@ -214,7 +214,7 @@ func (b *bench) openRaw() (*rawDriver, error) {
 	var drv cuda.Driver
 	if b.sim {
 		f := fake.New(fake.H200())
-		kernels.RegisterFake(f)
+		fake.RegisterKernels(f)
 		drv = f
 	} else {
 		lib, err := cuda.Load()

@@ -6,8 +6,8 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
 	"github.com/fcsp-go/fcsp-go/internal/workload"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // syncEvery is how many launches are queued between synchronisations.
@@ -102,7 +102,7 @@ func tenantSpinLauncher(b *bench, t *fcsp.Tenant) (func(int) error, error) {
 // non-blocking stream in the primary context.
 func (r *rawDriver) spinLauncher() (launch func(int) error, cleanup func(), err error) {
 	d, c := r.drv, r.primary
-	mod, err := d.ModuleLoadData(c, kernels.PTX)
+	mod, err := d.ModuleLoadData(c, kernels.ChainPTX)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
 	"github.com/fcsp-go/fcsp-go/internal/workload"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // threadsPerBlock is the chain kernel's block size (as in day94).

@@ -6,12 +6,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
 )
 
 func TestFakeH200(t *testing.T) {
 	drv := fake.New(fake.H200())
-	kernels.RegisterFake(drv)
+	fake.RegisterKernels(drv)
 	exerciseDevice(t, drv)
 	live := drv.Live()
 	require.Zero(t, live.GreenCtxs, "green contexts leaked")
@@ -22,6 +21,6 @@ func TestFakeH200(t *testing.T) {
 
 func TestFakeT4(t *testing.T) {
 	drv := fake.New(fake.T4())
-	kernels.RegisterFake(drv)
+	fake.RegisterKernels(drv)
 	exerciseDevice(t, drv)
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // realDriver loads libcuda.so.1 or skips the test, saying why.
@@ -82,7 +82,7 @@ func TestGPULaunchUnscoped(t *testing.T) {
 	var fn cuda.Function
 	var buf cuda.DevicePtr
 	require.NoError(t, p.Do(func(ctx cuda.Context) (err error) {
-		if mod, err = drv.ModuleLoadData(ctx, kernels.PTX); err != nil {
+		if mod, err = drv.ModuleLoadData(ctx, kernels.ChainPTX); err != nil {
 			return err
 		}
 		if fn, err = drv.ModuleGetFunction(ctx, mod, "chain"); err != nil {

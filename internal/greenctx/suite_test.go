@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // referenceMinCounts are the rows of ../shared/reference's split table.
@@ -85,7 +85,7 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.Error(t, err)
 	})
 
-	ptx := kernels.PTX
+	ptx := kernels.ChainPTX
 	run := func(t *testing.T, p *greenctx.Partition, n, steps int) []byte {
 		t.Helper()
 		out := make([]byte, 4*n)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // Job is a workload of the chain kernel: n elements of steps dependent FMAs,
@@ -29,7 +29,7 @@ type Job struct {
 // Kernel loads the SDK's test kernels (internal/kernels) into t and returns
 // the one called name ("chain" or "spin").
 func Kernel(t *fcsp.Tenant, name string) (*fcsp.Function, error) {
-	mod, err := t.LoadModule(kernels.PTX)
+	mod, err := t.LoadModule(kernels.ChainPTX)
 	if err != nil {
 		return nil, err
 	}

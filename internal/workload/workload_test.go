@@ -7,11 +7,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 )
 
 func TestJobOnTheSimulator(t *testing.T) {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	require.NoError(t, err)
 	defer pool.Close()
 	tn, err := pool.NewTenant("t", fcsp.WithSMs(8))

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
+	"github.com/fcsp-go/fcsp-go/kernels"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
@@ -17,8 +19,8 @@ import (
 // share is a process-local memtrack.SharedDevice.
 type share struct{ mine, all uint64 }
 
-func (s *share) Add(n uint64)  { s.mine += n; s.all += n }
-func (s *share) Sub(n uint64)  { s.mine -= n; s.all -= n }
+func (s *share) Add(n uint64) { s.mine += n; s.all += n }
+func (s *share) Sub(n uint64) { s.mine -= n; s.all -= n }
 func (s *share) Used() uint64 { return s.all }
 
 func main() {
@@ -41,20 +43,29 @@ func main() {
 
 	pool, err := fcsp.Open(ctx, 0)
 	if errors.Is(err, fcsp.ErrNoDriver) {
-		fmt.Println("no GPU")
-		return
+		pool, err = fcsp.Open(ctx, 0, fcsptest.Simulator(fcsptest.H200().WithMemory(8<<30)))
 	}
 	check(err)
 	defer pool.Close()
 	t, err := pool.NewTenant("interactive", fcsp.WithSMs(16), fcsp.WithMemoryQuota(1<<30))
 	check(err)
 	defer t.Close()
-	buf, err := t.Alloc(ctx, 1<<20)
+	const n, steps = 1024, 100
+	buf, err := t.Alloc(ctx, 4*n)
+	check(err)
+	mod, err := t.LoadModule(kernels.ChainPTX)
+	check(err)
+	fn, err := mod.Function("chain")
 	check(err)
 	var args fcsp.Args
-	args.Ptr(buf)
-	_ = fcsp.Dim3{X: 1, Y: 1, Z: 1}
+	args.Ptr(buf).Int32(n).Int32(steps)
+	check(t.Stream().Launch(ctx, fn, fcsp.Dim3{X: n / 256, Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &args))
+	check(t.Stream().Synchronize())
+	out := make([]byte, 4*n)
+	check(t.CopyFromDevice(out, buf))
+	check(kernels.CheckChain(out, steps))
 	check(t.Free(buf))
+	fmt.Println(pool.Device(), "chain ok")
 }
 
 func check(err error) {

@@ -1,5 +1,25 @@
-// Package kernels holds the PTX of the SDK's test and example kernels, and Go
-// models of them for the fake driver and for checking results.
+// Package kernels is a first kernel for fcsp-go: the PTX of the day-94 chain
+// (and a spin kernel), with a Go model of what it computes, so that a
+// program can load, launch and check real GPU work without a CUDA toolkit:
+//
+//	mod, err := tenant.LoadModule(kernels.ChainPTX)
+//	fn, err := mod.Function("chain")    // chain(float *out, int n, int steps)
+//	var args fcsp.Args
+//	args.Ptr(buf).Int32(n).Int32(steps) // buf: at least 4*n bytes
+//	err = tenant.Stream().Launch(ctx, fn, fcsp.Dim3{X: (n + 255) / 256, Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &args)
+//	err = tenant.Stream().Synchronize()
+//	err = tenant.CopyFromDevice(out, buf)
+//	err = kernels.CheckChain(out, steps)
+//
+// Thread i computes steps dependent fused multiply-adds,
+// x = x*0.999 + 0.001 from x = (i mod 1024)*1e-3, and stores x in out[i]:
+// ChainValue is that computation in Go, ChainClosedForm its exact limit,
+// CheckChain the comparison. "spin" (spin(uint64 cycles)) busy-waits on the
+// SM clock, for timing and throttling tests. chain.cu is the source;
+// chain.ptx is nvcc 13.0's output (the command is in chain.cu), PTX ISA for
+// compute_80, so the driver JIT-compiles it for any GPU from Ampere on.
+//
+// The simulator (package fcsptest) runs both kernels through these models.
 package kernels
 
 import (
@@ -7,16 +27,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-
-	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 )
 
-// PTX is chain.ptx: the entries "chain" (the day-94 dependent FMA chain) and
-// "spin" (busy-wait a number of clock cycles).
+// ChainPTX is chain.ptx: the entries "chain" (the day-94 dependent FMA
+// chain) and "spin" (busy-wait a number of clock cycles), for
+// Tenant.LoadModule.
 //
 //go:embed chain.ptx
-var PTX []byte
+var ChainPTX []byte
 
 // Chain constants, as float32 bit patterns in the PTX.
 const (
@@ -63,27 +81,4 @@ func CheckChain(out []byte, steps int) error {
 		}
 	}
 	return nil
-}
-
-// RegisterFake gives the fake driver Go bodies for the kernels, so that fake
-// runs compute real results (slowly: keep sizes small).
-func RegisterFake(d *fake.Driver) {
-	d.RegisterKernel("chain", func(mem *fake.Memory, grid, block cuda.Dim3, args []byte, offs []uint32) error {
-		if len(offs) != 3 {
-			return fmt.Errorf("chain takes 3 parameters, got %d", len(offs))
-		}
-		out := cuda.DevicePtr(binary.LittleEndian.Uint64(args[offs[0]:]))
-		n := int(int32(binary.LittleEndian.Uint32(args[offs[1]:])))
-		steps := int(int32(binary.LittleEndian.Uint32(args[offs[2]:])))
-		threads := int(grid.Count() * block.Count())
-		buf, ok := mem.Slice(out, uint64(4*min(n, threads)))
-		if !ok {
-			return fmt.Errorf("chain: output out of bounds")
-		}
-		for i := 0; i < min(n, threads); i++ {
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(ChainValue(i, steps)))
-		}
-		return nil
-	})
-	d.RegisterKernel("spin", func(*fake.Memory, cuda.Dim3, cuda.Dim3, []byte, []uint32) error { return nil })
 }
