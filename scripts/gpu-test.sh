@@ -22,7 +22,7 @@ build() {
   for p in "${PKGS[@]}"; do
     [ -d "$p" ] && go test -c -ldflags="-s -w" -o "$BIN/$(basename "$p").test" "./$p"
   done
-  for e in examples/*/; do
+  for e in examples/*/ cmd/*/; do
     e=${e%/}; n=$(basename "$e")
     [ -f "$e/main.go" ] && go build -ldflags="-s -w" -o "$BIN/$n" "./$e"
   done

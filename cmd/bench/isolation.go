@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/workload"
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 )
 
 // isolation is the day-94 lesson's headline (examples/day94): a stream of

@@ -1,7 +1,10 @@
 // Package workload is the day-94 experiment's moving parts, shared by the
-// examples that run it (examples/day94, examples/bench): a job of the chain
-// kernel bound to a tenant, and a timer that measures a schedule of a batch
-// job and short jobs on the GPU clock.
+// examples that run it (examples/day94, throttle, server) and the benchmark
+// harness (cmd/bench): a job of package kernels' chain bound to a tenant,
+// and a timer that measures a schedule of a batch job and short jobs on the
+// GPU clock. It uses fcsp's public API only, so an example copied out of
+// this repository takes it along. (It is not under examples/internal
+// because cmd/bench, outside examples/, uses it too.)
 package workload
 
 import (

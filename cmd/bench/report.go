@@ -139,7 +139,7 @@ func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // writeMarkdown prints the table as Markdown for docs/BENCHMARKS.md.
 func writeMarkdown(w io.Writer, r *Report) error {
-	fmt.Fprintln(w, "## Headline table (examples/bench)")
+	fmt.Fprintln(w, "## Headline table (cmd/bench)")
 	fmt.Fprintln(w)
 	m := r.Machine
 	fmt.Fprintf(w, "- Date: %s\n", r.Date.Format(time.RFC3339))

@@ -24,15 +24,15 @@
 //
 // Usage:
 //
-//	go run ./examples/bench                  # table on stdout, progress on stderr
-//	go run ./examples/bench -quick           # a short run (CI)
-//	go run ./examples/bench -json            # machine-readable
-//	go run ./examples/bench -md              # Markdown for docs/BENCHMARKS.md
-//	go run ./examples/bench -png ratios.png  # and a bar chart of the ratios
-//	go run ./examples/bench -sections create,launch
+//	go run ./cmd/bench                  # table on stdout, progress on stderr
+//	go run ./cmd/bench -quick           # a short run (CI)
+//	go run ./cmd/bench -json            # machine-readable
+//	go run ./cmd/bench -md              # Markdown for docs/BENCHMARKS.md
+//	go run ./cmd/bench -png ratios.png  # and a bar chart of the ratios
+//	go run ./cmd/bench -sections create,launch
 //
 // The GPU machine has no Go toolchain: build it here (go build -o
-// .bin/bench ./examples/bench) and run the binary there.
+// .bin/bench ./cmd/bench) and run the binary there.
 package main
 
 import (
