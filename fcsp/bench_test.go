@@ -423,8 +423,8 @@ func BenchmarkPoolAlloc(b *testing.B) {
 	}
 	runEach("pool-16g-own-streams", 16, ownStream)
 	runEach("pool-16g-mixed", 16, mixed(func(n uint64) (DevicePtr, error) { return lists.Alloc(ctx, n) }, lists.Free))
-	runEach("raw-16g-mixed", 16, mixed(func(n uint64) (DevicePtr, error) { return p.drv.MemAlloc(c, n) },
-		func(ptr DevicePtr) error { return p.drv.MemFree(c, ptr) }))
+	runEach("raw-16g-mixed", 16, mixed(func(n uint64) (DevicePtr, error) { q, err := p.drv.MemAlloc(c, n); return DevicePtr(q), err },
+		func(ptr DevicePtr) error { return p.drv.MemFree(c, cuda.DevicePtr(ptr)) }))
 	// The ratios, from the last (largest) run of each case.
 	for _, row := range [][2]string{
 		{"pool-1g", "raw-1g"}, {"driverpool-1g", "raw-1g"},

@@ -48,8 +48,18 @@ var (
 	ErrInvalidValue      = cuda.ErrorInvalidValue
 )
 
-// CUDAError is a failed driver call: which entry point and its CUresult.
+// CUDAError is a failed driver call: its field Op is the entry point (e.g.
+// "cuMemAlloc_v2"), Code the CUresult. Take one out of an error with
+//
+//	var ce *fcsp.CUDAError
+//	if errors.As(err, &ce) { log.Print(ce.Op, ce.Code.Name()) }
+//
+// and match a code with errors.Is(err, fcsp.ErrDeviceOutOfMemory). (An
+// alias of the binding's type, so that errors from every layer match
+// without conversion.)
 type CUDAError = cuda.Error
 
-// Result is a CUresult; it implements error.
+// Result is a CUresult, the driver's status code. It implements error, so
+// the codes above match with errors.Is; Name is the driver's name for it
+// (e.g. "CUDA_ERROR_OUT_OF_MEMORY") and int32(r) its number.
 type Result = cuda.Result

@@ -7,13 +7,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
-// Dim3 is a grid or block shape.
-type Dim3 = cuda.Dim3
-
-// Args packs kernel parameters (Ptr, Int32, Uint32, Uint64, Float32); reuse
-// one per goroutine to keep launches allocation-free.
-type Args = cuda.Args
-
 // Module is code loaded into a tenant's context.
 type Module struct {
 	t *tenantCore
@@ -77,7 +70,7 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 		return err
 	}
 	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return s.t.pool.drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args)
+		return s.t.pool.drv.LaunchKernel(ctx, f.h, grid.cuda(), block.cuda(), shmem, s.h, &args.a)
 	})
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)

@@ -8,9 +8,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
-// DevicePtr is a device address (CUdeviceptr).
-type DevicePtr = cuda.DevicePtr
-
 // Alloc allocates n bytes of device memory against the tenant's quota (from
 // its pool, in order on its first stream, with WithMemoryPool). The
 // quota is checked first, without locks; an over-quota request fails with an
@@ -57,7 +54,7 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 		_ = c.freeOn(s, p, n)
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
-	return p, nil
+	return DevicePtr(p), nil
 }
 
 // Free frees memory the tenant allocated. A pointer it does not own (never
@@ -77,7 +74,7 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 	if err != nil {
 		return fmt.Errorf("tenant %q: Free(%#x): %w", c.name, uint64(p), err)
 	}
-	if err := c.freeOn(s, p, r.Size()); err != nil {
+	if err := c.freeOn(s, cuda.DevicePtr(p), r.Size()); err != nil {
 		// The driver kept it (or a Close, waiting for this call, will free
 		// it): it stays recorded, its bytes never stopped counting.
 		return errors.Join(fmt.Errorf("tenant %q: %w", c.name, err), r.Cancel())
@@ -109,10 +106,10 @@ func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
 
 // CopyToDevice copies src into device memory at dst.
 func (c *tenantCore) CopyToDevice(dst DevicePtr, src []byte) error {
-	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyHtoD(ctx, dst, src) })
+	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyHtoD(ctx, cuda.DevicePtr(dst), src) })
 }
 
 // CopyFromDevice copies device memory at src into dst.
 func (c *tenantCore) CopyFromDevice(dst []byte, src DevicePtr) error {
-	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyDtoH(ctx, dst, src) })
+	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyDtoH(ctx, dst, cuda.DevicePtr(src)) })
 }

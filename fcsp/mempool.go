@@ -49,7 +49,7 @@ func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool
 // out of memory it gives back the tenant's own cached blocks (a pool of
 // mixed sizes fragments up to its maximum size), then the other tenants',
 // and tries again after each. The caller is counted in the life lock.
-func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
+func (c *tenantCore) allocFrom(s *Stream, n uint64) (p cuda.DevicePtr, err error) {
 	class, size, cacheable := sizeClass(n)
 	if !cacheable || c.mpool == nil {
 		size = n
@@ -111,7 +111,7 @@ const poolChunk = 32 << 20
 // freeOn frees the n-byte block p in order on s: onto s's free list when
 // there is room, else to the driver. The caller is counted in the life
 // lock.
-func (c *tenantCore) freeOn(s *Stream, p DevicePtr, n uint64) error {
+func (c *tenantCore) freeOn(s *Stream, p cuda.DevicePtr, n uint64) error {
 	if c.mpool == nil {
 		return c.pool.drv.MemFree(c.pool.dev.Primary(), p)
 	}

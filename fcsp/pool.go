@@ -154,14 +154,23 @@ func (p *Pool) FreeSMs() int {
 	return n
 }
 
-// SplitRow is one line of a split table: what a split at MinCount makes.
-type SplitRow = greenctx.Row
-
 // SplitTable says what the driver would make for each minimum count
 // (predicted, from the simulated split that performs nothing) and what it
 // made when asked (measured). Nothing is provisioned.
 func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err error) {
-	return p.dev.Table(minCounts...)
+	pr, me, err := p.dev.Table(minCounts...)
+	return splitRows(pr), splitRows(me), err
+}
+
+func splitRows(rows []greenctx.Row) []SplitRow {
+	if rows == nil {
+		return nil
+	}
+	out := make([]SplitRow, len(rows))
+	for i, r := range rows {
+		out[i] = SplitRow(r)
+	}
+	return out
 }
 
 // MemoryUsed is what all tenants hold, in bytes; MemoryLimit the cap.
