@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -81,4 +82,31 @@ func TestAdoptedStreamCloseForgetsIt(t *testing.T) {
 	require.Equal(t, 1, tn.Stats().Streams)
 	require.NoError(t, drv.StreamSynchronize(p.dev.Primary(), h), "still its owner's")
 	require.NoError(t, drv.StreamDestroy(p.dev.Primary(), h))
+}
+
+// A launch builds no closure and allocates nothing, rate-limited or not,
+// partitioned or not (the simulator's launch allocates nothing either).
+func TestLaunchAllocatesNothing(t *testing.T) {
+	p, _ := openSim(t)
+	for _, opts := range [][]TenantOption{{WithSMs(8)}, {WithSMs(8), WithSMLimit(1)}, nil} {
+		tn, err := p.NewTenant(fmt.Sprint("t", len(p.Tenants())), opts...)
+		require.NoError(t, err)
+		mod, err := tn.LoadModule(kernels.ChainPTX)
+		require.NoError(t, err)
+		fn, err := mod.Function("spin")
+		require.NoError(t, err)
+		var a Args
+		a.Uint64(0)
+		one := Dim3{X: 1, Y: 1, Z: 1}
+		ctx := context.Background()
+		s := tn.Stream()
+		require.NoError(t, s.Launch(ctx, fn, one, one, 0, &a)) // the probe
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := s.Launch(ctx, fn, one, one, 0, &a); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.Zero(t, allocs, "tenant %v", opts)
+		require.ErrorIs(t, s.Launch(ctx, fn, one, one, 0, nil), ErrInvalidArgument)
+	}
 }
