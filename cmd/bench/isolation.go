@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/examples/workload"
+	"github.com/fcsp-go/fcsp-go/fcsp"
 )
 
 // isolation is the day-94 lesson's headline (examples/day94): a stream of

@@ -20,9 +20,9 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcsptest"
-	"github.com/fcsp-go/fcsp-go/examples/workload"
 )
 
 type config struct {

@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/examples/workload"
+	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
 

@@ -26,9 +26,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcsptest"
-	"github.com/fcsp-go/fcsp-go/examples/workload"
 )
 
 // Result is the program's output.
