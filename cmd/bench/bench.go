@@ -205,13 +205,20 @@ func scaleTime(a, b float64) (unit string, x, y float64) {
 // rawDriver is the driver without the SDK, for the baselines: the real one
 // on a GPU, a fresh fake H200 on the simulator.
 type rawDriver struct {
-	drv     cuda.Driver
+	drv     rawAPI
 	dev     cuda.Device
 	primary cuda.Context
 }
 
+// rawAPI is what the baselines call: the SDK's driver calls and the
+// ordinary contexts only baselines make.
+type rawAPI interface {
+	cuda.Driver
+	cuda.Baseline
+}
+
 func (b *bench) openRaw() (*rawDriver, error) {
-	var drv cuda.Driver
+	var drv rawAPI
 	if b.sim {
 		f := fake.New(fake.H200())
 		fake.RegisterKernels(f)

@@ -29,7 +29,7 @@ type Job struct {
 	args     fcsp.Args
 }
 
-// Kernel loads the SDK's test kernels (internal/kernels) into t and returns
+// Kernel loads package kernels' PTX into t and returns
 // the one called name ("chain" or "spin").
 func Kernel(t *fcsp.Tenant, name string) (*fcsp.Function, error) {
 	mod, err := t.LoadModule(kernels.ChainPTX)

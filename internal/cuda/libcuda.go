@@ -71,16 +71,6 @@ func (l *Library) Name() string { return fmt.Sprintf("libcuda.so.1 (driver API %
 
 func (l *Library) DriverVersion() (int, error) { return l.version, nil }
 
-func (l *Library) DeviceCount() (int, error) {
-	var n C.int
-	return int(n), check("cuDeviceGetCount", r(C.fcsp_cuDeviceGetCount(&n)))
-}
-
-func (l *Library) DeviceGet(ordinal int) (Device, error) {
-	var d C.CUdevice
-	return Device(d), check("cuDeviceGet", r(C.fcsp_cuDeviceGet(&d, C.int(ordinal))))
-}
-
 func (l *Library) DeviceName(d Device) (string, error) {
 	var buf [256]C.char
 	if err := check("cuDeviceGetName", r(C.fcsp_cuDeviceGetName(&buf[0], C.int(len(buf)), C.CUdevice(d)))); err != nil {
@@ -99,58 +89,11 @@ func (l *Library) DeviceUUID(d Device) ([16]byte, error) {
 	return out, err
 }
 
-func (l *Library) DeviceAttribute(d Device, a Attribute) (int, error) {
-	var v C.int
-	return int(v), check("cuDeviceGetAttribute", r(C.fcsp_cuDeviceGetAttribute(&v, C.int(a), C.CUdevice(d))))
-}
-
-func (l *Library) DeviceTotalMem(d Device) (uint64, error) {
-	var n C.size_t
-	return uint64(n), check("cuDeviceTotalMem_v2", r(C.fcsp_cuDeviceTotalMem(&n, C.CUdevice(d))))
-}
-
-func (l *Library) PrimaryCtxRetain(d Device) (Context, error) {
-	var c C.CUcontext
-	return Context(unsafe.Pointer(c)), check("cuDevicePrimaryCtxRetain", r(C.fcsp_cuDevicePrimaryCtxRetain(&c, C.CUdevice(d))))
-}
-
-func (l *Library) PrimaryCtxRelease(d Device) error {
-	return check("cuDevicePrimaryCtxRelease_v2", r(C.fcsp_cuDevicePrimaryCtxRelease(C.CUdevice(d))))
-}
-
-func (l *Library) CtxCreate(d Device) (Context, error) {
-	var c C.CUcontext
-	return Context(unsafe.Pointer(c)), check("cuCtxCreate", r(C.fcsp_cuCtxCreate(&c, C.CUdevice(d))))
-}
-
 // handle reinterprets a driver handle carried as an integer as the C pointer
 // it is. Driver handles point into driver memory, never Go memory.
 func handle[T ~uintptr](h T) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&h)) }
 
 func cctx(c Context) C.CUcontext { return C.CUcontext(handle(c)) }
-
-func (l *Library) CtxDestroy(c Context) error {
-	return check("cuCtxDestroy_v2", r(C.fcsp_cuCtxDestroy(cctx(c))))
-}
-
-func (l *Library) CtxSynchronize(c Context) error {
-	return check("cuCtxSynchronize", r(C.fcsp_cuCtxSynchronize(cctx(c))))
-}
-
-func (l *Library) MemAlloc(c Context, n uint64) (DevicePtr, error) {
-	var p C.CUdeviceptr
-	return DevicePtr(p), check("cuMemAlloc_v2", r(C.fcsp_cuMemAlloc(cctx(c), &p, C.size_t(n))))
-}
-
-func (l *Library) MemFree(c Context, p DevicePtr) error {
-	return check("cuMemFree_v2", r(C.fcsp_cuMemFree(cctx(c), C.CUdeviceptr(p))))
-}
-
-func (l *Library) MemGetInfo(c Context) (uint64, uint64, error) {
-	var f, t C.size_t
-	err := check("cuMemGetInfo_v2", r(C.fcsp_cuMemGetInfo(cctx(c), &f, &t)))
-	return uint64(f), uint64(t), err
-}
 
 func (l *Library) MemcpyHtoD(c Context, dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
@@ -166,44 +109,7 @@ func (l *Library) MemcpyDtoH(c Context, dst []byte, src DevicePtr) error {
 	return check("cuMemcpyDtoH_v2", r(C.fcsp_cuMemcpyDtoH(cctx(c), unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)))))
 }
 
-func (l *Library) StreamCreate(c Context, flags uint32) (Stream, error) {
-	var s C.CUstream
-	return Stream(unsafe.Pointer(s)), check("cuStreamCreate", r(C.fcsp_cuStreamCreate(cctx(c), &s, C.unsigned(flags))))
-}
-
 func cstream(s Stream) C.CUstream { return C.CUstream(handle(s)) }
-func cevent(e Event) C.CUevent    { return C.CUevent(handle(e)) }
-
-func (l *Library) StreamDestroy(c Context, s Stream) error {
-	return check("cuStreamDestroy_v2", r(C.fcsp_cuStreamDestroy(cctx(c), cstream(s))))
-}
-
-func (l *Library) StreamSynchronize(c Context, s Stream) error {
-	return check("cuStreamSynchronize", r(C.fcsp_cuStreamSynchronize(cctx(c), cstream(s))))
-}
-
-func (l *Library) EventCreate(c Context, flags uint32) (Event, error) {
-	var e C.CUevent
-	return Event(unsafe.Pointer(e)), check("cuEventCreate", r(C.fcsp_cuEventCreate(cctx(c), &e, C.unsigned(flags))))
-}
-
-func (l *Library) EventRecord(c Context, e Event, s Stream) error {
-	return check("cuEventRecord", r(C.fcsp_cuEventRecord(cctx(c), cevent(e), cstream(s))))
-}
-
-func (l *Library) EventSynchronize(c Context, e Event) error {
-	return check("cuEventSynchronize", r(C.fcsp_cuEventSynchronize(cctx(c), cevent(e))))
-}
-
-func (l *Library) EventElapsedMs(c Context, a, b Event) (float32, error) {
-	var ms C.float
-	err := check("cuEventElapsedTime", r(C.fcsp_cuEventElapsedTime(cctx(c), &ms, cevent(a), cevent(b))))
-	return float32(ms), err
-}
-
-func (l *Library) EventDestroy(c Context, e Event) error {
-	return check("cuEventDestroy_v2", r(C.fcsp_cuEventDestroy(cctx(c), cevent(e))))
-}
 
 func (l *Library) ModuleLoadData(c Context, image []byte) (Module, error) {
 	// The image must be NUL-terminated text for PTX; copy into C memory so
@@ -212,10 +118,6 @@ func (l *Library) ModuleLoadData(c Context, image []byte) (Module, error) {
 	defer C.free(img)
 	var m C.CUmodule
 	return Module(unsafe.Pointer(m)), check("cuModuleLoadData", r(C.fcsp_cuModuleLoadData(cctx(c), &m, img)))
-}
-
-func (l *Library) ModuleUnload(c Context, m Module) error {
-	return check("cuModuleUnload", r(C.fcsp_cuModuleUnload(cctx(c), C.CUmodule(handle(m)))))
 }
 
 func (l *Library) ModuleGetFunction(c Context, m Module, name string) (Function, error) {
@@ -292,63 +194,9 @@ func (l *Library) DevResourceGenerateDesc(res []DevResource) (ResourceDesc, erro
 	return ResourceDesc(unsafe.Pointer(d)), check("cuDevResourceGenerateDesc", r(C.fcsp_cuDevResourceGenerateDesc(&d, arr, C.unsigned(len(res)))))
 }
 
-func (l *Library) GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (GreenCtx, error) {
-	var g C.CUgreenCtx
-	return GreenCtx(unsafe.Pointer(g)), check("cuGreenCtxCreate", r(C.fcsp_cuGreenCtxCreate(&g, C.CUdevResourceDesc(handle(desc)), C.CUdevice(d), C.unsigned(flags))))
-}
-
 func cgreen(g GreenCtx) C.CUgreenCtx { return C.CUgreenCtx(handle(g)) }
-
-func (l *Library) GreenCtxDestroy(g GreenCtx) error {
-	return check("cuGreenCtxDestroy", r(C.fcsp_cuGreenCtxDestroy(cgreen(g))))
-}
-
-func (l *Library) CtxFromGreenCtx(g GreenCtx) (Context, error) {
-	var c C.CUcontext
-	return Context(unsafe.Pointer(c)), check("cuCtxFromGreenCtx", r(C.fcsp_cuCtxFromGreenCtx(&c, cgreen(g))))
-}
-
-func (l *Library) GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error) {
-	var s C.CUstream
-	return Stream(unsafe.Pointer(s)), check("cuGreenCtxStreamCreate", r(C.fcsp_cuGreenCtxStreamCreate(&s, cgreen(g), C.unsigned(flags), C.int(priority))))
-}
 
 func (l *Library) GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error) {
 	var res DevResource
 	return res, check("cuGreenCtxGetDevResource", r(C.fcsp_cuGreenCtxGetDevResource(cgreen(g), cres(&res), C.int(t))))
 }
-
-func cpool(p MemPool) C.CUmemoryPool { return C.CUmemoryPool(handle(p)) }
-
-func (l *Library) MemPoolCreate(c Context, d Device, maxSize uint64) (MemPool, error) {
-	var p C.CUmemoryPool
-	return MemPool(unsafe.Pointer(p)), check("cuMemPoolCreate", r(C.fcsp_cuMemPoolCreate(cctx(c), &p, C.int(d), C.size_t(maxSize))))
-}
-
-func (l *Library) MemPoolDestroy(c Context, p MemPool) error {
-	return check("cuMemPoolDestroy", r(C.fcsp_cuMemPoolDestroy(cctx(c), cpool(p))))
-}
-
-func (l *Library) MemAllocFromPoolAsync(c Context, n uint64, p MemPool, s Stream) (DevicePtr, error) {
-	var d C.CUdeviceptr
-	return DevicePtr(d), check("cuMemAllocFromPoolAsync", r(C.fcsp_cuMemAllocFromPoolAsync(cctx(c), &d, C.size_t(n), cpool(p), cstream(s))))
-}
-
-func (l *Library) MemFreeAsync(c Context, d DevicePtr, s Stream) error {
-	return check("cuMemFreeAsync", r(C.fcsp_cuMemFreeAsync(cctx(c), C.CUdeviceptr(d), cstream(s))))
-}
-
-func (l *Library) MemPoolTrimTo(c Context, p MemPool, keep uint64) error {
-	return check("cuMemPoolTrimTo", r(C.fcsp_cuMemPoolTrimTo(cctx(c), cpool(p), C.size_t(keep))))
-}
-
-func (l *Library) MemPoolSetAttribute(c Context, p MemPool, a PoolAttribute, v uint64) error {
-	return check("cuMemPoolSetAttribute", r(C.fcsp_cuMemPoolSetAttribute64(cctx(c), cpool(p), C.int(a), C.ulonglong(v))))
-}
-
-func (l *Library) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (uint64, error) {
-	var v C.ulonglong
-	return uint64(v), check("cuMemPoolGetAttribute", r(C.fcsp_cuMemPoolGetAttribute64(cctx(c), cpool(p), C.int(a), &v)))
-}
-
-var _ Driver = (*Library)(nil)

@@ -1,0 +1,167 @@
+package main
+
+// The table: one row per driver entry point (and per Go method of the
+// interfaces). Everything the binding says about an entry point is here;
+// `go generate ./internal/cuda` writes it into shim.h, shim_entries.h,
+// zz_generated_shim.c, zz_generated_libcuda.go and zz_generated_driver.go.
+// internal/cuda/doc.go says how to add a row.
+//
+// Fields:
+//
+//	Sym      the pointer (p_Sym) and the shim (fcsp_Sym); a row with no Sym is
+//	         a Go method with no entry point of its own (Name, DriverVersion).
+//	Names    the symbols dlsym tries, in order (versioned names first: the
+//	         plain ones are the legacy ABI); default {Sym}; none with CustomC
+//	         and no pointer of its own (CtxCreate, which uses two rows').
+//	Params   the driver function's C parameters, named. With a generated
+//	         wrapper the shim takes the same ones (after CUcontext c when
+//	         pushed) and passes them through; "unsigned flags=0" is always
+//	         passed as 0 and is no parameter of the shim or the method.
+//	Ctx      free: no context; pushed: push c, call, pop in one cgo call;
+//	         pushedOrNone: as pushed, but a zero c calls with none pushed.
+//	Required fcsp_missing_required names it when absent; Load then fails.
+//	Method   the Go method (signature as in an interface); "" for entry
+//	         points only the C side calls (cuInit, push, pop).
+//	Iface    "Driver" (production calls it) or "Baseline" (only tests,
+//	         benchmarks and examples do).
+//	Doc      the method's comment in the interface.
+//	Op       the name errors carry; default Names[0].
+//	CustomC  the shim's parameters where shim.c holds a hand-written body.
+//	CustomGo the Go method is hand-written in libcuda.go.
+//	Shim     the shim's name where it is not fcsp_Sym.
+//
+// Generated Go wrappers map the shim's parameters to the method's by name:
+// a parameter named like a Go parameter is converted from it (handles,
+// the uintptr types of types.go, through handle()); a pointer parameter
+// that names none is an output, the next of the method's results; the
+// shim's context c is the method's first parameter.
+var table = []entry{
+	{Method: "Name() string", CustomGo: true, Iface: driver,
+		Doc: `Name says which implementation this is ("libcuda.so.1 (API 13000)", "fake ...").`},
+	{Sym: "cuInit", Params: "unsigned flags"},
+	{Sym: "cuDriverGetVersion", Params: "int *v", Required: true,
+		Method: "DriverVersion() (int, error)", CustomGo: true, Iface: driver},
+
+	{Sym: "cuDeviceGetCount", Params: "int *n", Method: "DeviceCount() (int, error)", Iface: driver},
+	{Sym: "cuDeviceGet", Params: "CUdevice *d, int ordinal", Required: true,
+		Method: "DeviceGet(ordinal int) (Device, error)", Iface: driver},
+	{Sym: "cuDeviceGetName", Params: "char *name, int len, CUdevice d",
+		Method: "DeviceName(d Device) (string, error)", CustomGo: true, Iface: driver},
+	{Sym: "cuDeviceGetUuid", Names: []string{"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}, Op: "cuDeviceGetUuid",
+		Params: "unsigned char *uuid16, CUdevice d",
+		Method: "DeviceUUID(d Device) ([16]byte, error)", CustomGo: true, Iface: driver},
+	{Sym: "cuDeviceGetAttribute", Params: "int *v, int a, CUdevice d",
+		Method: "DeviceAttribute(d Device, a Attribute) (int, error)", Iface: driver},
+	{Sym: "cuDeviceTotalMem", Names: []string{"cuDeviceTotalMem_v2"}, Params: "size_t *bytes, CUdevice d",
+		Method: "DeviceTotalMem(d Device) (uint64, error)", Iface: driver},
+
+	{Sym: "cuDevicePrimaryCtxRetain", Params: "CUcontext *c, CUdevice d", Required: true,
+		Method: "PrimaryCtxRetain(d Device) (Context, error)", Iface: driver},
+	{Sym: "cuDevicePrimaryCtxRelease", Names: []string{"cuDevicePrimaryCtxRelease_v2"}, Params: "CUdevice d",
+		Method: "PrimaryCtxRelease(d Device) error", Iface: driver},
+	{Sym: "cuCtxCreate4", Names: []string{"cuCtxCreate_v4"}, Params: "CUcontext *c, void *params, unsigned flags, CUdevice d"},
+	{Sym: "cuCtxCreate2", Names: []string{"cuCtxCreate_v2"}, Params: "CUcontext *c, unsigned flags, CUdevice d"},
+	{Sym: "cuCtxCreate", Names: []string{}, CustomC: "CUcontext *c, CUdevice d",
+		Method: "CtxCreate(d Device) (Context, error)", Iface: baseline,
+		Doc: "CtxCreate makes an ordinary (non-primary) context, the baseline a green\ncontext is measured against. It leaves no context current."},
+	{Sym: "cuCtxDestroy", Names: []string{"cuCtxDestroy_v2"}, Params: "CUcontext c",
+		Method: "CtxDestroy(c Context) error", Iface: baseline},
+	{Sym: "cuCtxPushCurrent", Names: []string{"cuCtxPushCurrent_v2"}, Params: "CUcontext c", Required: true},
+	{Sym: "cuCtxPopCurrent", Names: []string{"cuCtxPopCurrent_v2"}, Params: "CUcontext *c", Required: true},
+	{Sym: "cuCtxSynchronize", Ctx: pushed, Method: "CtxSynchronize(c Context) error", Iface: baseline},
+
+	{Sym: "cuMemAlloc", Names: []string{"cuMemAlloc_v2"}, Params: "CUdeviceptr *p, size_t n", Ctx: pushed, Required: true,
+		Method: "MemAlloc(c Context, n uint64) (DevicePtr, error)", Iface: driver},
+	{Sym: "cuMemFree", Names: []string{"cuMemFree_v2"}, Params: "CUdeviceptr p", Ctx: pushed, Required: true,
+		Method: "MemFree(c Context, p DevicePtr) error", Iface: driver},
+	{Sym: "cuMemGetInfo", Names: []string{"cuMemGetInfo_v2"}, Params: "size_t *freeBytes, size_t *totalBytes", Ctx: pushed,
+		Method: "MemGetInfo(c Context) (free, total uint64, err error)", Iface: driver},
+	{Sym: "cuMemcpyHtoD", Names: []string{"cuMemcpyHtoD_v2"}, Params: "CUdeviceptr dst, const void *src, size_t n", Ctx: pushed,
+		Method: "MemcpyHtoD(c Context, dst DevicePtr, src []byte) error", CustomGo: true, Iface: driver},
+	{Sym: "cuMemcpyDtoH", Names: []string{"cuMemcpyDtoH_v2"}, Params: "void *dst, CUdeviceptr src, size_t n", Ctx: pushed,
+		Method: "MemcpyDtoH(c Context, dst []byte, src DevicePtr) error", CustomGo: true, Iface: driver},
+
+	{Sym: "cuModuleLoadData", Params: "CUmodule *m, const void *image", Ctx: pushed,
+		Method: "ModuleLoadData(c Context, image []byte) (Module, error)", CustomGo: true, Iface: driver},
+	{Sym: "cuModuleUnload", Params: "CUmodule m", Ctx: pushed,
+		Method: "ModuleUnload(c Context, m Module) error", Iface: driver},
+	{Sym: "cuModuleGetFunction", Params: "CUfunction *f, CUmodule m, const char *name", Ctx: pushed,
+		Method: "ModuleGetFunction(c Context, m Module, name string) (Function, error)", CustomGo: true, Iface: driver},
+	{Sym: "cuLaunchKernel", Required: true, Ctx: pushedOrNone,
+		Params:  "CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params, void **extra",
+		CustomC: "CUcontext c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s, unsigned char *argbuf, const uint32_t *offs, int nargs",
+		Method:  "LaunchKernel(c Context, f Function, grid, block Dim3, sharedMem uint32, s Stream, args *Args) error", CustomGo: true, Iface: driver},
+
+	{Sym: "cuStreamCreate", Params: "CUstream *s, unsigned flags", Ctx: pushed, Required: true,
+		Method: "StreamCreate(c Context, flags uint32) (Stream, error)", Iface: driver},
+	{Sym: "cuStreamDestroy", Names: []string{"cuStreamDestroy_v2"}, Params: "CUstream s", Ctx: pushed,
+		Method: "StreamDestroy(c Context, s Stream) error", Iface: driver},
+	{Sym: "cuStreamSynchronize", Params: "CUstream s", Ctx: pushedOrNone,
+		Method: "StreamSynchronize(c Context, s Stream) error", Iface: driver},
+
+	{Sym: "cuEventCreate", Params: "CUevent *e, unsigned flags", Ctx: pushed,
+		Method: "EventCreate(c Context, flags uint32) (Event, error)", Iface: driver},
+	{Sym: "cuEventRecord", Params: "CUevent e, CUstream s", Ctx: pushed,
+		Method: "EventRecord(c Context, e Event, s Stream) error", Iface: driver},
+	{Sym: "cuEventSynchronize", Params: "CUevent e", Ctx: pushedOrNone,
+		Method: "EventSynchronize(c Context, e Event) error", Iface: driver},
+	{Sym: "cuEventElapsedTime", Names: []string{"cuEventElapsedTime_v2", "cuEventElapsedTime"}, Op: "cuEventElapsedTime",
+		Params: "float *ms, CUevent start, CUevent end", Ctx: pushed,
+		Method: "EventElapsedMs(c Context, start, end Event) (float32, error)", Iface: driver},
+	{Sym: "cuEventDestroy", Names: []string{"cuEventDestroy_v2"}, Params: "CUevent e", Ctx: pushed,
+		Method: "EventDestroy(c Context, e Event) error", Iface: driver},
+
+	{Sym: "cuDeviceGetDevResource", Params: "CUdevice d, CUdevResource *r, int t",
+		Method: "DeviceGetDevResource(d Device, t ResourceType) (DevResource, error)", CustomGo: true, Iface: driver},
+	{Sym: "cuDevSmResourceSplitByCount",
+		Params:   "CUdevResource *result, unsigned *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned flags, unsigned minCount",
+		Method:   "DevSmResourceSplitByCount(input DevResource, flags, minCount uint32, maxGroups int) (groups []DevResource, remainder DevResource, n int, err error)",
+		CustomGo: true, Iface: driver,
+		Doc: "DevSmResourceSplitByCount is cuDevSmResourceSplitByCount. With\nmaxGroups 0 it only asks how many groups the driver would make (null\nresult array) and returns that count with no groups; otherwise it\nmakes at most maxGroups groups and returns them with the remainder."},
+	{Sym: "cuDevResourceGenerateDesc", Params: "CUdevResourceDesc *desc, CUdevResource *res, unsigned n",
+		Method: "DevResourceGenerateDesc(res []DevResource) (ResourceDesc, error)", CustomGo: true, Iface: driver},
+	{Sym: "cuGreenCtxCreate", Params: "CUgreenCtx *g, CUdevResourceDesc desc, CUdevice d, unsigned flags",
+		Method: "GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (GreenCtx, error)", Iface: driver},
+	{Sym: "cuGreenCtxDestroy", Params: "CUgreenCtx g", Method: "GreenCtxDestroy(g GreenCtx) error", Iface: driver},
+	{Sym: "cuCtxFromGreenCtx", Params: "CUcontext *c, CUgreenCtx g",
+		Method: "CtxFromGreenCtx(g GreenCtx) (Context, error)", Iface: driver},
+	{Sym: "cuGreenCtxStreamCreate", Params: "CUstream *s, CUgreenCtx g, unsigned flags, int priority",
+		Method: "GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error)", Iface: driver},
+	{Sym: "cuGreenCtxGetDevResource", Params: "CUgreenCtx g, CUdevResource *r, int t",
+		Method: "GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error)", CustomGo: true, Iface: driver},
+
+	{Sym: "cuMemPoolCreate", Params: "CUmemoryPool *pool, const void *props", Ctx: pushed,
+		CustomC: "CUcontext c, CUmemoryPool *pool, int d, size_t maxSize",
+		Method:  "MemPoolCreate(c Context, d Device, maxSize uint64) (MemPool, error)", Iface: driver,
+		Doc: "Stream-ordered pools. maxSize caps what the pool may hold from the\ndriver (0: the driver's default)."},
+	{Sym: "cuMemPoolDestroy", Params: "CUmemoryPool p", Ctx: pushed,
+		Method: "MemPoolDestroy(c Context, p MemPool) error", Iface: driver},
+	{Sym: "cuMemAllocFromPoolAsync", Params: "CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s", Ctx: pushedOrNone,
+		Method: "MemAllocFromPoolAsync(c Context, n uint64, p MemPool, s Stream) (DevicePtr, error)", Iface: driver},
+	{Sym: "cuMemFreeAsync", Params: "CUdeviceptr d, CUstream s", Ctx: pushedOrNone,
+		Method: "MemFreeAsync(c Context, d DevicePtr, s Stream) error", Iface: driver},
+	{Sym: "cuMemPoolTrimTo", Params: "CUmemoryPool p, size_t keep", Ctx: pushed,
+		Method: "MemPoolTrimTo(c Context, p MemPool, keep uint64) error", Iface: driver},
+	{Sym: "cuMemPoolSetAttribute", Params: "CUmemoryPool p, int a, void *v", Ctx: pushed,
+		Shim: "fcsp_cuMemPoolSetAttribute64", CustomC: "CUcontext c, CUmemoryPool p, int a, unsigned long long v",
+		Method: "MemPoolSetAttribute(c Context, p MemPool, a PoolAttribute, v uint64) error", Iface: driver},
+	{Sym: "cuMemPoolGetAttribute", Params: "CUmemoryPool p, int a, void *v", Ctx: pushed,
+		Shim: "fcsp_cuMemPoolGetAttribute64", CustomC: "CUcontext c, CUmemoryPool p, int a, unsigned long long *v",
+		Method: "MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (uint64, error)", Iface: driver},
+}
+
+// The interfaces' own comments; %s is the list of the methods whose rows
+// say pushedOrNone.
+const driverDoc = `Driver is the part of the CUDA driver API that the SDK's production code
+calls. Calls that depend on a context take it explicitly; implementations
+make it current for the duration of the call only. Every error is an
+*Error wrapping a Result.
+
+%s also accept a zero context, meaning "make none current: the stream (or
+event) names it", so that a long wait need not hold a green context current
+on one thread while other threads wait to use it. Whether the driver accepts
+that is learned at run time (see fcsp), never assumed.`
+
+const baselineDoc = `Baseline is what only tests, benchmarks and examples call: the ordinary
+contexts a green context is measured against. The real library and the
+fake implement it beside Driver; code that needs it asserts for it.`
