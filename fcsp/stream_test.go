@@ -3,7 +3,9 @@ package fcsp
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/kernels"
@@ -109,4 +111,44 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 		require.Zero(t, allocs, "tenant %v", opts)
 		require.ErrorIs(t, s.Launch(ctx, fn, one, one, 0, nil), ErrInvalidArgument)
 	}
+}
+
+// A launch waiting for tokens is a call in flight: the tenant's Close waits
+// for it (it launches, then Close destroys the stream), rather than ending
+// the tenant under it and leaving it to fail when it wakes.
+func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
+	p, drv := openSim(t, WithThrottlePenalty(0))
+	// 1% of 8 SMs x 2048 threads: 164 tokens a ms into buckets that start
+	// full (16384 tokens).
+	tn, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01))
+	require.NoError(t, err)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("spin")
+	require.NoError(t, err)
+	var a Args
+	a.Uint64(0)
+	one := Dim3{X: 1, Y: 1, Z: 1}
+	s := tn.Stream()
+	ctx := context.Background()
+	require.NoError(t, s.Launch(ctx, fn, Dim3{X: 20000, Y: 1, Z: 1}, one, 0, &a)) // empties the buckets
+	launches := drv.Calls("cuLaunchKernel")
+	started := make(chan struct{})
+	var returned atomic.Bool
+	errc := make(chan error, 1)
+	go func() {
+		var b Args
+		b.Uint64(0)
+		close(started)
+		err := s.Launch(ctx, fn, Dim3{X: 500, Y: 1, Z: 1}, one, 0, &b) // ~3 ms more of tokens
+		returned.Store(true)
+		errc <- err
+	}()
+	<-started
+	time.Sleep(500 * time.Microsecond) // into the token wait
+	require.False(t, returned.Load(), "the launch did not wait for tokens: the test proves nothing")
+	require.NoError(t, tn.Close())
+	require.True(t, returned.Load(), "Close returned while a launch was still waiting for tokens")
+	require.NoError(t, <-errc)
+	require.Equal(t, launches+1, drv.Calls("cuLaunchKernel"), "the admitted launch ran before Close")
 }
