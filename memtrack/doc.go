@@ -41,10 +41,11 @@
 // free, or a free of another tenant's pointer is rejected with
 // [ErrUnknownPointer] and changes no counter.
 //
-// With [WithShared] the device total is node-wide: it is the sum of the
-// per-process slots of a shared memory region (see internal/shm), so that
-// several processes on one GPU enforce one device limit, and a crashed
-// process's usage is reclaimed exactly by clearing its slot. Shared
+// With [WithShared] the device total is node-wide: a [SharedDevice] sums
+// every process's usage (fcsp's is one word per process in a /dev/shm
+// region), so that several processes on one GPU enforce one device limit,
+// and a crashed process's usage is reclaimed exactly by clearing its word. Shared
 // admission adds to the process's own slot, re-reads the sum and rolls back
-// on overshoot; that costs one load per slot (processes, not tenants).
+// on overshoot; that costs one SharedDevice.Used (with fcsp's region, one
+// load per process, not per tenant).
 package memtrack
