@@ -44,8 +44,8 @@
 // With [WithShared] the device total is node-wide: a [SharedDevice] sums
 // every process's usage (fcsp's is one word per process in a /dev/shm
 // region), so that several processes on one GPU enforce one device limit,
-// and a crashed process's usage is reclaimed exactly by clearing its word. Shared
-// admission adds to the process's own slot, re-reads the sum and rolls back
-// on overshoot; that costs one SharedDevice.Used (with fcsp's region, one
-// load per process, not per tenant).
+// and a crashed process's usage is reclaimed exactly by clearing its word.
+// Shared admission adds to the process's own usage, re-reads the sum and
+// rolls back on overshoot; that costs one SharedDevice.Used (with fcsp's
+// region, one load per process, not per tenant).
 package memtrack
