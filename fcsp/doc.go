@@ -26,4 +26,10 @@
 //	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 //
 // and package kernels holds a first kernel to load and launch.
+//
+// Tenants of one process share fate: a sticky device error (a kernel's
+// illegal address, say) poisons every context of the device in the
+// process. The pool then answers every tenant with ErrDeviceLost until
+// Pool.Reset rebuilds it; classes that must survive each other's faults
+// belong in separate processes sharing one limit (WithSharedRegion).
 package fcsp

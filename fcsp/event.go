@@ -16,9 +16,10 @@ type Event struct {
 
 // NewEvent makes an event in the tenant's context.
 func (c *tenantCore) NewEvent() (*Event, error) {
-	e, err := newEvent(c.pool.drv, c.do)
+	do := c.pool.fresh(c.do)
+	e, err := newEvent(c.pool.drv, do)
 	if err == nil {
-		e.wait = func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }
+		e.wait = c.pool.fresh(func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) })
 	}
 	return e, err
 }
@@ -27,7 +28,7 @@ func (c *tenantCore) NewEvent() (*Event, error) {
 // marks that context's NULL stream, which (since tenant streams are
 // non-blocking) records the moment the GPU reaches it.
 func (p *Pool) NewEvent() (*Event, error) {
-	return newEvent(p.drv, func(f func(cuda.Context) error) error { return f(p.dev.Primary()) })
+	return newEvent(p.drv, p.fresh(func(f func(cuda.Context) error) error { return f(p.dev.Primary()) }))
 }
 
 func newEvent(drv cuda.Driver, do func(func(cuda.Context) error) error) (*Event, error) {

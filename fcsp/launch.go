@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -9,8 +10,10 @@ import (
 
 // Module is code loaded into a tenant's context.
 type Module struct {
-	t *tenantCore
-	h cuda.Module
+	t     *tenantCore
+	h     cuda.Module
+	image []byte      // kept to load it again after Pool.Reset
+	funcs []*Function // looked up so far, found again after Pool.Reset (under t.mu)
 }
 
 // Function is a kernel of a Module.
@@ -22,7 +25,7 @@ type Function struct {
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
-	m := &Module{t: c}
+	m := &Module{t: c, image: bytes.Clone(image)}
 	err := c.do(func(ctx cuda.Context) (err error) {
 		m.h, err = c.pool.drv.ModuleLoadData(ctx, image)
 		return err
@@ -46,6 +49,9 @@ func (m *Module) Function(name string) (*Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)
 	}
+	m.t.mu.Lock()
+	m.funcs = append(m.funcs, f)
+	m.t.mu.Unlock()
 	return f, nil
 }
 

@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -61,11 +62,18 @@ func (l *lifeLock) end() {
 func (c *tenantCore) enter() (uint32, error) {
 	slot, ok := c.life.enter()
 	if !ok {
+		if lost := c.pool.fault.err(); lost != nil && !c.closed.Load() {
+			return 0, fmt.Errorf("tenant %q: %w", c.name, lost) // a Reset is under way
+		}
 		return 0, ErrClosed
 	}
 	if c.closed.Load() {
 		c.life.exit(slot)
 		return 0, ErrClosed
+	}
+	if lost := c.pool.fault.err(); lost != nil {
+		c.life.exit(slot)
+		return 0, fmt.Errorf("tenant %q: %w", c.name, lost)
 	}
 	return slot, nil
 }

@@ -32,6 +32,7 @@ type Pool struct {
 
 	shared   *sharedState // nil without WithSharedRegion
 	unscoped unscopedProbe
+	fault    faultState // health.go, reset.go
 
 	mu      sync.Mutex
 	split   *greenctx.Split
@@ -74,6 +75,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		}
 		p.drv = lib
 	}
+	// Tenants call the driver through the watch for sticky errors; greenctx
+	// and Reset call it directly.
+	p.fault.raw, p.drv = p.drv, &watched{Driver: p.drv, p: p}
 	if n, err := p.drv.DeviceCount(); err != nil {
 		return nil, err
 	} else if index >= n {
@@ -82,7 +86,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	dev, err := greenctx.Open(p.drv, index)
+	dev, err := greenctx.Open(p.fault.raw, index)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +228,7 @@ func (p *Pool) Close() error {
 	if p.dev != nil {
 		errs = append(errs, p.dev.Close())
 	}
-	return errors.Join(errs...)
+	return p.forgive(errors.Join(errs...))
 }
 
 // takePartition finds or builds a partition for a tenant.

@@ -64,9 +64,14 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
-	s, err := c.newStream(cl, false)
+	slot, err := c.enter() // the pool is not lost, and no Reset replaces the partition meanwhile
 	if err != nil {
 		return nil, err
+	}
+	defer c.life.exit(slot)
+	s, err := c.newStream(cl, false)
+	if err != nil {
+		return nil, c.pool.see(err, c.ctx(), 0) // a partition's stream is made through greenctx
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -147,8 +152,10 @@ func (s *Stream) Close() error {
 		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
 	}
 	slot, err := c.enter()
-	if err != nil {
+	if errors.Is(err, ErrClosed) {
 		return nil // the tenant's Close destroyed it
+	} else if err != nil {
+		return err // the device is lost: the stream stays, Reset makes it again
 	}
 	defer c.life.exit(slot)
 	if !s.closed.CompareAndSwap(false, true) {

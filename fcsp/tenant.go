@@ -83,6 +83,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if p.closed {
 		return nil, ErrClosed
 	}
+	if err := p.fault.err(); err != nil {
+		return nil, fmt.Errorf("tenant %q: %w", name, err)
+	}
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
@@ -185,9 +188,11 @@ func (c *tenantCore) ctx() cuda.Context {
 
 // do runs f with the tenant's context, serialised per green context.
 func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
-	if c.closed.Load() {
-		return ErrClosed
+	slot, err := c.enter() // a Reset may be replacing the partition's context
+	if err != nil {
+		return err
 	}
+	defer c.life.exit(slot)
 	if c.part == nil {
 		return f(c.pool.dev.Primary())
 	}
@@ -243,6 +248,8 @@ func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	c.pool.fault.resetMu.RLock() // not while a Reset rebuilds the tenant
+	defer c.pool.fault.resetMu.RUnlock()
 	c.life.end() // wait for launches and synchronisations in flight
 	if c.stop != nil {
 		c.stop()
@@ -292,7 +299,7 @@ func (c *tenantCore) close(why string) error {
 	if why != "" || len(leaks) > 0 {
 		p.log.Warn("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
 	}
-	return errors.Join(errs...)
+	return p.forgive(errors.Join(errs...))
 }
 
 // closeWhenDone closes the tenant when ctx is done (used by WithContext).

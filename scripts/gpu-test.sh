@@ -71,7 +71,7 @@ run() {
   export FCSP_ARGS_day94="${FCSP_ARGS_day94:--png $OUT/day94.png}"
   export FCSP_ARGS_bench="${FCSP_ARGS_bench:--md -png $OUT/ratios.png}"
   export FCSP_ARGS_loadgen="${FCSP_ARGS_loadgen:--spawn $BIN/server -duration 5s}"
-  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen}; do
+  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain}; do
     [ -x "$BIN/$x" ] || continue
     local var="FCSP_ARGS_$x"
     "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1

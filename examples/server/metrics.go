@@ -71,11 +71,14 @@ var (
 	descPoolUsed = prometheus.NewDesc("fcsp_pool_memory_used_bytes", "Device memory all tenants hold.", nil, nil)
 	descPoolLim  = prometheus.NewDesc("fcsp_pool_memory_limit_bytes", "The pool's memory cap.", nil, nil)
 	descPoolFree = prometheus.NewDesc("fcsp_pool_free_sms", "SMs not yet given to a partition.", nil, nil)
+	// entries added for fault
+	descPoolLost   = prometheus.NewDesc("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until Pool.Reset).", nil, nil)
+	descPoolResets = prometheus.NewDesc("fcsp_pool_resets_total", "Successful Pool.Reset calls.", nil, nil)
 )
 
 func (c *tenantCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMemUsed, descMemLimit, descSMs, descPart, descSMLimit,
-		descLaunches, descThrottle, descWait, descPoolUsed, descPoolLim, descPoolFree} {
+		descLaunches, descThrottle, descWait, descPoolUsed, descPoolLim, descPoolFree, descPoolLost, descPoolResets} {
 		ch <- d
 	}
 }
@@ -101,6 +104,9 @@ func (c *tenantCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPoolUsed, float64(c.pool.MemoryUsed()))
 	gauge(descPoolLim, float64(c.pool.MemoryLimit()))
 	gauge(descPoolFree, float64(c.pool.FreeSMs()))
+	h := c.pool.Health()
+	gauge(descPoolLost, b2f(!h.Healthy()))
+	counter(descPoolResets, float64(h.Resets))
 }
 
 func b2f(b bool) float64 {

@@ -126,6 +126,7 @@ func TestMockDriverChild(t *testing.T) {
 		t.Errorf("PrimaryCtxRetain: %#x %v", c, err)
 	}
 	expect("PrimaryCtxRelease", calls(func() { ok(l.PrimaryCtxRelease(dev)) }), "cuDevicePrimaryCtxRelease_v2 101")
+	expect("PrimaryCtxReset", calls(func() { ok(l.PrimaryCtxReset(dev)) }), "cuDevicePrimaryCtxReset_v2 101") // entry points added for fault
 
 	// Context-dependent calls push, call, pop.
 	var p DevicePtr

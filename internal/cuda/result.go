@@ -34,6 +34,12 @@ const (
 	ErrorLaunchOutOfResources  Result = 701
 	ErrorLaunchTimeout         Result = 702
 	ErrorContextIsDestroyed    Result = 709
+	ErrorAssert                Result = 710
+	ErrorHardwareStackError    Result = 714
+	ErrorIllegalInstruction    Result = 715
+	ErrorMisalignedAddress     Result = 716
+	ErrorInvalidAddressSpace   Result = 717
+	ErrorInvalidPC             Result = 718
 	ErrorLaunchFailed          Result = 719
 	ErrorNotPermitted          Result = 800
 	ErrorNotSupported          Result = 801
@@ -68,6 +74,12 @@ var resultNames = map[Result]string{
 	ErrorLaunchOutOfResources:  "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
 	ErrorLaunchTimeout:         "CUDA_ERROR_LAUNCH_TIMEOUT",
 	ErrorContextIsDestroyed:    "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+	ErrorAssert:                "CUDA_ERROR_ASSERT",
+	ErrorHardwareStackError:    "CUDA_ERROR_HARDWARE_STACK_ERROR",
+	ErrorIllegalInstruction:    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+	ErrorMisalignedAddress:     "CUDA_ERROR_MISALIGNED_ADDRESS",
+	ErrorInvalidAddressSpace:   "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+	ErrorInvalidPC:             "CUDA_ERROR_INVALID_PC",
 	ErrorLaunchFailed:          "CUDA_ERROR_LAUNCH_FAILED",
 	ErrorNotPermitted:          "CUDA_ERROR_NOT_PERMITTED",
 	ErrorNotSupported:          "CUDA_ERROR_NOT_SUPPORTED",
@@ -76,6 +88,21 @@ var resultNames = map[Result]string{
 	ErrorUnknown:               "CUDA_ERROR_UNKNOWN",
 	errorSymbolMissing:         "FCSP_SYMBOL_MISSING",
 	errorLibraryMissing:        "FCSP_LIBRARY_MISSING",
+}
+
+// Sticky reports whether r is one of the driver's sticky errors: a fault
+// in device code (or a watchdog timeout) after which the context, and every
+// other context of the device in this process, answers the same code to
+// every call until the device's primary context is reset. The driver API
+// documents each as leaving the process "in an inconsistent state".
+func (r Result) Sticky() bool {
+	switch r {
+	case ErrorIllegalAddress, ErrorLaunchTimeout, ErrorAssert, ErrorHardwareStackError,
+		ErrorIllegalInstruction, ErrorMisalignedAddress, ErrorInvalidAddressSpace,
+		ErrorInvalidPC, ErrorLaunchFailed:
+		return true
+	}
+	return false
 }
 
 // Name is the driver's name for r, e.g. "CUDA_ERROR_OUT_OF_MEMORY".

@@ -19,6 +19,7 @@ CUresult fcsp_cuDeviceGetAttribute(int *v, int a, CUdevice d);
 CUresult fcsp_cuDeviceTotalMem(size_t *bytes, CUdevice d);
 CUresult fcsp_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d);
 CUresult fcsp_cuDevicePrimaryCtxRelease(CUdevice d);
+CUresult fcsp_cuDevicePrimaryCtxReset(CUdevice d);
 CUresult fcsp_cuCtxCreate(CUcontext *c, CUdevice d);
 CUresult fcsp_cuCtxDestroy(CUcontext c);
 CUresult fcsp_cuCtxSynchronize(CUcontext c);

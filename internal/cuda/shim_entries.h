@@ -26,6 +26,8 @@ typedef CUresult (*pfn_cuDevicePrimaryCtxRetain)(CUcontext *c, CUdevice d);
 extern pfn_cuDevicePrimaryCtxRetain fcsp_p_cuDevicePrimaryCtxRetain;
 typedef CUresult (*pfn_cuDevicePrimaryCtxRelease)(CUdevice d);
 extern pfn_cuDevicePrimaryCtxRelease fcsp_p_cuDevicePrimaryCtxRelease;
+typedef CUresult (*pfn_cuDevicePrimaryCtxReset)(CUdevice d);
+extern pfn_cuDevicePrimaryCtxReset fcsp_p_cuDevicePrimaryCtxReset;
 typedef CUresult (*pfn_cuCtxCreate4)(CUcontext *c, void *params, unsigned flags, CUdevice d);
 extern pfn_cuCtxCreate4 fcsp_p_cuCtxCreate4;
 typedef CUresult (*pfn_cuCtxCreate2)(CUcontext *c, unsigned flags, CUdevice d);

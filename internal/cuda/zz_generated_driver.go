@@ -24,6 +24,10 @@ type Driver interface {
 	DeviceTotalMem(d Device) (uint64, error)
 	PrimaryCtxRetain(d Device) (Context, error)
 	PrimaryCtxRelease(d Device) error
+	// PrimaryCtxReset destroys every allocation and all state of the device's
+	// primary context (the way back from a sticky error); the retain count is
+	// unchanged.
+	PrimaryCtxReset(d Device) error
 	MemAlloc(c Context, n uint64) (DevicePtr, error)
 	MemFree(c Context, p DevicePtr) error
 	MemGetInfo(c Context) (free, total uint64, err error)

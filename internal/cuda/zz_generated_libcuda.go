@@ -51,6 +51,11 @@ func (l *Library) PrimaryCtxRelease(d Device) error {
 	return check("cuDevicePrimaryCtxRelease_v2", Result(C.fcsp_cuDevicePrimaryCtxRelease(C.CUdevice(d))))
 }
 
+// PrimaryCtxReset calls cuDevicePrimaryCtxReset_v2.
+func (l *Library) PrimaryCtxReset(d Device) error {
+	return check("cuDevicePrimaryCtxReset_v2", Result(C.fcsp_cuDevicePrimaryCtxReset(C.CUdevice(d))))
+}
+
 // CtxCreate calls fcsp_cuCtxCreate (shim.c).
 func (l *Library) CtxCreate(d Device) (Context, error) {
 	var out0 C.CUcontext

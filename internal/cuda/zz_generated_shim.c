@@ -16,6 +16,7 @@ pfn_cuDeviceGetAttribute fcsp_p_cuDeviceGetAttribute;
 pfn_cuDeviceTotalMem fcsp_p_cuDeviceTotalMem;
 pfn_cuDevicePrimaryCtxRetain fcsp_p_cuDevicePrimaryCtxRetain;
 pfn_cuDevicePrimaryCtxRelease fcsp_p_cuDevicePrimaryCtxRelease;
+pfn_cuDevicePrimaryCtxReset fcsp_p_cuDevicePrimaryCtxReset;
 pfn_cuCtxCreate4 fcsp_p_cuCtxCreate4;
 pfn_cuCtxCreate2 fcsp_p_cuCtxCreate2;
 pfn_cuCtxDestroy fcsp_p_cuCtxDestroy;
@@ -67,6 +68,7 @@ void fcsp_resolve(void *lib) {
 	fcsp_p_cuDeviceTotalMem = (pfn_cuDeviceTotalMem)dlsym(lib, "cuDeviceTotalMem_v2");
 	fcsp_p_cuDevicePrimaryCtxRetain = (pfn_cuDevicePrimaryCtxRetain)dlsym(lib, "cuDevicePrimaryCtxRetain");
 	fcsp_p_cuDevicePrimaryCtxRelease = (pfn_cuDevicePrimaryCtxRelease)dlsym(lib, "cuDevicePrimaryCtxRelease_v2");
+	fcsp_p_cuDevicePrimaryCtxReset = (pfn_cuDevicePrimaryCtxReset)dlsym(lib, "cuDevicePrimaryCtxReset_v2");
 	fcsp_p_cuCtxCreate4 = (pfn_cuCtxCreate4)dlsym(lib, "cuCtxCreate_v4");
 	fcsp_p_cuCtxCreate2 = (pfn_cuCtxCreate2)dlsym(lib, "cuCtxCreate_v2");
 	fcsp_p_cuCtxDestroy = (pfn_cuCtxDestroy)dlsym(lib, "cuCtxDestroy_v2");
@@ -170,6 +172,11 @@ CUresult fcsp_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
 CUresult fcsp_cuDevicePrimaryCtxRelease(CUdevice d) {
 	GUARD(fcsp_p_cuDevicePrimaryCtxRelease)
 	return fcsp_p_cuDevicePrimaryCtxRelease(d);
+}
+
+CUresult fcsp_cuDevicePrimaryCtxReset(CUdevice d) {
+	GUARD(fcsp_p_cuDevicePrimaryCtxReset)
+	return fcsp_p_cuDevicePrimaryCtxReset(d);
 }
 
 CUresult fcsp_cuCtxDestroy(CUcontext c) {

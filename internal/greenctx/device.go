@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
@@ -26,7 +27,7 @@ var ErrClosed = errs.ErrClosed
 type Device struct {
 	drv     cuda.Driver
 	dev     cuda.Device
-	primary cuda.Context
+	primary atomic.Uintptr // cuda.Context; replaced by ResetPrimary
 	api     int
 	res     cuda.DevResource
 	info    cuda.SMInfo
@@ -54,7 +55,8 @@ func Open(drv cuda.Driver, ordinal int) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{drv: drv, dev: dev, primary: primary, api: api}
+	d := &Device{drv: drv, dev: dev, api: api}
+	d.primary.Store(uintptr(primary))
 	if d.res, err = drv.DeviceGetDevResource(dev, cuda.ResourceSM); err != nil {
 		_ = drv.PrimaryCtxRelease(dev)
 		return nil, err
@@ -79,7 +81,7 @@ func (d *Device) Driver() cuda.Driver { return d.drv }
 func (d *Device) Ordinal() cuda.Device { return d.dev }
 
 // Primary is the retained primary context.
-func (d *Device) Primary() cuda.Context { return d.primary }
+func (d *Device) Primary() cuda.Context { return cuda.Context(d.primary.Load()) }
 
 // APIVersion is cuDriverGetVersion's number.
 func (d *Device) APIVersion() int { return d.api }

@@ -13,6 +13,8 @@ import (
 // stream of its own.
 type Partition struct {
 	drv    cuda.Driver
+	dev    *Device
+	res    []cuda.DevResource // its groups, kept to rebuild it (reset.go)
 	green  cuda.GreenCtx
 	ctx    cuda.Context
 	stream cuda.Stream
@@ -36,7 +38,7 @@ func newPartition(d *Device, res []cuda.DevResource) (*Partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{drv: drv, green: g}
+	p := &Partition{drv: drv, dev: d, res: res, green: g}
 	fail := func(err error) (*Partition, error) {
 		return nil, errors.Join(err, drv.GreenCtxDestroy(g))
 	}
@@ -72,7 +74,7 @@ func (p *Partition) Stream() cuda.Stream { return p.stream }
 func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.green == 0 { // closed, or abandoned (reset.go)
 		return 0, ErrClosed
 	}
 	s, err := p.drv.GreenCtxStreamCreate(p.green, cuda.StreamNonBlocking, priority)
@@ -88,7 +90,7 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 func (p *Partition) DestroyStream(s cuda.Stream) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.green == 0 { // closed, or abandoned (reset.go)
 		return ErrClosed
 	}
 	i := slices.Index(p.streams, s)
@@ -104,7 +106,7 @@ func (p *Partition) DestroyStream(s cuda.Stream) error {
 func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.green == 0 { // closed, or abandoned (reset.go)
 		return ErrClosed
 	}
 	return f(p.ctx)
@@ -116,7 +118,7 @@ func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 func (p *Partition) Reset() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.green == 0 { // closed, or abandoned (reset.go)
 		return ErrClosed
 	}
 	var errs []error
@@ -140,6 +142,12 @@ func (p *Partition) Close() error {
 	}
 	p.closed = true
 	var errs []error
+	if p.green == 0 { // abandoned (reset.go): nothing of it is left in the driver
+		if p.release != nil {
+			p.release()
+		}
+		return nil
+	}
 	for _, s := range append([]cuda.Stream{p.stream}, p.streams...) {
 		if err := p.drv.StreamSynchronize(p.ctx, s); err != nil {
 			errs = append(errs, err)

@@ -36,6 +36,8 @@ type Driver struct {
 	calls      map[string]int
 	mem        Memory
 	launches   int
+	sticky     map[cuda.Device]cuda.Result // fault.go
+	resets     int
 }
 
 type context struct {
@@ -323,6 +325,9 @@ func (d *Driver) ctx(op string, c cuda.Context) (*context, error) {
 	case x.primary && x.refs == 0:
 		return nil, cuda.Check(op, cuda.ErrorInvalidContext)
 	}
+	if err := d.poisoned(op, x.dev); err != nil {
+		return nil, err
+	}
 	return x, nil
 }
 
@@ -454,6 +459,8 @@ func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
 		return err
 	} else if d.scopedOnly {
 		return cuda.Check(op, cuda.ErrorInvalidContext)
+	} else if err := d.poisonedAt(op, 0, s); err != nil {
+		return err
 	}
 	_, err := d.stream(op, s)
 	d.releaseAboveThreshold()
@@ -516,6 +523,10 @@ func (d *Driver) EventSynchronize(c cuda.Context, e cuda.Event) error {
 		}
 	} else if err := d.enter("cuEventSynchronize"); err != nil {
 		return err
+	} else if ev := d.events[e]; ev != nil {
+		if err := d.poisonedAt("cuEventSynchronize", ev.ctx, 0); err != nil {
+			return err
+		}
 	}
 	_, err := d.event("cuEventSynchronize", e)
 	return err
@@ -629,6 +640,9 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 	} else if d.scopedOnly {
 		d.mu.Unlock()
 		return cuda.Check(op, cuda.ErrorInvalidContext)
+	} else if err := d.poisonedAt(op, 0, s); err != nil {
+		d.mu.Unlock()
+		return err
 	}
 	fn := d.funcs[f]
 	if fn == nil {
@@ -661,6 +675,11 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := k(&d.mem, grid, block, buf, offs); err != nil {
+		// A kernel that touched memory no allocation holds faults the
+		// device, as on the GPU: the error is sticky (fault.go).
+		if dev, ok := d.devOf(c, s); ok {
+			d.poison(dev, cuda.ErrorIllegalAddress)
+		}
 		return cuda.Check(op, cuda.ErrorIllegalAddress)
 	}
 	return nil
@@ -781,6 +800,9 @@ func (d *Driver) GreenCtxCreate(desc cuda.ResourceDesc, dev cuda.Device, flags u
 	if err := d.device(op, dev); err != nil {
 		return 0, err
 	}
+	if err := d.poisoned(op, dev); err != nil {
+		return 0, err
+	}
 	info, ok := d.descs[desc]
 	if !ok {
 		return 0, cuda.Check(op, cuda.ErrorInvalidHandle)
@@ -832,6 +854,9 @@ func (d *Driver) CtxFromGreenCtx(h cuda.GreenCtx) (cuda.Context, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := d.poisonedAt("cuCtxFromGreenCtx", g.ctx, 0); err != nil {
+		return 0, err
+	}
 	return g.ctx, nil
 }
 
@@ -841,6 +866,9 @@ func (d *Driver) GreenCtxStreamCreate(h cuda.GreenCtx, flags uint32, priority in
 	const op = "cuGreenCtxStreamCreate"
 	g, err := d.green(op, h)
 	if err != nil {
+		return 0, err
+	}
+	if err := d.poisonedAt(op, g.ctx, 0); err != nil {
 		return 0, err
 	}
 	if flags != cuda.StreamNonBlocking {

@@ -307,5 +307,5 @@ func (d *Driver) streamScope(op string, c cuda.Context, s cuda.Stream) error {
 	if d.scopedOnly {
 		return cuda.Check(op, cuda.ErrorInvalidContext)
 	}
-	return nil
+	return d.poisonedAt(op, 0, s)
 }

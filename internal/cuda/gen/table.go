@@ -59,6 +59,10 @@ var table = []entry{
 		Method: "PrimaryCtxRetain(d Device) (Context, error)", Iface: driver},
 	{Sym: "cuDevicePrimaryCtxRelease", Names: []string{"cuDevicePrimaryCtxRelease_v2"}, Params: "CUdevice d",
 		Method: "PrimaryCtxRelease(d Device) error", Iface: driver},
+	// entry points added for fault
+	{Sym: "cuDevicePrimaryCtxReset", Names: []string{"cuDevicePrimaryCtxReset_v2"}, Params: "CUdevice d",
+		Method: "PrimaryCtxReset(d Device) error", Iface: driver,
+		Doc: "PrimaryCtxReset destroys every allocation and all state of the device's\nprimary context (the way back from a sticky error); the retain count is\nunchanged."},
 	{Sym: "cuCtxCreate4", Names: []string{"cuCtxCreate_v4"}, Params: "CUcontext *c, void *params, unsigned flags, CUdevice d"},
 	{Sym: "cuCtxCreate2", Names: []string{"cuCtxCreate_v2"}, Params: "CUcontext *c, unsigned flags, CUdevice d"},
 	{Sym: "cuCtxCreate", Names: []string{}, CustomC: "CUcontext *c, CUdevice d",

@@ -41,6 +41,7 @@ CUresult cuDeviceTotalMem(unsigned *b, int d) { logf_("LEGACY cuDeviceTotalMem")
 CUresult cuDeviceTotalMem_v2(size_t *b, int d) { logf_("cuDeviceTotalMem_v2 %d", d); *b = (size_t)141 << 30; return 0; }
 CUresult cuDevicePrimaryCtxRetain(H *c, int d) { *c = (H)0x1000; return 0; }
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { logf_("cuDevicePrimaryCtxRelease_v2 %d", d); return 0; }
+CUresult cuDevicePrimaryCtxReset_v2(int d) { logf_("cuDevicePrimaryCtxReset_v2 %d", d); return 0; } /* entry points added for fault */
 CUresult cuCtxCreate_v4(H *c, void *p, unsigned f, int d) { logf_("cuCtxCreate_v4 params=%p flags=%u d=%d", p, f, d); *c = (H)0x2000; current = *c; return 0; }
 CUresult cuCtxCreate_v2(H *c, unsigned f, int d) { logf_("cuCtxCreate_v2"); *c = (H)0x2000; current = *c; return 0; }
 CUresult cuCtxDestroy_v2(H c) { logf_("cuCtxDestroy_v2 %p", c); return 0; }

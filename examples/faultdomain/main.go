@@ -1,0 +1,306 @@
+// Command faultdomain runs the layout for request classes that must survive
+// each other's faults: one process per class, sharing one node-wide memory
+// limit through the shared region. Tenants of one process share fate (a
+// green context isolates SMs, not faults: one kernel's illegal address
+// poisons every context of the process), processes do not.
+//
+// The parent serves (allocates, launches and checks a kernel, frees, in a
+// loop) while a child process, sharing the region, holds memory, faults its
+// device with a kernel given a bad address, and is then killed with
+// SIGKILL, so that it never gives its memory back itself. The parent keeps
+// serving throughout, and the node's accounting heals: the survivors'
+// reaper returns the shared total to exactly the parent's own usage.
+//
+//	go run ./examples/faultdomain          # on the GPU if there is one, else simulated
+//	go run ./examples/faultdomain -sim     # simulated devices, real shared region
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
+	"github.com/fcsp-go/fcsp-go/kernels"
+)
+
+// childEnv marks the child process; it carries the child's settings.
+const childEnv = "FCSP_FAULTDOMAIN_CHILD"
+
+type config struct {
+	sim    bool
+	region string
+	hold   uint64        // bytes the child holds when it faults
+	serve  time.Duration // how long the parent serves after the child is reaped
+}
+
+func main() {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	var cfg config
+	flag.BoolVar(&cfg.sim, "sim", false, "simulated devices even where a GPU is present")
+	flag.StringVar(&cfg.region, "region", "", "shared region path (default: a fresh file under /dev/shm or the temp dir)")
+	hold := flag.Int("hold-mib", 256, "MiB the child holds when it faults")
+	flag.DurationVar(&cfg.serve, "serve", 500*time.Millisecond, "how long the parent serves after the child is reaped")
+	flag.Parse()
+	cfg.hold = uint64(*hold) << 20
+	if cfg.region == "" {
+		dir := "/dev/shm"
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			dir = os.TempDir()
+		}
+		cfg.region = filepath.Join(dir, fmt.Sprintf("fcsp-faultdomain-%d", os.Getpid()))
+		defer os.Remove(cfg.region)
+	}
+	r, err := run(context.Background(), cfg, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faultdomain:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("PASS: served %d requests (%d during the child's fault and reaping), none failed; shared total healed in %v to exactly this process's %d bytes\n",
+		r.Served, r.ServedDuringFault, r.HealedIn.Round(time.Millisecond), r.FinalShared)
+}
+
+// result is what the parent saw.
+type result struct {
+	Simulated         bool
+	Served            int    // requests served, all checked
+	ServedDuringFault int    // of which between the child's fault and its reaping
+	PeakShared        uint64 // shared total while the child held its memory
+	ChildFault        string // the child's error, as it printed it
+	HealedIn          time.Duration
+	FinalShared       uint64 // shared total at the end: this process's usage
+}
+
+func open(ctx context.Context, sim bool, region string) (*fcsp.Pool, error) {
+	opts := []fcsp.Option{fcsp.WithSharedRegion(region), fcsp.WithHeartbeat(50*time.Millisecond, time.Second)}
+	if !sim {
+		p, err := fcsp.Open(ctx, 0, opts...)
+		if !errors.Is(err, fcsp.ErrNoDriver) {
+			return p, err
+		}
+	}
+	return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
+}
+
+// server is one tenant serving requests: each allocates a buffer, runs the
+// chain kernel into it, checks the result and frees it.
+type server struct {
+	tn *fcsp.Tenant
+	fn *fcsp.Function
+}
+
+func newServer(p *fcsp.Pool, name string) (*server, error) {
+	tn, err := p.NewTenant(name, fcsp.WithSMs(16), fcsp.WithMemoryQuota(1<<30))
+	if err != nil {
+		return nil, err
+	}
+	mod, err := tn.LoadModule(kernels.ChainPTX)
+	if err != nil {
+		return nil, errors.Join(err, tn.Close())
+	}
+	fn, err := mod.Function("chain")
+	if err != nil {
+		return nil, errors.Join(err, tn.Close())
+	}
+	return &server{tn: tn, fn: fn}, nil
+}
+
+const reqElems, reqSteps = 4096, 16
+
+func (s *server) request(ctx context.Context) error {
+	buf, err := s.tn.Alloc(ctx, 4*reqElems)
+	if err != nil {
+		return err
+	}
+	err = launch(ctx, s.tn, s.fn, buf)
+	if err == nil {
+		err = s.tn.Stream().Synchronize()
+	}
+	if err == nil {
+		out := make([]byte, 4*reqElems)
+		if err = s.tn.CopyFromDevice(out, buf); err == nil {
+			err = kernels.CheckChain(out, reqSteps)
+		}
+	}
+	return errors.Join(err, s.tn.Free(buf))
+}
+
+func launch(ctx context.Context, tn *fcsp.Tenant, fn *fcsp.Function, out fcsp.DevicePtr) error {
+	var a fcsp.Args
+	a.Ptr(out).Int32(reqElems).Int32(reqSteps)
+	return tn.Stream().Launch(ctx, fn, fcsp.Dim3{X: reqElems / 256, Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &a)
+}
+
+func run(ctx context.Context, cfg config, log *os.File) (result, error) {
+	var r result
+	p, err := open(ctx, cfg.sim, cfg.region)
+	if err != nil {
+		return r, err
+	}
+	defer p.Close()
+	r.Simulated = p.Device().Simulated
+	fmt.Fprintf(log, "parent %d: %s; shared region %s\n", os.Getpid(), p.Device(), cfg.region)
+	srv, err := newServer(p, "interactive")
+	if err != nil {
+		return r, err
+	}
+	defer srv.tn.Close()
+
+	// Serve from the start to the end; any failure fails the run.
+	var served, during atomic.Int64
+	var faulted, reaped atomic.Bool
+	stop := make(chan struct{})
+	serveErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				serveErr <- nil
+				return
+			default:
+			}
+			if err := srv.request(ctx); err != nil {
+				serveErr <- fmt.Errorf("request %d: %w", served.Load()+1, err)
+				return
+			}
+			served.Add(1)
+			if faulted.Load() && !reaped.Load() {
+				during.Add(1)
+			}
+		}
+	}()
+	finish := func(err error) (result, error) {
+		close(stop)
+		wg.Wait()
+		if e := <-serveErr; e != nil {
+			err = errors.Join(err, fmt.Errorf("the parent failed to serve: %w", e))
+		}
+		r.Served, r.ServedDuringFault = int(served.Load()), int(during.Load())
+		return r, err
+	}
+
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{cfg.region, strconv.FormatBool(r.Simulated), strconv.FormatUint(cfg.hold, 10)}, ","))
+	cmd.Stderr = log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return finish(err)
+	}
+	if err := cmd.Start(); err != nil {
+		return finish(err)
+	}
+	kill := func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() }
+	lines := bufio.NewScanner(out)
+	expect := func(prefix string) (string, error) {
+		for lines.Scan() {
+			fmt.Fprintf(log, "  child %d: %s\n", cmd.Process.Pid, lines.Text())
+			if rest, ok := strings.CutPrefix(lines.Text(), prefix); ok {
+				return rest, nil
+			}
+		}
+		return "", fmt.Errorf("the child ended before saying %q", prefix)
+	}
+	if _, err := expect("holding "); err != nil {
+		kill()
+		return finish(err)
+	}
+	r.PeakShared = p.SharedUsed()
+	fmt.Fprintf(log, "parent: shared total with the child holding its memory: %d bytes (this process: %d)\n", r.PeakShared, srv.tn.Stats().MemoryUsed)
+	if r.PeakShared < cfg.hold {
+		kill()
+		return finish(fmt.Errorf("shared total %d bytes while the child holds %d", r.PeakShared, cfg.hold))
+	}
+	if r.ChildFault, err = expect("fault: "); err != nil {
+		kill()
+		return finish(err)
+	}
+	faulted.Store(true)
+	if !strings.Contains(r.ChildFault, "device lost") {
+		kill()
+		return finish(fmt.Errorf("the child's fault was not a lost device: %s", r.ChildFault))
+	}
+	// The poisoned child is killed: it never frees, never leaves the region.
+	killed := time.Now()
+	kill()
+	fmt.Fprintf(log, "parent: child killed with SIGKILL; waiting for the reaper\n")
+	for p.SharedUsed() >= cfg.hold {
+		if time.Since(killed) > 10*time.Second {
+			return finish(fmt.Errorf("the child's %d bytes were not reaped in 10 s (shared total %d)", cfg.hold, p.SharedUsed()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.HealedIn = time.Since(killed)
+	reaped.Store(true)
+	fmt.Fprintf(log, "parent: reaped in %v; shared total %d bytes\n", r.HealedIn.Round(time.Millisecond), p.SharedUsed())
+	time.Sleep(cfg.serve)
+	r, err = finish(nil)
+	if err != nil {
+		return r, err
+	}
+	r.FinalShared = p.SharedUsed()
+	// The shared total counts every process; the tenant's own count is
+	// this process's alone.
+	if own := srv.tn.Stats().MemoryUsed; r.FinalShared != own {
+		return r, fmt.Errorf("shared total %d bytes, this process holds %d: the accounting did not heal exactly", r.FinalShared, own)
+	}
+	if h := p.Health(); !h.Healthy() {
+		return r, fmt.Errorf("the parent's pool is lost: %v", h.Lost)
+	}
+	fmt.Fprintf(log, "parent: %d requests served, %d of them between the child's fault and its reaping\n", r.Served, r.ServedDuringFault)
+	return r, nil
+}
+
+// childMain holds memory in the shared region, faults its device and says
+// so, then waits to be killed.
+func childMain() int {
+	parts := strings.Split(os.Getenv(childEnv), ",")
+	if len(parts) != 3 {
+		fmt.Fprintln(os.Stderr, "child: bad", childEnv)
+		return 2
+	}
+	sim, _ := strconv.ParseBool(parts[1])
+	hold, _ := strconv.ParseUint(parts[2], 10, 64)
+	ctx := context.Background()
+	p, err := open(ctx, sim, parts[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	srv, err := newServer(p, "batch")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	if _, err := srv.tn.Alloc(ctx, hold); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	fmt.Printf("holding %d bytes\n", hold)
+	// A request with a bad pointer: the chain kernel writes to 0x10.
+	err = launch(ctx, srv.tn, srv.fn, 0x10)
+	if err == nil {
+		err = srv.tn.Stream().Synchronize()
+	}
+	fmt.Printf("fault: %v\n", err)
+	_, err = srv.tn.Alloc(ctx, 1)
+	fmt.Printf("next allocation: %v\n", err)
+	time.Sleep(time.Minute) // killed by the parent long before
+	return 3
+}
