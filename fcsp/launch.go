@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -21,6 +23,9 @@ type Function struct {
 	m    *Module
 	h    cuda.Function
 	name string
+	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
+	// lastEst is the shape est was last asked for (gputime.go).
+	lastEst atomic.Pointer[shapeEstimate]
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
@@ -60,37 +65,61 @@ func (f *Function) Name() string { return f.name }
 
 // Launch queues f on stream s as grid x block threads with shmem bytes of
 // dynamic shared memory. It first charges the launch to the stream's and
-// the tenant's token buckets, waiting while they are empty; ctx ends the
-// wait (with ctx.Err(), nothing launched, nothing charged). A tenant's
-// Close waits for launches in flight, a wait for tokens included.
+// the tenant's token buckets, waiting while they are empty. ctx ends the
+// wait (with ctx.Err(), nothing launched, nothing charged); a deadline the
+// wait cannot meet fails at once (context.DeadlineExceeded), and closing
+// the stream or tenant ends it with ErrClosed. A tenant's Close wakes a
+// launch waiting for tokens and waits for it to leave.
 func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if s.t.closed.Load() || s.closed.Load() {
-		return ErrClosed
+	if err := s.checkLaunch(f, grid, block); err != nil {
+		return err
 	}
-	if args == nil {
-		return fmt.Errorf("%w: launch of %q with nil *Args; pass &fcsp.Args{} for a kernel without parameters", ErrInvalidArgument, f.name)
-	}
-	if f.m.t != s.t {
-		return fmt.Errorf("%w: kernel %q belongs to tenant %q, stream to %q", ErrInvalidArgument, f.name, f.m.t.name, s.t.name)
-	}
-	if !grid.Valid() || !block.Valid() {
-		return fmt.Errorf("%w: launch of %q with grid %v, block %v; every dimension must be at least 1", ErrInvalidArgument, f.name, grid, block)
+	if err := checkArgs(f, args); err != nil {
+		return err
 	}
 	// Admission and launch run inside the tenant's life lock, so a Close
-	// cannot end the tenant between a launch's charge and its launch.
+	// cannot end the tenant between a launch's charge and its launch; Close
+	// closes the limiter first, which wakes a waiting admission.
 	c := s.t
 	slot, err := c.enter()
 	if err != nil {
 		return err
 	}
 	defer c.life.exit(slot)
-	if err := s.admit(ctx, grid, block); err != nil {
+	if s.recordCapture(grid, block) { // a captured kernel is charged when its graph launches
+		return s.launchCounted(f, grid, block, shmem, args)
+	}
+	if s.meter != nil {
+		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
+	}
+	if s.bucket != nil {
+		if err := s.admit(ctx, s.launchCost(grid, block)); err != nil {
+			return err
+		}
+	}
+	return s.launchCounted(f, grid, block, shmem, args)
+}
+
+// launch queues an admitted launch, counted in the tenant's life lock.
+func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	c := s.t
+	slot, err := c.enter()
+	if err != nil {
 		return err
 	}
+	defer c.life.exit(slot)
+	return s.launchCounted(f, grid, block, shmem, args)
+}
+
+// launchCounted queues an admitted launch and counts it; the caller is in
+// the life lock.
+func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if err := s.launchLocked(f, grid.cuda(), block.cuda(), shmem, &args.a); err != nil {
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
 	}
-	s.launches.Add(1)
+	if s.capture.Load() == nil {
+		s.launches.Add(1)
+	}
 	return nil
 }
 

@@ -155,6 +155,11 @@ type tenantConfig struct {
 	pool    bool   // stream-ordered memory pool
 	keep    uint64 // its release threshold
 	noLists bool   // the driver's pool alone, without free lists (benchmarks)
+
+	refill   time.Duration // WithTenantRefillPeriod; 0: the pool's
+	gpuShare float64       // WithGPUShare; 0: none
+	metered  bool          // WithGPUMetering (or WithGPUShare)
+	clock    func() int64  // the limiter's clock (tests); nil: monotonic
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool

@@ -151,6 +151,7 @@ func (c *tenantCore) rebuild(raw cuda.Driver) error {
 	defer c.mu.Unlock()
 	kept := c.streams[:0]
 	for _, s := range c.streams {
+		s.forgetEvents() // they died with the context
 		switch {
 		case !s.owned: // adopted: its owner's handle died; forget it
 			s.closed.Store(true)

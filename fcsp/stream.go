@@ -1,7 +1,6 @@
 package fcsp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,10 +17,12 @@ type Stream struct {
 	h        cuda.Stream
 	class    Class
 	bucket   *tokenbucket.Stream // nil: not limited
+	meter    *meter              // nil: GPU time not metered
 	owned    bool                // created by the SDK (destroyed on Close)
 	fromPart bool                // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
-	free     atomic.Pointer[freeList] // freed pool blocks for reuse on this stream
+	free     atomic.Pointer[freeList]  // freed pool blocks for reuse on this stream
+	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
 	closed   atomic.Bool
 }
 
@@ -48,6 +49,9 @@ func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 }
 
 func (s *Stream) attachBucket() error {
+	if s.t.metered {
+		s.meter = new(meter)
+	}
 	if s.t.limiter == nil || s.class.Bypass() {
 		return nil
 	}
@@ -117,16 +121,6 @@ func (s *Stream) Synchronize() error {
 	return s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h) })
 }
 
-// admit charges a launch of grid x block to the stream's bucket, waiting
-// (and honouring ctx) if it is empty. NCCL-class streams never wait.
-func (s *Stream) admit(ctx context.Context, grid, block Dim3) error {
-	if s.bucket == nil {
-		return nil
-	}
-	cost := s.t.limiter.Cost([3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z}, s.class)
-	return s.bucket.Wait(ctx, cost)
-}
-
 func (s *Stream) destroy(ctx cuda.Context) error {
 	var errs []error
 	if s.bucket != nil {
@@ -136,6 +130,7 @@ func (s *Stream) destroy(ctx cuda.Context) error {
 		drv := s.t.pool.drv
 		errs = append(errs, drv.StreamSynchronize(ctx, s.h), drv.StreamDestroy(ctx, s.h))
 	}
+	errs = append(errs, s.closeMeter(ctx))
 	return errors.Join(errs...)
 }
 

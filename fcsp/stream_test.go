@@ -87,10 +87,11 @@ func TestAdoptedStreamCloseForgetsIt(t *testing.T) {
 }
 
 // A launch builds no closure and allocates nothing, rate-limited or not,
-// partitioned or not (the simulator's launch allocates nothing either).
+// partitioned or not, metered under a GPU share or not (the simulator's
+// launch allocates nothing either); nor does TryLaunch.
 func TestLaunchAllocatesNothing(t *testing.T) {
 	p, _ := openSim(t)
-	for _, opts := range [][]TenantOption{{WithSMs(8)}, {WithSMs(8), WithSMLimit(1)}, nil} {
+	for _, opts := range [][]TenantOption{{WithSMs(8)}, {WithSMs(8), WithSMLimit(1)}, nil, {WithGPUShare(1)}, {WithSMs(8), WithGPUShare(1)}} {
 		tn, err := p.NewTenant(fmt.Sprint("t", len(p.Tenants())), opts...)
 		require.NoError(t, err)
 		mod, err := tn.LoadModule(kernels.ChainPTX)
@@ -109,13 +110,21 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 			}
 		})
 		require.Zero(t, allocs, "tenant %v", opts)
+		allocs = testing.AllocsPerRun(200, func() {
+			if err := s.TryLaunch(fn, one, one, 0, &a); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.Zero(t, allocs, "TryLaunch, tenant %v", opts)
 		require.ErrorIs(t, s.Launch(ctx, fn, one, one, 0, nil), ErrInvalidArgument)
+		require.ErrorIs(t, s.TryLaunch(fn, one, one, 0, nil), ErrInvalidArgument)
 	}
 }
 
-// A launch waiting for tokens is a call in flight: the tenant's Close waits
-// for it (it launches, then Close destroys the stream), rather than ending
-// the tenant under it and leaving it to fail when it wakes.
+// TestCloseWaitsForALaunchInAdmission: admission runs inside the tenant's
+// life lock and Close closes the limiter before it waits for calls in
+// flight, so a launch waiting for tokens returns ErrClosed, launching
+// nothing, before Close returns.
 func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
 	p, drv := openSim(t, WithThrottlePenalty(0))
 	// 1% of 8 SMs x 2048 threads: 164 tokens a ms into buckets that start
@@ -147,8 +156,8 @@ func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
 	<-started
 	time.Sleep(500 * time.Microsecond) // into the token wait
 	require.False(t, returned.Load(), "the launch did not wait for tokens: the test proves nothing")
-	require.NoError(t, tn.Close())
-	require.True(t, returned.Load(), "Close returned while a launch was still waiting for tokens")
-	require.NoError(t, <-errc)
-	require.Equal(t, launches+1, drv.Calls("cuLaunchKernel"), "the admitted launch ran before Close")
+	require.NoError(t, tn.Close()) // wakes the waiting launch, then waits for it to leave
+	require.True(t, returned.Load(), "Close returned while a launch was still inside admission")
+	require.ErrorIs(t, <-errc, ErrClosed, "Close wakes a launch waiting for tokens with ErrClosed")
+	require.Equal(t, launches, drv.Calls("cuLaunchKernel"), "the woken launch launched nothing")
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
@@ -55,6 +56,11 @@ type tenantCore struct {
 	closed  atomic.Bool
 	cleanup runtime.Cleanup
 	stop    func() bool // unregisters the context watcher
+
+	// GPU time (gputime.go): metered streams, bucket charged in GPU ns.
+	metered, gpuShare bool
+	gpuByClass        [streamClasses]atomic.Int64 // ns of completed launches
+	dos               doThreads                   // OS threads inside Do (do.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -73,7 +79,10 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if cfg.sms > 0 && cfg.rest {
 		return nil, fmt.Errorf("%w: WithSMs and WithRestOfSMs together; choose one", ErrInvalidArgument)
 	}
-	if cfg.smLimit == 0 {
+	if cfg.gpuShare > 0 && cfg.smLimit > 0 {
+		return nil, fmt.Errorf("%w: WithGPUShare and WithSMLimit together; choose one", ErrInvalidArgument)
+	}
+	if cfg.smLimit == 0 && cfg.gpuShare == 0 {
 		if f, ok := p.env.SMLimit(p.info.Index); ok {
 			cfg.smLimit = f
 		}
@@ -89,7 +98,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name}
+	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0}
 	var err error
 	if cfg.sms > 0 || cfg.rest {
 		if c.part, err = p.takePartition(&cfg); err != nil {
@@ -113,14 +122,26 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if c.acct, err = p.mem.NewAccount(name, quota); err != nil {
 		return undo(err)
 	}
-	if cfg.smLimit > 0 {
+	if cfg.gpuShare > 0 {
+		refill := p.cfg.refill
+		if cfg.refill > 0 {
+			refill = cfg.refill
+		}
+		if c.limiter, err = gpuShareLimiter(cfg.gpuShare, refill, cfg.clock); err != nil {
+			return undo(err)
+		}
+	} else if cfg.smLimit > 0 {
 		sms := p.info.SMs
 		if c.part != nil {
 			sms = c.part.SMs()
 		}
+		refill := p.cfg.refill
+		if cfg.refill > 0 {
+			refill = cfg.refill
+		}
 		c.limiter, err = tokenbucket.New(tokenbucket.Config{
 			SMs: sms, ThreadsPerSM: p.info.ThreadsPerSM, SMLimit: cfg.smLimit,
-			Dampening: p.cfg.dampening, Penalty: p.cfg.penalty, RefillPeriod: p.cfg.refill,
+			Dampening: p.cfg.dampening, Penalty: p.cfg.penalty, RefillPeriod: refill, Clock: cfg.clock,
 		})
 		if err != nil {
 			return undo(err)
@@ -221,6 +242,12 @@ type Stats struct {
 	Throttled     uint64  // launches that had to wait for tokens
 	ThrottleWaitS float64 // seconds spent waiting for tokens
 	Streams       int
+
+	// GPU time (WithGPUMetering, WithGPUShare): kernel run time measured on
+	// the GPU clock, of launches whose events have completed.
+	GPUShare       float64 // WithGPUShare's fraction; 0: none
+	GPUTime        time.Duration
+	GPUTimeByClass map[Class]time.Duration
 }
 
 // Stats reports the tenant's use.
@@ -232,6 +259,10 @@ func (c *tenantCore) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.Streams = len(c.streams)
+	s.GPUTime, s.GPUTimeByClass = c.gpuTimes()
+	if c.gpuShare {
+		s.GPUShare, s.SMLimit = s.SMLimit, 0
+	}
 	for _, st := range c.streams {
 		s.MemoryCached += st.cachedBytes()
 		s.Launches += st.launches.Load()
@@ -247,6 +278,9 @@ func (c *tenantCore) Stats() Stats {
 func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if c.limiter != nil {
+		_ = c.limiter.Close() // launches waiting for tokens return ErrClosed
 	}
 	c.pool.fault.resetMu.RLock() // not while a Reset rebuilds the tenant
 	defer c.pool.fault.resetMu.RUnlock()

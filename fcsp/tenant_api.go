@@ -167,6 +167,55 @@ func (t *Tenant) Scope(ctx context.Context, f func(s *Scope) error) error {
 // later call on the tenant returns ErrClosed.
 func (t *Tenant) Close() error {
 	defer runtime.KeepAlive(t)
+	if err := t.c.checkNotInsideDo(); err != nil {
+		return err
+	}
 	t.c.cleanup.Stop()
 	return t.c.close("")
+}
+
+// Do runs f on a locked OS thread with the tenant's context current on it,
+// for code that uses the current context rather than taking one: cuBLAS,
+// cuDNN, TensorRT, a cgo backend. For a partitioned tenant that context is
+// its green context, which the driver lets be current on one thread at a
+// time and does not lock, so Do takes the partition's exclusion first: every
+// other SDK call that needs the green context current waits until f
+// returns (launches, synchronisations and pool allocations that the driver
+// takes without a current context do not wait). An unpartitioned tenant's
+// context is the device's primary context, current on any number of
+// threads, so its Do excludes nothing.
+//
+// Afterwards the thread's previous current context is restored and the
+// thread unlocked; so is it if f panics, and the panic goes on. f's error
+// is returned as is.
+//
+// Inside f, the SDK's calls on the same tenant (Alloc, NewStream, Launch,
+// a nested Do) run on f's thread with the exclusion already held: a nested
+// Do runs its function directly. Goroutines that f starts run on other
+// threads and wait like anyone else, so f must not wait for one that calls
+// into the same partitioned tenant. Do of another tenant from inside f makes
+// that tenant's context current and restores this one after.
+//
+// A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close from
+// inside f ErrInsideDo. If ctx ends while Do waits for the exclusion, Do
+// returns ctx's error at once and f does not run.
+func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.Do(ctx, f)
+}
+
+// AllocWorkspace allocates n bytes for a library that will use them on
+// stream s (nil: the first stream). With WithMemoryPool the memory is
+// allocated, and on Close freed, in order on s, so s is the stream the
+// library must run on (cublasSetStream); without a pool it is plain device
+// memory, usable on any stream. The pattern, in Do:
+//
+//	ws, err := cur.Workspace(s, 32<<20)
+//	C.cublasSetStream_v2(h, C.cudaStream_t(stream.Pointer()))
+//	C.cublasSetWorkspace_v2(h, ws.Pointer(), C.size_t(ws.Size()))
+//	... GEMMs ...
+//	C.cublasDestroy_v2(h); ws.Close()
+func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Workspace, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.AllocWorkspace(ctx, s, n)
 }

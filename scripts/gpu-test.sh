@@ -12,15 +12,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.bin
+ROOT=$PWD
 # Packages with GPU tests (each test skips itself where no driver is found).
-PKGS=(internal/greenctx fcsp) # binaries: .bin/<last element>.test
+PKGS=(internal/greenctx fcsp tokenbucket examples/gemm) # binaries: .bin/<path with - for />.test
 
 build() {
   set -e
   mkdir -p "$BIN"
   export CGO_ENABLED=1 GOOS=linux GOARCH=amd64
   for p in "${PKGS[@]}"; do
-    [ -d "$p" ] && go test -c -ldflags="-s -w" -o "$BIN/$(basename "$p").test" "./$p"
+    [ -d "$p" ] && go test -c -ldflags="-s -w" -o "$BIN/${p//\//-}.test" "./$p"
   done
   for e in examples/*/ cmd/*/; do
     e=${e%/}; n=$(basename "$e")
@@ -31,6 +32,7 @@ build() {
     mkdir -p "$BIN/ref" && cp ../shared/reference/day94_reference.cu "$BIN/ref/"
   fi
   cp kernels/chain.cu "$BIN/"
+  cp scripts/mps-compare.sh "$BIN/"
   set +e
   echo "built into $BIN: $(ls "$BIN" | tr '\n' ' ')"
 }
@@ -53,11 +55,11 @@ run() {
     fi
   fi
   for p in "${PKGS[@]}"; do
-    local n; n=$(basename "$p")
-    [ -x "$BIN/$n.test" ] || continue
-    (cd "$p" && FCSP_PROBE_OUT="$OUT" "$OLDPWD/$BIN/$n.test" -test.v -test.count=1 -test.run "${FCSP_RUN:-GPU}" -test.timeout 300s) > "$OUT/$n.log" 2>&1
+    local name=${p//\//-}
+    [ -x "$BIN/$name.test" ] || continue
+    (cd "$p" && FCSP_PROBE_OUT="$OUT" "$ROOT/$BIN/$name.test" -test.v -test.count=1 -test.run "${FCSP_RUN:-GPU}" -test.timeout 300s) > "$OUT/$name.log" 2>&1
     local r=$?
-    grep -E '^(--- |=== RUN|ok|FAIL|PASS)' "$OUT/$n.log" | grep -v '=== RUN' | tail -40
+    grep -E '^(--- |=== RUN|ok|FAIL|PASS)' "$OUT/$name.log" | grep -v '=== RUN' | tail -40
     summary+=("go test $p (GPU): $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   done
   # Benchmarks: the SDK against the raw driver, same process, same run.
@@ -71,7 +73,8 @@ run() {
   export FCSP_ARGS_day94="${FCSP_ARGS_day94:--png $OUT/day94.png}"
   export FCSP_ARGS_bench="${FCSP_ARGS_bench:--md -png $OUT/ratios.png}"
   export FCSP_ARGS_loadgen="${FCSP_ARGS_loadgen:--spawn $BIN/server -duration 5s}"
-  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain}; do
+  export FCSP_ARGS_gemm="${FCSP_ARGS_gemm:--duration 3s -json $OUT/gemm.json -png $OUT/gemm.png}"
+  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain gemm}; do
     [ -x "$BIN/$x" ] || continue
     local var="FCSP_ARGS_$x"
     "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1
@@ -79,6 +82,29 @@ run() {
     tail -40 "$OUT/$x.txt"
     summary+=("example $x: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   done
+  # branch share: one clock read per launch; clock sources beside the floors
+  # (atomic add; clock read + CAS) and limited vs unlimited admission, 6 rounds.
+  if [ -x "$BIN/tokenbucket.test" ]; then
+    (cd tokenbucket && "../$BIN/tokenbucket.test" -test.run '^$' -test.bench 'Clock|Floor|Admission' -test.count 6 -test.benchtime 2000000x) > "$OUT/bench-admission.txt" 2>&1
+    local r=$?
+    grep -E '^Benchmark' "$OUT/bench-admission.txt"
+    summary+=("benchmarks tokenbucket admission: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  fi
+  # branch share: WithGPUShare with no per-kernel tuning (issue 17).
+  if [ -x "$BIN/throttle" ] && [ "${FCSP_SHARE:-1}" = 1 ]; then
+    "$BIN/throttle" -mode share -limit 0.25 -duration "${FCSP_SHARE_DURATION:-2s}" > "$OUT/throttle-share.txt" 2>&1
+    local r=$?
+    tail -12 "$OUT/throttle-share.txt"
+    summary+=("example throttle -mode share: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  fi
+  # NVIDIA MPS beside our partitions (examples/gemm), only when asked: it
+  # starts and quits the MPS daemon.
+  if [ "${FCSP_MPS:-0}" = 1 ] && [ -x "$BIN/gemm" ]; then
+    OUT=$OUT bash scripts/mps-compare.sh "$BIN/gemm" "${FCSP_MPS_DURATION:-10s}" > "$OUT/mps-compare.txt" 2>&1
+    local r=$?
+    tail -12 "$OUT/mps-compare.txt"
+    summary+=("MPS comparison: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  fi
   [ -f "$OUT/reference.txt" ] && { echo "== C++ reference"; tail -16 "$OUT/reference.txt"; }
   echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
   if [ -n "$ret" ]; then

@@ -42,6 +42,7 @@ type params struct {
 	burst      float64 // tokens
 	nsPerToken float64
 	tau        int64 // floor(burst*nsPerToken): the largest backlog allowed
+	limit      int64 // tau + the debt allowed: no charge leaves a backlog beyond it
 	gen        int64
 	// The generation and token interval this one replaced, so that an
 	// acquirer can finish a rescale that SetRate has started.
@@ -75,16 +76,21 @@ func clampSpan(ns float64) int64 {
 // succeed; NaN and ±Inf are refused.
 //
 // A count larger than the burst can never fit, so it is admitted only when
-// the bucket is full and the excess becomes debt that later acquires wait
-// out. The long-run rate is therefore exact for any count, and Wait (which
+// the bucket is full. Debt is bounded: no charge leaves the bucket more than
+// its debt bound (WithMaxDebt; default one burst) past empty. What an
+// oversized count costs beyond that is owed and charged over time, topping
+// the backlog up to the bound as it drains, so the long-run rate stays exact
+// for any count while the debt at any instant stays bounded. Wait (which
 // reserves in arrival order) never starves an oversized request. TryAcquire
 // of an oversized count can starve if other callers keep the bucket from
 // filling; use Wait when progress must be guaranteed.
 type Bucket struct {
 	state  atomic.Int64 // TAT<<genBits | gen
+	owed   atomic.Int64 // ns charged over time: moved into the TAT as the bound allows
 	params atomic.Pointer[params]
 	clock  func() int64
 	start  int64      // clock() at creation; the TAT is relative to it
+	debt   int64      // ns of debt allowed past empty; <0: one burst
 	mu     sync.Mutex // serialises SetRate only; acquires never take it
 }
 
@@ -93,6 +99,16 @@ type Option func(*options)
 
 type options struct {
 	clock func() int64
+	debt  time.Duration
+	set   bool
+}
+
+// WithMaxDebt bounds how far past empty one charge may leave the bucket
+// (default: one burst's worth of time). Zero allows no debt at all: an
+// oversized count is then charged one burst at a time. Negative selects
+// the default.
+func WithMaxDebt(d time.Duration) Option {
+	return func(o *options) { o.debt, o.set = d, d >= 0 }
 }
 
 // WithClock makes the bucket read time from clock, which must return
@@ -118,9 +134,12 @@ func NewBucket(rate, burst float64, opts ...Option) (*Bucket, error) {
 	if o.clock == nil {
 		o.clock = monotonic
 	}
-	b := &Bucket{clock: o.clock}
+	b := &Bucket{clock: o.clock, debt: -1}
+	if o.set {
+		b.debt = int64(min(o.debt, maxSpan))
+	}
 	b.start = b.clock()
-	b.params.Store(newParams(rate, burst, 0, nil))
+	b.params.Store(b.newParams(rate, burst, 0, nil))
 	// TAT 0 = now: the bucket starts full.
 	return b, nil
 }
@@ -132,7 +151,7 @@ func checkRate(field string, rate float64) error {
 	return nil
 }
 
-func newParams(rate, burst float64, gen int64, prev *params) *params {
+func (b *Bucket) newParams(rate, burst float64, gen int64, prev *params) *params {
 	ns := 1e9 / rate
 	p := &params{
 		rate:       rate,
@@ -145,6 +164,11 @@ func newParams(rate, burst float64, gen int64, prev *params) *params {
 	} else {
 		p.tau = maxSpan
 	}
+	debt := b.debt
+	if debt < 0 {
+		debt = p.tau
+	}
+	p.limit = min(p.tau+debt, maxSpan)
 	if prev != nil {
 		p.prevGen = prev.gen
 		p.prevNsPerToken = prev.nsPerToken
@@ -188,26 +212,105 @@ func (b *Bucket) rescale(s int64, p *params) {
 	b.state.CompareAndSwap(s, tat<<genBits|p.gen)
 }
 
+// settle returns the state and its parameters at bucket time now, first
+// moving what is owed into the backlog up to half the burst (or, if a
+// cancelled reservation left owed negative, back out of it). Idle time
+// thus repays debt at the full rate, while half the burst stays open to the
+// launches that repay the rest alongside their own charge (repay).
+func (b *Bucket) settle(now int64) (s int64, p *params) {
+	for {
+		s, p = b.load()
+		o := b.owed.Load()
+		if o == 0 {
+			return s, p
+		}
+		// The TAT is not clamped to now here: time the bucket spent full
+		// since it was last looked at has repaid debt too.
+		tat := s >> genBits
+		var m int64
+		if o > 0 {
+			m = min(o, now+p.tau/2-tat) // up to half the burst, never below the backlog
+			if m <= 0 {
+				return s, p
+			}
+		} else {
+			tat = max(tat, now)
+			m = max(o, now-tat) // back out, never past full
+			if m >= 0 {
+				return s, p
+			}
+		}
+		// State first, then owed: two top-ups racing may move too much for
+		// a moment, which over-charges (under-admits) until the next
+		// settle gives it back; never the reverse.
+		if b.state.CompareAndSwap(s, (tat+m)<<genBits|p.gen) {
+			b.owed.Add(-m)
+		}
+	}
+}
+
+// took is what one acquire charged: ns added to the backlog, and ns owed
+// (charged over time). Giving both back undoes the acquire exactly.
+type took struct{ charged, owed int64 }
+
+// split bounds a charge of need ns so that the backlog after it stays
+// within the debt bound; the rest is owed.
+func (p *params) split(need int64) took {
+	c := min(need, p.limit)
+	return took{charged: c, owed: need - c}
+}
+
+// repay takes up to k.charged of what is owed onto this charge: while an
+// oversized charge is being repaid, later launches pay at most double, so
+// the tenant's other streams slow down instead of stopping, and the owed
+// time is repaid even when the bucket never idles. It returns the extra ns
+// to add to the backlog (not to the launch's due time).
+func (b *Bucket) repay(k *took) int64 {
+	for {
+		o := b.owed.Load()
+		if o <= 0 {
+			return 0
+		}
+		m := min(o, k.charged)
+		if b.owed.CompareAndSwap(o, o-m) {
+			k.owed -= m // giving k back returns m to owed
+			k.charged += m
+			return m
+		}
+	}
+}
+
 // TryAcquire takes n tokens if they are available now and reports whether
 // it did; otherwise it takes nothing.
 func (b *Bucket) TryAcquire(n float64) bool {
+	_, ok := b.tryAt(n, b.clock())
+	return ok
+}
+
+// tryAt is TryAcquire at clock reading raw.
+func (b *Bucket) tryAt(n float64, raw int64) (took, bool) {
 	if !(n > 0) {
-		return !math.IsNaN(n)
+		return took{}, !math.IsNaN(n)
 	}
 	if math.IsInf(n, 1) {
-		return false
+		return took{}, false
 	}
-	now := b.now()
+	now := raw - b.start
 	for {
-		s, p := b.load()
+		s, p := b.settle(now)
 		tat := max(s>>genBits, now)
-		need := p.charge(n)
-		if tat-now+need > max(p.tau, need) {
-			return false
+		k := p.split(p.charge(n))
+		if tat-now+k.charged > max(p.tau, k.charged) {
+			return took{}, false
 		}
-		if b.state.CompareAndSwap(s, (tat+need)<<genBits|p.gen) {
-			return true
+		x := b.repay(&k)
+		if b.state.CompareAndSwap(s, (tat+k.charged)<<genBits|p.gen) {
+			if k.owed+x > 0 {
+				b.owed.Add(k.owed + x)
+			}
+			return k, true
 		}
+		b.owed.Add(x) // not taken after all
 		// Lost a race. Re-reading the clock is not needed for correctness
 		// (an older now only makes the check stricter) and costs ~20 ns.
 	}
@@ -218,33 +321,53 @@ func (b *Bucket) TryAcquire(n float64) bool {
 // available; the caller must not use them before then. Zero means now.
 // A NaN or infinite n takes nothing and returns math.MaxInt64.
 func (b *Bucket) Reserve(n float64) (wait time.Duration) {
-	due, now := b.reserve(n)
+	due, now, _ := b.reserveAt(n, b.clock())
 	return time.Duration(due - now)
 }
 
 // reserve is Reserve in bucket time: it returns the instant the tokens are
 // due and the instant they were reserved at.
 func (b *Bucket) reserve(n float64) (due, now int64) {
+	due, now, _ = b.reserveAt(n, b.clock())
+	return due, now
+}
+
+// reserveAt is reserve at clock reading raw, also returning what it took.
+func (b *Bucket) reserveAt(n float64, raw int64) (due, now int64, k took) {
 	if math.IsInf(n, 1) || math.IsNaN(n) {
-		return math.MaxInt64, 0
+		return math.MaxInt64, 0, took{}
 	}
-	now = b.now()
+	now = raw - b.start
 	if !(n > 0) {
-		return now, now
+		return now, now, took{}
 	}
 	for {
-		s, p := b.load()
+		s, p := b.settle(now)
 		tat := max(s>>genBits, now)
-		need := p.charge(n)
+		k = p.split(p.charge(n))
 		// The tokens are due when the backlog they leave fits the burst
 		// (for an oversized n: when the bucket is full), exactly the moment
 		// TryAcquire would have admitted them.
-		due = tat + need - max(p.tau, need)
-		next := min(tat+need, now+maxSpan) // saturate rather than overflow
+		due = tat + k.charged - max(p.tau, k.charged)
+		x := b.repay(&k)
+		next := min(tat+k.charged, now+maxSpan) // saturate rather than overflow
 		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
-			return max(due, now), now
+			if k.owed+x > 0 {
+				b.owed.Add(k.owed + x)
+			}
+			return max(due, now), now, k
 		}
+		b.owed.Add(x) // not taken after all
 	}
+}
+
+// giveBack undoes an acquire that took k: what was owed is no longer owed
+// and the charge leaves the backlog (never past full).
+func (b *Bucket) giveBack(k took) {
+	if k.owed != 0 {
+		b.owed.Add(-k.owed)
+	}
+	b.refundNs(k.charged)
 }
 
 // Refund returns n tokens taken earlier (by TryAcquire, Reserve or Wait).
@@ -254,6 +377,14 @@ func (b *Bucket) Refund(n float64) {
 	if !(n > 0) || math.IsInf(n, 1) {
 		return
 	}
+	// Round down: a refund may give back a nanosecond less, never more.
+	b.refundNs(int64(min(math.Floor(n*b.params.Load().nsPerToken), maxSpan)))
+}
+
+func (b *Bucket) refundNs(give int64) {
+	if give <= 0 {
+		return
+	}
 	now := b.now()
 	for {
 		s, p := b.load()
@@ -261,8 +392,6 @@ func (b *Bucket) Refund(n float64) {
 		if tat <= now {
 			return // already full
 		}
-		// Round down: a refund may give back a nanosecond less, never more.
-		give := int64(min(math.Floor(n*p.nsPerToken), maxSpan))
 		next := max(tat-give, now)
 		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
 			return
@@ -282,7 +411,7 @@ func (b *Bucket) SetRate(rate float64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old := b.params.Load()
-	p := newParams(rate, old.burst, old.gen+1, old)
+	p := b.newParams(rate, old.burst, old.gen+1, old)
 	b.params.Store(p)
 	// Finish the move to the new generation before another SetRate may
 	// start, so that every state is always of the current or the previous

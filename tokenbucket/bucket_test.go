@@ -215,7 +215,9 @@ func TestReserveGoesIntoDebt(t *testing.T) {
 // then repaid as debt: it neither deadlocks nor escapes the rate.
 func TestOversizedRequest(t *testing.T) {
 	var clk fakeClock
-	b, _ := NewBucket(1000, 10, WithClock(clk.Now)) // 1 token per ms
+	// 1 token per ms; a debt bound that fits 25 tokens keeps plain GCRA
+	// (TestBoundedDebt covers the bound).
+	b, _ := NewBucket(1000, 10, WithClock(clk.Now), WithMaxDebt(15*time.Millisecond))
 	if !b.TryAcquire(25) {
 		t.Fatal("oversized request refused by a full bucket")
 	}

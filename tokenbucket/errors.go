@@ -1,6 +1,7 @@
 package tokenbucket
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
@@ -21,6 +22,9 @@ var (
 	// (fcsp.ErrInvalidArgument); ErrInvalidConfig and ErrInvalidAmount match
 	// it.
 	ErrInvalidArgument = errs.ErrInvalidArgument
+	// ErrReservationUsed is returned by Reservation.Wait on a reservation
+	// already used or cancelled.
+	ErrReservationUsed = errors.New("tokenbucket: reservation already used or cancelled")
 )
 
 // invalid builds an error naming the field, the value it had and what is

@@ -18,6 +18,9 @@ const (
 	DefaultPenalty      = 1.0
 )
 
+// NoDebt, as Config.MaxDebt, allows no debt past an empty bucket.
+const NoDebt = -1.0
+
 // NoPenalty, as Config.Penalty, disables the throttle penalty (the zero
 // value selects DefaultPenalty).
 const NoPenalty = -1.0
@@ -50,6 +53,10 @@ type Config struct {
 	// whole device pays more per thread. Finite, >= 0; 0 selects the default
 	// 1; NoPenalty disables it.
 	Penalty float64
+	// MaxDebt is how many refill periods into debt one launch may put a
+	// bucket (finite, >= 0; 0 selects 1; NoDebt allows none). A launch
+	// costing more is charged over time: see Bucket.
+	MaxDebt float64
 	// Clock returns monotonic nanoseconds; nil selects the default
 	// monotonic clock. Inject one for deterministic tests.
 	Clock func() int64
@@ -91,6 +98,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	case !(cfg.Penalty > 0) || math.IsInf(cfg.Penalty, 0):
 		errs = append(errs, invalid("Penalty", cfg.Penalty, "finite and >= 0 (0 selects 1; NoPenalty disables)"))
 	}
+	switch {
+	case cfg.MaxDebt == 0:
+		cfg.MaxDebt = 1
+	case cfg.MaxDebt == NoDebt:
+		cfg.MaxDebt = 0
+	case !(cfg.MaxDebt > 0) || math.IsInf(cfg.MaxDebt, 0):
+		errs = append(errs, invalid("MaxDebt", cfg.MaxDebt, "finite and >= 0 refill periods (0 selects 1; NoDebt allows none)"))
+	}
 	if len(errs) == 0 {
 		if c := cfg.capacity(); !(c > 0) || math.IsInf(c, 0) {
 			errs = append(errs, invalid("SMs*ThreadsPerSM*TokenFactor", c, "finite and > 0"))
@@ -126,6 +141,33 @@ type Limiter struct {
 
 	mu      sync.Mutex // guards streams and serialises SetSMLimit
 	streams map[*Stream]struct{}
+	// wake is closed (and replaced) when waiters must evaluate again: a
+	// new rate, or a stream closed.
+	wake atomic.Pointer[chan struct{}]
+}
+
+// kick wakes every waiter of the limiter. Called with mu held.
+func (l *Limiter) kick() {
+	c := make(chan struct{})
+	close(*l.wake.Swap(&c))
+}
+
+func (l *Limiter) maxDebt() time.Duration {
+	return time.Duration(float64(l.cfg.RefillPeriod) * l.cfg.MaxDebt)
+}
+
+// Close closes every stream of the limiter, waking their waiters with
+// ErrClosed. Idempotent; it always returns nil.
+func (l *Limiter) Close() error {
+	l.mu.Lock()
+	streams := l.streams
+	l.streams = map[*Stream]struct{}{}
+	for s := range streams {
+		s.closed.Store(true)
+	}
+	l.kick()
+	l.mu.Unlock()
+	return nil
 }
 
 // New returns a Limiter with full buckets. An invalid cfg yields an error
@@ -140,7 +182,9 @@ func New(cfg Config) (*Limiter, error) {
 		capacity: cfg.capacity(),
 		streams:  make(map[*Stream]struct{}),
 	}
-	l.device, err = NewBucket(l.rateFor(cfg.SMLimit), l.capacity, WithClock(cfg.Clock))
+	c := make(chan struct{})
+	l.wake.Store(&c)
+	l.device, err = NewBucket(l.rateFor(cfg.SMLimit), l.capacity, WithClock(cfg.Clock), WithMaxDebt(l.maxDebt()))
 	if err != nil {
 		return nil, err // unreachable: cfg was validated
 	}
@@ -186,6 +230,7 @@ func (l *Limiter) SetSMLimit(f float64) error {
 		}
 	}
 	l.storeLimit(f)
+	l.kick() // waiters re-reserve under the new rate
 	return nil
 }
 

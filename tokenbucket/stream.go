@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync/atomic"
+	"time"
 )
 
 // Stream is one stream's view of a Limiter: its own bucket, holding a share
@@ -40,7 +41,7 @@ func (l *Limiter) NewStream(share float64) (*Stream, error) {
 	defer l.mu.Unlock()
 	// Under mu, so that a concurrent SetSMLimit cannot leave this stream at
 	// the old rate.
-	b, err := NewBucket(l.device.Rate()*share, l.capacity*share, WithClock(l.cfg.Clock))
+	b, err := NewBucket(l.device.Rate()*share, l.capacity*share, WithClock(l.cfg.Clock), WithMaxDebt(l.maxDebt()))
 	if err != nil {
 		return nil, err
 	}
@@ -55,20 +56,27 @@ func (s *Stream) Share() float64 { return s.share }
 // TryAcquire admits a launch of the given cost (from Limiter.Cost) if both
 // the stream bucket and the device bucket hold it now, taking it from both;
 // otherwise it takes nothing. A cost <= 0 (NCCL's is 0) is always admitted without
-// touching either bucket. A closed stream admits nothing.
+// touching either bucket. A closed stream admits nothing. It reads the clock
+// once.
 func (s *Stream) TryAcquire(cost float64) bool {
 	if cost <= 0 {
 		s.admitted.Add(1)
 		return true
 	}
-	if s.closed.Load() || !s.bucket.TryAcquire(cost) {
+	if s.closed.Load() {
 		s.rejected.Add(1)
 		return false
 	}
-	if !s.l.device.TryAcquire(cost) {
+	raw := s.l.cfg.Clock()
+	ks, ok := s.bucket.tryAt(cost, raw)
+	if !ok {
+		s.rejected.Add(1)
+		return false
+	}
+	if _, ok := s.l.device.tryAt(cost, raw); !ok {
 		// The stream had room but the device did not: give the stream its
 		// tokens back, or it would pay for a launch that never happened.
-		s.bucket.Refund(cost)
+		s.bucket.giveBack(ks)
 		s.rejected.Add(1)
 		return false
 	}
@@ -79,9 +87,15 @@ func (s *Stream) TryAcquire(cost float64) bool {
 // Wait admits a launch of the given cost, blocking until the stream bucket
 // and then the device bucket hold it. Device tokens are reserved only once
 // the stream's own are due, so a stream waiting on its share holds nothing
-// the other streams could use. On cancellation it returns ctx.Err() and
-// refunds both buckets. It returns ErrClosed on a closed stream and
-// ErrInvalidAmount for a NaN or infinite cost.
+// the other streams could use. An admission that need not wait reads the
+// clock once.
+//
+// It returns at once, taking nothing, with an error matching
+// context.DeadlineExceeded when ctx's deadline falls before the tokens are
+// due. On cancellation it returns ctx.Err() and gives both buckets back
+// what it took. Close (of the stream or its Limiter) wakes it with
+// ErrClosed; SetSMLimit wakes it to re-reserve under the new rate. It
+// returns ErrInvalidAmount for a NaN or infinite cost.
 func (s *Stream) Wait(ctx context.Context, cost float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -93,31 +107,176 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 		s.admitted.Add(1)
 		return nil
 	}
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	due, start := s.bucket.reserve(cost)
-	waited := due > start
-	if waited {
-		if err := s.bucket.sleepUntil(ctx, due); err != nil {
-			s.bucket.Refund(cost)
+	raw := s.l.cfg.Clock()
+	start, waited := raw, false
+	for {
+		// wake before closed: a Close after this check closes this channel.
+		wake := *s.l.wake.Load()
+		if s.closed.Load() {
+			return ErrClosed
+		}
+		w, err := s.wait(ctx, cost, raw, wake)
+		waited = waited || w
+		if err == errWoken {
+			raw = s.l.cfg.Clock()
+			continue // closed, or a new rate: evaluate again
+		}
+		if err != nil {
 			return err
 		}
-	}
-	if due, now := s.l.device.reserve(cost); due > now {
-		waited = true
-		if err := s.l.device.sleepUntil(ctx, due); err != nil {
-			s.l.device.Refund(cost)
-			s.bucket.Refund(cost)
-			return err
-		}
+		break
 	}
 	if waited {
 		s.throttled.Add(1)
-		s.waitNanos.Add(s.bucket.now() - start)
+		s.waitNanos.Add(s.l.cfg.Clock() - start)
 	}
 	s.admitted.Add(1)
 	return nil
+}
+
+// wait is one attempt of Wait at clock reading raw. On error it has given
+// back everything it took.
+func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan struct{}) (waited bool, err error) {
+	due, now, ks := s.bucket.reserveAt(cost, raw)
+	if due > now {
+		waited = true
+		if err = beforeDeadline(ctx, due-now); err == nil {
+			now, err = s.bucket.sleepUntil(ctx, due, wake)
+		}
+		if err != nil {
+			s.bucket.giveBack(ks)
+			return waited, err
+		}
+		raw = now + s.bucket.start
+	}
+	due, now, kd := s.l.device.reserveAt(cost, raw)
+	if due > now {
+		waited = true
+		if err = beforeDeadline(ctx, due-now); err == nil {
+			_, err = s.l.device.sleepUntil(ctx, due, wake)
+		}
+		if err != nil {
+			s.l.device.giveBack(kd)
+			s.bucket.giveBack(ks)
+			return waited, err
+		}
+	}
+	return waited, nil
+}
+
+// Adjust corrects what earlier admissions charged once their true cost is
+// known: a positive delta is taken from both buckets at once, going into
+// (bounded) debt if they do not hold it; a negative one is given back.
+// Nothing waits.
+func (s *Stream) Adjust(delta float64) {
+	switch {
+	case math.IsNaN(delta) || math.IsInf(delta, 0):
+	case delta > 0:
+		raw := s.l.cfg.Clock()
+		s.bucket.reserveAt(delta, raw)
+		s.l.device.reserveAt(delta, raw)
+	case delta < 0:
+		s.bucket.Refund(-delta)
+		s.l.device.Refund(-delta)
+	}
+}
+
+// Reservation is an admission taken from a Stream ahead of time: the launch
+// may go once Delay has passed (Wait waits for it), or Cancel gives back
+// exactly what it took.
+type Reservation struct {
+	s      *Stream
+	ok     bool
+	due    int64 // clock reading at which the tokens are due
+	ks, kd took
+	done   atomic.Bool // used or cancelled
+}
+
+// Reserve takes a launch of the given cost from the stream bucket and the
+// device bucket at once, going into debt if they do not hold it, and
+// returns the Reservation. Unlike Wait it reserves device tokens at once.
+// It is not OK (and took nothing) on a closed stream or for a NaN or
+// infinite cost.
+func (s *Stream) Reserve(cost float64) *Reservation {
+	r := &Reservation{s: s}
+	if math.IsNaN(cost) || math.IsInf(cost, 0) || s.closed.Load() {
+		return r
+	}
+	raw := s.l.cfg.Clock()
+	r.ok, r.due = true, raw
+	if cost <= 0 {
+		return r
+	}
+	due, _, ks := s.bucket.reserveAt(cost, raw)
+	ddue, _, kd := s.l.device.reserveAt(cost, raw)
+	r.ks, r.kd = ks, kd
+	r.due = max(due+s.bucket.start, ddue+s.l.device.start)
+	return r
+}
+
+// OK reports whether the reservation took anything (and may be used).
+func (r *Reservation) OK() bool { return r.ok }
+
+// Delay is how long from now until the reserved tokens are due (0: now).
+func (r *Reservation) Delay() time.Duration {
+	return time.Duration(max(r.due-r.s.l.cfg.Clock(), 0))
+}
+
+// Cancel gives back what the reservation took, unless it was used (by
+// Wait) or cancelled before. The buckets never hold more than full, so
+// what time has already refilled is not given twice.
+func (r *Reservation) Cancel() {
+	if !r.ok || r.done.Swap(true) {
+		return
+	}
+	r.s.l.device.giveBack(r.kd)
+	r.s.bucket.giveBack(r.ks)
+}
+
+// Wait waits until the reservation is due and uses it. It fails at once
+// when ctx's deadline falls before that (context.DeadlineExceeded), and
+// with ErrClosed when the stream is or gets closed; on any error the
+// reservation is cancelled.
+func (r *Reservation) Wait(ctx context.Context) error {
+	if !r.ok {
+		return ErrClosed
+	}
+	if r.done.Load() {
+		return ErrReservationUsed
+	}
+	s := r.s
+	for {
+		wake := *s.l.wake.Load()
+		err := error(nil)
+		switch {
+		case s.closed.Load():
+			err = ErrClosed
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		}
+		if err == nil {
+			now := s.l.cfg.Clock()
+			if now >= r.due {
+				if r.done.Swap(true) {
+					return ErrReservationUsed
+				}
+				s.admitted.Add(1)
+				return nil
+			}
+			if err = beforeDeadline(ctx, r.due-now); err == nil {
+				// The device bucket's sleep works on its own time base.
+				_, err = s.l.device.sleepUntil(ctx, r.due-s.l.device.start, wake)
+			}
+			if err == errWoken {
+				continue
+			}
+			if err == nil {
+				continue
+			}
+		}
+		r.Cancel()
+		return err
+	}
 }
 
 // Stats returns the stream's counters. Each is read atomically; the set is
@@ -131,14 +290,16 @@ func (s *Stream) Stats() Stats {
 	}
 }
 
-// Close detaches the stream from its Limiter: SetSMLimit stops updating it
-// and it admits nothing more. Close is idempotent and always returns nil.
+// Close detaches the stream from its Limiter: SetSMLimit stops updating it,
+// it admits nothing more, and its waiters return ErrClosed. Close is
+// idempotent and always returns nil.
 func (s *Stream) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	s.l.mu.Lock()
 	delete(s.l.streams, s)
+	s.l.kick()
 	s.l.mu.Unlock()
 	return nil
 }

@@ -2,6 +2,8 @@ package tokenbucket
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"time"
@@ -23,8 +25,10 @@ const (
 // a cancelled Wait costs the bucket nothing. A ctx that is already done
 // takes nothing. NaN or infinite n returns ErrInvalidAmount.
 //
-// Wait does not give up early when ctx's deadline falls before the tokens
-// are due: the bucket's clock may be injected and need not be wall time.
+// As golang.org/x/time/rate does, Wait fails at once, taking nothing, when
+// ctx's deadline falls before the tokens are due: the error matches
+// context.DeadlineExceeded and says the wait would exceed the deadline.
+// The bucket's clock is taken to advance at the rate of real time.
 func (b *Bucket) Wait(ctx context.Context, n float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -32,20 +36,50 @@ func (b *Bucket) Wait(ctx context.Context, n float64) error {
 	if math.IsNaN(n) || math.IsInf(n, 0) {
 		return ErrInvalidAmount
 	}
-	due, now := b.reserve(n)
+	due, now, k := b.reserveAt(n, b.clock())
 	if due <= now {
 		return nil
 	}
-	if err := b.sleepUntil(ctx, due); err != nil {
-		b.Refund(n)
+	if err := beforeDeadline(ctx, due-now); err != nil {
+		b.giveBack(k)
+		return err
+	}
+	if _, err := b.sleepUntil(ctx, due, nil); err != nil {
+		b.giveBack(k)
 		return err
 	}
 	return nil
 }
 
-// sleepUntil returns once the bucket's clock reaches due, or ctx.Err() once
-// ctx is done.
-func (b *Bucket) sleepUntil(ctx context.Context, due int64) error {
+// errWouldExceed matches context.DeadlineExceeded, as x/time/rate's does.
+type errWouldExceed struct{ wait, left time.Duration }
+
+func (e errWouldExceed) Error() string {
+	return fmt.Sprintf("tokenbucket: a wait of %v would exceed context deadline (%v left)", e.wait, e.left)
+}
+
+func (errWouldExceed) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// beforeDeadline returns an error matching context.DeadlineExceeded if a
+// wait of ns nanoseconds cannot end before ctx's deadline.
+func beforeDeadline(ctx context.Context, ns int64) error {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	if left := time.Until(dl); time.Duration(ns) > left {
+		return errWouldExceed{wait: time.Duration(ns), left: left}
+	}
+	return nil
+}
+
+// errWoken is returned by sleepUntil when wake was closed.
+var errWoken = errors.New("tokenbucket: woken")
+
+// sleepUntil returns once the bucket's clock reaches due, ctx.Err() once
+// ctx is done, or errWoken once wake (nil: never) is closed. It returns the
+// bucket time it last read.
+func (b *Bucket) sleepUntil(ctx context.Context, due int64, wake <-chan struct{}) (int64, error) {
 	done := ctx.Done() // nil for a context that is never done: select falls through
 	backoff := spinMin
 	var timer *time.Timer
@@ -55,9 +89,10 @@ func (b *Bucket) sleepUntil(ctx context.Context, due int64) error {
 		}
 	}()
 	for {
-		rem := time.Duration(due - b.now())
+		now := b.now()
+		rem := time.Duration(due - now)
 		if rem <= 0 {
-			return nil
+			return now, nil
 		}
 		if rem > blockThreshold {
 			d := rem - timerSlack
@@ -68,14 +103,18 @@ func (b *Bucket) sleepUntil(ctx context.Context, due int64) error {
 			}
 			select {
 			case <-done:
-				return ctx.Err()
+				return now, ctx.Err()
+			case <-wake:
+				return now, errWoken
 			case <-timer.C:
 			}
 			continue
 		}
 		select {
 		case <-done:
-			return ctx.Err()
+			return now, ctx.Err()
+		case <-wake:
+			return now, errWoken
 		default:
 		}
 		spin(min(backoff, rem))

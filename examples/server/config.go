@@ -41,6 +41,8 @@ type classConfig struct {
 	Streams int      `json:"streams"`  // requests on the GPU at once (one stream each)
 	Timeout Duration `json:"timeout"`  // per-request deadline
 	MaxN    int      `json:"max_n"`    // largest n a request body may ask for; 0: any the quota allows
+
+	GPUShare float64 `json:"gpu_share"` // share of the GPU's time (WithGPUShare); replaces SMLimit when set
 }
 
 // config is everything the server reads from flags and the -config file.
@@ -122,6 +124,7 @@ func bindClass(fs *flag.FlagSet, name string, c *classConfig) {
 	fs.IntVar(&c.Steps, name+"-steps", c.Steps, name+" kernel FMA steps per element (0: "+sizeHelp(name, 1)+")")
 	fs.IntVar(&c.SMs, name+"-sms", c.SMs, name+" partition SMs in partitioned mode (a multiple of the partition unit)")
 	fs.Float64Var(&c.SMLimit, name+"-sm-limit", c.SMLimit, name+" launch-rate limit in (0, 1]; 0: none")
+	fs.Float64Var(&c.GPUShare, name+"-gpu-share", c.GPUShare, name+" share of the GPU's time in (0, 1] (WithGPUShare; replaces -"+name+"-sm-limit); 0: none")
 	fs.Uint64Var(&c.Quota, name+"-quota", c.Quota, name+" memory quota in bytes (0: the device)")
 	fs.IntVar(&c.Streams, name+"-streams", c.Streams, name+" requests on the GPU at once (one stream each)")
 	fs.Var(&c.Timeout, name+"-timeout", name+" request deadline")
@@ -163,7 +166,7 @@ func (c *config) validate() error {
 	if c.Mode == modePartitioned && c.Interactive.SMs <= 0 {
 		errs = append(errs, fmt.Errorf("-interactive-sms %d: partitioned mode needs a positive SM count", c.Interactive.SMs))
 	}
-	if c.Mode != modeShared && c.Batch.SMLimit <= 0 {
+	if c.Mode != modeShared && c.Batch.SMLimit <= 0 && c.Batch.GPUShare <= 0 {
 		errs = append(errs, fmt.Errorf("-batch-sm-limit %v: %s mode needs a limit in (0, 1]", c.Batch.SMLimit, c.Mode))
 	}
 	if c.Verify < 0 {
@@ -187,6 +190,9 @@ func (c *classConfig) validate(name string) error {
 	}
 	if c.SMLimit < 0 || c.SMLimit > 1 {
 		errs = append(errs, fmt.Errorf("-%s-sm-limit %v: want 0 (none) or a fraction in (0, 1]", name, c.SMLimit))
+	}
+	if c.GPUShare < 0 || c.GPUShare > 1 {
+		errs = append(errs, fmt.Errorf("-%s-gpu-share %v: want 0 (none) or a fraction in (0, 1]", name, c.GPUShare))
 	}
 	if c.Streams <= 0 {
 		errs = append(errs, fmt.Errorf("-%s-streams %d: want at least 1", name, c.Streams))

@@ -118,10 +118,17 @@ func tenantOptions(cfg config, unit, deviceSMs int) (interactive, batch []fcsp.T
 	if cfg.Mode == modeShared {
 		return interactive, batch, nil
 	}
-	if l := cfg.Interactive.SMLimit; l > 0 {
-		interactive = append(interactive, fcsp.WithSMLimit(l))
+	limit := func(c classConfig) []fcsp.TenantOption {
+		switch {
+		case c.GPUShare > 0:
+			return []fcsp.TenantOption{fcsp.WithGPUShare(c.GPUShare)}
+		case c.SMLimit > 0:
+			return []fcsp.TenantOption{fcsp.WithSMLimit(c.SMLimit)}
+		}
+		return nil
 	}
-	batch = append(batch, fcsp.WithSMLimit(cfg.Batch.SMLimit))
+	interactive = append(interactive, limit(cfg.Interactive)...)
+	batch = append(batch, limit(cfg.Batch)...)
 	if cfg.Mode == modePartitioned {
 		sms := cfg.Interactive.SMs
 		if sms%unit != 0 || sms >= deviceSMs {

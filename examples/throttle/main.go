@@ -51,7 +51,26 @@ func main() {
 	dur := flag.Duration("duration", 2*time.Second, "how long each phase launches")
 	simulate := flag.Bool("simulate", false, "use the simulated H200")
 	asJSON := flag.Bool("json", false, "print JSON")
+	mode := flag.String("mode", "rate", "rate: the SM limit's launch-rate model (calibrated kernel); share: WithGPUShare, no tuning")
 	flag.Parse()
+	if *mode == "share" {
+		r, err := runShare(context.Background(), *limit, *dur, *simulate)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "throttle: FAIL:", err)
+			os.Exit(1)
+		}
+		if *asJSON {
+			json.NewEncoder(os.Stdout).Encode(r)
+		} else {
+			printShare(r)
+		}
+		for _, row := range r.Rows {
+			if !row.InBand && !r.Simulated {
+				os.Exit(2)
+			}
+		}
+		return
+	}
 	r, err := run(context.Background(), *limit, *dur, *simulate)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "throttle: FAIL:", err)

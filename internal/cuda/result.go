@@ -46,8 +46,14 @@ const (
 	ErrorInvalidResourceType   Result = 914
 	ErrorInvalidResourceConfig Result = 915
 	ErrorUnknown               Result = 999
-	errorSymbolMissing         Result = 0x7fff0001 // shim: entry point absent from this driver
-	errorLibraryMissing        Result = 0x7fff0002 // shim: libcuda.so.1 not loaded
+
+	// entry points added for lib: stream capture.
+	ErrorStreamCaptureUnsupported Result = 900
+	ErrorStreamCaptureInvalidated Result = 901
+	ErrorStreamCaptureUnmatched   Result = 903
+	ErrorStreamCaptureWrongThread Result = 908
+	errorSymbolMissing            Result = 0x7fff0001 // shim: entry point absent from this driver
+	errorLibraryMissing           Result = 0x7fff0002 // shim: libcuda.so.1 not loaded
 )
 
 var resultNames = map[Result]string{
@@ -86,8 +92,13 @@ var resultNames = map[Result]string{
 	ErrorInvalidResourceType:   "CUDA_ERROR_INVALID_RESOURCE_TYPE",
 	ErrorInvalidResourceConfig: "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
 	ErrorUnknown:               "CUDA_ERROR_UNKNOWN",
-	errorSymbolMissing:         "FCSP_SYMBOL_MISSING",
-	errorLibraryMissing:        "FCSP_LIBRARY_MISSING",
+	// entry points added for lib
+	ErrorStreamCaptureUnsupported: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+	ErrorStreamCaptureInvalidated: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+	ErrorStreamCaptureUnmatched:   "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+	ErrorStreamCaptureWrongThread: "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+	errorSymbolMissing:            "FCSP_SYMBOL_MISSING",
+	errorLibraryMissing:           "FCSP_LIBRARY_MISSING",
 }
 
 // Sticky reports whether r is one of the driver's sticky errors: a fault

@@ -74,6 +74,8 @@ typedef CUresult (*pfn_cuEventElapsedTime)(float *ms, CUevent start, CUevent end
 extern pfn_cuEventElapsedTime fcsp_p_cuEventElapsedTime;
 typedef CUresult (*pfn_cuEventDestroy)(CUevent e);
 extern pfn_cuEventDestroy fcsp_p_cuEventDestroy;
+typedef CUresult (*pfn_cuEventQuery)(CUevent e);
+extern pfn_cuEventQuery fcsp_p_cuEventQuery;
 typedef CUresult (*pfn_cuDeviceGetDevResource)(CUdevice d, CUdevResource *r, int t);
 extern pfn_cuDeviceGetDevResource fcsp_p_cuDeviceGetDevResource;
 typedef CUresult (*pfn_cuDevSmResourceSplitByCount)(CUdevResource *result, unsigned *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned flags, unsigned minCount);
@@ -104,6 +106,26 @@ typedef CUresult (*pfn_cuMemPoolSetAttribute)(CUmemoryPool p, int a, void *v);
 extern pfn_cuMemPoolSetAttribute fcsp_p_cuMemPoolSetAttribute;
 typedef CUresult (*pfn_cuMemPoolGetAttribute)(CUmemoryPool p, int a, void *v);
 extern pfn_cuMemPoolGetAttribute fcsp_p_cuMemPoolGetAttribute;
+typedef CUresult (*pfn_cuCtxSetCurrent)(CUcontext ctx);
+extern pfn_cuCtxSetCurrent fcsp_p_cuCtxSetCurrent;
+typedef CUresult (*pfn_cuCtxGetCurrent)(CUcontext *c);
+extern pfn_cuCtxGetCurrent fcsp_p_cuCtxGetCurrent;
+typedef CUresult (*pfn_cuStreamBeginCapture)(CUstream s, int mode);
+extern pfn_cuStreamBeginCapture fcsp_p_cuStreamBeginCapture;
+typedef CUresult (*pfn_cuStreamEndCapture)(CUstream s, CUgraph *g);
+extern pfn_cuStreamEndCapture fcsp_p_cuStreamEndCapture;
+typedef CUresult (*pfn_cuGraphInstantiateWithFlags)(CUgraphExec *e, CUgraph g, unsigned long long flags);
+extern pfn_cuGraphInstantiateWithFlags fcsp_p_cuGraphInstantiateWithFlags;
+typedef CUresult (*pfn_cuGraphLaunch)(CUgraphExec e, CUstream s);
+extern pfn_cuGraphLaunch fcsp_p_cuGraphLaunch;
+typedef CUresult (*pfn_cuGraphExecDestroy)(CUgraphExec e);
+extern pfn_cuGraphExecDestroy fcsp_p_cuGraphExecDestroy;
+typedef CUresult (*pfn_cuGraphDestroy)(CUgraph g);
+extern pfn_cuGraphDestroy fcsp_p_cuGraphDestroy;
+typedef CUresult (*pfn_cuMemsetD16Async)(CUdeviceptr p, unsigned short v, size_t n, CUstream s);
+extern pfn_cuMemsetD16Async fcsp_p_cuMemsetD16Async;
+typedef CUresult (*pfn_cuMemsetD32Async)(CUdeviceptr p, unsigned int v, size_t n, CUstream s);
+extern pfn_cuMemsetD32Async fcsp_p_cuMemsetD32Async;
 
 // Resolves every pointer above from lib, versioned names first.
 void fcsp_resolve(void *lib);

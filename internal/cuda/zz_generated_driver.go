@@ -7,11 +7,12 @@ package cuda
 // make it current for the duration of the call only. Every error is an *Error
 // wrapping a Result.
 //
-// LaunchKernel, StreamSynchronize, EventSynchronize, MemAllocFromPoolAsync and
-// MemFreeAsync also accept a zero context, meaning "make none current: the
-// stream (or event) names it", so that a long wait need not hold a green
-// context current on one thread while other threads wait to use it. Whether
-// the driver accepts that is learned at run time (see fcsp), never assumed.
+// LaunchKernel, StreamSynchronize, EventSynchronize, EventQuery,
+// MemAllocFromPoolAsync, MemFreeAsync and GraphLaunch also accept a zero
+// context, meaning "make none current: the stream (or event) names it", so
+// that a long wait need not hold a green context current on one thread while
+// other threads wait to use it. Whether the driver accepts that is learned at
+// run time (see fcsp), never assumed.
 type Driver interface {
 	// Name says which implementation this is ("libcuda.so.1 (API 13000)", "fake ...").
 	Name() string
@@ -45,6 +46,9 @@ type Driver interface {
 	EventSynchronize(c Context, e Event) error
 	EventElapsedMs(c Context, start, end Event) (float32, error)
 	EventDestroy(c Context, e Event) error
+	// EventQuery is nil once the GPU has reached e, an *Error with
+	// ErrorNotReady before; it never waits.
+	EventQuery(c Context, e Event) error
 	DeviceGetDevResource(d Device, t ResourceType) (DevResource, error)
 	// DevSmResourceSplitByCount is cuDevSmResourceSplitByCount. With
 	// maxGroups 0 it only asks how many groups the driver would make (null
@@ -66,6 +70,18 @@ type Driver interface {
 	MemPoolTrimTo(c Context, p MemPool, keep uint64) error
 	MemPoolSetAttribute(c Context, p MemPool, a PoolAttribute, v uint64) error
 	MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (uint64, error)
+	// CtxSetCurrent and CtxGetCurrent act on the calling OS thread: only a
+	// caller locked to its thread (runtime.LockOSThread) may rely on them.
+	CtxSetCurrent(ctx Context) error
+	CtxGetCurrent() (Context, error)
+	StreamBeginCapture(ctx Context, s Stream, mode int) error
+	StreamEndCapture(ctx Context, s Stream) (Graph, error)
+	GraphInstantiate(ctx Context, g Graph) (GraphExec, error)
+	GraphLaunch(ctx Context, e GraphExec, s Stream) error
+	GraphExecDestroy(ctx Context, e GraphExec) error
+	GraphDestroy(ctx Context, g Graph) error
+	MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) error
+	MemsetD32Async(ctx Context, p DevicePtr, v uint32, n uint64, s Stream) error
 }
 
 // Baseline is what only tests, benchmarks and examples call: the ordinary

@@ -144,6 +144,11 @@ func (l *Library) EventDestroy(c Context, e Event) error {
 	return check("cuEventDestroy_v2", Result(C.fcsp_cuEventDestroy(C.CUcontext(handle(c)), C.CUevent(handle(e)))))
 }
 
+// EventQuery calls cuEventQuery with c current (none when c is zero).
+func (l *Library) EventQuery(c Context, e Event) error {
+	return check("cuEventQuery", Result(C.fcsp_cuEventQuery(C.CUcontext(handle(c)), C.CUevent(handle(e)))))
+}
+
 // GreenCtxCreate calls cuGreenCtxCreate.
 func (l *Library) GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (GreenCtx, error) {
 	var out0 C.CUgreenCtx
@@ -209,6 +214,62 @@ func (l *Library) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (ui
 	var out0 C.ulonglong
 	err := check("cuMemPoolGetAttribute", Result(C.fcsp_cuMemPoolGetAttribute64(C.CUcontext(handle(c)), C.CUmemoryPool(handle(p)), C.int(a), &out0)))
 	return uint64(out0), err
+}
+
+// CtxSetCurrent calls cuCtxSetCurrent.
+func (l *Library) CtxSetCurrent(ctx Context) error {
+	return check("cuCtxSetCurrent", Result(C.fcsp_cuCtxSetCurrent(C.CUcontext(handle(ctx)))))
+}
+
+// CtxGetCurrent calls cuCtxGetCurrent.
+func (l *Library) CtxGetCurrent() (Context, error) {
+	var out0 C.CUcontext
+	err := check("cuCtxGetCurrent", Result(C.fcsp_cuCtxGetCurrent(&out0)))
+	return Context(unsafe.Pointer(out0)), err
+}
+
+// StreamBeginCapture calls cuStreamBeginCapture_v2 with c current.
+func (l *Library) StreamBeginCapture(ctx Context, s Stream, mode int) error {
+	return check("cuStreamBeginCapture_v2", Result(C.fcsp_cuStreamBeginCapture(C.CUcontext(handle(ctx)), C.CUstream(handle(s)), C.int(mode))))
+}
+
+// StreamEndCapture calls cuStreamEndCapture with c current.
+func (l *Library) StreamEndCapture(ctx Context, s Stream) (Graph, error) {
+	var out0 C.CUgraph
+	err := check("cuStreamEndCapture", Result(C.fcsp_cuStreamEndCapture(C.CUcontext(handle(ctx)), C.CUstream(handle(s)), &out0)))
+	return Graph(unsafe.Pointer(out0)), err
+}
+
+// GraphInstantiate calls cuGraphInstantiateWithFlags with c current.
+func (l *Library) GraphInstantiate(ctx Context, g Graph) (GraphExec, error) {
+	var out0 C.CUgraphExec
+	err := check("cuGraphInstantiateWithFlags", Result(C.fcsp_cuGraphInstantiateWithFlags(C.CUcontext(handle(ctx)), &out0, C.CUgraph(handle(g)))))
+	return GraphExec(unsafe.Pointer(out0)), err
+}
+
+// GraphLaunch calls cuGraphLaunch with c current (none when c is zero).
+func (l *Library) GraphLaunch(ctx Context, e GraphExec, s Stream) error {
+	return check("cuGraphLaunch", Result(C.fcsp_cuGraphLaunch(C.CUcontext(handle(ctx)), C.CUgraphExec(handle(e)), C.CUstream(handle(s)))))
+}
+
+// GraphExecDestroy calls cuGraphExecDestroy with c current.
+func (l *Library) GraphExecDestroy(ctx Context, e GraphExec) error {
+	return check("cuGraphExecDestroy", Result(C.fcsp_cuGraphExecDestroy(C.CUcontext(handle(ctx)), C.CUgraphExec(handle(e)))))
+}
+
+// GraphDestroy calls cuGraphDestroy with c current.
+func (l *Library) GraphDestroy(ctx Context, g Graph) error {
+	return check("cuGraphDestroy", Result(C.fcsp_cuGraphDestroy(C.CUcontext(handle(ctx)), C.CUgraph(handle(g)))))
+}
+
+// MemsetD16Async calls cuMemsetD16Async with c current.
+func (l *Library) MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) error {
+	return check("cuMemsetD16Async", Result(C.fcsp_cuMemsetD16Async(C.CUcontext(handle(ctx)), C.CUdeviceptr(p), C.ushort(v), C.size_t(n), C.CUstream(handle(s)))))
+}
+
+// MemsetD32Async calls cuMemsetD32Async with c current.
+func (l *Library) MemsetD32Async(ctx Context, p DevicePtr, v uint32, n uint64, s Stream) error {
+	return check("cuMemsetD32Async", Result(C.fcsp_cuMemsetD32Async(C.CUcontext(handle(ctx)), C.CUdeviceptr(p), C.uint(v), C.size_t(n), C.CUstream(handle(s)))))
 }
 
 var (

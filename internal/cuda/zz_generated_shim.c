@@ -40,6 +40,7 @@ pfn_cuEventRecord fcsp_p_cuEventRecord;
 pfn_cuEventSynchronize fcsp_p_cuEventSynchronize;
 pfn_cuEventElapsedTime fcsp_p_cuEventElapsedTime;
 pfn_cuEventDestroy fcsp_p_cuEventDestroy;
+pfn_cuEventQuery fcsp_p_cuEventQuery;
 pfn_cuDeviceGetDevResource fcsp_p_cuDeviceGetDevResource;
 pfn_cuDevSmResourceSplitByCount fcsp_p_cuDevSmResourceSplitByCount;
 pfn_cuDevResourceGenerateDesc fcsp_p_cuDevResourceGenerateDesc;
@@ -55,6 +56,16 @@ pfn_cuMemFreeAsync fcsp_p_cuMemFreeAsync;
 pfn_cuMemPoolTrimTo fcsp_p_cuMemPoolTrimTo;
 pfn_cuMemPoolSetAttribute fcsp_p_cuMemPoolSetAttribute;
 pfn_cuMemPoolGetAttribute fcsp_p_cuMemPoolGetAttribute;
+pfn_cuCtxSetCurrent fcsp_p_cuCtxSetCurrent;
+pfn_cuCtxGetCurrent fcsp_p_cuCtxGetCurrent;
+pfn_cuStreamBeginCapture fcsp_p_cuStreamBeginCapture;
+pfn_cuStreamEndCapture fcsp_p_cuStreamEndCapture;
+pfn_cuGraphInstantiateWithFlags fcsp_p_cuGraphInstantiateWithFlags;
+pfn_cuGraphLaunch fcsp_p_cuGraphLaunch;
+pfn_cuGraphExecDestroy fcsp_p_cuGraphExecDestroy;
+pfn_cuGraphDestroy fcsp_p_cuGraphDestroy;
+pfn_cuMemsetD16Async fcsp_p_cuMemsetD16Async;
+pfn_cuMemsetD32Async fcsp_p_cuMemsetD32Async;
 
 void fcsp_resolve(void *lib) {
 	fcsp_p_cuInit = (pfn_cuInit)dlsym(lib, "cuInit");
@@ -93,6 +104,7 @@ void fcsp_resolve(void *lib) {
 	fcsp_p_cuEventElapsedTime = (pfn_cuEventElapsedTime)dlsym(lib, "cuEventElapsedTime_v2");
 	if (!fcsp_p_cuEventElapsedTime) fcsp_p_cuEventElapsedTime = (pfn_cuEventElapsedTime)dlsym(lib, "cuEventElapsedTime");
 	fcsp_p_cuEventDestroy = (pfn_cuEventDestroy)dlsym(lib, "cuEventDestroy_v2");
+	fcsp_p_cuEventQuery = (pfn_cuEventQuery)dlsym(lib, "cuEventQuery");
 	fcsp_p_cuDeviceGetDevResource = (pfn_cuDeviceGetDevResource)dlsym(lib, "cuDeviceGetDevResource");
 	fcsp_p_cuDevSmResourceSplitByCount = (pfn_cuDevSmResourceSplitByCount)dlsym(lib, "cuDevSmResourceSplitByCount");
 	fcsp_p_cuDevResourceGenerateDesc = (pfn_cuDevResourceGenerateDesc)dlsym(lib, "cuDevResourceGenerateDesc");
@@ -108,6 +120,16 @@ void fcsp_resolve(void *lib) {
 	fcsp_p_cuMemPoolTrimTo = (pfn_cuMemPoolTrimTo)dlsym(lib, "cuMemPoolTrimTo");
 	fcsp_p_cuMemPoolSetAttribute = (pfn_cuMemPoolSetAttribute)dlsym(lib, "cuMemPoolSetAttribute");
 	fcsp_p_cuMemPoolGetAttribute = (pfn_cuMemPoolGetAttribute)dlsym(lib, "cuMemPoolGetAttribute");
+	fcsp_p_cuCtxSetCurrent = (pfn_cuCtxSetCurrent)dlsym(lib, "cuCtxSetCurrent");
+	fcsp_p_cuCtxGetCurrent = (pfn_cuCtxGetCurrent)dlsym(lib, "cuCtxGetCurrent");
+	fcsp_p_cuStreamBeginCapture = (pfn_cuStreamBeginCapture)dlsym(lib, "cuStreamBeginCapture_v2");
+	fcsp_p_cuStreamEndCapture = (pfn_cuStreamEndCapture)dlsym(lib, "cuStreamEndCapture");
+	fcsp_p_cuGraphInstantiateWithFlags = (pfn_cuGraphInstantiateWithFlags)dlsym(lib, "cuGraphInstantiateWithFlags");
+	fcsp_p_cuGraphLaunch = (pfn_cuGraphLaunch)dlsym(lib, "cuGraphLaunch");
+	fcsp_p_cuGraphExecDestroy = (pfn_cuGraphExecDestroy)dlsym(lib, "cuGraphExecDestroy");
+	fcsp_p_cuGraphDestroy = (pfn_cuGraphDestroy)dlsym(lib, "cuGraphDestroy");
+	fcsp_p_cuMemsetD16Async = (pfn_cuMemsetD16Async)dlsym(lib, "cuMemsetD16Async");
+	fcsp_p_cuMemsetD32Async = (pfn_cuMemsetD32Async)dlsym(lib, "cuMemsetD32Async");
 }
 
 // Names the required entry points that are missing (green contexts and the
@@ -271,6 +293,12 @@ CUresult fcsp_cuEventDestroy(CUcontext c, CUevent e) {
 	SCOPED(c, fcsp_p_cuEventDestroy(e));
 }
 
+CUresult fcsp_cuEventQuery(CUcontext c, CUevent e) {
+	GUARD(fcsp_p_cuEventQuery)
+	if (!c) return fcsp_p_cuEventQuery(e); // none pushed: the handle names its context
+	SCOPED(c, fcsp_p_cuEventQuery(e));
+}
+
 CUresult fcsp_cuDeviceGetDevResource(CUdevice d, CUdevResource *r, int t) {
 	GUARD(fcsp_p_cuDeviceGetDevResource)
 	return fcsp_p_cuDeviceGetDevResource(d, r, t);
@@ -331,4 +359,55 @@ CUresult fcsp_cuMemFreeAsync(CUcontext c, CUdeviceptr d, CUstream s) {
 CUresult fcsp_cuMemPoolTrimTo(CUcontext c, CUmemoryPool p, size_t keep) {
 	GUARD(fcsp_p_cuMemPoolTrimTo)
 	SCOPED(c, fcsp_p_cuMemPoolTrimTo(p, keep));
+}
+
+CUresult fcsp_cuCtxSetCurrent(CUcontext ctx) {
+	GUARD(fcsp_p_cuCtxSetCurrent)
+	return fcsp_p_cuCtxSetCurrent(ctx);
+}
+
+CUresult fcsp_cuCtxGetCurrent(CUcontext *c) {
+	GUARD(fcsp_p_cuCtxGetCurrent)
+	return fcsp_p_cuCtxGetCurrent(c);
+}
+
+CUresult fcsp_cuStreamBeginCapture(CUcontext c, CUstream s, int mode) {
+	GUARD(fcsp_p_cuStreamBeginCapture)
+	SCOPED(c, fcsp_p_cuStreamBeginCapture(s, mode));
+}
+
+CUresult fcsp_cuStreamEndCapture(CUcontext c, CUstream s, CUgraph *g) {
+	GUARD(fcsp_p_cuStreamEndCapture)
+	SCOPED(c, fcsp_p_cuStreamEndCapture(s, g));
+}
+
+CUresult fcsp_cuGraphInstantiateWithFlags(CUcontext c, CUgraphExec *e, CUgraph g) {
+	GUARD(fcsp_p_cuGraphInstantiateWithFlags)
+	SCOPED(c, fcsp_p_cuGraphInstantiateWithFlags(e, g, 0));
+}
+
+CUresult fcsp_cuGraphLaunch(CUcontext c, CUgraphExec e, CUstream s) {
+	GUARD(fcsp_p_cuGraphLaunch)
+	if (!c) return fcsp_p_cuGraphLaunch(e, s); // none pushed: the handle names its context
+	SCOPED(c, fcsp_p_cuGraphLaunch(e, s));
+}
+
+CUresult fcsp_cuGraphExecDestroy(CUcontext c, CUgraphExec e) {
+	GUARD(fcsp_p_cuGraphExecDestroy)
+	SCOPED(c, fcsp_p_cuGraphExecDestroy(e));
+}
+
+CUresult fcsp_cuGraphDestroy(CUcontext c, CUgraph g) {
+	GUARD(fcsp_p_cuGraphDestroy)
+	SCOPED(c, fcsp_p_cuGraphDestroy(g));
+}
+
+CUresult fcsp_cuMemsetD16Async(CUcontext c, CUdeviceptr p, unsigned short v, size_t n, CUstream s) {
+	GUARD(fcsp_p_cuMemsetD16Async)
+	SCOPED(c, fcsp_p_cuMemsetD16Async(p, v, n, s));
+}
+
+CUresult fcsp_cuMemsetD32Async(CUcontext c, CUdeviceptr p, unsigned int v, size_t n, CUstream s) {
+	GUARD(fcsp_p_cuMemsetD32Async)
+	SCOPED(c, fcsp_p_cuMemsetD32Async(p, v, n, s));
 }

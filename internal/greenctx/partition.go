@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -22,7 +21,7 @@ type Partition struct {
 
 	// mu serialises calls that make this context current: the driver lets a
 	// green context be current on one thread at a time and does no locking.
-	mu      sync.Mutex
+	mu      threadMutex
 	streams []cuda.Stream
 	closed  bool
 	release func()

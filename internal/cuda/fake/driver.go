@@ -36,8 +36,13 @@ type Driver struct {
 	calls      map[string]int
 	mem        Memory
 	launches   int
+	libs       libState                    // entry points added for lib (graph.go)
 	sticky     map[cuda.Device]cuda.Result // fault.go
 	resets     int
+
+	// entry points added for share
+	durations  map[string]DurationFunc // modelled kernel run times
+	holdEvents bool                    // EventQuery answers not ready
 }
 
 type context struct {
@@ -61,11 +66,14 @@ type descInfo struct{ sms uint32 }
 type streamInfo struct {
 	ctx      cuda.Context
 	launches int
+	gpu      time.Duration // modelled GPU time of its launches (SetKernelDuration)
+	capture  *capture      // entry points added for lib: non-nil while capturing
 }
 
 type eventInfo struct {
 	ctx cuda.Context
 	at  time.Time
+	gpu time.Duration // the stream's modelled GPU time when recorded
 	set bool
 }
 
@@ -328,6 +336,7 @@ func (d *Driver) ctx(op string, c cuda.Context) (*context, error) {
 	if err := d.poisoned(op, x.dev); err != nil {
 		return nil, err
 	}
+	d.checkOverlap(c)
 	return x, nil
 }
 
@@ -335,6 +344,9 @@ func (d *Driver) CtxSynchronize(c cuda.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, err := d.ctx("cuCtxSynchronize", c)
+	if err == nil {
+		err = d.refuseDuringCapture("cuCtxSynchronize", c)
+	}
 	d.releaseAboveThreshold()
 	return err
 }
@@ -344,6 +356,9 @@ func (d *Driver) MemAlloc(c cuda.Context, n uint64) (cuda.DevicePtr, error) {
 	defer d.mu.Unlock()
 	const op = "cuMemAlloc_v2"
 	if _, err := d.ctx(op, c); err != nil {
+		return 0, err
+	}
+	if err := d.refuseDuringCapture(op, c); err != nil {
 		return 0, err
 	}
 	if n == 0 {
@@ -385,6 +400,9 @@ func (d *Driver) MemcpyHtoD(c cuda.Context, dst cuda.DevicePtr, src []byte) erro
 	if _, err := d.ctx(op, c); err != nil {
 		return err
 	}
+	if err := d.refuseDuringCapture(op, c); err != nil {
+		return err
+	}
 	b, ok := d.mem.slice(dst, uint64(len(src)))
 	if !ok {
 		return cuda.Check(op, cuda.ErrorInvalidValue)
@@ -398,6 +416,9 @@ func (d *Driver) MemcpyDtoH(c cuda.Context, dst []byte, src cuda.DevicePtr) erro
 	defer d.mu.Unlock()
 	const op = "cuMemcpyDtoH_v2"
 	if _, err := d.ctx(op, c); err != nil {
+		return err
+	}
+	if err := d.refuseDuringCapture(op, c); err != nil {
 		return err
 	}
 	b, ok := d.mem.slice(src, uint64(len(dst)))
@@ -462,7 +483,11 @@ func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
 	} else if err := d.poisonedAt(op, 0, s); err != nil {
 		return err
 	}
-	_, err := d.stream(op, s)
+	st, err := d.stream(op, s)
+	if err == nil && st.capture != nil {
+		st.capture.invalid = cuda.ErrorStreamCaptureInvalidated
+		return cuda.Check(op, cuda.ErrorStreamCaptureUnsupported)
+	}
 	d.releaseAboveThreshold()
 	return err
 }
@@ -507,10 +532,14 @@ func (d *Driver) EventRecord(c cuda.Context, e cuda.Event, s cuda.Stream) error 
 	if err != nil {
 		return err
 	}
-	if _, err := d.stream(op, s); err != nil {
+	st, err := d.stream(op, s)
+	if err != nil {
 		return err
 	}
 	ev.at, ev.set = time.Now(), true
+	if st != nil {
+		ev.gpu = st.gpu
+	}
 	return nil
 }
 
@@ -549,6 +578,9 @@ func (d *Driver) EventElapsedMs(c cuda.Context, a, b cuda.Event) (float32, error
 	}
 	if !ea.set || !eb.set {
 		return 0, cuda.Check(op, cuda.ErrorNotReady)
+	}
+	if len(d.durations) > 0 { // modelled GPU time only: deterministic
+		return float32((eb.gpu - ea.gpu).Seconds() * 1e3), nil
 	}
 	return float32(eb.at.Sub(ea.at).Seconds() * 1e3), nil
 }
@@ -658,9 +690,20 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 		d.mu.Unlock()
 		return err
 	}
+	k := d.kernels[fn.name]
+	if st.capture != nil {
+		var buf []byte
+		var offs []uint32
+		if args != nil {
+			buf, offs = args.Bytes(), args.Offsets()
+		}
+		st.record(graphOp{name: fn.name, kernel: k, grid: grid, block: block, args: buf, offs: offs})
+		d.mu.Unlock()
+		return nil
+	}
 	st.launches++
 	d.launches++
-	k := d.kernels[fn.name]
+	d.modelLaunch(st, fn.name, grid, block)
 	d.mu.Unlock()
 	if k == nil {
 		return nil

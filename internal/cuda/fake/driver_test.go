@@ -111,3 +111,55 @@ func TestH200PoolsLikeTheRealOne(t *testing.T) {
 	}
 	require.Zero(t, drv.Live().Bytes, "every pool gave its memory back")
 }
+
+// entry points added for lib
+
+func TestCaptureRulesAsTheDriver(t *testing.T) {
+	d := fake.New(fake.H200())
+	dev, err := d.DeviceGet(0)
+	require.NoError(t, err)
+	ctx, err := d.PrimaryCtxRetain(dev)
+	require.NoError(t, err)
+	s, err := d.StreamCreate(ctx, cuda.StreamNonBlocking)
+	require.NoError(t, err)
+	// The legacy NULL stream cannot be captured.
+	require.ErrorIs(t, d.StreamBeginCapture(ctx, 0, cuda.CaptureModeGlobal), cuda.ErrorStreamCaptureUnsupported)
+	_, err = d.StreamEndCapture(ctx, s)
+	require.ErrorIs(t, err, cuda.ErrorIllegalState, "end without begin")
+	p, err := d.MemAlloc(ctx, 64)
+	require.NoError(t, err)
+
+	// A memset captured in global mode is recorded, not run; an unsafe call
+	// (cuMemAlloc) during the capture fails and invalidates it.
+	require.NoError(t, d.StreamBeginCapture(ctx, s, cuda.CaptureModeGlobal))
+	require.ErrorIs(t, d.StreamBeginCapture(ctx, s, cuda.CaptureModeGlobal), cuda.ErrorIllegalState)
+	require.NoError(t, d.MemsetD16Async(ctx, p, 0x3f80, 32, s))
+	out := make([]byte, 64)
+	_, err = d.MemAlloc(ctx, 64)
+	require.ErrorIs(t, err, cuda.ErrorStreamCaptureUnsupported)
+	_, err = d.StreamEndCapture(ctx, s)
+	require.ErrorIs(t, err, cuda.ErrorStreamCaptureInvalidated)
+
+	// Relaxed: nothing refused; the memset replays on launch.
+	require.NoError(t, d.StreamBeginCapture(ctx, s, cuda.CaptureModeRelaxed))
+	require.NoError(t, d.MemsetD16Async(ctx, p, 0x3f80, 32, s))
+	q, err := d.MemAlloc(ctx, 64)
+	require.NoError(t, err)
+	g, err := d.StreamEndCapture(ctx, s)
+	require.NoError(t, err)
+	require.NoError(t, d.MemcpyDtoH(ctx, out, p))
+	require.Equal(t, make([]byte, 64), out, "captured, not run")
+	e, err := d.GraphInstantiate(ctx, g)
+	require.NoError(t, err)
+	require.NoError(t, d.GraphLaunch(0, e, s))
+	require.NoError(t, d.MemcpyDtoH(ctx, out, p))
+	for i := 0; i < 64; i += 2 {
+		require.Equal(t, []byte{0x80, 0x3f}, out[i:i+2])
+	}
+	require.NoError(t, d.MemsetD32Async(ctx, q, 0xdeadbeef, 16, s))
+	require.ErrorIs(t, d.MemsetD32Async(ctx, q+2, 1, 1, s), cuda.ErrorInvalidValue, "misaligned")
+	require.NoError(t, d.GraphExecDestroy(ctx, e))
+	require.NoError(t, d.GraphDestroy(ctx, g))
+	require.ErrorIs(t, d.GraphLaunch(ctx, e, s), cuda.ErrorInvalidValue)
+	require.ErrorIs(t, d.GraphDestroy(ctx, g), cuda.ErrorInvalidValue)
+}

@@ -114,6 +114,10 @@ var table = []entry{
 		Method: "EventElapsedMs(c Context, start, end Event) (float32, error)", Iface: driver},
 	{Sym: "cuEventDestroy", Names: []string{"cuEventDestroy_v2"}, Params: "CUevent e", Ctx: pushed,
 		Method: "EventDestroy(c Context, e Event) error", Iface: driver},
+	// entry points added for share
+	{Sym: "cuEventQuery", Params: "CUevent e", Ctx: pushedOrNone,
+		Method: "EventQuery(c Context, e Event) error", Iface: driver,
+		Doc: "EventQuery is nil once the GPU has reached e, an *Error with\nErrorNotReady before; it never waits."},
 
 	{Sym: "cuDeviceGetDevResource", Params: "CUdevice d, CUdevResource *r, int t",
 		Method: "DeviceGetDevResource(d Device, t ResourceType) (DevResource, error)", CustomGo: true, Iface: driver},
@@ -152,6 +156,29 @@ var table = []entry{
 	{Sym: "cuMemPoolGetAttribute", Params: "CUmemoryPool p, int a, void *v", Ctx: pushed,
 		Shim: "fcsp_cuMemPoolGetAttribute64", CustomC: "CUcontext c, CUmemoryPool p, int a, unsigned long long *v",
 		Method: "MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (uint64, error)", Iface: driver},
+
+	// entry points added for lib: the current context of the calling thread
+	// (fcsp's Tenant.Do, on a locked OS thread), stream capture and graphs,
+	// memsets in stream order.
+	{Sym: "cuCtxSetCurrent", Params: "CUcontext ctx", Method: "CtxSetCurrent(ctx Context) error", Iface: driver,
+		Doc: "CtxSetCurrent and CtxGetCurrent act on the calling OS thread: only a\ncaller locked to its thread (runtime.LockOSThread) may rely on them."},
+	{Sym: "cuCtxGetCurrent", Params: "CUcontext *c", Method: "CtxGetCurrent() (Context, error)", Iface: driver},
+	{Sym: "cuStreamBeginCapture", Names: []string{"cuStreamBeginCapture_v2"}, Params: "CUstream s, int mode", Ctx: pushed,
+		Method: "StreamBeginCapture(ctx Context, s Stream, mode int) error", Iface: driver},
+	{Sym: "cuStreamEndCapture", Params: "CUstream s, CUgraph *g", Ctx: pushed,
+		Method: "StreamEndCapture(ctx Context, s Stream) (Graph, error)", Iface: driver},
+	{Sym: "cuGraphInstantiateWithFlags", Params: "CUgraphExec *e, CUgraph g, unsigned long long flags=0", Ctx: pushed,
+		Method: "GraphInstantiate(ctx Context, g Graph) (GraphExec, error)", Iface: driver},
+	{Sym: "cuGraphLaunch", Params: "CUgraphExec e, CUstream s", Ctx: pushedOrNone,
+		Method: "GraphLaunch(ctx Context, e GraphExec, s Stream) error", Iface: driver},
+	{Sym: "cuGraphExecDestroy", Params: "CUgraphExec e", Ctx: pushed,
+		Method: "GraphExecDestroy(ctx Context, e GraphExec) error", Iface: driver},
+	{Sym: "cuGraphDestroy", Params: "CUgraph g", Ctx: pushed,
+		Method: "GraphDestroy(ctx Context, g Graph) error", Iface: driver},
+	{Sym: "cuMemsetD16Async", Params: "CUdeviceptr p, unsigned short v, size_t n, CUstream s", Ctx: pushed,
+		Method: "MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) error", Iface: driver},
+	{Sym: "cuMemsetD32Async", Params: "CUdeviceptr p, unsigned int v, size_t n, CUstream s", Ctx: pushed,
+		Method: "MemsetD32Async(ctx Context, p DevicePtr, v uint32, n uint64, s Stream) error", Iface: driver},
 }
 
 // The interfaces' own comments; %s is the list of the methods whose rows

@@ -1,0 +1,110 @@
+// Command gemm runs cuBLAS bf16 GEMMs on fcsp tenants: an interactive
+// tenant (decode-like m=64, n=k=4096, one at a time, latency per call) and
+// a batch tenant (prefill-like 8192^3, back to back), in five modes, and a
+// throughput sweep over partition sizes. cuBLAS is loaded at run time
+// (-cublas); each tenant's handle is made inside Tenant.Do, told its SM
+// count (cublasSetSmCountTarget) and given a workspace from the tenant's
+// quota. Without a GPU or cuBLAS it says so and exits 0.
+//
+//	gemm [-modes whole,alone,shared,part16,part8,sweep] [-duration 3s] [-json out.json] [-png out.png]
+//	gemm -mps-role interactive|batch -duration 10s   # one side on the plain device, for scripts/mps-compare.sh
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/examples/gemm/internal/cublas"
+	"github.com/fcsp-go/fcsp-go/fcsp"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "gemm:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	cublas   string
+	modes    []string
+	duration time.Duration
+	jsonPath string
+	pngPath  string
+	mpsRole  string
+}
+
+func parse(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("gemm", flag.ContinueOnError)
+	fs.StringVar(&c.cublas, "cublas", "/usr/local/cuda/lib64/libcublas.so.13", "path of libcublas")
+	modes := fs.String("modes", "whole,alone,shared,part16,part8,sweep", "modes to run, comma-separated")
+	fs.DurationVar(&c.duration, "duration", 3*time.Second, "time per mode")
+	fs.StringVar(&c.jsonPath, "json", "", "write the results as JSON to this file")
+	fs.StringVar(&c.pngPath, "png", "", "write a bar chart to this PNG file")
+	fs.StringVar(&c.mpsRole, "mps-role", "", "run only this side (interactive or batch) on the plain device, for an MPS comparison")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.modes = strings.Split(*modes, ",")
+	for _, m := range c.modes {
+		if _, ok := modeTable[m]; !ok {
+			return c, fmt.Errorf("unknown mode %q (want some of whole, alone, shared, part16, part8, sweep)", m)
+		}
+	}
+	if c.duration <= 0 {
+		return c, fmt.Errorf("-duration %v: want more than 0", c.duration)
+	}
+	if c.mpsRole != "" && c.mpsRole != "interactive" && c.mpsRole != "batch" {
+		return c, fmt.Errorf("-mps-role %q: want interactive or batch", c.mpsRole)
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := parse(args)
+	if err != nil {
+		return err
+	}
+	pool, err := fcsp.Open(ctx, 0)
+	if errors.Is(err, fcsp.ErrNoDriver) {
+		fmt.Fprintf(out, "no GPU here (%v): nothing to measure\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := cublas.Load(cfg.cublas); err != nil {
+		fmt.Fprintf(out, "no cuBLAS (%v): nothing to measure; give its path with -cublas\n", err)
+		return nil
+	}
+	fmt.Fprintf(out, "%s, cuBLAS %s\n", pool.Device(), cfg.cublas)
+	if cfg.mpsRole != "" {
+		return runMPSRole(ctx, pool, cfg, out)
+	}
+	var rep report
+	for _, m := range cfg.modes {
+		if m == "sweep" {
+			rows, err := sweep(ctx, pool, cfg.duration)
+			if err != nil {
+				return fmt.Errorf("sweep: %w", err)
+			}
+			rep.Sweep = rows
+			continue
+		}
+		r, err := runMode(ctx, pool, m, cfg.duration)
+		if err != nil {
+			return fmt.Errorf("mode %s: %w", m, err)
+		}
+		fmt.Fprintln(out, r)
+		rep.Modes = append(rep.Modes, r)
+	}
+	return rep.write(out, cfg.jsonPath, cfg.pngPath)
+}

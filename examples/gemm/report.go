@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
+	"io"
+	"os"
+)
+
+type report struct {
+	Modes []Result   `json:"modes"`
+	Sweep []SweepRow `json:"sweep,omitempty"`
+}
+
+func (r report) write(out io.Writer, jsonPath, pngPath string) error {
+	if len(r.Sweep) > 0 {
+		fmt.Fprintln(out, "\n8192^3 bf16 GEMM throughput by tenant size (each alone; baseline: unpartitioned, same run)")
+		fmt.Fprintln(out, "  SMs  partitioned  TFLOP/s  ratio to linear")
+		for _, s := range r.Sweep {
+			fmt.Fprintf(out, "  %3d  %-11v  %7.1f  %.3f\n", s.SMs, s.Partitioned, s.TFLOPs, s.RatioLinear)
+		}
+	}
+	if jsonPath != "" {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(jsonPath, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if pngPath != "" {
+		f, err := os.Create(pngPath)
+		if err != nil {
+			return err
+		}
+		if err := png.Encode(f, r.chart()); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	return nil
+}
+
+// chart draws, per mode, the interactive P99 (blue, log-free linear scale
+// to the largest) and the batch TFLOP/s (orange, to the largest); then the
+// sweep's ratio to linear (green, 1.0 at the grey line). No text: the
+// table and -json carry the numbers.
+func (r report) chart() image.Image {
+	const w, h, bar, gap = 640, 300, 18, 14
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
+	var maxP99, maxTF float64
+	for _, m := range r.Modes {
+		maxP99, maxTF = max(maxP99, m.P99us), max(maxTF, m.BatchTFLOPs)
+	}
+	fill := func(x, height int, c color.Color) {
+		draw.Draw(img, image.Rect(x, h-20-height, x+bar, h-20), &image.Uniform{c}, image.Point{}, draw.Src)
+	}
+	scale := func(v, m float64) int {
+		if m == 0 {
+			return 0
+		}
+		return int(v / m * (h - 40))
+	}
+	x := 10
+	for _, m := range r.Modes {
+		fill(x, scale(m.P99us, maxP99), color.RGBA{40, 90, 200, 255})
+		fill(x+bar, scale(m.BatchTFLOPs, maxTF), color.RGBA{230, 130, 30, 255})
+		x += 2*bar + gap
+	}
+	if len(r.Sweep) > 0 {
+		line := h - 20 - scale(1, 1.2)
+		draw.Draw(img, image.Rect(x, line, w-10, line+1), &image.Uniform{color.Gray{160}}, image.Point{}, draw.Src)
+		for _, s := range r.Sweep {
+			fill(x, scale(s.RatioLinear, 1.2), color.RGBA{40, 160, 70, 255})
+			x += bar + 4
+		}
+	}
+	return img
+}

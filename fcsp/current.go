@@ -1,0 +1,132 @@
+package fcsp
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// Current is what a function run by Tenant.Do may hand to a library: the
+// tenant's context and streams as driver handles, the number of SMs its
+// partition holds, and workspace memory from its quota. It is valid during
+// that call of f.
+type Current struct {
+	t   *tenantCore
+	ctx context.Context
+}
+
+// ContextHandle is a CUcontext. In cgo, C.CUcontext(h.Pointer()).
+type ContextHandle struct{ h cuda.Context }
+
+// Pointer is the handle as the unsafe.Pointer a cgo call takes. It is the
+// driver's own pointer, not Go memory.
+func (h ContextHandle) Pointer() unsafe.Pointer { return cuda.Pointer(h.h) }
+
+// Uintptr is the handle as an integer, for bindings that take one.
+func (h ContextHandle) Uintptr() uintptr { return uintptr(h.h) }
+
+// StreamHandle is a CUstream (cudaStream_t). In cgo, C.CUstream(h.Pointer()).
+type StreamHandle struct{ h cuda.Stream }
+
+// Pointer is the handle as the unsafe.Pointer a cgo call takes.
+func (h StreamHandle) Pointer() unsafe.Pointer { return cuda.Pointer(h.h) }
+
+// Uintptr is the handle as an integer.
+func (h StreamHandle) Uintptr() uintptr { return uintptr(h.h) }
+
+// Context is the context Do made current: the tenant's green context (as a
+// CUcontext, from cuCtxFromGreenCtx) or the device's primary context.
+func (cur Current) Context() ContextHandle { return ContextHandle{cur.t.ctx()} }
+
+// Stream is the handle of one of the tenant's streams; nil means its first
+// stream. A stream of another tenant is ErrInvalidArgument, a closed one
+// ErrClosed.
+func (cur Current) Stream(s *Stream) (StreamHandle, error) {
+	if s == nil {
+		s = cur.t.first
+	}
+	if s.t != cur.t {
+		return StreamHandle{}, fmt.Errorf("%w: a stream of tenant %q inside tenant %q's Do", ErrInvalidArgument, s.t.name, cur.t.name)
+	}
+	if s.closed.Load() {
+		return StreamHandle{}, ErrClosed
+	}
+	return StreamHandle{s.h}, nil
+}
+
+// SMs is how many SMs the tenant's partition holds (the whole device's for
+// an unpartitioned tenant): tell libraries that size their launches for the
+// card, such as cuBLAS (cublasSetSmCountTarget).
+func (cur Current) SMs() int { return cur.t.SMs() }
+
+// Workspace allocates n bytes for a library's scratch space on stream s
+// (nil: the first stream), counted against the tenant's quota; see
+// Tenant.AllocWorkspace.
+func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
+	return cur.t.AllocWorkspace(cur.ctx, s, n)
+}
+
+// Workspace is device memory handed to a library for its own use (cuBLAS's
+// cublasSetWorkspace, a cuDNN workspace, what a TensorRT IGpuAllocator
+// returns), taken from the tenant's quota and, with WithMemoryPool, its
+// pool. Close it once the library no longer uses it (after cublasDestroy,
+// or after setting another workspace); a tenant's Close frees any left.
+type Workspace struct {
+	t      *tenantCore
+	s      *Stream
+	p      DevicePtr
+	n      uint64
+	closed atomic.Bool
+}
+
+// AllocWorkspace allocates n bytes for a library that will use them on
+// stream s (nil: the first stream). With WithMemoryPool the memory is
+// allocated, and on Close freed, in order on s, so s is the stream the
+// library must run on (cublasSetStream); without a pool it is plain device
+// memory, usable on any stream. The pattern, in Do:
+//
+//	ws, err := cur.Workspace(s, 32<<20)
+//	C.cublasSetStream_v2(h, C.cudaStream_t(stream.Pointer()))
+//	C.cublasSetWorkspace_v2(h, ws.Pointer(), C.size_t(ws.Size()))
+//	... GEMMs ...
+//	C.cublasDestroy_v2(h); ws.Close()
+func (c *tenantCore) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Workspace, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		s = c.first
+	}
+	if s.t != c {
+		return nil, fmt.Errorf("%w: a workspace of tenant %q on tenant %q's stream", ErrInvalidArgument, c.name, s.t.name)
+	}
+	p, err := c.AllocAsync(s, n)
+	if err != nil {
+		return nil, err
+	}
+	return &Workspace{t: c, s: s, p: p, n: n}, nil
+}
+
+// Ptr is the workspace's device address.
+func (w *Workspace) Ptr() DevicePtr { return w.p }
+
+// Pointer is the address as the void* a cgo call takes (device memory, not
+// Go memory).
+func (w *Workspace) Pointer() unsafe.Pointer { return cuda.Pointer(uintptr(w.p)) }
+
+// Size is the workspace's size in bytes.
+func (w *Workspace) Size() uint64 { return w.n }
+
+// Close frees the workspace in order on its stream. Idempotent.
+func (w *Workspace) Close() error {
+	if !w.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if w.s.closed.Load() {
+		return w.t.Free(w.p)
+	}
+	return w.t.FreeAsync(w.s, w.p)
+}

@@ -1,0 +1,140 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+)
+
+// ErrInsideDo: a call that cannot run from inside the tenant's own Do (its
+// Close, which would wait for that Do to finish) was made there.
+var ErrInsideDo = errors.New("fcsp: called from inside the tenant's own Do")
+
+// Do runs f on a locked OS thread with the tenant's context current on it,
+// for code that uses the current context rather than taking one: cuBLAS,
+// cuDNN, TensorRT, a cgo backend. For a partitioned tenant that context is
+// its green context, which the driver lets be current on one thread at a
+// time and does not lock, so Do takes the partition's exclusion first: every
+// other SDK call that needs the green context current waits until f
+// returns (launches, synchronisations and pool allocations that the driver
+// takes without a current context do not wait). An unpartitioned tenant's
+// context is the device's primary context, current on any number of
+// threads, so its Do excludes nothing.
+//
+// Afterwards the thread's previous current context is restored and the
+// thread unlocked; so is it if f panics, and the panic goes on. f's error
+// is returned as is.
+//
+// Inside f, the SDK's calls on the same tenant (Alloc, NewStream, Launch,
+// a nested Do) run on f's thread with the exclusion already held: a nested
+// Do runs its function directly. Goroutines that f starts run on other
+// threads and wait like anyone else, so f must not wait for one that calls
+// into the same partitioned tenant. Do of another tenant from inside f makes
+// that tenant's context current and restores this one after.
+//
+// A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close from
+// inside f ErrInsideDo. If ctx ends while Do waits for the exclusion, Do
+// returns ctx's error at once and f does not run.
+func (c *tenantCore) Do(ctx context.Context, f func(Current) error) (err error) {
+	if f == nil {
+		return fmt.Errorf("%w: Do with a nil function", ErrInvalidArgument)
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: Do with a nil context", ErrInvalidArgument)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Counted in the life lock: Close waits for f instead of destroying the
+	// context under it.
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	thread := unix.Gettid()
+	if c.part != nil {
+		if err := c.part.Hold(ctx, thread); err != nil {
+			if errors.Is(err, greenctx.ErrClosed) {
+				return ErrClosed
+			}
+			return err
+		}
+		defer c.part.Release()
+	}
+	c.dos.enter(thread)
+	defer c.dos.exit(thread)
+
+	drv := c.pool.drv
+	prev, err := drv.CtxGetCurrent()
+	if err != nil {
+		return fmt.Errorf("tenant %q: Do: %w", c.name, err)
+	}
+	cur := c.ctx()
+	if prev != cur {
+		if err := drv.CtxSetCurrent(cur); err != nil {
+			return fmt.Errorf("tenant %q: Do: %w", c.name, err)
+		}
+		// Deferred after Release, so it runs before it: the context stops
+		// being current here before another thread may make it current.
+		defer func() {
+			if e := drv.CtxSetCurrent(prev); e != nil {
+				err = errors.Join(err, fmt.Errorf("tenant %q: Do: restoring the thread's context: %w", c.name, e))
+			}
+		}()
+	}
+	return f(Current{t: c, ctx: ctx})
+}
+
+// doThreads names the OS threads inside the tenant's Do, so that a Close
+// made from one of them can be refused instead of waiting for itself.
+type doThreads struct {
+	mu sync.Mutex
+	n  map[int]int
+}
+
+func (d *doThreads) enter(thread int) {
+	d.mu.Lock()
+	if d.n == nil {
+		d.n = map[int]int{}
+	}
+	d.n[thread]++
+	d.mu.Unlock()
+}
+
+func (d *doThreads) exit(thread int) {
+	d.mu.Lock()
+	if d.n[thread]--; d.n[thread] == 0 {
+		delete(d.n, thread)
+	}
+	d.mu.Unlock()
+}
+
+// here reports whether the calling thread is inside a Do. A goroutine not
+// locked to its thread can be here only if a Do on this thread is running,
+// which then is its own (a locked thread runs no other goroutine).
+func (d *doThreads) here() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.n) == 0 {
+		return false
+	}
+	return d.n[unix.Gettid()] > 0
+}
+
+// checkNotInsideDo is called by Close before it begins.
+func (c *tenantCore) checkNotInsideDo() error {
+	if c.dos.here() {
+		return fmt.Errorf("%w: tenant %q's Close; close it after Do returns", ErrInsideDo, c.name)
+	}
+	return nil
+}

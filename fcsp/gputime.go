@@ -1,0 +1,344 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/stream"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
+)
+
+// GPU-time metering: a metered stream records an event before and after
+// each launch and reads them back lazily (cuEventQuery, which never waits)
+// when the stream next launches or Stats is asked, so nothing on the launch
+// path waits for the GPU. Completed launches add their GPU time to the
+// stream's tenant (per class), update their kernel's running estimate and,
+// under WithGPUShare, correct the bucket by the difference between the
+// estimate charged and the time measured.
+
+// ewmaWeight is the weight of a new measurement in a kernel's estimate.
+const ewmaWeight = 0.25
+
+// WithGPUMetering measures the tenant's GPU time on the GPU clock (events
+// around each launch), reported in Stats as GPUTime and GPUTimeByClass.
+func WithGPUMetering() TenantOption {
+	return func(c *tenantConfig) error { c.metered = true; return nil }
+}
+
+// WithGPUShare limits the tenant to fraction f (0 < f <= 1) of the
+// device's time: its bucket holds one refill period of GPU time and refills
+// at f. Each launch is charged its kernel's predicted run time (a running
+// average of its measured durations for that launch shape; a first launch
+// is charged one refill period), and the charge is corrected when the
+// launch's events complete, so the share holds whatever the kernels' shapes.
+// Stream classes keep their factors (NCCL free, attention 20% less, copies
+// 50% less). It implies WithGPUMetering and replaces WithSMLimit's
+// launch-rate model for the tenant; SetSMLimit changes the share.
+func WithGPUShare(f float64) TenantOption {
+	return func(c *tenantConfig) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return fmt.Errorf("%w: GPU share %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
+		}
+		c.gpuShare, c.metered = f, true
+		return nil
+	}
+}
+
+// withClock makes the tenant's limiter read clock (tests).
+func withClock(clock func() int64) TenantOption {
+	return func(c *tenantConfig) error { c.clock = clock; return nil }
+}
+
+// gpuShareLimiter is a limiter whose tokens are nanoseconds of GPU time.
+func gpuShareLimiter(f float64, refill time.Duration, clock func() int64) (*tokenbucket.Limiter, error) {
+	if refill == 0 {
+		refill = tokenbucket.DefaultRefillPeriod
+	}
+	return tokenbucket.New(tokenbucket.Config{
+		SMs: 1, ThreadsPerSM: int(refill.Nanoseconds()), SMLimit: f, RefillPeriod: refill,
+		Dampening: 1, Penalty: tokenbucket.NoPenalty, Clock: clock,
+	})
+}
+
+// estimate is a running average of one kernel shape's GPU time, in ns
+// (float64 bits; 0: not measured yet).
+type estimate struct{ ns atomic.Uint64 }
+
+func (e *estimate) get() float64 { return math.Float64frombits(e.ns.Load()) }
+
+func (e *estimate) add(ns float64) {
+	ns = max(ns, 1) // measured, if at 0 ns: distinct from "not measured yet"
+	for {
+		old := e.ns.Load()
+		v := ns
+		if old != 0 {
+			v = math.Float64frombits(old)*(1-ewmaWeight) + ns*ewmaWeight
+		}
+		if e.ns.CompareAndSwap(old, math.Float64bits(v)) {
+			return
+		}
+	}
+}
+
+// estimateFor is f's estimate for launches of grid x block. The shape
+// last asked for is found without the map (a map key boxed into an
+// interface allocates: one allocation per metered launch otherwise).
+func (f *Function) estimateFor(grid, block Dim3) *estimate {
+	key := [6]uint32{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z}
+	if l := f.lastEst.Load(); l != nil && l.key == key {
+		return l.e
+	}
+	var e *estimate
+	if v, ok := f.est.Load(key); ok {
+		e = v.(*estimate)
+	} else {
+		v, _ := f.est.LoadOrStore(key, new(estimate))
+		e = v.(*estimate)
+	}
+	f.lastEst.Store(&shapeEstimate{key: key, e: e})
+	return e
+}
+
+// shapeEstimate is a Function's last looked-up estimate and its shape.
+type shapeEstimate struct {
+	key [6]uint32
+	e   *estimate
+}
+
+// meter is a stream's launches in flight, timed by events.
+type meter struct {
+	mu      sync.Mutex
+	free    []cuda.Event
+	pending []timedLaunch // in stream order
+	gpu     atomic.Int64  // ns of completed launches
+}
+
+type timedLaunch struct {
+	start, end cuda.Event
+	est        *estimate
+	charged    float64 // tokens charged at admission (GPU share), else 0
+}
+
+// gpuCost is what a launch of f costs under a GPU share: the predicted run
+// time, scaled by the stream's class.
+func (s *Stream) gpuCost(f *Function, grid, block Dim3) float64 {
+	ns := f.estimateFor(grid, block).get()
+	if ns == 0 {
+		ns = float64(s.t.limiter.Capacity()) // conservative: a whole refill period
+	}
+	return ns * s.class.ThrottleScale()
+}
+
+// poll folds the launches whose events completed into the accounts,
+// oldest first, stopping at the first not yet complete. It never waits.
+func (s *Stream) poll(ctx cuda.Context) error {
+	m := s.meter
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return s.pollLocked(ctx)
+}
+
+func (s *Stream) pollLocked(ctx cuda.Context) error {
+	m, drv := s.meter, s.t.pool.drv
+	done := 0
+	defer func() {
+		// A queue only resliced from the front reallocates on every
+		// append (one allocation per metered launch): once at least half
+		// of it is done, move what is left to the front instead, keeping
+		// the capacity (amortised O(1) copying per launch).
+		if left := len(m.pending) - done; done > 0 && done >= left {
+			n := copy(m.pending, m.pending[done:])
+			clear(m.pending[n:])
+			m.pending = m.pending[:n]
+		} else {
+			m.pending = m.pending[done:]
+		}
+	}()
+	for _, p := range m.pending {
+		if err := drv.EventQuery(ctx, p.end); err != nil {
+			if errors.Is(err, cuda.ErrorNotReady) {
+				return nil
+			}
+			return err
+		}
+		ms, err := drv.EventElapsedMs(ctx, p.start, p.end)
+		if err != nil {
+			return err
+		}
+		ns := float64(ms) * 1e6
+		m.gpu.Add(int64(ns))
+		s.t.gpuByClass[s.class].Add(int64(ns))
+		p.est.add(ns)
+		if s.t.gpuShare && s.bucket != nil {
+			s.bucket.Adjust(ns*s.class.ThrottleScale() - p.charged)
+		}
+		m.free = append(m.free, p.start, p.end)
+		done++
+	}
+	return nil
+}
+
+// event takes an event from the free list or makes one.
+func (m *meter) event(drv cuda.Driver, ctx cuda.Context) (cuda.Event, error) {
+	if n := len(m.free); n > 0 {
+		e := m.free[n-1]
+		m.free = m.free[:n-1]
+		return e, nil
+	}
+	return drv.EventCreate(ctx, cuda.EventDefault)
+}
+
+// launchTimed queues an admitted launch between two events.
+func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64) error {
+	c := s.t
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
+	// The green context's lock, then the meter's: the order poll takes them.
+	// The primary context needs no lock: no closure on that path.
+	if c.part == nil {
+		err = s.recordTimed(c.pool.dev.Primary(), f, grid, block, shmem, args, charged)
+	} else {
+		err = c.do(func(ctx cuda.Context) error { return s.recordTimed(ctx, f, grid, block, shmem, args, charged) })
+	}
+	if err != nil {
+		if s.t.gpuShare && s.bucket != nil && charged > 0 {
+			s.bucket.Adjust(-charged) // nothing ran
+		}
+		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
+	}
+	s.launches.Add(1)
+	return nil
+}
+
+// recordTimed queues a launch between two events in ctx, under the meter's
+// lock.
+func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64) error {
+	m, drv := s.meter, s.t.pool.drv
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start, err := m.event(drv, ctx)
+	if err != nil {
+		return err
+	}
+	end, err := m.event(drv, ctx)
+	if err != nil {
+		m.free = append(m.free, start)
+		return err
+	}
+	err = errors.Join(drv.EventRecord(ctx, start, s.h), drv.LaunchKernel(ctx, f.h, grid.cuda(), block.cuda(), shmem, s.h, &args.a))
+	if err == nil {
+		err = drv.EventRecord(ctx, end, s.h)
+	}
+	if err != nil {
+		m.free = append(m.free, start, end)
+		return err
+	}
+	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: f.estimateFor(grid, block), charged: charged})
+	return nil
+}
+
+// closeMeter folds in what completed (the stream was synchronised) and
+// destroys the stream's events.
+func (s *Stream) closeMeter(ctx cuda.Context) error {
+	if s.meter == nil {
+		return nil
+	}
+	m, drv := s.meter, s.t.pool.drv
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	errs := []error{s.pollLocked(ctx)}
+	for _, p := range m.pending {
+		m.free = append(m.free, p.start, p.end)
+	}
+	m.pending = nil
+	for _, e := range m.free {
+		errs = append(errs, drv.EventDestroy(ctx, e))
+	}
+	m.free = nil
+	return errors.Join(errs...)
+}
+
+// gpuTimes polls every metered stream and returns the tenant's GPU time,
+// in total and per class. Called with c.mu held.
+func (c *tenantCore) gpuTimes() (total time.Duration, byClass map[Class]time.Duration) {
+	if !c.metered {
+		return 0, nil
+	}
+	for _, st := range c.streams {
+		if st.meter != nil {
+			_ = c.do(st.poll)
+		}
+	}
+	byClass = make(map[Class]time.Duration)
+	for cl := range c.gpuByClass {
+		if ns := c.gpuByClass[cl].Load(); ns != 0 {
+			byClass[Class(cl)] = time.Duration(ns)
+			total += time.Duration(ns)
+		}
+	}
+	return total, byClass
+}
+
+// cost is what a launch of f costs on s: predicted GPU time under a GPU
+// share, else the launch-rate model's threads.
+func (s *Stream) cost(f *Function, grid, block Dim3) float64 {
+	if s.t.gpuShare {
+		return s.gpuCost(f, grid, block)
+	}
+	return s.launchCost(grid, block)
+}
+
+// launchMetered is Launch (or, with try, TryLaunch) on a metered stream:
+// fold in what completed, admit, launch between events.
+func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
+	var err error
+	if s.t.part == nil { // no method value, no allocation, on the primary context
+		err = s.poll(s.t.pool.dev.Primary())
+	} else {
+		err = s.t.do(s.poll)
+	}
+	if err != nil {
+		return err
+	}
+	var charged float64
+	if s.bucket != nil {
+		charged = s.cost(f, grid, block)
+		if try {
+			if !s.bucket.TryAcquire(charged) {
+				if s.t.closed.Load() || s.closed.Load() {
+					return ErrClosed
+				}
+				return ErrThrottled
+			}
+		} else if err := s.admit(ctx, charged); err != nil {
+			return err
+		}
+	}
+	if !s.t.gpuShare {
+		charged = 0 // nothing to correct
+	}
+	return s.launchTimed(f, grid, block, shmem, args, charged)
+}
+
+// streamClasses sizes the per-class GPU-time accounts.
+const streamClasses = int(stream.NCCL) + 1
+
+// forgetEvents drops the meter's events without destroying them, after a
+// device reset destroyed their context; launches in flight then are not
+// measured.
+func (s *Stream) forgetEvents() {
+	if m := s.meter; m != nil {
+		m.mu.Lock()
+		m.free, m.pending = nil, nil
+		m.mu.Unlock()
+	}
+}

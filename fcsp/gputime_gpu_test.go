@@ -1,0 +1,54 @@
+package fcsp
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/kernels"
+)
+
+// On the H200: GPU time is metered on the GPU clock and agrees with events
+// recorded by hand, and a tenant with WithGPUShare(0.25) gets a quarter of
+// its own share-1 throughput for a short and a long spin kernel, with no
+// tuning to either.
+func TestGPUShareOnTheDevice(t *testing.T) {
+	p := openGPU(t, WithPartitionUnit(64))
+	tn, err := p.NewTenant("share", WithSMs(64), WithGPUShare(1))
+	require.NoError(t, err)
+	defer tn.Close()
+	mod, err := tn.LoadModule(kernels.ChainPTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("spin")
+	require.NoError(t, err)
+	ctx := context.Background()
+	s := tn.Stream()
+	grid, block := Dim3{X: 128, Y: 1, Z: 1}, Dim3{X: 1024, Y: 1, Z: 1}
+	for _, cycles := range []uint64{1 << 14, 1 << 21} { // about 10 us and 1 ms
+		var a Args
+		a.Uint64(cycles)
+		rate := func(share float64) (perS float64, kernel time.Duration) {
+			require.NoError(t, tn.SetSMLimit(share))
+			before := tn.Stats()
+			start, n := time.Now(), 0
+			for time.Since(start) < time.Second {
+				require.NoError(t, s.Launch(ctx, fn, grid, block, 0, &a))
+				if n++; n%16 == 0 {
+					require.NoError(t, s.Synchronize())
+				}
+			}
+			require.NoError(t, s.Synchronize())
+			perS = float64(n) / time.Since(start).Seconds()
+			after := tn.Stats()
+			return perS, (after.GPUTime - before.GPUTime) / time.Duration(after.Launches-before.Launches)
+		}
+		full, k := rate(1)
+		quarter, _ := rate(0.25)
+		frac := quarter / full
+		t.Logf("spin %d cycles: %.3f ms per kernel (metered); %.1f/s at share 1, %.1f/s at 0.25: fraction %.4f (band 0.2375..0.2625)",
+			cycles, float64(k)/1e6, full, quarter, frac)
+		require.InDelta(t, 0.25, frac, 0.0125)
+	}
+}

@@ -1,0 +1,217 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// Graph is work captured from one of a tenant's streams (a decode step, say)
+// and not yet instantiated. Close it when no longer needed.
+type Graph struct {
+	t       *tenantCore
+	h       cuda.Graph
+	kernels []launchShape // the kernels launched through the SDK during capture
+	closed  atomic.Bool
+}
+
+// GraphExec is an instantiated Graph, launched with Stream.LaunchGraph.
+type GraphExec struct {
+	t       *tenantCore
+	h       cuda.GraphExec
+	kernels []launchShape
+	cost    atomic.Uint64 // math.Float64bits of the tokens charged per launch; 0: derived from kernels
+	mu      sync.RWMutex  // launches (read) against Close (write)
+	closed  bool
+}
+
+type launchShape struct{ grid, block Dim3 }
+
+// capturing is what a stream records while Capture runs.
+type capturing struct {
+	mu      sync.Mutex
+	kernels []launchShape
+}
+
+// Capture records the work f queues on s into a Graph instead of running
+// it: kernels launched on s through the SDK (not charged to the limiter
+// now: a launch of the graph is) and any library calls f makes on s's
+// handle (inside Tenant.Do). The capture is relaxed: other calls made while
+// it runs are not refused, and what f queues on other streams is not
+// captured. Calls the driver forbids on a capturing stream fail as it
+// makes them (Synchronize on s: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and
+// the capture is lost). If f fails or panics the capture is ended and
+// discarded.
+func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err error) {
+	if f == nil {
+		return nil, fmt.Errorf("%w: Capture with a nil function", ErrInvalidArgument)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.t.closed.Load() || s.closed.Load() {
+		return nil, ErrClosed
+	}
+	c, drv := s.t, s.t.pool.drv
+	rec := &capturing{}
+	if !s.capture.CompareAndSwap(nil, rec) {
+		return nil, fmt.Errorf("%w: stream of tenant %q is already capturing", ErrInvalidArgument, c.name)
+	}
+	defer s.capture.Store(nil)
+	if err := c.do(func(ctx cuda.Context) error { return drv.StreamBeginCapture(ctx, s.h, cuda.CaptureModeRelaxed) }); err != nil {
+		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	end := func() (cuda.Graph, error) {
+		var h cuda.Graph
+		err := c.do(func(ctx cuda.Context) (err error) {
+			h, err = drv.StreamEndCapture(ctx, s.h)
+			return err
+		})
+		return h, err
+	}
+	ended := false
+	defer func() {
+		if !ended { // f panicked: end the capture, drop what it made
+			if h, err := end(); err == nil {
+				_ = c.do(func(ctx cuda.Context) error { return drv.GraphDestroy(ctx, h) })
+			}
+		}
+	}()
+	ferr := f()
+	ended = true
+	h, err := end()
+	if ferr != nil {
+		if err == nil {
+			err = c.do(func(ctx cuda.Context) error { return drv.GraphDestroy(ctx, h) })
+		}
+		return nil, errors.Join(ferr, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenant %q: capture: %w", c.name, err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return &Graph{t: c, h: h, kernels: rec.kernels}, nil
+}
+
+// Kernels is how many kernels were launched through the SDK during capture.
+func (g *Graph) Kernels() int { return len(g.kernels) }
+
+// Instantiate makes the graph launchable (cuGraphInstantiateWithFlags).
+func (g *Graph) Instantiate() (*GraphExec, error) {
+	if g.closed.Load() {
+		return nil, ErrClosed
+	}
+	e := &GraphExec{t: g.t, kernels: g.kernels}
+	err := g.t.do(func(ctx cuda.Context) (err error) {
+		e.h, err = g.t.pool.drv.GraphInstantiate(ctx, g.h)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tenant %q: %w", g.t.name, err)
+	}
+	return e, nil
+}
+
+// Close destroys the graph (instantiated copies stay usable). Idempotent.
+func (g *Graph) Close() error {
+	if !g.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	err := g.t.do(func(ctx cuda.Context) error { return g.t.pool.drv.GraphDestroy(ctx, g.h) })
+	if errors.Is(err, ErrClosed) {
+		return nil // the tenant's context is gone, and the graph with it
+	}
+	return err
+}
+
+// SetCost sets the tokens one launch of the graph charges to the stream's
+// and tenant's launch limiter (the same units as a kernel's grid x block
+// cost). 0, the default, derives it from the kernels captured through the
+// SDK, each costed like a launch of it on the launching stream; set it for
+// graphs whose kernels came from libraries.
+func (e *GraphExec) SetCost(tokens float64) error {
+	if !(tokens >= 0) || math.IsInf(tokens, 1) {
+		return fmt.Errorf("%w: graph cost %v; want a finite number of tokens, 0 or more", ErrInvalidArgument, tokens)
+	}
+	e.cost.Store(math.Float64bits(tokens))
+	return nil
+}
+
+// Close destroys the instantiated graph once launches in flight are queued.
+// Idempotent.
+func (e *GraphExec) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	err := e.t.do(func(ctx cuda.Context) error { return e.t.pool.drv.GraphExecDestroy(ctx, e.h) })
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// LaunchGraph queues e on s after admitting it through the stream's and the
+// tenant's launch limiter, like a kernel (see GraphExec.SetCost), waiting
+// while they are empty; ctx ends the wait with nothing launched or charged.
+// The graph must have been captured on one of this tenant's streams: its
+// kernels then run on this tenant's SMs.
+func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
+	if e == nil {
+		return fmt.Errorf("%w: LaunchGraph of a nil graph", ErrInvalidArgument)
+	}
+	if s.t.closed.Load() || s.closed.Load() {
+		return ErrClosed
+	}
+	if e.t != s.t {
+		return fmt.Errorf("%w: a graph of tenant %q launched on tenant %q's stream", ErrInvalidArgument, e.t.name, s.t.name)
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	if err := s.admit(ctx, e.costOn(s)); err != nil {
+		return err
+	}
+	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
+		return s.t.pool.drv.GraphLaunch(ctx, e.h, s.h)
+	})
+	if err != nil {
+		return fmt.Errorf("tenant %q: launching a graph: %w", s.t.name, err)
+	}
+	s.launches.Add(uint64(len(e.kernels)))
+	return nil
+}
+
+func (e *GraphExec) costOn(s *Stream) float64 {
+	if c := math.Float64frombits(e.cost.Load()); c != 0 || s.bucket == nil {
+		return c
+	}
+	var sum float64
+	for _, k := range e.kernels {
+		sum += s.t.limiter.Cost([3]uint32{k.grid.X, k.grid.Y, k.grid.Z}, [3]uint32{k.block.X, k.block.Y, k.block.Z}, s.class)
+	}
+	return sum
+}
+
+// recordCapture notes a kernel launched on s while it captures; it reports
+// whether s is capturing (the launch is then not charged now).
+func (s *Stream) recordCapture(grid, block Dim3) bool {
+	rec := s.capture.Load()
+	if rec == nil {
+		return false
+	}
+	rec.mu.Lock()
+	rec.kernels = append(rec.kernels, launchShape{grid, block})
+	rec.mu.Unlock()
+	return true
+}
