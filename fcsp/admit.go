@@ -44,6 +44,9 @@ func (s *Stream) checkLaunch(f *Function, grid, block Dim3) error {
 	if s.t.closed.Load() || s.closed.Load() {
 		return ErrClosed
 	}
+	if f == nil {
+		return fmt.Errorf("%w: launch of a nil *Function on tenant %q", ErrInvalidArgument, s.t.name)
+	}
 	if f.m.t != s.t {
 		return fmt.Errorf("%w: kernel %q belongs to tenant %q, stream to %q", ErrInvalidArgument, f.name, f.m.t.name, s.t.name)
 	}

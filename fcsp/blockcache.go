@@ -200,23 +200,48 @@ func (c *tenantCore) takeCached(s *Stream, class int) (cuda.DevicePtr, bool) {
 	if l == nil {
 		return 0, false
 	}
-	return l.take(class)
+	p, ok := l.take(class)
+	if ok {
+		// The allocation's own reservation counts it from here.
+		c.pool.mem.ReleaseDevice(classSize(class))
+	}
+	return p, ok
 }
 
 // putCached keeps a freed block on s's list if it has room (keep bytes per
 // stream); false means the caller frees it to the driver. (The pool's
 // maximum size already bounds live and cached blocks together.) The caller
 // is counted in the tenant's life lock.
+//
+// A cached block is still device memory: it stays counted against the
+// device limit (not the tenant's quota) while it is on a list, and a block
+// the device limit has no room for goes back to the driver instead.
 func (c *tenantCore) putCached(s *Stream, p cuda.DevicePtr, class int) bool {
-	return s.blocks().put(class, p, c.mpool.keep)
+	size := classSize(class)
+	if c.pool.mem.ReserveDevice(size) != nil {
+		return false
+	}
+	if !s.blocks().put(class, p, c.mpool.keep) {
+		c.pool.mem.ReleaseDevice(size)
+		return false
+	}
+	return true
 }
 
 // drain empties s's list and returns its blocks.
+// The blocks stop counting against the device limit: the caller gives
+// them to the driver.
 func (s *Stream) drain() (ptrs []cuda.DevicePtr) {
 	l := s.free.Load()
 	if l == nil {
 		return nil
 	}
+	var freed uint64
+	defer func() {
+		if s.t != nil { // a bare list in tests
+			s.t.pool.mem.ReleaseDevice(freed)
+		}
+	}()
 	for i := range l.shards {
 		sh := l.shards[i].Load()
 		if sh == nil {
@@ -230,6 +255,7 @@ func (s *Stream) drain() (ptrs []cuda.DevicePtr) {
 			b.mu.Lock()
 			ptrs = append(ptrs, b.blocks...)
 			sh.bytes.Add(-int64(classSize(class)) * int64(len(b.blocks)))
+			freed += classSize(class) * uint64(len(b.blocks))
 			b.blocks = b.blocks[:0]
 			b.n.Store(0)
 			b.mu.Unlock()

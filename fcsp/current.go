@@ -54,7 +54,7 @@ func (cur Current) Stream(s *Stream) (StreamHandle, error) {
 	if s.closed.Load() {
 		return StreamHandle{}, ErrClosed
 	}
-	return StreamHandle{s.h}, nil
+	return StreamHandle{s.h()}, nil
 }
 
 // SMs is how many SMs the tenant's partition holds (the whole device's for

@@ -6,6 +6,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -38,6 +39,15 @@ var (
 	// message says what is allowed. The lower packages' finer sentinels
 	// (tokenbucket.ErrInvalidConfig, memtrack.ErrInvalidSize, ...) match it.
 	ErrInvalidArgument = errs.ErrInvalidArgument
+	// ErrReaped: this process stopped heartbeating in the shared region
+	// for longer than the timeout (a stall, a SIGSTOP, a frozen cgroup)
+	// and the other processes gave its usage back; every later allocation
+	// fails with it. Frees still free the device memory.
+	ErrReaped = memtrack.ErrReaped
+	// ErrUnsafeRegion: the shared region path is a symbolic link, or a file
+	// another user owns or every user may write (see
+	// WithForeignSharedRegion).
+	ErrUnsafeRegion = shm.ErrUnsafeRegion
 )
 
 // CUDA result codes the SDK passes through, for errors.Is. Any driver

@@ -36,7 +36,7 @@ func Example() {
 	fmt.Println(errors.Is(err, fcsp.ErrQuotaExceeded))
 	// Output:
 	// interactive 16 SMs
-	// batch 104 SMs
+	// batch 116 SMs
 	// true
 	// true
 }

@@ -18,7 +18,7 @@ func openGPU(t testing.TB, opts ...Option) *Pool {
 	t.Helper()
 	p, err := Open(context.Background(), 0, opts...)
 	if errors.Is(err, ErrNoDriver) {
-		t.Skipf("no NVIDIA driver on this machine (%v): GPU test skipped", err)
+		skipGPU(t, err)
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })

@@ -234,9 +234,9 @@ func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, sh
 		m.free = append(m.free, start)
 		return err
 	}
-	err = errors.Join(drv.EventRecord(ctx, start, s.h), drv.LaunchKernel(ctx, f.h, grid.cuda(), block.cuda(), shmem, s.h, &args.a))
+	err = errors.Join(drv.EventRecord(ctx, start, s.h()), drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
 	if err == nil {
-		err = drv.EventRecord(ctx, end, s.h)
+		err = drv.EventRecord(ctx, end, s.h())
 	}
 	if err != nil {
 		m.free = append(m.free, start, end)

@@ -63,13 +63,13 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 		return nil, fmt.Errorf("%w: stream of tenant %q is already capturing", ErrInvalidArgument, c.name)
 	}
 	defer s.capture.Store(nil)
-	if err := c.do(func(ctx cuda.Context) error { return drv.StreamBeginCapture(ctx, s.h, cuda.CaptureModeRelaxed) }); err != nil {
+	if err := c.do(func(ctx cuda.Context) error { return drv.StreamBeginCapture(ctx, s.h(), cuda.CaptureModeRelaxed) }); err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	end := func() (cuda.Graph, error) {
 		var h cuda.Graph
 		err := c.do(func(ctx cuda.Context) (err error) {
-			h, err = drv.StreamEndCapture(ctx, s.h)
+			h, err = drv.StreamEndCapture(ctx, s.h())
 			return err
 		})
 		return h, err
@@ -183,7 +183,7 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 		return err
 	}
 	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return s.t.pool.drv.GraphLaunch(ctx, e.h, s.h)
+		return s.t.pool.drv.GraphLaunch(ctx, e.h, s.h())
 	})
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching a graph: %w", s.t.name, err)

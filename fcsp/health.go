@@ -151,7 +151,7 @@ func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 	for name, c := range p.tenants {
 		if s != 0 && c.mu.TryLock() {
 			for _, st := range c.streams {
-				if st.h == s {
+				if st.h() == s {
 					c.mu.Unlock()
 					return name
 				}

@@ -3,6 +3,7 @@ package fcsp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -16,12 +17,15 @@ type Module struct {
 	h     cuda.Module
 	image []byte      // kept to load it again after Pool.Reset
 	funcs []*Function // looked up so far, found again after Pool.Reset (under t.mu)
+
+	hs []cuda.Module // per layout of a reshapable tenant (reshape.go)
 }
 
 // Function is a kernel of a Module.
 type Function struct {
 	m    *Module
 	h    cuda.Function
+	hs   []cuda.Function // per layout of a reshapable tenant (reshape.go)
 	name string
 	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
 	// lastEst is the shape est was last asked for (gputime.go).
@@ -31,10 +35,7 @@ type Function struct {
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m := &Module{t: c, image: bytes.Clone(image)}
-	err := c.do(func(ctx cuda.Context) (err error) {
-		m.h, err = c.pool.drv.ModuleLoadData(ctx, image)
-		return err
-	})
+	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
@@ -47,10 +48,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name}
-	err := m.t.do(func(ctx cuda.Context) (err error) {
-		f.h, err = m.t.pool.drv.ModuleGetFunction(ctx, m.h, name)
-		return err
-	})
+	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)
 	}
@@ -115,6 +113,9 @@ func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args)
 // the life lock.
 func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if err := s.launchLocked(f, grid.cuda(), block.cuda(), shmem, &args.a); err != nil {
+		if errors.Is(err, ErrNotComputed) {
+			s.launches.Add(1) // launched all the same, just not modelled
+		}
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
 	}
 	if s.capture.Load() == nil {
@@ -132,11 +133,11 @@ func (s *Stream) launchLocked(f *Function, grid, block cuda.Dim3, shmem uint32, 
 	drv := c.pool.drv
 	switch {
 	case c.part == nil:
-		return drv.LaunchKernel(c.pool.dev.Primary(), f.h, grid, block, shmem, s.h, args)
+		return drv.LaunchKernel(c.pool.dev.Primary(), f.handle(), grid, block, shmem, s.h(), args)
 	case c.pool.unscoped.launch.Load() == probeYes:
-		return drv.LaunchKernel(0, f.h, grid, block, shmem, s.h, args)
+		return drv.LaunchKernel(0, f.handle(), grid, block, shmem, s.h(), args)
 	}
 	return c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return drv.LaunchKernel(ctx, f.h, grid, block, shmem, s.h, args)
+		return drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
 	})
 }

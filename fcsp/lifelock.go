@@ -20,6 +20,7 @@ import (
 // zero, cannot both happen: either the call backs out or end waits for it.
 type lifeLock struct {
 	ending atomic.Bool
+	gate   pauseGate // Tenant.Reshape holds calls back while it switches (reshape.go)
 	slots  [lifeSlots]struct {
 		n atomic.Int64
 		_ [120]byte // a slot per 128 bytes: adjacent-line prefetch pairs lines
@@ -31,13 +32,20 @@ const lifeSlots = 32
 // enter counts a call in; ok is false once end has begun. A call that got
 // ok passes its slot to exit.
 func (l *lifeLock) enter() (slot uint32, ok bool) {
-	slot = rand.Uint32() % lifeSlots
-	l.slots[slot].n.Add(1)
-	if l.ending.Load() {
+	for {
+		slot = rand.Uint32() % lifeSlots
+		l.slots[slot].n.Add(1)
+		if l.ending.Load() {
+			l.slots[slot].n.Add(-1)
+			return 0, false
+		}
+		if !l.gate.held.Load() {
+			return slot, true
+		}
+		// A reshape is draining the calls in flight: back out, wait for it.
 		l.slots[slot].n.Add(-1)
-		return 0, false
+		l.gate.wait()
 	}
-	return slot, true
 }
 
 func (l *lifeLock) exit(slot uint32) { l.slots[slot].n.Add(-1) }
@@ -46,6 +54,12 @@ func (l *lifeLock) exit(slot uint32) { l.slots[slot].n.Add(-1) }
 // (a stream synchronisation), so it yields, then sleeps, between looks.
 func (l *lifeLock) end() {
 	l.ending.Store(true)
+	l.gate.wait() // a reshape under way finishes first
+	l.drain()
+}
+
+// drain waits until no call is counted in.
+func (l *lifeLock) drain() {
 	for i := range l.slots {
 		for spins := 0; l.slots[i].n.Load() != 0; spins++ {
 			if spins < 100 {

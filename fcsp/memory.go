@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // Alloc allocates n bytes of device memory against the tenant's quota (from
@@ -40,8 +41,13 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	}
 	defer c.life.exit(slot)
 	r, err := c.acct.Reserve(n)
+	if qe := (*memtrack.QuotaError)(nil); errors.As(err, &qe) && qe.Scope == memtrack.ScopeDevice && c.pool.trimCaches() {
+		// Freed blocks kept by pooled tenants count against the device
+		// limit: give them back to the driver and try once more.
+		r, err = c.acct.Reserve(n)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
+		return 0, err // memtrack's errors name the tenant already (ErrInvalidSize matches ErrInvalidArgument)
 	}
 	p, err := c.allocFrom(s, n)
 	if err != nil {
@@ -52,7 +58,7 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 		// Cannot happen for a pointer the driver just returned; the
 		// reservation is cancelled, give the memory back too.
 		_ = c.freeOn(s, p, n)
-		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
+		return 0, err
 	}
 	return DevicePtr(p), nil
 }
@@ -75,7 +81,26 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 		if _, ok := c.pool.fault.stale.LoadAndDelete(staleKey{c, p}); ok {
 			return fmt.Errorf("tenant %q: Free(%#x): %w (the allocation died with the reset; nothing to free)", c.name, uint64(p), ErrStale)
 		}
-		return fmt.Errorf("tenant %q: Free(%#x): %w", c.name, uint64(p), err)
+		return err // memtrack's error names the tenant and the pointer
+	}
+	if class, _, ok := sizeClass(r.Size()); ok && c.mpool != nil {
+		// The block may go onto a free list, where it counts against the
+		// device limit as cache: settle the release first, or at the limit
+		// the block would count twice for a moment and not be cached (the
+		// driver's pool would then keep it uncounted).
+		n := r.Size()
+		r.Commit()
+		if c.putCached(s, cuda.DevicePtr(p), class) {
+			return nil
+		}
+		if err := c.freeToDriver(s, cuda.DevicePtr(p)); err != nil {
+			// The driver kept it: it is the tenant's again.
+			if rr, e := c.acct.Reserve(n); e == nil {
+				_ = rr.Commit(uint64(p))
+			}
+			return fmt.Errorf("tenant %q: %w", c.name, err)
+		}
+		return nil
 	}
 	if err := c.freeOn(s, cuda.DevicePtr(p), r.Size()); err != nil {
 		// The driver kept it (or a Close, waiting for this call, will free

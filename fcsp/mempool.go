@@ -77,7 +77,7 @@ func (c *tenantCore) allocFrom(s *Stream, n uint64) (p cuda.DevicePtr, err error
 		// Stream-ordered: the stream names the context, so where the driver
 		// allows it no lock is taken and allocations run in parallel.
 		return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) (err error) {
-			p, err = c.pool.drv.MemAllocFromPoolAsync(ctx, size, c.mpool.h, s.h)
+			p, err = c.pool.drv.MemAllocFromPoolAsync(ctx, size, c.mpool.h, s.h())
 			return err
 		})
 	}
@@ -120,7 +120,13 @@ func (c *tenantCore) freeOn(s *Stream, p cuda.DevicePtr, n uint64) error {
 	if class, _, ok := sizeClass(n); ok && c.putCached(s, p, class) {
 		return nil
 	}
-	return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s.h) })
+	return c.freeToDriver(s, p)
+}
+
+// freeToDriver frees p to the tenant's pool in order on s. The caller is
+// counted in the life lock.
+func (c *tenantCore) freeToDriver(s *Stream, p cuda.DevicePtr) error {
+	return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s.h()) })
 }
 
 // AllocAsync allocates n bytes in stream order on s (the memory may be used
@@ -154,6 +160,13 @@ func (c *tenantCore) Trim() error {
 	if c.mpool == nil {
 		return nil
 	}
+	// In the life lock, so that Close cannot destroy the pool under the
+	// trim (the calls below enter it again, which is allowed).
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
 	c.mu.Lock()
 	streams := slices.Clone(c.streams)
 	c.mu.Unlock()
@@ -188,7 +201,7 @@ func (c *tenantCore) flushLocked(s *Stream) (int, error) {
 	var errs []error
 	for _, p := range ptrs {
 		errs = append(errs, c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error {
-			return c.pool.drv.MemFreeAsync(ctx, p, s.h)
+			return c.pool.drv.MemFreeAsync(ctx, p, s.h())
 		}))
 	}
 	return len(ptrs), errors.Join(errs...)
@@ -218,9 +231,9 @@ func (c *tenantCore) closeMemPool(ctx cuda.Context, streams []*Stream) error {
 		// The tenant is closed and no call is in flight: call the driver
 		// with its context directly.
 		for _, p := range s.drain() {
-			errs = append(errs, drv.MemFreeAsync(ctx, p, s.h))
+			errs = append(errs, drv.MemFreeAsync(ctx, p, s.h()))
 		}
-		errs = append(errs, drv.StreamSynchronize(ctx, s.h))
+		errs = append(errs, drv.StreamSynchronize(ctx, s.h()))
 	}
 	return errors.Join(append(errs, drv.MemPoolDestroy(ctx, c.mpool.h))...)
 }
@@ -244,4 +257,28 @@ func (p *Pool) trimPools(except *tenantCore) int {
 		}
 	}
 	return n
+}
+
+// trimCaches empties every pooled tenant's free lists (the caller's own
+// too), so that an allocation refused by the device limit, which counts
+// cached blocks, can retry. It reports whether any bytes were cached.
+func (p *Pool) trimCaches() bool {
+	p.mu.Lock()
+	var pooled []*tenantCore
+	for _, c := range p.tenants {
+		if c.mpool != nil {
+			pooled = append(pooled, c)
+		}
+	}
+	p.mu.Unlock()
+	cached := false
+	for _, c := range pooled {
+		c.mu.Lock()
+		for _, s := range c.streams {
+			cached = cached || s.cachedBytes() > 0
+		}
+		c.mu.Unlock()
+		_ = c.Trim() // the driver's pool gives back what it kept, too
+	}
+	return cached
 }

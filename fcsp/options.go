@@ -27,8 +27,10 @@ type poolConfig struct {
 	penalty   float64       // tokenbucket's: 0 default, NoPenalty none
 	refill    time.Duration // 0: tokenbucket's default
 	region    string        // shared region path, "": none
+	foreign   bool          // accept a region file of another user (WithForeignSharedRegion)
 	beat      time.Duration
 	reapAfter time.Duration
+	splitFlag uint32 // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
 }
 
 // withDriver makes Open use a driver made by newDriver instead of loading
@@ -160,6 +162,8 @@ type tenantConfig struct {
 	gpuShare float64       // WithGPUShare; 0: none
 	metered  bool          // WithGPUMetering (or WithGPUShare)
 	clock    func() int64  // the limiter's clock (tests); nil: monotonic
+
+	shape shapeConfig // WithSMShare, WithRemainderSMs, WithReshapeSizes (shape.go)
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool
@@ -184,7 +188,13 @@ func WithMemoryPool(keep uint64) TenantOption {
 // and everything it held returns to the pool (a request-scoped tenant, or a
 // class that ends with its server's context).
 func WithContext(ctx context.Context) TenantOption {
-	return func(c *tenantConfig) error { c.ctx = ctx; return nil }
+	return func(c *tenantConfig) error {
+		if ctx == nil {
+			return fmt.Errorf("%w: WithContext(nil); pass a context (context.Background() for none)", ErrInvalidArgument)
+		}
+		c.ctx = ctx
+		return nil
+	}
 }
 
 // WithSMs gives the tenant a partition of n SMs of its own; n must be a

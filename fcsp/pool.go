@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -31,6 +30,7 @@ type Pool struct {
 	registry stream.Registry
 
 	shared   *sharedState // nil without WithSharedRegion
+	events   eventSet     // made by Pool.NewEvent
 	unscoped unscopedProbe
 	fault    faultState // health.go, reset.go
 
@@ -57,7 +57,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	}
 	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger}
 	if p.log == nil {
-		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
 	if cfg.environ != nil {
 		env, err := hamienv.Parse(cfg.environ)
@@ -119,7 +119,10 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if unit == 0 {
 		unit = dev.Granularity()
 	}
-	if p.split, err = dev.Split(unit); err != nil {
+	if unit > dev.SMs() {
+		return fail(fmt.Errorf("%w: partition unit %d SMs; this device has %d SMs, cut in groups of %d", ErrInvalidArgument, unit, dev.SMs(), dev.Granularity()))
+	}
+	if p.split, err = dev.SplitWith(unit, cfg.splitFlag); err != nil {
 		return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
 	}
 	if p.split.GroupSMs() != unit {
@@ -147,7 +150,8 @@ func (p *Pool) Device() DeviceInfo { return p.info }
 // PartitionUnit is the size of the groups partitions are made of.
 func (p *Pool) PartitionUnit() int { return p.split.GroupSMs() }
 
-// FreeSMs is how many SMs can still be given to partitioned tenants.
+// FreeSMs is how many SMs can still be given to partitioned tenants (the
+// split's remainder included while no tenant holds it).
 func (p *Pool) FreeSMs() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -177,8 +181,16 @@ func splitRows(rows []greenctx.Row) []SplitRow {
 	return out
 }
 
-// MemoryUsed is what all tenants hold, in bytes; MemoryLimit the cap.
-func (p *Pool) MemoryUsed() uint64  { return p.mem.Used() }
+// MemoryUsed is what all tenants hold, in bytes, including the freed
+// blocks pooled tenants keep for reuse; MemoryLimit the cap.
+// After Close it is 0.
+func (p *Pool) MemoryUsed() uint64 {
+	if p.shared != nil {
+		return p.shared.read(p.mem.Used) // the region may be unmapping
+	}
+	return p.mem.Used()
+}
+
 func (p *Pool) MemoryLimit() uint64 { return p.mem.Limit() }
 
 // Tenants lists the live tenants' names, sorted.
@@ -224,6 +236,9 @@ func (p *Pool) Close() error {
 	for _, s := range spare {
 		errs = append(errs, s.Close())
 	}
+	if p.dev != nil {
+		errs = append(errs, p.events.close(p.drv, p.dev.Primary()))
+	}
 	errs = append(errs, p.shared.close())
 	if p.dev != nil {
 		errs = append(errs, p.dev.Close())
@@ -233,6 +248,15 @@ func (p *Pool) Close() error {
 
 // takePartition finds or builds a partition for a tenant.
 func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
+	if err := p.resolveShape(cfg); err != nil {
+		return nil, err
+	}
+	if len(cfg.shape.sizes) > 0 {
+		return p.takeLayouts(cfg)
+	}
+	if cfg.shape.remainder {
+		return p.split.TakeRemainder()
+	}
 	if cfg.rest {
 		// Spares go back first so the rest really is everything free.
 		for _, s := range p.spare {

@@ -79,7 +79,7 @@ func nan() float64 { z := 0.0; return z / z }
 
 func TestTenantPartitions(t *testing.T) {
 	p, drv := openSim(t)
-	require.Equal(t, 120, p.FreeSMs(), "15 groups of 8 on an H200")
+	require.Equal(t, 132, p.FreeSMs(), "15 groups of 8 and a remainder of 12 on an H200")
 	lat, err := p.NewTenant("interactive", WithSMs(16))
 	require.NoError(t, err)
 	require.Equal(t, 16, lat.SMs())
@@ -97,7 +97,7 @@ func TestTenantPartitions(t *testing.T) {
 
 	batch, err := p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
-	require.Equal(t, 104, batch.SMs())
+	require.Equal(t, 116, batch.SMs(), "13 groups and the remainder")
 	require.Zero(t, p.FreeSMs())
 	_, err = p.NewTenant("late", WithSMs(8))
 	require.ErrorIs(t, err, ErrInsufficientSMs)
@@ -110,7 +110,7 @@ func TestTenantPartitions(t *testing.T) {
 
 	require.NoError(t, batch.Close())
 	require.NoError(t, batch.Close(), "Close is idempotent")
-	require.Equal(t, 104, p.FreeSMs(), "a closed tenant's SMs return")
+	require.Equal(t, 116, p.FreeSMs(), "a closed tenant's SMs return")
 	_, err = batch.Alloc(context.Background(), 1)
 	require.ErrorIs(t, err, ErrClosed)
 	_, err = batch.NewStream(ClassDefault)
@@ -214,7 +214,7 @@ func TestForgottenTenantIsReclaimed(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.Empty(t, p.Tenants(), "an unreachable tenant must be reclaimed")
-	require.Equal(t, 120, p.FreeSMs())
+	require.Equal(t, 132, p.FreeSMs())
 	require.Zero(t, drv.Live().Bytes)
 }
 
@@ -319,7 +319,7 @@ func TestConcurrentTenantsAndAllocations(t *testing.T) {
 	})
 	require.Zero(t, p.MemoryUsed())
 	require.Zero(t, drv.Live().Bytes)
-	require.Equal(t, 120, p.FreeSMs())
+	require.Equal(t, 132, p.FreeSMs())
 }
 
 func TestEnvironConfiguresLimits(t *testing.T) {

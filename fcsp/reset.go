@@ -114,6 +114,10 @@ func (p *Pool) Reset(ctx context.Context) error {
 			return fail(fmt.Errorf("rebuilding tenant %q: %w", c.name, err))
 		}
 	}
+	for _, c := range cores { // events died with the contexts (rel branch)
+		c.events.forget()
+	}
+	p.events.forget()
 	p.fault.gen.Add(1)
 	p.fault.lost.Store(nil)
 	took := time.Since(start)
@@ -157,19 +161,19 @@ func (c *tenantCore) rebuild(raw cuda.Driver) error {
 			s.closed.Store(true)
 			continue
 		case s == c.first && c.part != nil:
-			s.h = c.part.Stream()
+			s.hv.Store(uintptr(c.part.Stream()))
 		case c.part != nil:
 			h, err := c.part.NewStream(0)
 			if err != nil {
 				return err
 			}
-			s.h = h
+			s.hv.Store(uintptr(h))
 		default:
 			h, err := raw.StreamCreate(p.dev.Primary(), cuda.StreamNonBlocking)
 			if err != nil {
 				return err
 			}
-			s.h = h
+			s.hv.Store(uintptr(h))
 		}
 		kept = append(kept, s)
 	}
@@ -190,6 +194,12 @@ func (c *tenantCore) rebuild(raw cuda.Driver) error {
 		m.h = h
 	}
 	for _, m := range c.modules {
+		if m.hs != nil { // a reshapable tenant's: in every layout (reshape.go)
+			if err := m.reload(raw); err != nil {
+				return err
+			}
+			continue
+		}
 		h, err := raw.ModuleLoadData(ctx, m.image)
 		if err != nil {
 			return fmt.Errorf("loading a module again: %w", err)

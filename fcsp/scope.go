@@ -20,6 +20,9 @@ type Scope struct {
 
 // scope is Tenant.Scope; h is the handle it was called on.
 func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) error) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s := &Scope{h: h, t: c, ctx: ctx, live: map[DevicePtr]struct{}{}}
 	defer func() {
 		if e := s.release(); e != nil {
@@ -29,13 +32,24 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 	return f(s)
 }
 
-// Alloc allocates n bytes that belong to the scope.
+// Alloc allocates n bytes that belong to the scope, under the context
+// given to Tenant.Scope (as an http.Request carries its own).
 func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
+	s.mu.Lock()
+	ended := s.live == nil
+	s.mu.Unlock()
+	if ended {
+		return 0, fmt.Errorf("tenant %q: Alloc in a scope that has ended: %w", s.t.name, ErrClosed)
+	}
 	p, err := s.t.Alloc(s.ctx, n)
 	if err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
+	if s.live == nil { // the scope ended while we allocated: not ours to keep
+		s.mu.Unlock()
+		return 0, errors.Join(fmt.Errorf("tenant %q: Alloc in a scope that has ended: %w", s.t.name, ErrClosed), s.t.Free(p))
+	}
 	s.live[p] = struct{}{}
 	s.mu.Unlock()
 	return p, nil
@@ -52,6 +66,9 @@ func (s *Scope) Free(p DevicePtr) error {
 	}
 	return s.t.Free(p)
 }
+
+// Context is the context the scope was made with.
+func (s *Scope) Context() context.Context { return s.ctx }
 
 // Tenant is the scope's tenant.
 func (s *Scope) Tenant() *Tenant { return s.h }

@@ -3,6 +3,7 @@ package fcsp
 import (
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/shm"
@@ -29,6 +30,15 @@ func WithSharedRegion(path string) Option {
 	}
 }
 
+// WithForeignSharedRegion accepts a shared region file that another user
+// owns, or that every user may write (containers of different users sharing
+// /dev/shm). Without it such a file is refused with ErrUnsafeRegion: whoever
+// can write the region can make every process refuse allocations or pass
+// the device limit. A symbolic link is refused either way.
+func WithForeignSharedRegion() Option {
+	return func(c *poolConfig) error { c.foreign = true; return nil }
+}
+
 // WithHeartbeat sets how often this process marks itself alive in the
 // shared region (default 1 s) and after how long without a beat a process
 // is reaped (default 5 s).
@@ -44,6 +54,11 @@ func WithHeartbeat(every, timeout time.Duration) Option {
 
 // sharedState is the pool's membership of a shared region.
 type sharedState struct {
+	// mu keeps the region mapped while a reader that is not a tenant's
+	// call (a metrics scrape of MemoryUsed, SharedUsed) looks at it;
+	// tenants' calls are over before close unmaps it.
+	mu         sync.RWMutex
+	unmapped   bool
 	region     *shm.Region
 	slot       *shm.Slot
 	stopBeat   func()
@@ -54,7 +69,7 @@ func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
 	if index >= regionLayout.Devices {
 		return nil, fmt.Errorf("%w: device %d; the shared region covers devices 0..%d", ErrInvalidArgument, index, regionLayout.Devices-1)
 	}
-	r, err := shm.Open(p.cfg.region, regionLayout, nil)
+	r, err := shm.Open(p.cfg.region, regionLayout, &shm.Options{AllowForeign: p.cfg.foreign})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +84,9 @@ func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
 	}
 	s := &sharedState{region: r, slot: slot}
 	s.stopBeat = slot.StartHeartbeat(beat, func() {
-		p.log.Error("fcsp: this process was reaped from the shared region (heartbeat missed); its usage is no longer counted", "region", r.Path())
+		// The slot now refuses our writes: allocations fail with ErrReaped,
+		// frees still free the device memory but move no shared count.
+		p.log.Error("fcsp: this process was reaped from the shared region (heartbeat missed); allocations now fail with ErrReaped", "region", r.Path())
 	})
 	s.stopReaper = r.StartReaper(beat, timeout, func(slots []int) {
 		p.log.Warn("fcsp: reaped dead processes from the shared region", "slots", slots)
@@ -90,15 +107,28 @@ func (s *sharedState) close() error {
 	}
 	s.stopReaper()
 	s.stopBeat()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.slot.Leave()
+	s.unmapped = true
 	return s.region.Close()
 }
 
+// read returns f() while the region is mapped, 0 once it is not.
+func (s *sharedState) read(f func() uint64) uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.unmapped {
+		return 0
+	}
+	return f()
+}
+
 // SharedUsed is the device's memory in use by every process of the shared
-// region (0 without WithSharedRegion).
+// region (0 without WithSharedRegion, and after Close).
 func (p *Pool) SharedUsed() uint64 {
 	if p.shared == nil {
 		return 0
 	}
-	return p.shared.region.DeviceUsed(p.info.Index)
+	return p.shared.read(func() uint64 { return p.shared.region.DeviceUsed(p.info.Index) })
 }

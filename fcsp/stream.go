@@ -14,7 +14,7 @@ import (
 // are charged to its bucket (and the tenant's) unless its class bypasses.
 type Stream struct {
 	t        *tenantCore
-	h        cuda.Stream
+	hv       atomic.Uintptr // the CUstream; Tenant.Reshape swaps it (reshape.go)
 	class    Class
 	bucket   *tokenbucket.Stream // nil: not limited
 	meter    *meter              // nil: GPU time not metered
@@ -28,16 +28,18 @@ type Stream struct {
 
 func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 	s := &Stream{t: c, class: class, owned: true}
+	var h cuda.Stream
 	var err error
 	switch {
 	case c.part != nil && first:
-		s.h, s.fromPart = c.part.Stream(), true
+		h, s.fromPart = c.part.Stream(), true
 	case c.part != nil:
-		s.h, err = c.part.NewStream(0)
+		h, err = c.part.NewStream(0)
 		s.fromPart = true
 	default:
-		s.h, err = c.pool.drv.StreamCreate(c.pool.dev.Primary(), cuda.StreamNonBlocking)
+		h, err = c.pool.drv.StreamCreate(c.pool.dev.Primary(), cuda.StreamNonBlocking)
 	}
+	s.hv.Store(uintptr(h))
 	if err != nil {
 		return nil, err
 	}
@@ -62,13 +64,13 @@ func (s *Stream) attachBucket() error {
 
 // NewStream adds a stream of class cl to the tenant.
 func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
-	}
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
-	slot, err := c.enter() // the pool is not lost, and no Reset replaces the partition meanwhile
+	// In the life lock until the stream is listed, so that a racing Close
+	// waits and then destroys it; and the pool is not lost, no Reset
+	// replaces the partition, and no Reshape switches its streams, meanwhile.
+	slot, err := c.enter()
 	if err != nil {
 		return nil, err
 	}
@@ -88,13 +90,16 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 // class is the one given to Pool.RegisterStream, else cl. The SDK does not
 // destroy adopted streams.
 func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
+	slot, err := c.enter()
+	if err != nil {
+		return nil, err
 	}
+	defer c.life.exit(slot)
 	if reg, ok := c.pool.registry.Lookup(handle); ok {
 		cl = reg
 	}
-	s := &Stream{t: c, h: cuda.Stream(handle), class: cl}
+	s := &Stream{t: c, class: cl}
+	s.hv.Store(handle)
 	if err := s.attachBucket(); err != nil {
 		return nil, err
 	}
@@ -104,8 +109,12 @@ func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
 	return s, nil
 }
 
-// Handle is the CUstream, for other bindings.
-func (s *Stream) Handle() uintptr { return uintptr(s.h) }
+// Handle is the CUstream, for other bindings. After Tenant.Reshape it is
+// another stream (of the new layout): take it again after a reshape.
+func (s *Stream) Handle() uintptr { return uintptr(s.h()) }
+
+// h is the stream's current CUstream.
+func (s *Stream) h() cuda.Stream { return cuda.Stream(s.hv.Load()) }
 
 // Class is the stream's class.
 func (s *Stream) Class() Class { return s.class }
@@ -118,7 +127,7 @@ func (s *Stream) Synchronize() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h) })
+	return s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h()) })
 }
 
 func (s *Stream) destroy(ctx cuda.Context) error {
@@ -128,7 +137,7 @@ func (s *Stream) destroy(ctx cuda.Context) error {
 	}
 	if s.owned && !s.fromPart {
 		drv := s.t.pool.drv
-		errs = append(errs, drv.StreamSynchronize(ctx, s.h), drv.StreamDestroy(ctx, s.h))
+		errs = append(errs, drv.StreamSynchronize(ctx, s.h()), drv.StreamDestroy(ctx, s.h()))
 	}
 	errs = append(errs, s.closeMeter(ctx))
 	return errors.Join(errs...)
@@ -168,7 +177,7 @@ func (s *Stream) Close() error {
 	// partition's own streams are destroyed through the partition.
 	errs = append(errs, s.destroy(c.pool.dev.Primary()))
 	if s.owned && s.fromPart {
-		errs = append(errs, c.part.DestroyStream(s.h))
+		errs = append(errs, c.part.DestroyStream(s.h()))
 	}
 	return errors.Join(errs...)
 }

@@ -43,7 +43,7 @@ func TestStreamClose(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, s.Launch(ctx, fn, one, one, 0, &a))
 				require.NoError(t, tn.FreeAsync(s, ptr))
-				h := s.h
+				h := s.h()
 				require.NoError(t, s.Close())
 				require.NoError(t, s.Close(), "idempotent")
 				require.ErrorIs(t, drv.StreamSynchronize(tn.c.ctx(), h), cuda.ErrorInvalidHandle, "destroyed")
@@ -149,7 +149,7 @@ func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
 		var b Args
 		b.Uint64(0)
 		close(started)
-		err := s.Launch(ctx, fn, Dim3{X: 500, Y: 1, Z: 1}, one, 0, &b) // ~3 ms more of tokens
+		err := s.Launch(ctx, fn, Dim3{X: 10000, Y: 1, Z: 1}, one, 0, &b) // ~60 ms more of tokens: Close comes first, even under -race
 		returned.Store(true)
 		errc <- err
 	}()

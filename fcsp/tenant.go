@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
@@ -53,14 +54,19 @@ type tenantCore struct {
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
+	events  eventSet
 	closed  atomic.Bool
+	done    chan struct{} // closed when close has finished
 	cleanup runtime.Cleanup
-	stop    func() bool // unregisters the context watcher
+	stop    func() bool          // unregisters the context watcher
+	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
 
 	// GPU time (gputime.go): metered streams, bucket charged in GPU ns.
 	metered, gpuShare bool
 	gpuByClass        [streamClasses]atomic.Int64 // ns of completed launches
 	dos               doThreads                   // OS threads inside Do (do.go)
+
+	reshape sync.Mutex // serialises Reshape (reshape.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -76,8 +82,8 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty tenant name", ErrInvalidArgument)
 	}
-	if cfg.sms > 0 && cfg.rest {
-		return nil, fmt.Errorf("%w: WithSMs and WithRestOfSMs together; choose one", ErrInvalidArgument)
+	if err := cfg.checkShape(); err != nil {
+		return nil, err
 	}
 	if cfg.gpuShare > 0 && cfg.smLimit > 0 {
 		return nil, fmt.Errorf("%w: WithGPUShare and WithSMLimit together; choose one", ErrInvalidArgument)
@@ -98,9 +104,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0}
+	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0, done: make(chan struct{})}
 	var err error
-	if cfg.sms > 0 || cfg.rest {
+	if cfg.partitioned() {
 		if c.part, err = p.takePartition(&cfg); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
@@ -118,6 +124,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	quota := cfg.quota
 	if quota == 0 {
 		quota = p.mem.Limit()
+	}
+	if err := p.checkQuota(quota); err != nil {
+		return undo(err)
 	}
 	if c.acct, err = p.mem.NewAccount(name, quota); err != nil {
 		return undo(err)
@@ -153,13 +162,17 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	c.streams, c.first = append(c.streams, first), first
 	if cfg.pool {
-		if err := c.openMemPool(quota, cfg.keep, cfg.quota != 0, cfg.noLists); err != nil {
+		// The pool's maximum size is the quota, but never more than the
+		// device may hold (a quota of MaxUint64 overflowed the driver's
+		// rounding of the size to whole chunks).
+		if err := c.openMemPool(min(quota, p.mem.Limit()), cfg.keep, cfg.quota != 0, cfg.noLists); err != nil {
 			_ = first.destroy(c.ctx())
 			return undo(err)
 		}
 	}
 	p.tenants[name] = c
 	t := &Tenant{c}
+	c.handle = weak.Make(t)
 	if cfg.ctx != nil {
 		c.closeWhenDone(cfg.ctx)
 	}
@@ -231,17 +244,17 @@ func (c *tenantCore) SetSMLimit(f float64) error {
 
 // Stats is a snapshot of a tenant's use.
 type Stats struct {
-	Name          string
-	SMs           int
-	Partitioned   bool
-	MemoryUsed    uint64
-	MemoryLimit   uint64
-	MemoryCached  uint64  // freed pool blocks kept on the streams' free lists (WithMemoryPool)
-	SMLimit       float64 // 0: unlimited
-	Launches      uint64  // admitted kernel launches, all streams
-	Throttled     uint64  // launches that had to wait for tokens
-	ThrottleWaitS float64 // seconds spent waiting for tokens
-	Streams       int
+	Name         string
+	SMs          int
+	Partitioned  bool
+	MemoryUsed   uint64
+	MemoryLimit  uint64
+	MemoryCached uint64        // freed pool blocks kept on the streams' free lists (WithMemoryPool)
+	SMLimit      float64       // 0: unlimited
+	Launches     uint64        // admitted kernel launches, all streams
+	Throttled    uint64        // launches that had to wait for tokens
+	ThrottleWait time.Duration // time spent waiting for tokens
+	Streams      int
 
 	// GPU time (WithGPUMetering, WithGPUShare): kernel run time measured on
 	// the GPU clock, of launches whose events have completed.
@@ -269,7 +282,7 @@ func (c *tenantCore) Stats() Stats {
 		if st.bucket != nil {
 			bs := st.bucket.Stats()
 			s.Throttled += bs.Throttled
-			s.ThrottleWaitS += float64(bs.WaitNanos) / 1e9
+			s.ThrottleWait += time.Duration(bs.WaitNanos)
 		}
 	}
 	return s
@@ -277,8 +290,13 @@ func (c *tenantCore) Stats() Stats {
 
 func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
+		// Another close (the tenant's context, the garbage collector, the
+		// pool) is under way: returning before it ends would let the caller
+		// see memory still counted, or unmap the shared region under it.
+		<-c.done
 		return nil
 	}
+	defer close(c.done)
 	if c.limiter != nil {
 		_ = c.limiter.Close() // launches waiting for tokens return ErrClosed
 	}
@@ -299,7 +317,7 @@ func (c *tenantCore) close(why string) error {
 	leaks := c.acct.Live()
 	for _, a := range leaks {
 		if c.mpool != nil {
-			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h))
+			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h()))
 		} else {
 			errs = append(errs, p.drv.MemFree(p.dev.Primary(), cuda.DevicePtr(a.Ptr)))
 		}
@@ -308,27 +326,34 @@ func (c *tenantCore) close(why string) error {
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
+	errs = append(errs, c.events.close(p.drv, ctx))
 	for _, m := range modules {
-		errs = append(errs, p.drv.ModuleUnload(ctx, m.h))
+		errs = append(errs, m.unload(ctx))
 	}
 	_, err := c.acct.Close()
 	errs = append(errs, err)
 	p.mu.Lock()
+	recycle := c.part != nil && !p.closed && p.wantsSpare(c.part.SMs())
+	p.mu.Unlock()
+	if c.part != nil && !(recycle && c.part.Reset() == nil) {
+		errs = append(errs, c.part.Close())
+		recycle = false
+	}
+	// The tenant leaves the pool's list last, so that a Pool.Close that
+	// starts meanwhile finds it and waits for this close to end.
+	p.mu.Lock()
 	if p.tenants[c.name] == c {
 		delete(p.tenants, c.name)
 	}
-	recycle := c.part != nil && !p.closed && p.wantsSpare(c.part.SMs())
+	if recycle && !p.closed {
+		// A prewarmed size goes back to the spares: the next tenant of
+		// that size skips green-context creation.
+		p.spare = append(p.spare, c.part)
+		recycle = false
+	}
 	p.mu.Unlock()
-	if c.part != nil {
-		if recycle && c.part.Reset() == nil {
-			// A prewarmed size goes back to the spares: the next tenant of
-			// that size skips green-context creation.
-			p.mu.Lock()
-			p.spare = append(p.spare, c.part)
-			p.mu.Unlock()
-		} else {
-			errs = append(errs, c.part.Close())
-		}
+	if recycle { // the pool closed meanwhile
+		errs = append(errs, c.part.Close())
 	}
 	if why != "" || len(leaks) > 0 {
 		p.log.Warn("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))

@@ -156,7 +156,9 @@ func (t *Tenant) CopyFromDevice(dst []byte, src DevicePtr) error {
 
 // Scope runs f with a fresh Scope and frees what f left allocated. A panic
 // in f is re-raised after the cleanup; a cleanup failure is joined to f's
-// error. The Scope holds the Tenant, so the tenant lives while f runs.
+// error. If ctx has already ended, f is not run and ctx.Err() is returned;
+// the scope's allocations then wait under ctx (Scope.Alloc). The Scope
+// holds the Tenant, so the tenant lives while f runs.
 func (t *Tenant) Scope(ctx context.Context, f func(s *Scope) error) error {
 	defer runtime.KeepAlive(t)
 	return t.c.scope(t, ctx, f)
@@ -218,4 +220,69 @@ func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
 func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Workspace, error) {
 	defer runtime.KeepAlive(t)
 	return t.c.AllocWorkspace(ctx, s, n)
+}
+
+// Reshape changes the tenant's SMs to sms, one of the sizes it was made
+// with (WithReshapeSizes), between requests. It keeps everything else:
+// memory and quota (device memory belongs to the device, not to a green
+// context), its pool and free lists, its Stream, Module and Function
+// values, and work in flight: what was queued on a stream before runs to
+// the end on the old SMs, and what is queued after waits for it, then runs
+// on the new ones. Reshape waits for the tenant's calls in flight (a
+// Synchronize included) and holds new ones back while it switches, which
+// costs a few microseconds with no call in flight.
+//
+// Raw handles taken before (Stream.Handle, Context) stay valid until the
+// tenant closes but still name the old layout: work queued on them runs on
+// the old SMs, which another tenant may hold by then, and is not ordered
+// with work queued through the SDK after the switch. Take them again after
+// a Reshape. The tenant's Events and rate limit stay those of the layout
+// and SM count it was made with.
+//
+// A size the tenant has no layout for is refused with ErrGranularity,
+// growing into SMs another tenant holds with ErrInsufficientSMs, a closed
+// tenant with ErrClosed, a tenant made without WithReshapeSizes with
+// ErrInvalidArgument; none of them changes anything.
+func (t *Tenant) Reshape(ctx context.Context, sms int) error {
+	defer runtime.KeepAlive(t)
+	return t.c.Reshape(ctx, sms)
+}
+
+// ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
+// tenant made without WithReshapeSizes).
+func (t *Tenant) ReshapeSizes() []int {
+	defer runtime.KeepAlive(t)
+	return t.c.ReshapeSizes()
+}
+
+// SMShare is the fraction of the device's SMs the tenant holds (what
+// WithSMShare picked, for one): 1 for an unpartitioned tenant, which shares
+// all of them.
+func (t *Tenant) SMShare() float64 {
+	defer runtime.KeepAlive(t)
+	return t.c.SMShare()
+}
+
+// FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree
+// waits for the device's work in flight; FreeContext returns ctx.Err() if
+// ctx ends first, and the memory is freed all the same once that work is
+// done (do not use p after the call). An ended ctx frees nothing and
+// returns ctx.Err(), as Alloc allocates nothing.
+func (t *Tenant) FreeContext(ctx context.Context, p DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	return t.c.FreeContext(ctx, p)
+}
+
+// Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
+// closes the tenant (waiting for calls in flight and synchronising its
+// streams) and returns Close's error, or ctx.Err() if ctx ends first. The
+// close then carries on in the background and the tenant still ends
+// closed. The waiting is Close's own, so Shutdown waits for what Close
+// waits for.
+func (t *Tenant) Shutdown(ctx context.Context) error {
+	defer runtime.KeepAlive(t)
+	if err := t.c.checkNotInsideDo(); err != nil {
+		return err
+	}
+	return t.c.Shutdown(ctx)
 }

@@ -303,7 +303,7 @@ func BenchmarkDeviceCounter(b *testing.B) {
 	tr := mustTracker(b, 1<<40)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, ok := tr.devReserve(4096); !ok {
+			if _, ok, _ := tr.devReserve(4096); !ok {
 				b.Error("devReserve")
 				return
 			}

@@ -34,6 +34,13 @@
 // the application (see [Account.MemInfo]) and concurrent near-limit
 // reservations never reject each other spuriously.
 //
+// The device total is not written by every allocation: each account leases
+// device headroom in chunks and charges its allocations against its lease
+// (see lease.go), so tenants allocating on different cores do not share a
+// cache line. Leases count in the device total, which keeps the invariant
+// above; a reservation that finds the device full takes every lease back
+// before it refuses, so leases never cause a refusal.
+//
 // Live allocations are kept in a lock-free hash map keyed on the device
 // pointer (4096 buckets, FNV-1a), with size and owning account packed into a
 // single 64-bit word so that a free is one compare-and-swap that both checks

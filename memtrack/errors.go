@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/shm"
 )
 
 var (
@@ -27,6 +28,12 @@ var (
 	// ErrInvalidArgument is the module's one identity for bad input
 	// (fcsp.ErrInvalidArgument); ErrInvalidSize and ErrInvalidLimit match it.
 	ErrInvalidArgument = errs.ErrInvalidArgument
+	// ErrReaped is returned by Reserve once the process's slot of the
+	// shared region was reaped (see WithShared); it is shm.ErrReaped.
+	ErrReaped = shm.ErrReaped
+	// ErrTooManyAccounts is returned by NewAccount when every account id
+	// of the tracker is in use.
+	ErrTooManyAccounts = errors.New("memtrack: too many open accounts")
 )
 
 // Scopes reported by QuotaError.Scope.

@@ -2,8 +2,10 @@ package memtrack
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 )
@@ -40,12 +42,18 @@ type Tracker struct {
 	dev   shm.Counter  // device total when not shared: &local
 	share SharedDevice // WithShared's node-wide total; nil otherwise
 
-	records recordMap
+	records  recordMap
+	chunk    uint64 // lease chunk (lease.go); 0: no leases
+	chunkSet bool   // WithLeaseChunk given
 
 	mu     sync.Mutex // guards ids and registry changes; never on the hot path
 	free   []uint16   // recycled account ids
+	accts  []*Account // open accounts by id, for reclaim (lease.go)
 	nextID uint16
 	n      atomic.Int64 // number of open accounts
+	// chunks taken from the device and not yet in a lease (lease.go);
+	// written only when a chunk is taken, off the hot path
+	grabbing atomic.Int64
 }
 
 // New returns a Tracker for a device whose allocations must never total
@@ -61,6 +69,14 @@ func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
 			return nil, err
 		}
 	}
+	if !t.chunkSet {
+		t.chunk = leaseChunkFor(deviceLimit)
+	} else if t.chunk > deviceLimit {
+		return nil, fmt.Errorf("%w: lease chunk of %d bytes is larger than the %d-byte device limit; use at most the limit, or 0 for no leases", ErrInvalidLimit, t.chunk, deviceLimit)
+	}
+	if t.share != nil {
+		t.chunk = 0 // see lease.go
+	}
 	return t, nil
 }
 
@@ -70,6 +86,9 @@ func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
 func (t *Tracker) Used() uint64 {
 	if t.share != nil {
 		return t.share.Used()
+	}
+	if t.chunk != 0 {
+		return sat(t.dev.Load(), t.leased()) // leases are headroom, not use
 	}
 	return t.dev.Load()
 }
@@ -97,17 +116,22 @@ func (t *Tracker) NewAccount(name string, limit uint64) (*Account, error) {
 		t.nextID++ // wraps to 0 after 65535, which stops allocation above
 	default:
 		t.mu.Unlock()
-		return nil, fmt.Errorf("memtrack: tenant %q: too many open accounts; at most %d are allowed per device", name, maxAccounts)
+		return nil, fmt.Errorf("%w: tenant %q: at most %d are allowed per device", ErrTooManyAccounts, name, maxAccounts)
 	}
-	t.n.Add(1)
-	t.mu.Unlock()
 	a := &Account{t: t, name: name, id: id}
 	a.limit.Store(limit)
+	for int(id) >= len(t.accts) {
+		t.accts = append(t.accts, nil)
+	}
+	t.accts[id] = a
+	t.n.Add(1)
+	t.mu.Unlock()
 	return a, nil
 }
 
 func (t *Tracker) releaseID(id uint16) {
 	t.mu.Lock()
+	t.accts[id] = nil
 	t.free = append(t.free, id)
 	t.n.Add(-1)
 	t.mu.Unlock()
@@ -115,17 +139,17 @@ func (t *Tracker) releaseID(id uint16) {
 
 // devReserve admits n bytes against the device limit. On failure it
 // returns the device usage it observed.
-func (t *Tracker) devReserve(n uint64) (used uint64, ok bool) {
+func (t *Tracker) devReserve(n uint64) (used uint64, ok bool, err error) {
 	if t.share != nil {
 		return t.sharedReserve(n)
 	}
 	for {
 		u := t.dev.Load()
 		if n > t.limit || u > t.limit-n {
-			return u, false
+			return u, false, nil
 		}
 		if t.dev.CompareAndSwap(u, u+n) {
-			return 0, true
+			return 0, true, nil
 		}
 	}
 }
@@ -138,24 +162,39 @@ func (t *Tracker) devReserve(n uint64) (used uint64, ok bool) {
 // (sync/atomic is sequentially consistent), so the sum of admitted
 // reservations never passes the limit; the price is that racing
 // reservations near the limit may both be rejected.
-func (t *Tracker) sharedReserve(n uint64) (used uint64, ok bool) {
+//
+// A process that was reaped (see WithShared) gets ErrReaped: its slot
+// refuses the write.
+func (t *Tracker) sharedReserve(n uint64) (used uint64, ok bool, err error) {
 	if n > t.limit {
-		return t.Used(), false
+		return t.Used(), false, nil
 	}
-	t.share.Add(n)
+	if err := t.share.Add(n); err != nil {
+		return 0, false, err
+	}
 	if u := t.share.Used(); u > t.limit {
-		t.share.Sub(n)
-		return u - n, false
+		_ = t.share.Sub(n)
+		return u - min(n, u), false, nil
 	}
-	return 0, true
+	return 0, true, nil
 }
 
+// devRelease gives n bytes back to the device. In a slot that was reaped
+// the write is refused: the reaper already gave back everything the slot
+// held, so there is nothing left to give.
 func (t *Tracker) devRelease(n uint64) {
 	if t.share != nil {
-		t.share.Sub(n)
+		_ = t.share.Sub(n)
 		return
 	}
 	t.dev.Sub(n)
+}
+
+// Reaped reports whether the tracker's shared slot was taken over by a
+// reaper (always false without WithShared); Reserve then fails with
+// ErrReaped.
+func (t *Tracker) Reaped() bool {
+	return t.share != nil && t.share.Add(0) != nil
 }
 
 // Account is one tenant's share of a device. It is safe for concurrent use.
@@ -163,7 +202,13 @@ type Account struct {
 	_     pad
 	used  atomic.Uint64 // bytes reserved, | closedBit once closed
 	limit atomic.Uint64
-	_     pad
+	lease atomic.Uint64 // device headroom held, | leaseClosed (lease.go)
+	// ops counts Records and Releases between their closed check and
+	// their last use of the account's id: Close waits for them before the
+	// id can go to a new account, whose records they would otherwise
+	// remove (same line as used: the same calls write both).
+	ops atomic.Int32
+	_   pad
 
 	t    *Tracker
 	name string
@@ -219,16 +264,18 @@ func (a *Account) reserve(n uint64) error {
 	if n > lim || u > lim-n {
 		return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
 	}
-	if du, ok := a.t.devReserve(n); !ok {
+	if du, ok, err := a.devTake(n); err != nil {
+		return fmt.Errorf("memtrack: tenant %q: %w", a.name, err)
+	} else if !ok {
 		return &QuotaError{Tenant: a.name, Requested: n, Used: du, Limit: a.t.limit, Scope: ScopeDevice}
 	}
 	for {
 		if u&closedBit != 0 {
-			a.t.devRelease(n)
+			a.devGive(n)
 			return ErrClosed
 		}
 		if n > lim || u > lim-n {
-			a.t.devRelease(n)
+			a.devGive(n)
 			return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
 		}
 		if a.used.CompareAndSwap(u, u+n) {
@@ -268,7 +315,7 @@ func (a *Account) unreserve(n uint64) {
 		return
 	}
 	if m := a.sub(n); m > 0 {
-		a.t.devRelease(m)
+		a.devGive(m)
 	}
 }
 
@@ -279,6 +326,8 @@ func (a *Account) record(ptr uint64, n uint64) error {
 	if n == 0 || n > maxRecordSize {
 		return a.sizeErr(n)
 	}
+	a.ops.Add(1)
+	defer a.ops.Add(-1)
 	if a.used.Load()&closedBit != 0 {
 		return ErrClosed
 	}
@@ -299,16 +348,22 @@ func (a *Account) record(ptr uint64, n uint64) error {
 // not a live allocation of this account (never recorded, already released,
 // or another tenant's) yields ErrUnknownPointer and changes nothing.
 func (a *Account) Release(ptr uint64) (uint64, error) {
-	if a.used.Load()&closedBit != 0 {
+	a.ops.Add(1)
+	w, ok := uint64(0), false
+	closed := a.used.Load()&closedBit != 0
+	if !closed {
+		w, ok = a.t.records.remove(ptr, a.id)
+	}
+	a.ops.Add(-1)
+	if closed {
 		return 0, ErrClosed
 	}
-	w, ok := a.t.records.remove(ptr, a.id)
 	if !ok {
 		return 0, fmt.Errorf("%w: tenant %q has no live allocation at %#x", ErrUnknownPointer, a.name, ptr)
 	}
 	n := wordSize(w)
 	if m := a.sub(n); m > 0 {
-		a.t.devRelease(m)
+		a.devGive(m)
 	}
 	return n, nil
 }
@@ -354,6 +409,43 @@ func (a *Account) Close() (leaked uint64, err error) {
 	if leaked > 0 {
 		a.t.devRelease(leaked)
 	}
+	// A Record or Release that passed its closed check before closedBit
+	// may still be using the id; wait them out (they are short and never
+	// block) before a new account may get it.
+	for spins := 0; a.ops.Load() != 0; spins++ {
+		if spins < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Microsecond)
+		}
+	}
+	a.closeLease()
 	a.t.releaseID(a.id)
 	return leaked, nil
+}
+
+// ReserveDevice counts n bytes against the device limit alone, for device
+// memory the caller holds outside every account: the freed blocks a pool
+// keeps for reuse, which the driver still holds. It fails, changing
+// nothing, with a *QuotaError of ScopeDevice (Tenant empty), ErrReaped or
+// ErrInvalidSize. ReleaseDevice gives the bytes back.
+func (t *Tracker) ReserveDevice(n uint64) error {
+	if n == 0 || n > maxRecordSize {
+		return fmt.Errorf("%w: device reservation of %d bytes; sizes must be 1 to %d bytes", ErrInvalidSize, n, uint64(maxRecordSize))
+	}
+	du, ok, err := t.devReserve(n)
+	if err != nil {
+		return fmt.Errorf("memtrack: %w", err)
+	}
+	if !ok {
+		return &QuotaError{Requested: n, Used: du, Limit: t.limit, Scope: ScopeDevice}
+	}
+	return nil
+}
+
+// ReleaseDevice gives back n bytes of ReserveDevice.
+func (t *Tracker) ReleaseDevice(n uint64) {
+	if n > 0 {
+		t.devRelease(n)
+	}
 }

@@ -278,7 +278,7 @@ func TestStorm(t *testing.T) {
 		workers  = 24
 	)
 	ops := 50000
-	if testing.Short() {
+	if testing.Short() || raceEnabled { // the race detector slows each op tenfold; 5000 still interleave 24 workers
 		ops = 5000
 	}
 	tr := mustTracker(t, devLimit)
@@ -462,11 +462,11 @@ func TestCloseRace(t *testing.T) {
 }
 
 // TestSoak runs 1e6 alloc+free operations across 1024 accounts (1e5 with
-// -short) and checks that every counter ends at zero.
+// -short or -race) and checks that every counter ends at zero.
 func TestSoak(t *testing.T) {
 	const accounts = 1024
 	ops := 1_000_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		ops = 100_000
 	}
 	tr := mustTracker(t, 1<<40)

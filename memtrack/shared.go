@@ -8,9 +8,11 @@ import "fmt"
 // file, fcsp.WithSharedRegion) implements it with one word per process, so
 // that the usage of a process that dies can be cleared exactly.
 type SharedDevice interface {
-	// Add adds n bytes to this process's usage; Sub subtracts them.
-	Add(n uint64)
-	Sub(n uint64)
+	// Add adds n bytes to this process's usage; Sub subtracts them. Both
+	// fail, changing nothing, once the usage is no longer this process's
+	// (fcsp's region: shm.ErrReaped, which memtrack.ErrReaped is).
+	Add(n uint64) error
+	Sub(n uint64) error
 	// Used is the usage of every process sharing the device.
 	Used() uint64
 }
@@ -27,10 +29,14 @@ type SharedDevice interface {
 // should use the same device limit; each enforces the limit it was given
 // against the shared total.
 //
-// d must stay valid while the tracker is in use. If the process's usage is
-// cleared behind the tracker's back (fcsp's reaper does so for a process
-// that stopped heartbeating), the tracker's later releases would subtract
-// usage already subtracted: treat that as fatal for the process's GPU work.
+// d must stay valid while the tracker is in use. If a reaper takes the
+// process's usage over (fcsp's shared region: the process stopped
+// heartbeating for longer than the reaper timeout: a SIGSTOP, a long pause,
+// a frozen cgroup), d refuses the tracker's writes: every later Reserve
+// fails with ErrReaped (d.Add's error), and releases change only the
+// process-local counts, since the reaper already gave the usage back.
+// Nothing the stale process does can move another process's count or wrap
+// the node-wide total.
 func WithShared(d SharedDevice) Option {
 	return func(t *Tracker) error {
 		if d == nil {

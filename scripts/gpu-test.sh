@@ -5,6 +5,8 @@
 #   scripts/gpu-test.sh build   # on the CPU machine: cross-build into .bin/
 #   scripts/gpu-test.sh run     # on the GPU machine: run what .bin/ holds
 #   scripts/gpu-test.sh         # build, then run if a GPU is present
+#   scripts/gpu-test.sh sanitize # on the GPU machine: the GPU tests under
+#                                # compute-sanitizer memcheck (also FCSP_SANITIZE=1 with run)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -74,7 +76,9 @@ run() {
   export FCSP_ARGS_bench="${FCSP_ARGS_bench:--md -png $OUT/ratios.png}"
   export FCSP_ARGS_loadgen="${FCSP_ARGS_loadgen:--spawn $BIN/server -duration 5s}"
   export FCSP_ARGS_gemm="${FCSP_ARGS_gemm:--duration 3s -json $OUT/gemm.json -png $OUT/gemm.png}"
-  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain gemm}; do
+  export FCSP_ARGS_hotpath="${FCSP_ARGS_hotpath:--md -rounds 6 -json $OUT/hotpath.json}"
+  export FCSP_ARGS_reshape="${FCSP_ARGS_reshape:--phase 2s}"
+  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath}; do
     [ -x "$BIN/$x" ] || continue
     local var="FCSP_ARGS_$x"
     "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1
@@ -105,6 +109,9 @@ run() {
     tail -12 "$OUT/mps-compare.txt"
     summary+=("MPS comparison: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   fi
+  if [ "${FCSP_SANITIZE:-0}" = 1 ]; then
+    sanitize_pkgs || rc=1
+  fi
   [ -f "$OUT/reference.txt" ] && { echo "== C++ reference"; tail -16 "$OUT/reference.txt"; }
   echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
   if [ -n "$ret" ]; then
@@ -113,9 +120,51 @@ run() {
   return $rc
 }
 
+# sanitize_pkgs runs each package's GPU tests under compute-sanitizer's
+# memcheck and fails on any memory error it reports. API errors are not
+# reported: the negative tests provoke them on purpose (a cuMemAlloc past
+# free memory, calls on destroyed handles) and check the SDK's answer.
+# Appends to summary; needs OUT set (run or sanitize_only set it).
+sanitize_pkgs() {
+  local cs ret=0
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$cs" ]; then
+    echo "compute-sanitizer not found (install the CUDA toolkit's sanitizer or put it on PATH)"
+    summary+=("compute-sanitizer memcheck: NOT RUN (no compute-sanitizer)"); return 1
+  fi
+  for p in "${PKGS[@]}"; do
+    [ -x "$BIN/$p.test" ] || continue
+    (cd "$p" && "$cs" --tool memcheck --report-api-errors no --leak-check no --error-exitcode 99 \
+       --target-processes all "../$BIN/$p.test" -test.v -test.count=1 -test.run "${FCSP_RUN:-GPU}" -test.timeout 1200s) \
+       > "$OUT/sanitize-$p.log" 2>&1
+    local r=$?
+    grep -E '^(--- FAIL|ok|FAIL|PASS)|ERROR SUMMARY' "$OUT/sanitize-$p.log" | tail -20
+    # Every process the sanitizer followed prints its own summary line;
+    # all of them must say 0 errors.
+    local bad
+    bad=$(grep -E 'ERROR SUMMARY: [0-9]+ error' "$OUT/sanitize-$p.log" | grep -vc 'ERROR SUMMARY: 0 errors')
+    if [ "$r" = 0 ] && [ "$bad" = 0 ] && grep -q 'ERROR SUMMARY' "$OUT/sanitize-$p.log"; then
+      summary+=("compute-sanitizer memcheck $p: ok (0 memory errors)")
+    else
+      summary+=("compute-sanitizer memcheck $p: FAILED (exit $r, $bad summaries with errors)"); ret=1
+    fi
+  done
+  return $ret
+}
+
+sanitize_only() {
+  OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0
+  sanitize_pkgs || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-sanitize.txt"
+  return $rc
+}
+
 case "${1:-all}" in
+  sanitize) sanitize_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize]" >&2; exit 2 ;;
 esac

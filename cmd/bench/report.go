@@ -6,14 +6,11 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
+	"github.com/fcsp-go/fcsp-go/internal/bands"
 )
 
 // footnotes numbers the distinct published figures of the rows.
@@ -176,71 +173,24 @@ func writeMarkdown(w io.Writer, r *Report) error {
 // writePNG draws the ratios as horizontal bars, on a log scale (bars grow
 // from 1x) when they span more than a decade.
 func writePNG(path string, r *Report) error {
-	var labels []string
-	var vals plotter.Values
+	c := bands.Chart{Title: "fcsp-go vs baselines, same run: ours / baseline", Axis: "ratio", Ref: 1, RefLine: true}
+	if r.Machine.Simulated {
+		c.Title += " (SIMULATED device)"
+	}
+	blue := color.RGBA{R: 0x3b, G: 0x76, B: 0xaf, A: 0xff}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, row := range r.Rows {
 		if row.Skipped != "" || !(row.Ratio > 0) || math.IsInf(row.Ratio, 0) {
 			continue
 		}
-		labels = append(labels, row.Metric)
-		vals = append(vals, row.Ratio)
+		c.Rows = append(c.Rows, bands.Row{Label: row.Metric, Bars: []bands.Bar{{From: 1, To: row.Ratio, Color: blue}}})
 		lo, hi = min(lo, row.Ratio), max(hi, row.Ratio)
 	}
-	if len(vals) == 0 {
+	if len(c.Rows) == 0 {
 		return fmt.Errorf("-png: no ratios to draw")
 	}
-	// Bars are drawn bottom-up; keep the table's order top-down.
-	for i, j := 0, len(vals)-1; i < j; i, j = i+1, j-1 {
-		labels[i], labels[j] = labels[j], labels[i]
-		vals[i], vals[j] = vals[j], vals[i]
+	if hi/lo > 10 {
+		c.Log, c.Axis = true, "ratio (log scale; bars grow from 1x)"
 	}
-	p := plot.New()
-	p.Title.Text = "fcsp-go vs baselines, same run: ours / baseline"
-	if r.Machine.Simulated {
-		p.Title.Text += " (SIMULATED device)"
-	}
-	logScale := hi/lo > 10
-	ref := 1.0
-	if logScale {
-		for i, v := range vals {
-			vals[i] = math.Log10(v)
-		}
-		ref = 0
-		p.X.Label.Text = "ratio (log scale; bars grow from 1x)"
-		p.X.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
-			var ticks []plot.Tick
-			for k := math.Floor(min); k <= math.Ceil(max); k++ {
-				ticks = append(ticks, plot.Tick{Value: k, Label: strconv.FormatFloat(math.Pow(10, k), 'g', -1, 64) + "x"})
-			}
-			return ticks
-		})
-	} else {
-		p.X.Label.Text = "ratio"
-	}
-	bars, err := plotter.NewBarChart(vals, vg.Points(12))
-	if err != nil {
-		return err
-	}
-	bars.Horizontal = true
-	bars.Color = color.RGBA{R: 0x3b, G: 0x76, B: 0xaf, A: 0xff}
-	bars.LineStyle.Width = 0
-	p.Add(bars)
-	line, err := plotter.NewLine(plotter.XYs{{X: ref, Y: -0.5}, {X: ref, Y: float64(len(vals)) - 0.5}})
-	if err != nil {
-		return err
-	}
-	line.Color = color.RGBA{R: 0xc0, A: 0xff}
-	line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	p.Add(line)
-	p.NominalY(labels...)
-	p.X.Min = min(p.X.Min, ref)
-	p.X.Max = max(p.X.Max, ref)
-	if logScale { // whole decades, so no bar ends at the frame
-		p.X.Min, p.X.Max = math.Floor(p.X.Min), math.Ceil(p.X.Max)
-	} else {
-		p.X.Max *= 1.05
-	}
-	height := vg.Length(len(vals))*vg.Points(20) + 1.5*vg.Inch
-	return p.Save(11*vg.Inch, height, path)
+	return c.Save(path)
 }

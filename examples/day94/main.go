@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,6 +53,7 @@ type Report struct {
 	Measured  []fcsp.SplitRow `json:"measured_split"`
 	Schedules []Schedule      `json:"schedules,omitempty"`
 	Sizes     map[string]int  `json:"sizes"`
+	Story     string          `json:"story"` // part 0, as printed
 }
 
 func main() {
@@ -95,6 +97,12 @@ func run(ctx context.Context, c config) error {
 	rep := Report{Device: dev.String(), Simulated: dev.Simulated, Sizes: map[string]int{
 		"batch_n": c.batchN, "batch_steps": c.batchSteps, "short_n": c.shortN, "short_steps": c.shortSteps, "short_launches": c.shortLaunches,
 	}}
+	var told bytes.Buffer
+	if err := story(ctx, &told, pool); err != nil {
+		pool.Close()
+		return fmt.Errorf("part 0: %w", err)
+	}
+	rep.Story = told.String()
 	var counts []int
 	for _, m := range c.minCounts {
 		if m <= dev.SMs {
@@ -135,7 +143,11 @@ func run(ctx context.Context, c config) error {
 
 func printReport(r Report) {
 	fmt.Println(r.Device)
+	fmt.Println()
+	fmt.Print(r.Story)
 	fmt.Println("\nPart 1: the split the driver is willing to make (predicted = measured)")
+	fmt.Println("  asked for groups of at least minCount SMs, the driver makes this many groups of this size,")
+	fmt.Println("  and leaves the remainder to whoever takes the rest (WithRestOfSMs)")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "minCount\tgroups\tSMs/group\tremainder\t")
 	for _, m := range r.Measured {
@@ -143,7 +155,8 @@ func printReport(r Report) {
 	}
 	w.Flush()
 	if len(r.Schedules) == 0 {
-		fmt.Println("\n(simulated device: part 2 needs a GPU)")
+		fmt.Println("\nPart 2 (five schedules of one kernel on the GPU clock, checked bit for bit) needs a GPU:\n" +
+			"this simulated H200's split table above is the real one's (testdata/h200-split-probe.tsv).")
 		return
 	}
 	fmt.Printf("\nPart 2: batch %d x %d steps, short %d x %d steps launched %d times (median of reps, GPU clock)\n",

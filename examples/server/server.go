@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -66,7 +67,9 @@ func run(ctx context.Context, cfg config, ln net.Listener) (err error) {
 // openPool opens the GPU, or the simulated H200 with -simulate or where no
 // driver can be loaded.
 func openPool(ctx context.Context, cfg config, log *slog.Logger) (*fcsp.Pool, error) {
-	opts := []fcsp.Option{fcsp.WithLogger(log)}
+	// HAMi's device plugin (and anyone else) sets CUDA_DEVICE_MEMORY_LIMIT
+	// and CUDA_DEVICE_SM_LIMIT in the pod; the pool honours them.
+	opts := []fcsp.Option{fcsp.WithLogger(log), fcsp.WithEnviron(os.Environ())}
 	if cfg.PartitionUnit > 0 {
 		opts = append(opts, fcsp.WithPartitionUnit(cfg.PartitionUnit))
 	}
@@ -90,7 +93,7 @@ func newServer(pool *fcsp.Pool, cfg config, log *slog.Logger) (_ *server, err er
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: log, pool: pool}
-	s.m = newMetrics(pool, s.tenants)
+	s.m = newMetrics(pool)
 	// The interactive tenant goes first: in partitioned mode the batch
 	// tenant takes the rest of the SMs.
 	if s.interactive, err = newClass(pool, "interactive", cfg.Interactive, cfg.Verify, s.m, log, iopts...); err != nil {

@@ -41,6 +41,7 @@ type Driver interface {
 	StreamCreate(c Context, flags uint32) (Stream, error)
 	StreamDestroy(c Context, s Stream) error
 	StreamSynchronize(c Context, s Stream) error
+	StreamWaitEvent(ctx Context, s Stream, e Event) error
 	EventCreate(c Context, flags uint32) (Event, error)
 	EventRecord(c Context, e Event, s Stream) error
 	EventSynchronize(c Context, e Event) error

@@ -115,6 +115,11 @@ func (l *Library) StreamSynchronize(c Context, s Stream) error {
 	return check("cuStreamSynchronize", Result(C.fcsp_cuStreamSynchronize(C.CUcontext(handle(c)), C.CUstream(handle(s)))))
 }
 
+// StreamWaitEvent calls cuStreamWaitEvent with c current.
+func (l *Library) StreamWaitEvent(ctx Context, s Stream, e Event) error {
+	return check("cuStreamWaitEvent", Result(C.fcsp_cuStreamWaitEvent(C.CUcontext(handle(ctx)), C.CUstream(handle(s)), C.CUevent(handle(e)))))
+}
+
 // EventCreate calls cuEventCreate with c current.
 func (l *Library) EventCreate(c Context, flags uint32) (Event, error) {
 	var out0 C.CUevent

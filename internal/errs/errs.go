@@ -25,3 +25,7 @@ type sentinel struct {
 
 func (e *sentinel) Error() string { return e.msg }
 func (e *sentinel) Unwrap() error { return e.parent }
+
+// ErrNotComputed: the simulator (the fake driver) launched a kernel it has
+// no model for; fcsp re-exports it without linking the fake.
+var ErrNotComputed error = &sentinel{msg: "fake: kernel not computed: the simulator has no model of it (memory left untouched)"}

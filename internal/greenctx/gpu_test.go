@@ -20,7 +20,7 @@ func realDriver(t *testing.T) cuda.Driver {
 	t.Helper()
 	lib, err := cuda.Load()
 	if errors.Is(err, cuda.ErrNoDriver) {
-		t.Skipf("no NVIDIA driver on this machine (%v): GPU test skipped", err)
+		skipGPU(t, err)
 	}
 	require.NoError(t, err)
 	if n, err := lib.DeviceCount(); err != nil || n == 0 {

@@ -3,6 +3,8 @@ package greenctx
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
 // After a sticky device error (an illegal address in any kernel of the
@@ -21,33 +23,50 @@ func (p *Partition) Abandon() error {
 	if p.closed {
 		return ErrClosed
 	}
-	if p.green == 0 {
+	if p.lost {
 		return nil // already abandoned
 	}
-	err := p.drv.GreenCtxDestroy(p.green)
-	p.green, p.ctx, p.stream, p.streams = 0, 0, 0, nil
-	return err
+	var errs []error
+	for _, l := range p.layouts {
+		errs = append(errs, p.drv.GreenCtxDestroy(l.green))
+		l.green, l.ctx, l.streams, l.events = 0, 0, nil, nil
+	}
+	p.lost = true
+	return errors.Join(errs...)
 }
 
-// Rebuild makes the green context of an abandoned partition anew over the
-// same groups, with a new first stream.
+// Rebuild makes the green contexts of an abandoned partition anew (each of
+// its layouts) over the same groups, with a new first stream each.
 func (p *Partition) Rebuild() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return ErrClosed
 	}
-	if p.green != 0 {
+	if !p.lost {
 		return fmt.Errorf("greenctx: Rebuild of %v, which was not abandoned", p)
 	}
-	q, err := newPartition(p.dev, p.res)
-	if err != nil {
-		return err
+	for _, l := range p.layouts {
+		if l.green != 0 {
+			continue // rebuilt by an earlier, failed Rebuild
+		}
+		q, err := newLayout(p.dev, l.res)
+		if err != nil {
+			return err
+		}
+		if q.sms != l.sms {
+			return errors.Join(fmt.Errorf("greenctx: rebuilt partition has %d SMs, had %d", q.sms, l.sms), q.destroy(p.drv))
+		}
+		if p.shape != nil {
+			e, err := p.drv.EventCreate(q.ctx, cuda.EventDisableTiming)
+			if err != nil {
+				return errors.Join(err, q.destroy(p.drv))
+			}
+			q.events = []cuda.Event{e}
+		}
+		l.green, l.ctx, l.streams, l.events = q.green, q.ctx, q.streams, q.events
 	}
-	if q.sms != p.sms {
-		return errors.Join(fmt.Errorf("greenctx: rebuilt partition has %d SMs, had %d", q.sms, p.sms), p.drv.GreenCtxDestroy(q.green))
-	}
-	p.green, p.ctx, p.stream = q.green, q.ctx, q.stream
+	p.lost = false
 	return nil
 }
 

@@ -13,24 +13,33 @@ import (
 type Split struct {
 	dev      *Device
 	minCount int
+	flags    uint32
 	groups   []cuda.DevResource
 	rem      cuda.DevResource
 
-	mu   sync.Mutex
-	used []bool
+	mu      sync.Mutex
+	used    []bool
+	remUsed bool // the remainder is part of a partition
 }
 
-// Split cuts the device at minCount.
-func (d *Device) Split(minCount int) (*Split, error) {
+// Split cuts the device at minCount, honouring SM co-scheduling.
+func (d *Device) Split(minCount int) (*Split, error) { return d.SplitWith(minCount, 0) }
+
+// SplitWith cuts the device at minCount with the driver's split flags
+// (cuda.SplitIgnoreCoscheduling: more groups, see fcsp.WithoutCoscheduling).
+func (d *Device) SplitWith(minCount int, flags uint32) (*Split, error) {
 	if minCount < 1 || minCount > d.SMs() {
 		return nil, fmt.Errorf("greenctx: minimum count %d out of range: this device has %d SMs (ask for 1 to %d)", minCount, d.SMs(), d.SMs())
 	}
-	groups, rem, n, err := d.drv.DevSmResourceSplitByCount(d.res, 0, uint32(minCount), d.SMs())
+	groups, rem, n, err := d.drv.DevSmResourceSplitByCount(d.res, flags, uint32(minCount), d.SMs())
 	if err != nil {
 		return nil, err
 	}
-	return &Split{dev: d, minCount: minCount, groups: groups[:n], rem: rem, used: make([]bool, n)}, nil
+	return &Split{dev: d, minCount: minCount, flags: flags, groups: groups[:n], rem: rem, used: make([]bool, n)}, nil
 }
+
+// Flags are the split flags the cut was made with.
+func (s *Split) Flags() uint32 { return s.flags }
 
 // GroupSMs is the size of each group (0 if the split made none).
 func (s *Split) GroupSMs() int {
@@ -46,11 +55,16 @@ func (s *Split) Groups() int { return len(s.groups) }
 // Remainder is how many SMs no group holds.
 func (s *Split) Remainder() int { return int(s.rem.SMCount()) }
 
-// FreeSMs is how many grouped SMs no partition holds.
+// FreeSMs is how many SMs no partition holds: free groups, and the
+// remainder while no partition includes it.
 func (s *Split) FreeSMs() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.freeGroups() * s.GroupSMs()
+	n := s.freeGroups() * s.GroupSMs()
+	if !s.remUsed {
+		n += s.Remainder()
+	}
+	return n
 }
 
 func (s *Split) freeGroups() int {
@@ -113,42 +127,92 @@ func (s *Split) Take(sms int) (*Partition, error) {
 		}
 	}
 	s.mu.Unlock()
-	p, err := s.build(idx)
+	p, err := s.build(idx, false)
 	if err != nil {
-		s.give(idx)
+		s.give(idx, false)
 		return nil, err
 	}
 	return p, nil
 }
 
-// TakeRest builds a partition of every free group.
+// TakeRest builds a partition of every free group and, while no other
+// partition holds it, the split's remainder: the driver builds a green
+// context from groups and the remaining resource together (116 SMs on the
+// H200: 13 groups of 8 and the 12 SMs a split by 8 leaves over).
 func (s *Split) TakeRest() (*Partition, error) {
 	s.mu.Lock()
-	free := s.freeGroups()
-	s.mu.Unlock()
-	if free == 0 {
-		return nil, fmt.Errorf("%w: no free groups left", ErrInsufficientSMs)
+	var idx []int
+	for i, u := range s.used {
+		if !u {
+			s.used[i] = true
+			idx = append(idx, i)
+		}
 	}
-	return s.Take(free * s.GroupSMs())
+	rem := !s.remUsed && s.Remainder() > 0
+	s.remUsed = s.remUsed || rem
+	s.mu.Unlock()
+	if len(idx) == 0 && !rem {
+		return nil, fmt.Errorf("%w: no free groups left and the split's remainder is taken", ErrInsufficientSMs)
+	}
+	p, err := s.build(idx, rem)
+	if err != nil {
+		s.give(idx, rem)
+		return nil, err
+	}
+	return p, nil
 }
 
-func (s *Split) give(idx []int) {
+// TakeRemainder builds a partition of the split's remainder alone: the SMs
+// no group holds (12 on the H200 split by 8).
+func (s *Split) TakeRemainder() (*Partition, error) {
+	s.mu.Lock()
+	switch {
+	case s.Remainder() == 0:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: this split (groups of %d) leaves no SMs over", ErrInsufficientSMs, s.GroupSMs())
+	case s.remUsed:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: the split's remainder of %d SMs is already part of a partition", ErrInsufficientSMs, s.Remainder())
+	}
+	s.remUsed = true
+	s.mu.Unlock()
+	p, err := s.build(nil, true)
+	if err != nil {
+		s.give(nil, true)
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *Split) give(idx []int, rem bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, i := range idx {
 		s.used[i] = false
 	}
+	if rem {
+		s.remUsed = false
+	}
 }
 
-func (s *Split) build(idx []int) (*Partition, error) {
-	res := make([]cuda.DevResource, len(idx))
-	for i, j := range idx {
-		res[i] = s.groups[j]
+// resources lists the groups idx and, if rem, the remainder, as one
+// descriptor's input.
+func (s *Split) resources(idx []int, rem bool) []cuda.DevResource {
+	res := make([]cuda.DevResource, 0, len(idx)+1)
+	for _, j := range idx {
+		res = append(res, s.groups[j])
 	}
-	p, err := newPartition(s.dev, res)
+	if rem {
+		res = append(res, s.rem)
+	}
+	return res
+}
+
+func (s *Split) build(idx []int, rem bool) (*Partition, error) {
+	p, err := newPartition(s.dev, s.resources(idx, rem))
 	if err != nil {
 		return nil, err
 	}
-	p.release = func() { s.give(idx) }
+	p.release = func() { s.give(idx, rem) }
 	return p, nil
 }

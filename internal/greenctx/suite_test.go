@@ -150,7 +150,7 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		rest, err := s.TakeRest()
 		require.NoError(t, err)
 		require.Equal(t, dev.Granularity(), small.SMs())
-		require.Equal(t, (s.Groups()-1)*s.GroupSMs(), rest.SMs())
+		require.Equal(t, (s.Groups()-1)*s.GroupSMs()+s.Remainder(), rest.SMs(), "the rest includes the split's remainder")
 		require.Zero(t, s.FreeSMs())
 		run(t, small, 4096, 64)
 		run(t, rest, 4096, 64)
@@ -159,6 +159,56 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.Equal(t, s.GroupSMs(), s.FreeSMs(), "closing a partition returns its groups")
 		require.NoError(t, rest.Close())
 		require.ErrorIs(t, rest.Do(func(cuda.Context) error { return nil }), greenctx.ErrClosed)
+	})
+
+	t.Run("layouts reshape between sizes, in order", func(t *testing.T) {
+		s, err := dev.Split(dev.Granularity())
+		require.NoError(t, err)
+		g := s.GroupSMs()
+		if s.Groups() < 4 {
+			t.Skipf("%d groups: too few for layouts of 1, 2 and 4", s.Groups())
+		}
+		small, err := s.TakeLayouts(g, []int{2 * g, 4 * g})
+		require.NoError(t, err)
+		defer small.Close()
+		require.Equal(t, []int{g, 2 * g, 4 * g}, small.Sizes())
+		require.Equal(t, g, small.SMs())
+		extra, err := small.NewStream(0)
+		require.NoError(t, err)
+		rest, err := s.TakeRestLayouts([]int{(s.Groups()-4)*g + s.Remainder()})
+		require.NoError(t, err)
+		defer rest.Close()
+		require.Equal(t, (s.Groups()-1)*g+s.Remainder(), rest.SMs())
+		require.Zero(t, s.FreeSMs())
+
+		// Growing into groups another partition holds changes nothing.
+		before := small.Stream()
+		require.ErrorIs(t, small.Reshape(4*g, nil), greenctx.ErrInsufficientSMs)
+		require.Equal(t, g, small.SMs())
+		require.Equal(t, before, small.Stream())
+		require.ErrorIs(t, small.Reshape(3*g, nil), greenctx.ErrGranularity)
+		require.ErrorIs(t, rest.Reshape(rest.SMs()-g, nil), greenctx.ErrGranularity)
+
+		// The rest shrinks, giving up the groups the small one grows into.
+		require.NoError(t, rest.Reshape((s.Groups()-4)*g+s.Remainder(), nil))
+		require.Equal(t, 3*g, s.FreeSMs())
+		swapped := map[cuda.Stream]cuda.Stream{}
+		require.NoError(t, small.Reshape(4*g, func(o, n cuda.Stream) { swapped[o] = n }))
+		require.Equal(t, 4*g, small.SMs())
+		require.Zero(t, s.FreeSMs())
+		require.Len(t, swapped, 2, "the first stream and the extra one")
+		require.Equal(t, small.Stream(), swapped[before])
+		require.NotEqual(t, before, small.Stream(), "a new layout's own stream")
+		out := run(t, small, 4096, 64)
+		require.NoError(t, small.DestroyStream(swapped[extra]))
+		// Back: the groups return to the split.
+		require.NoError(t, small.Reshape(g, nil))
+		require.Equal(t, before, small.Stream(), "the first layout's stream again")
+		require.Equal(t, 3*g, s.FreeSMs())
+		require.Equal(t, out, run(t, small, 4096, 64))
+		require.NoError(t, small.Close())
+		require.NoError(t, rest.Close())
+		require.Equal(t, s.Groups()*g+s.Remainder(), s.FreeSMs())
 	})
 
 	t.Run("a stream of its own is destroyed alone", func(t *testing.T) {

@@ -56,6 +56,14 @@ func (h *Tracker) Reserve(s int, n uint64) bool {
 	return true
 }
 
+// Unreserve gives back n bytes a Reserve of slot s admitted, under the
+// lock as HAMi-core's rollback is.
+func (h *Tracker) Unreserve(s int, n uint64) {
+	h.mu.Lock()
+	h.slots[s].used -= min(n, h.slots[s].used)
+	h.mu.Unlock()
+}
+
 // Record remembers an allocation for free attribution.
 func (h *Tracker) Record(s int, ptr, n uint64) {
 	h.mu.Lock()

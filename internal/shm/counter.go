@@ -27,8 +27,18 @@ func (c Counter) Store(v uint64) { atomic.StoreUint64(c.p, v) }
 // Add atomically adds d and returns the new value. To subtract x, add ^(x-1).
 func (c Counter) Add(d uint64) uint64 { return atomic.AddUint64(c.p, d) }
 
-// Sub atomically subtracts d and returns the new value.
-func (c Counter) Sub(d uint64) uint64 { return atomic.AddUint64(c.p, ^(d - 1)) }
+// Sub atomically subtracts d, stopping at zero, and returns the new value:
+// an unbalanced subtraction must not wrap a total to 1.8e19 and refuse
+// every later reservation.
+func (c Counter) Sub(d uint64) uint64 {
+	for {
+		v := atomic.LoadUint64(c.p)
+		n := v - min(d, v)
+		if atomic.CompareAndSwapUint64(c.p, v, n) {
+			return n
+		}
+	}
+}
 
 // Swap atomically stores v and returns the previous value.
 func (c Counter) Swap(v uint64) uint64 { return atomic.SwapUint64(c.p, v) }

@@ -6,7 +6,7 @@ import "fmt"
 // it: what memtrack.WithShared takes (a memtrack.SharedDevice), so that the
 // public quota package names no type of this one.
 type DeviceShare struct {
-	usage Counter
+	usage Usage
 	r     *Region
 	dev   int
 }
@@ -20,11 +20,13 @@ func (s *Slot) Device(dev int) (*DeviceShare, error) {
 	return &DeviceShare{usage: s.Usage(dev), r: s.r, dev: dev}, nil
 }
 
-// Add adds n bytes to the slot's usage of the device.
-func (d *DeviceShare) Add(n uint64) { d.usage.Add(n) }
+// Add adds n bytes to the slot's usage of the device; ErrReaped once a
+// reaper took the slot over (see Usage.Add).
+func (d *DeviceShare) Add(n uint64) error { return d.usage.Add(n) }
 
-// Sub subtracts n bytes from the slot's usage of the device.
-func (d *DeviceShare) Sub(n uint64) { d.usage.Sub(n) }
+// Sub subtracts n bytes from the slot's usage of the device; ErrReaped once
+// a reaper took the slot over.
+func (d *DeviceShare) Sub(n uint64) error { return d.usage.Sub(n) }
 
 // Used is the device's usage summed over every slot of the region.
 func (d *DeviceShare) Used() uint64 { return d.r.DeviceUsed(d.dev) }

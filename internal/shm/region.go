@@ -18,7 +18,9 @@ import (
 const Magic uint64 = 0x314d485350534346
 
 // Version is the layout version this package reads and writes.
-const Version = 1
+// Version 2 added the generation in the state and usage words and the
+// owner's identity (PID namespace, start time, token) on the state line.
+const Version = 2
 
 // DefaultPath is a conventional region path.
 const DefaultPath = "/dev/shm/fcsp-go.region"
@@ -86,7 +88,17 @@ type Options struct {
 	OpenTimeout time.Duration
 	// Mode is the permission of a created file. Zero means 0o600.
 	Mode os.FileMode
+	// AllowForeign accepts an existing region file owned by another user
+	// or writable by every user. Without it such a file is refused with
+	// ErrUnsafeRegion: whoever can write the region can make every member
+	// refuse allocations, or pass the node's limit.
+	AllowForeign bool
 }
+
+// ErrUnsafeRegion is returned by Open for a region path that is a symbolic
+// link, or a file that another user owns or every user may write (unless
+// Options.AllowForeign).
+var ErrUnsafeRegion = errors.New("shm: unsafe region file")
 
 // Region is a mapped shared region. Its methods are safe for concurrent
 // use; Close must not race with them.
@@ -123,17 +135,27 @@ func Open(path string, l Layout, opts *Options) (*Region, error) {
 		o.Mode = 0o600
 	}
 	g := l.geometry()
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, o.Mode)
+	// O_EXCL never follows a link; O_NOFOLLOW keeps the attach from
+	// following one planted in place of the region.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, o.Mode)
 	switch {
 	case err == nil:
 		defer f.Close()
 		return create(f, path, l, g)
 	case errors.Is(err, fs.ErrExist):
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		f, err = os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("%w: %s is a symbolic link; give the region's own path", ErrUnsafeRegion, path)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("shm: open region: %w", err)
 		}
 		defer f.Close()
+		if !o.AllowForeign {
+			if err := checkOwner(f, path); err != nil {
+				return nil, err
+			}
+		}
 		return attach(f, path, l, g, o.OpenTimeout)
 	default:
 		return nil, fmt.Errorf("shm: create region: %w", err)
@@ -210,6 +232,22 @@ func attach(f *os.File, path string, l Layout, g geometry, timeout time.Duration
 	return mapRegion(f, path, l, g)
 }
 
+// checkOwner refuses a region file that another user owns or that every
+// user may write.
+func checkOwner(f *os.File, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("shm: stat region: %w", err)
+	}
+	if uid := uint32(os.Geteuid()); st.Uid != uid {
+		return fmt.Errorf("%w: %s is owned by uid %d, this process runs as uid %d (opt in to share it across users)", ErrUnsafeRegion, path, st.Uid, uid)
+	}
+	if st.Mode&0o002 != 0 {
+		return fmt.Errorf("%w: %s has mode %#o, writable by every user (make it 0600 or 0660, or opt in)", ErrUnsafeRegion, path, st.Mode&0o777)
+	}
+	return nil
+}
+
 // le64 decodes a little-endian word; the region is only shared between
 // processes of one machine, and amd64/arm64 are little-endian.
 func le64(b []byte) uint64 {
@@ -277,20 +315,27 @@ func (r *Region) checkSlot(i int) {
 // every slot's usage of it. It costs one load per slot (O(Slots), never
 // O(tenants)). See the package comment for why the total is a sum rather
 // than a counter of its own.
+//
+// Only active slots count: usage left in a slot that is free or being
+// reaped (a member that wrote after it was reaped, or a crash in the middle
+// of a reap) is nobody's, and counting it would shrink the node's limit
+// until the slot's next Join cleared it.
 func (r *Region) DeviceUsed(dev int) uint64 {
 	r.checkDev(dev)
 	var sum uint64
-	off := r.geo.slotOff + uint64(1+dev)*lineSize
+	off := r.geo.slotOff
 	for i := 0; i < r.layout.Slots; i++ {
-		sum += r.word(off).Load()
+		if r.word(off).Load()>>56 == StateActive {
+			sum += r.word(off+uint64(1+dev)*lineSize).Load() & MaxUsage
+		}
 		off += r.geo.slotStride
 	}
 	return sum
 }
 
-func (r *Region) stateWord(i int) Counter {
-	return r.word(r.geo.slotOff + uint64(i)*r.geo.slotStride)
-}
+func (r *Region) stateOff(i int) uint64 { return r.geo.slotOff + uint64(i)*r.geo.slotStride }
+
+func (r *Region) stateWord(i int) Counter { return r.word(r.stateOff(i)) }
 
 func (r *Region) beatWord(i int) Counter {
 	return r.word(r.geo.beatOff + uint64(i)*lineSize)

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // KernelFunc runs a kernel on the fake device. args is the packed parameter
@@ -599,6 +601,16 @@ func (d *Driver) EventDestroy(c cuda.Context, e cuda.Event) error {
 	return nil
 }
 
+// ptxRE is the head every PTX module has: comments, then .version, then
+// .target (the driver refuses a module without them: CUDA_ERROR_INVALID_PTX
+// or _IMAGE).
+var ptxRE = regexp.MustCompile(`^(?:\s|//[^\n]*\n|/\*(?s:.*?)\*/)*\.version\s+\d+\.\d+\s+\.target\s+\w+`)
+
+// ErrNotComputed is returned by a launch of a kernel the fake has no Go
+// model for (RegisterKernel): the launch is ordered and counted like any
+// other, but no memory was written, so its results must not be read.
+var ErrNotComputed = errs.ErrNotComputed
+
 var entryRE = regexp.MustCompile(`\.entry\s+([A-Za-z_$][\w$]*)`)
 
 func (d *Driver) ModuleLoadData(c cuda.Context, image []byte) (cuda.Module, error) {
@@ -608,7 +620,9 @@ func (d *Driver) ModuleLoadData(c cuda.Context, image []byte) (cuda.Module, erro
 	if _, err := d.ctx(op, c); err != nil {
 		return 0, err
 	}
-	if !regexp.MustCompile(`(?m)^\s*\.version\s`).Match(image) {
+	if !ptxRE.Match(image) || bytes.Count(image, []byte("{")) != bytes.Count(image, []byte("}")) {
+		// What ptxas would refuse: no .version then .target before
+		// anything else, or unbalanced bodies.
 		return 0, cuda.Check(op, cuda.ErrorInvalidImage)
 	}
 	m := &module{ctx: c, entries: map[string]bool{}}
@@ -690,6 +704,11 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 		d.mu.Unlock()
 		return err
 	}
+	if s != 0 && st.ctx != fn.mod.ctx {
+		// A function belongs to the context its module was loaded in.
+		d.mu.Unlock()
+		return cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
 	k := d.kernels[fn.name]
 	if st.capture != nil {
 		var buf []byte
@@ -706,7 +725,7 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 	d.modelLaunch(st, fn.name, grid, block)
 	d.mu.Unlock()
 	if k == nil {
-		return nil
+		return fmt.Errorf("%s %q: %w", op, fn.name, ErrNotComputed)
 	}
 	var buf []byte
 	var offs []uint32
@@ -934,6 +953,28 @@ func (d *Driver) GreenCtxGetDevResource(h cuda.GreenCtx, t cuda.ResourceType) (c
 		return cuda.DevResource{}, cuda.Check(op, cuda.ErrorInvalidResourceType)
 	}
 	return g.res, nil
+}
+
+// entry points added for branch whole
+
+// StreamWaitEvent checks its handles and counts the wait; the fake's
+// kernels run synchronously, so every recorded event is already reached.
+func (d *Driver) StreamWaitEvent(c cuda.Context, s cuda.Stream, e cuda.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuStreamWaitEvent"
+	if c != 0 || s == 0 {
+		if _, err := d.ctx(op, c); err != nil {
+			return err
+		}
+	} else if err := d.enter(op); err != nil {
+		return err
+	}
+	if _, err := d.stream(op, s); err != nil {
+		return err
+	}
+	_, err := d.event(op, e)
+	return err
 }
 
 var _ cuda.Driver = (*Driver)(nil)

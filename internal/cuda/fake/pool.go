@@ -24,6 +24,10 @@ type pool struct {
 	live      map[uint64]uint64 // block offset -> size
 	order     []block           // live blocks by offset
 	mapped    map[uint64]bool   // chunk index -> mapped
+	// dense is how many of order's first blocks are packed from offset 0
+	// with no free byte between them: fit starts after them, so filling a
+	// pool is linear, not quadratic (20000-block probes under -race).
+	dense int
 }
 
 const poolAlign = 512
@@ -43,7 +47,10 @@ func (p *pool) reserved() uint64 { return uint64(len(p.mapped)) * p.chunk }
 // fit finds the lowest offset where n bytes fit between live blocks.
 func (p *pool) fit(n uint64) (uint64, bool) {
 	at := uint64(0)
-	for _, b := range p.order {
+	if p.dense > 0 {
+		at = p.end(p.dense - 1)
+	}
+	for _, b := range p.order[p.dense:] {
 		if b.off >= at+n {
 			break
 		}
@@ -56,10 +63,26 @@ func (p *pool) find(off uint64) (int, bool) {
 	return slices.BinarySearchFunc(p.order, off, func(b block, off uint64) int { return cmp.Compare(b.off, off) })
 }
 
+// end is where a block after order[i] may start.
+func (p *pool) end(i int) uint64 {
+	b := p.order[i]
+	return (b.off + b.n + poolAlign - 1) &^ (poolAlign - 1)
+}
+
 func (p *pool) add(off, n uint64) {
 	p.live[off] = n
 	i, _ := p.find(off)
 	p.order = slices.Insert(p.order, i, block{off, n})
+	for p.dense < len(p.order) {
+		want := uint64(0)
+		if p.dense > 0 {
+			want = p.end(p.dense - 1)
+		}
+		if p.order[p.dense].off != want {
+			break
+		}
+		p.dense++
+	}
 }
 
 func (p *pool) remove(off uint64) bool {
@@ -69,6 +92,7 @@ func (p *pool) remove(off uint64) bool {
 	delete(p.live, off)
 	i, _ := p.find(off)
 	p.order = slices.Delete(p.order, i, i+1)
+	p.dense = min(p.dense, i)
 	return true
 }
 
@@ -105,7 +129,7 @@ func (p *pool) destroy(mem *Memory) {
 	for off := range p.live {
 		mem.unplace(p.base + cuda.DevicePtr(off))
 	}
-	p.live, p.order = nil, nil
+	p.live, p.order, p.dense = nil, nil, 0
 	mem.used -= p.reserved()
 	p.mapped = nil
 }

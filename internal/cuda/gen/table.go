@@ -103,6 +103,10 @@ var table = []entry{
 	{Sym: "cuStreamSynchronize", Params: "CUstream s", Ctx: pushedOrNone,
 		Method: "StreamSynchronize(c Context, s Stream) error", Iface: driver},
 
+	// entry points added for branch whole
+	{Sym: "cuStreamWaitEvent", Params: "CUstream s, CUevent e, unsigned flags=0", Ctx: pushed,
+		Method: "StreamWaitEvent(ctx Context, s Stream, e Event) error", Iface: driver},
+
 	{Sym: "cuEventCreate", Params: "CUevent *e, unsigned flags", Ctx: pushed,
 		Method: "EventCreate(c Context, flags uint32) (Event, error)", Iface: driver},
 	{Sym: "cuEventRecord", Params: "CUevent e, CUstream s", Ctx: pushed,

@@ -1,0 +1,66 @@
+package fcsp
+
+import (
+	"fmt"
+	"sort"
+)
+
+// PoolStats is a snapshot of a pool: its device, its memory, and every live
+// tenant's Stats, sorted by name.
+type PoolStats struct {
+	Device      DeviceInfo
+	Health      Health // as Pool.Health reports it
+	MemoryUsed  uint64 // what all tenants hold, in bytes
+	MemoryLimit uint64 // the device's limit: its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT, whichever is smallest
+	Tenants     []Stats
+}
+
+// Stats takes a snapshot of the pool. The tenants' figures are read one
+// tenant at a time, so their sum may differ from MemoryUsed by allocations
+// in flight.
+func (p *Pool) Stats() PoolStats {
+	s := PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.mem.Used(), MemoryLimit: p.mem.Limit()}
+	p.mu.Lock()
+	cores := make([]*tenantCore, 0, len(p.tenants))
+	for _, c := range p.tenants {
+		cores = append(cores, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cores {
+		s.Tenants = append(s.Tenants, c.Stats())
+	}
+	sort.Slice(s.Tenants, func(i, j int) bool { return s.Tenants[i].Name < s.Tenants[j].Name })
+	return s
+}
+
+// Tenant returns the live tenant of that name, as NewTenant returned it.
+// ok is false when there is none (never made, closed, or collected).
+func (p *Pool) Tenant(name string) (t *Tenant, ok bool) {
+	p.mu.Lock()
+	c := p.tenants[name]
+	p.mu.Unlock()
+	if c == nil || c.closed.Load() {
+		return nil, false
+	}
+	t = c.handle.Value()
+	return t, t != nil
+}
+
+// checkQuota refuses a tenant quota the pool could never grant: more than
+// the device's limit, wherever that limit comes from.
+func (p *Pool) checkQuota(quota uint64) error {
+	limit := p.mem.Limit()
+	if quota <= limit {
+		return nil
+	}
+	from := "the device's memory"
+	if b, ok := p.env.MemoryLimit(p.info.Index); ok && b == limit {
+		from = "CUDA_DEVICE_MEMORY_LIMIT"
+	} else if limit < p.info.TotalMemory {
+		from = "WithDeviceMemoryLimit"
+	}
+	return fmt.Errorf("%w: memory quota %s is larger than the device limit of %s (%s); ask for at most %d bytes",
+		ErrInvalidArgument, gib(quota), gib(limit), from, limit)
+}
+
+func gib(n uint64) string { return fmt.Sprintf("%.4g GiB", float64(n)/(1<<30)) }

@@ -1,0 +1,225 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+)
+
+// WithReshapeSizes lets the tenant change its SM count at run time
+// (Tenant.Reshape) between the sizes given and the one it starts with
+// (WithSMs, WithSMShare or WithRestOfSMs). A green context for each size is
+// built at NewTenant, from groups next to the tenant's own, so that a
+// reshape on the request path costs an event and a wait per stream, not a
+// green context. A WithRestOfSMs tenant's sizes include the split's
+// remainder if it got it, and it shrinks away from the groups the tenants
+// made before it grow into: made in that order, an interactive tenant
+// WithSMs(8), WithReshapeSizes(32) and a batch tenant WithRestOfSMs(),
+// WithReshapeSizes(100) on the H200 can trade 24 SMs (batch 124 <-> 100,
+// interactive 8 <-> 32). Modules are loaded into every layout.
+func WithReshapeSizes(sms ...int) TenantOption {
+	return func(c *tenantConfig) error {
+		if len(sms) == 0 {
+			return fmt.Errorf("%w: WithReshapeSizes with no sizes; give the SM counts the tenant may take", ErrInvalidArgument)
+		}
+		for _, n := range sms {
+			if n <= 0 {
+				return fmt.Errorf("%w: reshape size %d SMs; want positive SM counts", ErrInvalidArgument, n)
+			}
+		}
+		c.shape.sizes = append(c.shape.sizes, sms...)
+		return nil
+	}
+}
+
+// takeLayouts builds a reshapable partition. The caller holds p.mu.
+func (p *Pool) takeLayouts(cfg *tenantConfig) (*greenctx.Partition, error) {
+	switch {
+	case cfg.rest:
+		for _, s := range p.spare {
+			_ = s.Close()
+		}
+		p.spare = nil
+		return p.split.TakeRestLayouts(cfg.shape.sizes)
+	case cfg.sms > 0:
+		return p.split.TakeLayouts(cfg.sms, cfg.shape.sizes)
+	}
+	return nil, fmt.Errorf("%w: WithReshapeSizes needs a size to start at (WithSMs, WithSMShare or WithRestOfSMs)", ErrInvalidArgument)
+}
+
+// Reshape changes the tenant's SMs to sms, one of the sizes it was made
+// with (WithReshapeSizes), between requests. It keeps everything else:
+// memory and quota (device memory belongs to the device, not to a green
+// context), its pool and free lists, its Stream, Module and Function
+// values, and work in flight: what was queued on a stream before runs to
+// the end on the old SMs, and what is queued after waits for it, then runs
+// on the new ones. Reshape waits for the tenant's calls in flight (a
+// Synchronize included) and holds new ones back while it switches, which
+// costs a few microseconds with no call in flight.
+//
+// Raw handles taken before (Stream.Handle, Context) stay valid until the
+// tenant closes but still name the old layout: work queued on them runs on
+// the old SMs, which another tenant may hold by then, and is not ordered
+// with work queued through the SDK after the switch. Take them again after
+// a Reshape. The tenant's Events and rate limit stay those of the layout
+// and SM count it was made with.
+//
+// A size the tenant has no layout for is refused with ErrGranularity,
+// growing into SMs another tenant holds with ErrInsufficientSMs, a closed
+// tenant with ErrClosed, a tenant made without WithReshapeSizes with
+// ErrInvalidArgument; none of them changes anything.
+func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if c.part == nil || !c.part.Reshapable() {
+		return fmt.Errorf("%w: tenant %q was made without WithReshapeSizes", ErrInvalidArgument, c.name)
+	}
+	c.reshape.Lock()
+	defer c.reshape.Unlock()
+	start := time.Now()
+	if !c.life.pause() {
+		return ErrClosed
+	}
+	defer c.life.resume()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	c.mu.Lock()
+	streams := append([]*Stream(nil), c.streams...)
+	c.mu.Unlock()
+	from := c.part.SMs()
+	err := c.part.Reshape(sms, func(old, new cuda.Stream) {
+		for _, s := range streams {
+			if s.fromPart && s.h() == old {
+				s.hv.Store(uintptr(new))
+			}
+		}
+	})
+	if errors.Is(err, greenctx.ErrClosed) {
+		return ErrClosed
+	}
+	if err != nil {
+		return fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	if from != sms {
+		c.pool.log.Debug("tenant reshaped", "tenant", c.name, "from_sms", from, "sms", sms, "took", time.Since(start))
+	}
+	return nil
+}
+
+// ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
+// tenant made without WithReshapeSizes).
+func (c *tenantCore) ReshapeSizes() []int {
+	if c.part == nil {
+		return []int{c.pool.info.SMs}
+	}
+	return c.part.Sizes()
+}
+
+// loadModule loads image into the tenant's context, or into every layout
+// of a reshapable tenant.
+func (c *tenantCore) loadModule(m *Module, image []byte) error {
+	drv := c.pool.drv
+	if c.part == nil || !c.part.Reshapable() {
+		return c.do(func(ctx cuda.Context) (err error) {
+			m.h, err = drv.ModuleLoadData(ctx, image)
+			return err
+		})
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	n := len(c.part.Sizes())
+	m.hs = make([]cuda.Module, n)
+	for i := range n {
+		err := c.part.DoIn(i, func(ctx cuda.Context) (err error) {
+			m.hs[i], err = drv.ModuleLoadData(ctx, image)
+			return err
+		})
+		if err != nil {
+			return errors.Join(err, m.unload(0))
+		}
+	}
+	return nil
+}
+
+// function looks f up in m (in every layout).
+func (m *Module) function(f *Function) error {
+	c, drv := m.t, m.t.pool.drv
+	if m.hs == nil {
+		return c.do(func(ctx cuda.Context) (err error) {
+			f.h, err = drv.ModuleGetFunction(ctx, m.h, f.name)
+			return err
+		})
+	}
+	f.hs = make([]cuda.Function, len(m.hs))
+	for i := range m.hs {
+		err := c.part.DoIn(i, func(ctx cuda.Context) (err error) {
+			f.hs[i], err = drv.ModuleGetFunction(ctx, m.hs[i], f.name)
+			return err
+		})
+		if errors.Is(err, greenctx.ErrClosed) {
+			return ErrClosed
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle is the function in the tenant's current layout. A launch calls it
+// counted in the life lock, so it agrees with the stream's handle.
+func (f *Function) handle() cuda.Function {
+	if f.hs == nil {
+		return f.h
+	}
+	return f.hs[f.m.t.part.Layout()]
+}
+
+// unload unloads the module (from every layout); ctx is the tenant's
+// context for a plain module.
+func (m *Module) unload(ctx cuda.Context) error {
+	drv := m.t.pool.drv
+	if m.hs == nil {
+		return drv.ModuleUnload(ctx, m.h)
+	}
+	var errs []error
+	for i, h := range m.hs {
+		if h != 0 {
+			errs = append(errs, m.t.part.DoIn(i, func(ctx cuda.Context) error { return drv.ModuleUnload(ctx, h) }))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reload loads the module into every layout again after Pool.Reset and
+// finds its functions again; the caller holds m.t.mu.
+func (m *Module) reload(drv cuda.Driver) error {
+	part := m.t.part
+	for i := range m.hs {
+		err := part.DoIn(i, func(ctx cuda.Context) (err error) {
+			if m.hs[i], err = drv.ModuleLoadData(ctx, m.image); err != nil {
+				return fmt.Errorf("loading a module again: %w", err)
+			}
+			for _, f := range m.funcs {
+				if f.hs[i], err = drv.ModuleGetFunction(ctx, m.hs[i], f.name); err != nil {
+					return fmt.Errorf("finding kernel %q again: %w", f.name, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+package fcsp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/kernels"
+)
+
+// tradePair makes the H200 pair of the reshape demo: an interactive tenant
+// at 8 SMs that may grow to 16 or 32, and a batch tenant with the rest (124
+// SMs with the remainder) that may shrink to 100.
+func tradePair(t *testing.T, p *Pool) (lat, batch *Tenant) {
+	t.Helper()
+	lat, err := p.NewTenant("interactive", WithSMs(8), WithReshapeSizes(16, 32))
+	require.NoError(t, err)
+	batch, err = p.NewTenant("batch", WithRestOfSMs(), WithReshapeSizes(100))
+	require.NoError(t, err)
+	require.Equal(t, []int{8, 16, 32}, lat.ReshapeSizes())
+	require.Equal(t, []int{100, 124}, batch.ReshapeSizes())
+	require.Equal(t, 124, batch.SMs())
+	return lat, batch
+}
+
+func TestReshapeKeepsEverything(t *testing.T) {
+	p, drv := openSim(t)
+	ctx := context.Background()
+	lat, batch := tradePair(t, p)
+	mod, err := lat.LoadModule(kernels.ChainPTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("chain")
+	require.NoError(t, err)
+	st := lat.Stream()
+	extra, err := lat.NewStream(ClassAttention)
+	require.NoError(t, err)
+	const n, steps = 4096, 64
+	buf, err := lat.Alloc(ctx, 4*n)
+	require.NoError(t, err)
+	launch := func(s *Stream) {
+		t.Helper()
+		require.NoError(t, lat.CopyToDevice(buf, bytes.Repeat([]byte{0xff}, 4*n)))
+		var a Args
+		a.Ptr(buf).Int32(n).Int32(steps)
+		require.NoError(t, s.Launch(ctx, fn, Dim3{X: n / 256, Y: 1, Z: 1}, Dim3{X: 256, Y: 1, Z: 1}, 0, &a))
+		require.NoError(t, s.Synchronize())
+		out := make([]byte, 4*n)
+		require.NoError(t, lat.CopyFromDevice(out, buf))
+		require.NoError(t, kernels.CheckChain(out, steps))
+	}
+	launch(st)
+	h8, hExtra8 := st.Handle(), extra.Handle()
+	used := lat.Stats().MemoryUsed
+
+	// Growing into the batch tenant's groups fails, changing nothing.
+	err = lat.Reshape(ctx, 32)
+	require.ErrorIs(t, err, ErrInsufficientSMs)
+	require.Equal(t, 8, lat.SMs())
+	require.Equal(t, h8, st.Handle())
+
+	waits := drv.Calls("cuStreamWaitEvent")
+	require.NoError(t, batch.Reshape(ctx, 100))
+	require.Equal(t, 100, batch.SMs())
+	require.Equal(t, waits+1, drv.Calls("cuStreamWaitEvent"), "the batch tenant's one stream waits for its old one")
+	require.NoError(t, lat.Reshape(ctx, 32))
+	require.Equal(t, 32, lat.SMs())
+	require.Equal(t, 32, lat.Stats().SMs)
+	require.Equal(t, waits+3, drv.Calls("cuStreamWaitEvent"), "both interactive streams wait for their old ones")
+	require.Same(t, st, lat.Stream(), "the Stream value is the same")
+	require.NotEqual(t, h8, st.Handle(), "its handle is the new layout's")
+	require.NotEqual(t, hExtra8, extra.Handle())
+	require.Equal(t, used, lat.Stats().MemoryUsed, "memory and quota are untouched")
+	launch(st) // the old Function value runs on the new layout, on the old buffer
+	launch(extra)
+	require.NoError(t, lat.Reshape(ctx, 16))
+	require.Equal(t, 16, lat.SMs())
+	require.NoError(t, lat.Reshape(ctx, 8))
+	require.Equal(t, h8, st.Handle(), "back on the first layout, its stream again")
+	launch(st)
+	require.NoError(t, lat.Reshape(ctx, 8), "to the current size: nothing to do")
+	require.NoError(t, lat.Free(buf))
+	require.NoError(t, extra.Close())
+	require.NoError(t, lat.Close())
+	require.NoError(t, batch.Close())
+	live := drv.Live()
+	require.Zero(t, live.GreenCtxs)
+	require.Zero(t, live.Streams)
+	require.Zero(t, live.Events)
+	require.Zero(t, live.Modules)
+	require.Equal(t, 132, p.FreeSMs())
+}
+
+func TestReshapeBadInput(t *testing.T) {
+	p, drv := openSim(t)
+	ctx := context.Background()
+	lat, batch := tradePair(t, p)
+	plain, err := p.NewTenant("plain")
+	require.NoError(t, err)
+	h := lat.Stream().Handle()
+	waits := drv.Calls("cuStreamWaitEvent")
+	for _, tc := range []struct {
+		name string
+		t    *Tenant
+		sms  int
+		want error
+		msg  string
+	}{
+		{"no layout of that size", lat, 24, ErrGranularity, "layouts are 8, 16, 32 SMs"},
+		{"zero", lat, 0, ErrGranularity, "layouts are 8, 16, 32 SMs"},
+		{"negative", lat, -8, ErrGranularity, "layouts are 8, 16, 32 SMs"},
+		{"the whole device", lat, 132, ErrGranularity, "layouts are"},
+		{"batch to a size it has no layout for", batch, 112, ErrGranularity, "layouts are 100, 124 SMs"},
+		{"growing into held SMs", lat, 16, ErrInsufficientSMs, "another partition holds"},
+		{"made without sizes", plain, 8, ErrInvalidArgument, "without WithReshapeSizes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.t.Reshape(ctx, tc.sms)
+			require.ErrorIs(t, err, tc.want)
+			require.Contains(t, err.Error(), tc.msg)
+		})
+	}
+	require.Equal(t, 8, lat.SMs())
+	require.Equal(t, 124, batch.SMs())
+	require.Equal(t, h, lat.Stream().Handle())
+	require.Equal(t, waits, drv.Calls("cuStreamWaitEvent"), "nothing was switched")
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, lat.Reshape(cctx, 16), context.Canceled)
+
+	// Sizes no layout can give are refused at NewTenant.
+	for _, tc := range []struct {
+		name string
+		opts []TenantOption
+		want error
+	}{
+		{"not a multiple", []TenantOption{WithSMs(8), WithReshapeSizes(12)}, ErrGranularity},
+		{"past the split", []TenantOption{WithSMs(8), WithReshapeSizes(128)}, ErrInsufficientSMs},
+		{"no start", []TenantOption{WithReshapeSizes(8)}, ErrInvalidArgument},
+		{"no sizes", []TenantOption{WithSMs(8), WithReshapeSizes()}, ErrInvalidArgument},
+		{"negative size", []TenantOption{WithSMs(8), WithReshapeSizes(-8)}, ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := p.NewTenant("x", tc.opts...)
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
+	require.NoError(t, lat.Close())
+	require.ErrorIs(t, lat.Reshape(ctx, 16), ErrClosed)
+	require.NoError(t, batch.Close())
+	require.NoError(t, plain.Close())
+	require.Equal(t, 132, p.FreeSMs(), "nothing leaked by the refusals")
+	require.Zero(t, drv.Live().GreenCtxs)
+}
+
+// Launches, synchronisations and allocations from several goroutines while
+// the tenant reshapes back and forth, and a Close racing all of them: every
+// launch lands on a stream of the layout its Function was looked up in (the
+// fake refuses a function from another context), nothing leaks.
+func TestReshapeRacesCallsAndClose(t *testing.T) {
+	p, drv := openSim(t)
+	ctx := context.Background()
+	lat, err := p.NewTenant("interactive", WithSMs(8), WithReshapeSizes(16, 32), WithMemoryPool(0))
+	require.NoError(t, err)
+	fn, err := func() (*Function, error) {
+		m, err := lat.LoadModule(kernels.ChainPTX)
+		if err != nil {
+			return nil, err
+		}
+		return m.Function("chain")
+	}()
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := lat.Stream()
+			if g%2 == 1 {
+				var err error
+				if s, err = lat.NewStream(ClassDefault); err != nil {
+					if !errors.Is(err, ErrClosed) {
+						errs <- fmt.Errorf("NewStream: %w", err)
+					}
+					return
+				}
+			}
+			var a Args
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				buf, err := lat.AllocAsync(s, 1024)
+				if err == nil {
+					a = Args{}
+					a.Ptr(buf).Int32(256).Int32(4)
+					err = s.Launch(ctx, fn, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 256, Y: 1, Z: 1}, 0, &a)
+					if err == nil {
+						err = lat.FreeAsync(s, buf)
+					}
+				}
+				if err == nil && i%8 == 0 {
+					err = s.Synchronize()
+				}
+				if err != nil {
+					if !errors.Is(err, ErrClosed) {
+						errs <- fmt.Errorf("iteration %d: %w", i, err)
+					}
+					return
+				}
+			}
+		}()
+	}
+	sizes := []int{16, 32, 8, 32, 16, 8}
+	for i := range 60 {
+		if err := lat.Reshape(ctx, sizes[i%len(sizes)]); err != nil {
+			require.ErrorIs(t, err, ErrClosed)
+		}
+		if i == 50 {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- lat.Close() }()
+		}
+	}
+	close(stop)
+	wg.Wait()
+	require.NoError(t, lat.Close())
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.ErrorIs(t, lat.Reshape(ctx, 16), ErrClosed)
+	live := drv.Live()
+	require.Zero(t, live.GreenCtxs)
+	require.Zero(t, live.Streams)
+	require.Zero(t, live.Bytes)
+	require.Equal(t, 132, p.FreeSMs())
+}
+
+// A device fault and Pool.Reset with a reshaped tenant: every layout is
+// rebuilt, its module found again in each, and it keeps reshaping.
+func TestReshapeSurvivesReset(t *testing.T) {
+	ctx := context.Background()
+	p, drv := openSim(t)
+	lat, err := p.NewTenant("interactive", WithSMs(8), WithReshapeSizes(32))
+	require.NoError(t, err)
+	defer lat.Close()
+	mod, err := lat.LoadModule(kernels.ChainPTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("chain")
+	require.NoError(t, err)
+	require.NoError(t, lat.Reshape(ctx, 32))
+	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
+	drv.InjectFault(0, cuda.ErrorIllegalAddress)
+	require.ErrorIs(t, lat.Stream().Synchronize(), ErrDeviceLost)
+	require.NoError(t, p.Reset(ctx))
+	require.Equal(t, 32, lat.SMs(), "rebuilt at the size it had")
+	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
+	require.NoError(t, lat.Reshape(ctx, 8))
+	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
+	require.NoError(t, lat.Close())
+	require.Zero(t, drv.Live().GreenCtxs)
+}

@@ -1,0 +1,71 @@
+package fcsp
+
+import "context"
+
+// Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
+// closes the tenant (waiting for calls in flight and synchronising its
+// streams) and returns Close's error, or ctx.Err() if ctx ends first. The
+// close then carries on in the background and the tenant still ends
+// closed. The waiting is Close's own, so Shutdown waits for what Close
+// waits for.
+func (c *tenantCore) Shutdown(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return within(ctx, func() error {
+		c.cleanup.Stop()
+		return c.close("")
+	})
+}
+
+// Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
+// returns Close's error, or ctx.Err() if ctx ends first, while the close
+// carries on in the background.
+func (p *Pool) Shutdown(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return within(ctx, p.Close)
+}
+
+// SynchronizeContext is Synchronize bounded by ctx: it returns ctx.Err()
+// if ctx ends before the stream's work does (the work is not cancelled;
+// a GPU cannot take a kernel back).
+func (s *Stream) SynchronizeContext(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return s.Synchronize()
+	}
+	return within(ctx, s.Synchronize)
+}
+
+// FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree
+// waits for the device's work in flight; FreeContext returns ctx.Err() if
+// ctx ends first, and the memory is freed all the same once that work is
+// done (do not use p after the call). An ended ctx frees nothing and
+// returns ctx.Err(), as Alloc allocates nothing.
+func (c *tenantCore) FreeContext(ctx context.Context, p DevicePtr) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return c.Free(p)
+	}
+	return within(ctx, func() error { return c.Free(p) })
+}
+
+// within runs f and returns its error, or ctx.Err() if ctx ends first; f
+// then runs to its end on its own goroutine, so the one wait (f's) stays
+// in f.
+func within(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,104 @@
+package fcspprom_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcspprom"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
+	"github.com/fcsp-go/fcsp-go/kernels"
+)
+
+func TestCollectorReportsEachTenant(t *testing.T) {
+	ctx := context.Background()
+	// The simulator through the public option: fcspprom is outside fcsp,
+	// so the fcsp tests' openSim helper is not in reach.
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	a, err := pool.NewTenant("interactive", fcsp.WithSMs(8), fcsp.WithMemoryQuota(64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.NewTenant("batch", fcsp.WithSMLimit(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Alloc(ctx, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	c := fcspprom.NewCollector(pool)
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+	want := `
+# HELP fcsp_tenant_memory_used_bytes Device memory the tenant holds.
+# TYPE fcsp_tenant_memory_used_bytes gauge
+fcsp_tenant_memory_used_bytes{tenant="batch"} 0
+fcsp_tenant_memory_used_bytes{tenant="interactive"} 1.048576e+06
+# HELP fcsp_tenant_memory_limit_bytes The tenant's memory quota.
+# TYPE fcsp_tenant_memory_limit_bytes gauge
+fcsp_tenant_memory_limit_bytes{tenant="batch"} ` + strconv.FormatUint(pool.MemoryLimit(), 10) + `
+fcsp_tenant_memory_limit_bytes{tenant="interactive"} 6.7108864e+07
+# HELP fcsp_tenant_sms SMs the tenant runs on (the whole device when not partitioned).
+# TYPE fcsp_tenant_sms gauge
+fcsp_tenant_sms{tenant="batch"} 132
+fcsp_tenant_sms{tenant="interactive"} 8
+# HELP fcsp_tenant_sm_limit_ratio The tenant's launch-rate limit as a fraction of the device (0: none).
+# TYPE fcsp_tenant_sm_limit_ratio gauge
+fcsp_tenant_sm_limit_ratio{tenant="batch"} 0.5
+fcsp_tenant_sm_limit_ratio{tenant="interactive"} 0
+# HELP fcsp_pool_tenants Live tenants.
+# TYPE fcsp_pool_tenants gauge
+fcsp_pool_tenants 2
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"fcsp_tenant_memory_used_bytes", "fcsp_tenant_memory_limit_bytes", "fcsp_tenant_sms",
+		"fcsp_tenant_sm_limit_ratio", "fcsp_pool_tenants"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(c, "fcsp_tenant_throttle_wait_seconds_total"); n != 2 {
+		t.Fatalf("throttle wait series: %d, want one per tenant", n)
+	}
+	// GPU time, once metered: one series per class the tenant launched on.
+	m, err := pool.NewTenant("metered", fcsp.WithGPUMetering())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := m.LoadModule(kernels.ChainPTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := mod.Function("spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args fcsp.Args
+	one := fcsp.Dim3{X: 1, Y: 1, Z: 1}
+	if err := m.Stream().Launch(ctx, fn, one, one, 0, args.Uint64(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stream().Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.Stats().GPUTimeByClass); got != 1 {
+		t.Fatalf("metered tenant: %d classes with GPU time, want 1", got)
+	}
+	if n := testutil.CollectAndCount(c, "fcsp_tenant_gpu_seconds_total"); n != 1 {
+		t.Fatalf("GPU time series: %d, want 1 (the metered tenant's default class)", n)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package memtrack
+
+const raceEnabled = false

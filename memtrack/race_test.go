@@ -1,0 +1,5 @@
+//go:build race
+
+package memtrack
+
+func init() { raceRounds = 4000 }
