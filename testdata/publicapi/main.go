@@ -19,9 +19,9 @@ import (
 // share is a process-local memtrack.SharedDevice.
 type share struct{ mine, all uint64 }
 
-func (s *share) Add(n uint64) { s.mine += n; s.all += n }
-func (s *share) Sub(n uint64) { s.mine -= n; s.all -= n }
-func (s *share) Used() uint64 { return s.all }
+func (s *share) Add(n uint64) error { s.mine += n; s.all += n; return nil }
+func (s *share) Sub(n uint64) error { s.mine -= n; s.all -= n; return nil }
+func (s *share) Used() uint64       { return s.all }
 
 func main() {
 	ctx := context.Background()
