@@ -10,10 +10,15 @@
 // package kernels' chain and spin, so results of the chain can be checked
 // as on a GPU. Production code does not import this package, and so does
 // not link the fake.
+//
+// GreenDevice opens a simulated device for package greenctx alone:
+//
+//	dev, err := fcsptest.GreenDevice(fcsptest.H200())
 package fcsptest
 
 import (
 	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/driverhook"
@@ -44,3 +49,15 @@ func Simulator(d Device) fcsp.Option {
 
 // SimulatedH200 is Simulator(H200()).
 func SimulatedH200() fcsp.Option { return Simulator(H200()) }
+
+// GreenDevice opens device 0 of a fresh simulated d as a greenctx.Device,
+// for code that uses partitions without package fcsp.
+func GreenDevice(d Device) (*greenctx.Device, error) {
+	f := fake.New(d.spec)
+	fake.RegisterKernels(f)
+	dev, err := driverhook.OpenGreen(f, 0)
+	if err != nil {
+		return nil, err
+	}
+	return dev.(*greenctx.Device), nil
+}
