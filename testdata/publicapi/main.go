@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcsptest"
+	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/kernels"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -66,6 +68,28 @@ func main() {
 	check(kernels.CheckChain(out, steps))
 	check(t.Free(buf))
 	fmt.Println(pool.Device(), "chain ok")
+
+	// Partitions without tenants.
+	dev, err := greenctx.Open(0)
+	if errors.Is(err, greenctx.ErrNoDriver) {
+		dev, err = fcsptest.GreenDevice(fcsptest.H200())
+	}
+	check(err)
+	defer dev.Close()
+	_, rows, err := dev.Table(8, 16)
+	check(err)
+	split, err := dev.Split(rows[0].MinCount)
+	check(err)
+	defer split.Close()
+	part, err := split.Take(2 * split.GroupSMs())
+	check(err)
+	var _ io.Closer = part
+	var stream, cuctx uintptr = part.Stream(), part.Context()
+	_, err = split.Take(split.GroupSMs() + 1)
+	if !errors.Is(err, greenctx.ErrGranularity) {
+		check(fmt.Errorf("want ErrGranularity, got %v", err))
+	}
+	fmt.Println(dev, "partition of", part.SMs(), "SMs", stream != 0 && cuctx != 0)
 }
 
 func check(err error) {
