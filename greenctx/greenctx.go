@@ -16,6 +16,9 @@ import (
 var (
 	// ErrNoDriver: no NVIDIA driver could be loaded.
 	ErrNoDriver = cuda.ErrNoDriver
+	// ErrNotAvailable: the driver has no green contexts (they need CUDA
+	// 12.4 or newer) or lacks another entry point this package calls.
+	ErrNotAvailable = cuda.ErrNotAvailable
 	// ErrGranularity: an SM count is not a whole number of the split's
 	// groups; the message names the group size and the nearest legal counts.
 	ErrGranularity = greenctx.ErrGranularity
@@ -49,8 +52,8 @@ type Device struct {
 }
 
 // Open opens device ordinal through the NVIDIA driver (libcuda.so.1). Without
-// a driver the error matches ErrNoDriver; a driver older than CUDA 12.4 has
-// no green contexts.
+// a driver the error matches ErrNoDriver; with a driver older than CUDA 12.4,
+// which has no green contexts, ErrNotAvailable.
 func Open(ordinal int) (*Device, error) {
 	if ordinal < 0 {
 		return nil, fmt.Errorf("%w: device ordinal %d; want 0 or more", ErrInvalidArgument, ordinal)

@@ -161,6 +161,7 @@ func TestSentinelsAreFcsps(t *testing.T) {
 	require.Equal(t, fcsp.ErrInsufficientSMs, greenctx.ErrInsufficientSMs)
 	require.Equal(t, fcsp.ErrClosed, greenctx.ErrClosed)
 	require.Equal(t, fcsp.ErrNoDriver, greenctx.ErrNoDriver)
+	require.Equal(t, fcsp.ErrNotAvailable, greenctx.ErrNotAvailable)
 	require.Equal(t, fcsp.ErrInvalidArgument, greenctx.ErrInvalidArgument)
 }
 
