@@ -132,7 +132,7 @@ sanitize_pkgs() {
     echo "compute-sanitizer not found (install the CUDA toolkit's sanitizer or put it on PATH)"
     summary+=("compute-sanitizer memcheck: NOT RUN (no compute-sanitizer)"); return 1
   fi
-  for p in "${SANITIZE_PKGS[@]:-${PKGS[@]}}"; do
+  for p in ${FCSP_SANITIZE_PKGS:-${PKGS[*]}}; do
     local name=${p//\//-}
     [ -x "$BIN/$name.test" ] || continue
     (cd "$p" && "$cs" --tool memcheck --report-api-errors no --leak-check no --error-exitcode 99 \
