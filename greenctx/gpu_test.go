@@ -23,7 +23,7 @@ var gpuSkips struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if gpuSkips.n > 0 {
-		fmt.Printf("greenctx (public): %d GPU tests skipped: %s; run scripts/gpu-test.sh on a GPU machine\n", gpuSkips.n, gpuSkips.reason)
+		fmt.Printf("greenctx: %d GPU tests skipped: %s; run scripts/gpu-test.sh on a GPU machine\n", gpuSkips.n, gpuSkips.reason)
 	}
 	os.Exit(code)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcsptest"
 	"github.com/fcsp-go/fcsp-go/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/driverhook"
 )
 
 // referenceMinCounts are the rows of testdata/h200-split.tsv.
@@ -45,6 +47,26 @@ func openH200(t *testing.T) *greenctx.Device {
 	return dev
 }
 
+// openFake opens a simulated H200 whose driver the test can inspect
+// (fcsptest.GreenDevice does the same without handing the driver out).
+func openFake(t *testing.T) (*greenctx.Device, *fake.Driver) {
+	t.Helper()
+	drv := fake.New(fake.H200())
+	d, err := driverhook.OpenGreen(drv, 0)
+	require.NoError(t, err)
+	return d.(*greenctx.Device), drv
+}
+
+// requireNothingLive fails if the driver still holds a green context, a
+// stream or a reference to the primary context.
+func requireNothingLive(t *testing.T, drv *fake.Driver) {
+	t.Helper()
+	live := drv.Live()
+	require.Zero(t, live.GreenCtxs, "green contexts leaked")
+	require.Zero(t, live.Streams, "streams leaked")
+	require.Zero(t, live.PrimaryRefs, "primary context still retained")
+}
+
 func TestTableIsTheH200s(t *testing.T) {
 	dev := openH200(t)
 	require.Equal(t, 132, dev.SMs())
@@ -62,7 +84,7 @@ func TestTableIsTheH200s(t *testing.T) {
 }
 
 func TestPartitionsAreDisjoint(t *testing.T) {
-	dev := openH200(t)
+	dev, drv := openFake(t)
 	s, err := dev.Split(8)
 	require.NoError(t, err)
 	require.Equal(t, 15, s.Groups())
@@ -121,6 +143,10 @@ func TestPartitionsAreDisjoint(t *testing.T) {
 	_, err = s.Take(8)
 	require.ErrorIs(t, err, greenctx.ErrClosed)
 	require.NoError(t, s.Close())
+	require.Equal(t, 1, drv.Live().PrimaryRefs)
+	require.Zero(t, drv.Live().GreenCtxs, "a closed split left green contexts")
+	require.NoError(t, dev.Close())
+	requireNothingLive(t, drv)
 }
 
 func TestBadInputIsTyped(t *testing.T) {
@@ -176,8 +202,7 @@ func TestOpenWithoutDriver(t *testing.T) {
 }
 
 func TestClosedDevice(t *testing.T) {
-	dev, err := fcsptest.GreenDevice(fcsptest.H200())
-	require.NoError(t, err)
+	dev, drv := openFake(t)
 	s, err := dev.Split(8)
 	require.NoError(t, err)
 	p, err := s.Take(16)
@@ -197,13 +222,13 @@ func TestClosedDevice(t *testing.T) {
 	_, err = dev.Predict(8)
 	require.ErrorIs(t, err, greenctx.ErrClosed)
 	require.NoError(t, s.Close())
+	requireNothingLive(t, drv)
 }
 
 // Close races every call: each call either succeeds or says ErrClosed, and
 // once the device is closed no partition taken from it is left open.
 func TestCloseRacesTake(t *testing.T) {
-	dev, err := fcsptest.GreenDevice(fcsptest.H200())
-	require.NoError(t, err)
+	dev, drv := openFake(t)
 	s, err := dev.Split(8)
 	require.NoError(t, err)
 	var (
@@ -262,4 +287,5 @@ func TestCloseRacesTake(t *testing.T) {
 		require.Zero(t, p.Stream(), "a partition taken from a closed device is still open")
 		require.NoError(t, p.Close())
 	}
+	requireNothingLive(t, drv)
 }

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	if gpuSkips.n > 0 {
 		// go test ./... hides a passing package's output; this line shows
 		// with -v, in `go test` run in the directory, and in .ci/run.
-		fmt.Printf("greenctx: %d GPU tests skipped: %s; run scripts/gpu-test.sh on a GPU machine\n", gpuSkips.n, gpuSkips.reason)
+		fmt.Printf("internal/greenctx: %d GPU tests skipped: %s; run scripts/gpu-test.sh on a GPU machine\n", gpuSkips.n, gpuSkips.reason)
 	}
 	os.Exit(code)
 }
