@@ -56,12 +56,32 @@ func (s *Stream) checkLaunch(f *Function, grid, block Dim3) error {
 	return nil
 }
 
+// checkArgs refuses a nil *Args.
+func checkArgs(f *Function, args *Args) error {
+	if args == nil {
+		return fmt.Errorf("%w: launch of %q with nil *Args; pass &fcsp.Args{} for a kernel without parameters", ErrInvalidArgument, f.name)
+	}
+	return nil
+}
+
 // TryLaunch is Launch without waiting: if the stream's and the tenant's
 // buckets hold the launch's cost now it is charged and launched, otherwise
 // it returns ErrThrottled having launched and charged nothing.
 func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return err
+	}
+	if err := checkArgs(f, args); err != nil {
+		return err
+	}
+	c := s.t
+	slot, err := c.enter() // charge and launch inside the life lock, as Launch
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
+	if s.recordCapture(grid, block) {
+		return s.launchCounted(f, grid, block, shmem, args)
 	}
 	if s.meter != nil {
 		return s.launchMetered(context.Background(), f, grid, block, shmem, args, true)
@@ -72,7 +92,7 @@ func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Ar
 		}
 		return ErrThrottled
 	}
-	return s.launch(f, grid, block, shmem, args)
+	return s.launchCounted(f, grid, block, shmem, args)
 }
 
 // Reservation is a launch admitted ahead of time by Stream.Reserve: Launch
@@ -133,6 +153,10 @@ func (r *Reservation) Cancel() {
 func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) error {
 	s := r.s
 	if err := s.checkLaunch(r.f, r.grid, r.block); err != nil {
+		r.Cancel()
+		return err
+	}
+	if err := checkArgs(r.f, args); err != nil {
 		r.Cancel()
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // limitedSpin makes a tenant limited to f with its "spin" kernel; the fake
@@ -18,7 +18,7 @@ func limitedSpin(t *testing.T, f float64, opts ...TenantOption) (*Tenant, *Funct
 	tn, err := p.NewTenant("limited", append([]TenantOption{WithSMLimit(f)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tn.Close() })
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("spin")
 	require.NoError(t, err)

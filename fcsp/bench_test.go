@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // benchPool opens the GPU if there is one (FCSP_BENCH_DRIVER=fake forces the
@@ -30,7 +31,7 @@ func benchPool(b *testing.B, opts ...Option) *Pool {
 			b.Fatal(err)
 		}
 	}
-	p, err := Open(context.Background(), 0, append(opts, WithSimulator(SimulatedH200()))...)
+	p, err := openSimErr(0, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func benchPool(b *testing.B, opts ...Option) *Pool {
 
 func simOpt(p *Pool) []Option {
 	if p.info.Simulated {
-		return []Option{WithSimulator(SimulatedH200())}
+		return []Option{simulator(fake.H200())}
 	}
 	return nil
 }
@@ -198,7 +199,7 @@ func BenchmarkLaunch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mod, err := t.LoadModule(kernels.PTX)
+		mod, err := t.LoadModule(kernels.ChainPTX)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -225,7 +226,7 @@ func BenchmarkLaunch(b *testing.B) {
 	}
 	b.Run("raw", func(b *testing.B) {
 		drv, c := p.fault.raw, p.dev.Primary()
-		mod, err := drv.ModuleLoadData(c, kernels.PTX)
+		mod, err := drv.ModuleLoadData(c, kernels.ChainPTX)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -426,8 +427,8 @@ func BenchmarkPoolAlloc(b *testing.B) {
 	}
 	runEach("pool-16g-own-streams", 16, ownStream)
 	runEach("pool-16g-mixed", 16, mixed(func(n uint64) (DevicePtr, error) { return lists.Alloc(ctx, n) }, lists.Free))
-	runEach("raw-16g-mixed", 16, mixed(func(n uint64) (DevicePtr, error) { return p.drv.MemAlloc(c, n) },
-		func(ptr DevicePtr) error { return p.drv.MemFree(c, ptr) }))
+	runEach("raw-16g-mixed", 16, mixed(func(n uint64) (DevicePtr, error) { q, err := p.drv.MemAlloc(c, n); return DevicePtr(q), err },
+		func(ptr DevicePtr) error { return p.drv.MemFree(c, cuda.DevicePtr(ptr)) }))
 	// The ratios, from the last (largest) run of each case.
 	for _, row := range [][2]string{
 		{"pool-1g", "raw-1g"}, {"driverpool-1g", "raw-1g"},

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
 func TestSizeClass(t *testing.T) {
@@ -242,7 +244,7 @@ func TestFreeListShards(t *testing.T) {
 	for w := range g {
 		wg.Go(func() {
 			for i := range per {
-				if !l.put(3, DevicePtr(uint64(w*per+i+1)<<12), math.MaxUint64) {
+				if !l.put(3, cuda.DevicePtr(uint64(w*per+i+1)<<12), math.MaxUint64) {
 					panic("refused with no bound")
 				}
 			}
@@ -250,7 +252,7 @@ func TestFreeListShards(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, uint64(per*g)*classSize(3), l.bytes())
-	got := make(chan DevicePtr, per*g)
+	got := make(chan cuda.DevicePtr, per*g)
 	for range g {
 		wg.Go(func() {
 			for {
@@ -264,7 +266,7 @@ func TestFreeListShards(t *testing.T) {
 	}
 	wg.Wait()
 	close(got)
-	seen := map[DevicePtr]bool{}
+	seen := map[cuda.DevicePtr]bool{}
 	for p := range got {
 		require.False(t, seen[p], "%#x taken twice", uint64(p))
 		seen[p] = true
@@ -289,7 +291,7 @@ func TestFreeListBoundUnderRaces(t *testing.T) {
 	for w := range g {
 		wg.Go(func() {
 			for i := range per {
-				if l.put(class, DevicePtr(uint64(w*per+i+1)<<12), keep) {
+				if l.put(class, cuda.DevicePtr(uint64(w*per+i+1)<<12), keep) {
 					kept.Add(1)
 				}
 				if i%3 == 0 {

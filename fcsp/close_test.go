@@ -41,7 +41,7 @@ func TestCloseWaitsForTheCloseInProgress(t *testing.T) {
 		if round%2 == 0 {
 			// Item 2: Tenant.Close returns only once the tenant is closed.
 			require.NoError(t, tenants[0].Close())
-			require.Zero(t, tenants[0].acct.Used(), "round %d: memory still counted after Tenant.Close returned", round)
+			require.Zero(t, tenants[0].c.acct.Used(), "round %d: memory still counted after Tenant.Close returned", round)
 		}
 		require.NoError(t, p.Close())
 		require.Zero(t, drv.Live().Bytes, "round %d: the driver still holds memory after Pool.Close returned", round)

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/fcsp-go/fcsp-go/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
 // ErrInsideDo: a call that cannot run from inside the tenant's own Do (its

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // onLockedThread runs f on a goroutine locked to its own thread, with ctx
@@ -125,8 +125,8 @@ func TestDoPanicReleasesRestoresAndRepanics(t *testing.T) {
 	require.NoError(t, a.Do(ctx, func(Current) error { return nil }))
 	_, err = a.NewStream(ClassDefault)
 	require.NoError(t, err)
-	require.False(t, a.dos.here())
-	require.Len(t, a.dos.n, 0)
+	require.False(t, a.c.dos.here())
+	require.Len(t, a.c.dos.n, 0)
 	require.Equal(t, 0, drv.Overlaps())
 	require.NoError(t, a.Close(), "the life lock was released: Close does not wait forever")
 }
@@ -167,7 +167,7 @@ func TestDoReentryRunsDirectly(t *testing.T) {
 			require.Equal(t, cuda.Context(a.Context()), got)
 			require.NoError(t, err)
 			// The SDK's calls on this tenant, each through the partition.
-			mod, err := a.LoadModule(kernels.PTX)
+			mod, err := a.LoadModule(kernels.ChainPTX)
 			if err != nil {
 				return err
 			}
@@ -329,7 +329,7 @@ func TestDoStormKeepsTheGreenContextOnOneThread(t *testing.T) {
 		}
 		a, err := p.NewTenant("a", WithSMs(16), WithMemoryPool(0), WithMemoryQuota(1<<30))
 		require.NoError(t, err)
-		mod, err := a.LoadModule(kernels.PTX)
+		mod, err := a.LoadModule(kernels.ChainPTX)
 		require.NoError(t, err)
 		fn, err := mod.Function("chain")
 		require.NoError(t, err)

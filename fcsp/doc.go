@@ -18,8 +18,14 @@
 //
 // The handles a tenant hands out (Context, Stream.Handle) are the driver's
 // own CUcontext and CUstream, usable from any other binding. Every error is
-// typed: sentinels for errors.Is, and *cuda.Error values carrying the CUDA
+// typed: sentinels for errors.Is, and *CUDAError values carrying the CUDA
 // result code for driver failures.
+//
+// Without a GPU, tests and demos open a simulated one (package fcsptest):
+//
+//	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
+//
+// and package kernels holds a first kernel to load and launch.
 //
 // Tenants of one process share fate: a sticky device error (a kernel's
 // illegal address, say) poisons every context of the device in the

@@ -3,16 +3,17 @@ package fcsp
 import (
 	"errors"
 
-	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // Sentinel errors, for errors.Is.
 var (
-	// ErrNoDriver: no NVIDIA driver could be loaded (use WithSimulator to
-	// run on the in-process fake device instead).
+	// ErrNoDriver: no NVIDIA driver could be loaded (tests and demos can
+	// run on a simulated device instead: fcsptest.SimulatedH200).
 	ErrNoDriver = cuda.ErrNoDriver
 	// ErrNotAvailable: the driver lacks an entry point (green contexts need
 	// driver API 12.4+).
@@ -28,13 +29,16 @@ var (
 	// ErrUnknownPointer: Free of a pointer this tenant did not allocate, or
 	// already freed. No counter changes.
 	ErrUnknownPointer = memtrack.ErrUnknownPointer
-	// ErrClosed: the Pool, Tenant or Stream was closed.
-	ErrClosed = errors.New("fcsp: closed")
+	// ErrClosed: the Pool, Tenant or Stream was closed. It is the module's
+	// one ErrClosed: a call racing a close fails with it whichever layer
+	// (partition, token bucket, quota account) saw the close first.
+	ErrClosed = errs.ErrClosed
 	// ErrNameTaken: a live tenant of the pool already has this name.
 	ErrNameTaken = errors.New("fcsp: tenant name already in use")
 	// ErrInvalidArgument: an option or argument is out of range; the
-	// message says what is allowed.
-	ErrInvalidArgument = errors.New("fcsp: invalid argument")
+	// message says what is allowed. The lower packages' finer sentinels
+	// (tokenbucket.ErrInvalidConfig, memtrack.ErrInvalidSize, ...) match it.
+	ErrInvalidArgument = errs.ErrInvalidArgument
 	// ErrReaped: this process stopped heartbeating in the shared region
 	// for longer than the timeout (a stall, a SIGSTOP, a frozen cgroup)
 	// and the other processes gave its usage back; every later allocation
@@ -54,8 +58,18 @@ var (
 	ErrInvalidValue      = cuda.ErrorInvalidValue
 )
 
-// CUDAError is a failed driver call: which entry point and its CUresult.
+// CUDAError is a failed driver call: its field Op is the entry point (e.g.
+// "cuMemAlloc_v2"), Code the CUresult. Take one out of an error with
+//
+//	var ce *fcsp.CUDAError
+//	if errors.As(err, &ce) { log.Print(ce.Op, ce.Code.Name()) }
+//
+// and match a code with errors.Is(err, fcsp.ErrDeviceOutOfMemory). (An
+// alias of the binding's type, so that errors from every layer match
+// without conversion.)
 type CUDAError = cuda.Error
 
-// Result is a CUresult; it implements error.
+// Result is a CUresult, the driver's status code. It implements error, so
+// the codes above match with errors.Is; Name is the driver's name for it
+// (e.g. "CUDA_ERROR_OUT_OF_MEMORY") and int32(r) its number.
 type Result = cuda.Result

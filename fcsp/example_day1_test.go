@@ -6,9 +6,10 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 	// The sample kernel; public as github.com/fcsp-go/fcsp-go/kernels once
 	// that move is merged.
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // A first kernel: load the sample PTX into a tenant, launch its "chain"
@@ -16,7 +17,7 @@ import (
 // README's snippet; it runs on a GPU the same way (fcsp.Open(ctx, 0)).
 func ExampleStream_Launch() {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
 		panic(err)
 	}
@@ -25,7 +26,7 @@ func ExampleStream_Launch() {
 	if err != nil {
 		panic(err)
 	}
-	mod, err := t.LoadModule(kernels.PTX)
+	mod, err := t.LoadModule(kernels.ChainPTX)
 	if err != nil {
 		panic(err)
 	}
@@ -60,7 +61,7 @@ func ExampleStream_Launch() {
 // freed when it returns, fails or panics.
 func ExampleTenant_Scope() {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
 		panic(err)
 	}
@@ -90,7 +91,7 @@ func ExampleTenant_Scope() {
 func ExampleWithEnviron() {
 	ctx := context.Background()
 	env := []string{"CUDA_DEVICE_MEMORY_LIMIT=4g", "CUDA_DEVICE_SM_LIMIT=25"} // os.Environ() in a real pod
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()), fcsp.WithEnviron(env))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200(), fcsp.WithEnviron(env))
 	if err != nil {
 		panic(err)
 	}
@@ -113,7 +114,7 @@ func ExampleWithEnviron() {
 // (fcspprom exports it to Prometheus).
 func ExamplePool_Stats() {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
 		panic(err)
 	}
@@ -136,7 +137,7 @@ func ExamplePool_Stats() {
 // A driver failure is a *fcsp.CUDAError: the entry point and its CUresult.
 func ExampleCUDAError() {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
 		panic(err)
 	}

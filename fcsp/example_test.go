@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 )
 
 func Example() {
 	ctx := context.Background()
 	// On a machine without a GPU, run on the simulated H200.
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
 		panic(err)
 	}
@@ -46,7 +47,7 @@ func Example() {
 // allocation of its size on that stream without calling the driver.
 func ExampleWithMemoryPool() {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
 		panic(err)
 	}

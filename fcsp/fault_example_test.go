@@ -6,7 +6,8 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // A request's kernel writes through a bad pointer: every tenant of the
@@ -14,14 +15,14 @@ import (
 // restarted (Health().NeedsRestart), since the driver keeps the fault.
 func ExamplePool_Reset() {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
 		panic(err)
 	}
 	defer pool.Close()
 	interactive, _ := pool.NewTenant("interactive", fcsp.WithSMs(16))
 	batch, _ := pool.NewTenant("batch", fcsp.WithSMs(16))
-	mod, _ := batch.LoadModule(kernels.PTX)
+	mod, _ := batch.LoadModule(kernels.ChainPTX)
 	chain, _ := mod.Function("chain")
 
 	var args fcsp.Args

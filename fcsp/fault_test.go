@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // faultSet is three tenants of every kind: a partition, a partition with a
@@ -32,7 +32,7 @@ func newFaultSet(t testing.TB, p *Pool) *faultSet {
 	for i, name := range fs.names {
 		tn, err := p.NewTenant(name, opts[i]...)
 		require.NoError(t, err)
-		mod, err := tn.LoadModule(kernels.PTX)
+		mod, err := tn.LoadModule(kernels.ChainPTX)
 		require.NoError(t, err)
 		fn, err := mod.Function("chain")
 		require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestDeviceLostThenReset(t *testing.T) {
 		calls["Free"] = tn.Free(held[i])
 		calls["CopyToDevice"] = tn.CopyToDevice(held[i], []byte{1})
 		_, _, calls["MemGetInfo"] = tn.MemGetInfo()
-		_, calls["LoadModule"] = tn.LoadModule(kernels.PTX)
+		_, calls["LoadModule"] = tn.LoadModule(kernels.ChainPTX)
 		_, calls["NewStream"] = tn.NewStream(ClassDefault)
 		for what, err := range calls {
 			require.ErrorIs(t, err, ErrDeviceLost, "tenant %s: %s", fs.names[i], what)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // TestGPUWaitsAreBounded: a kernel spinning about a second cannot hold
@@ -17,7 +17,7 @@ func TestGPUWaitsAreBounded(t *testing.T) {
 	p := openGPU(t)
 	a, err := p.NewTenant("a")
 	require.NoError(t, err)
-	mod, err := a.LoadModule(kernels.PTX)
+	mod, err := a.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	spin, err := mod.Function("spin")
 	require.NoError(t, err)

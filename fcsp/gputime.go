@@ -87,14 +87,29 @@ func (e *estimate) add(ns float64) {
 	}
 }
 
-// estimateFor is f's estimate for launches of grid x block.
+// estimateFor is f's estimate for launches of grid x block. The shape
+// last asked for is found without the map (a map key boxed into an
+// interface allocates: one allocation per metered launch otherwise).
 func (f *Function) estimateFor(grid, block Dim3) *estimate {
 	key := [6]uint32{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z}
-	if e, ok := f.est.Load(key); ok {
-		return e.(*estimate)
+	if l := f.lastEst.Load(); l != nil && l.key == key {
+		return l.e
 	}
-	e, _ := f.est.LoadOrStore(key, new(estimate))
-	return e.(*estimate)
+	var e *estimate
+	if v, ok := f.est.Load(key); ok {
+		e = v.(*estimate)
+	} else {
+		v, _ := f.est.LoadOrStore(key, new(estimate))
+		e = v.(*estimate)
+	}
+	f.lastEst.Store(&shapeEstimate{key: key, e: e})
+	return e
+}
+
+// shapeEstimate is a Function's last looked-up estimate and its shape.
+type shapeEstimate struct {
+	key [6]uint32
+	e   *estimate
 }
 
 // meter is a stream's launches in flight, timed by events.
@@ -141,7 +156,19 @@ func (s *Stream) poll(ctx cuda.Context) error {
 func (s *Stream) pollLocked(ctx cuda.Context) error {
 	m, drv := s.meter, s.t.pool.drv
 	done := 0
-	defer func() { m.pending = m.pending[done:] }()
+	defer func() {
+		// A queue only resliced from the front reallocates on every
+		// append (one allocation per metered launch): once at least half
+		// of it is done, move what is left to the front instead, keeping
+		// the capacity (amortised O(1) copying per launch).
+		if left := len(m.pending) - done; done > 0 && done >= left {
+			n := copy(m.pending, m.pending[done:])
+			clear(m.pending[n:])
+			m.pending = m.pending[:n]
+		} else {
+			m.pending = m.pending[done:]
+		}
+	}()
 	for _, p := range m.pending {
 		if err := drv.EventQuery(ctx, p.end); err != nil {
 			if errors.Is(err, cuda.ErrorNotReady) {
@@ -180,37 +207,19 @@ func (m *meter) event(drv cuda.Driver, ctx cuda.Context) (cuda.Event, error) {
 
 // launchTimed queues an admitted launch between two events.
 func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64) error {
-	c, drv := s.t, s.t.pool.drv
+	c := s.t
 	slot, err := c.enter()
 	if err != nil {
 		return err
 	}
 	defer c.life.exit(slot)
-	m := s.meter
 	// The green context's lock, then the meter's: the order poll takes them.
-	err = c.do(func(ctx cuda.Context) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		start, err := m.event(drv, ctx)
-		if err != nil {
-			return err
-		}
-		end, err := m.event(drv, ctx)
-		if err != nil {
-			m.free = append(m.free, start)
-			return err
-		}
-		err = errors.Join(drv.EventRecord(ctx, start, s.h()), drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args))
-		if err == nil {
-			err = drv.EventRecord(ctx, end, s.h())
-		}
-		if err != nil {
-			m.free = append(m.free, start, end)
-			return err
-		}
-		m.pending = append(m.pending, timedLaunch{start: start, end: end, est: f.estimateFor(grid, block), charged: charged})
-		return nil
-	})
+	// The primary context needs no lock: no closure on that path.
+	if c.part == nil {
+		err = s.recordTimed(c.pool.dev.Primary(), f, grid, block, shmem, args, charged)
+	} else {
+		err = c.do(func(ctx cuda.Context) error { return s.recordTimed(ctx, f, grid, block, shmem, args, charged) })
+	}
 	if err != nil {
 		if s.t.gpuShare && s.bucket != nil && charged > 0 {
 			s.bucket.Adjust(-charged) // nothing ran
@@ -218,6 +227,33 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
 	}
 	s.launches.Add(1)
+	return nil
+}
+
+// recordTimed queues a launch between two events in ctx, under the meter's
+// lock.
+func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64) error {
+	m, drv := s.meter, s.t.pool.drv
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start, err := m.event(drv, ctx)
+	if err != nil {
+		return err
+	}
+	end, err := m.event(drv, ctx)
+	if err != nil {
+		m.free = append(m.free, start)
+		return err
+	}
+	err = errors.Join(drv.EventRecord(ctx, start, s.h()), drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
+	if err == nil {
+		err = drv.EventRecord(ctx, end, s.h())
+	}
+	if err != nil {
+		m.free = append(m.free, start, end)
+		return err
+	}
+	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: f.estimateFor(grid, block), charged: charged})
 	return nil
 }
 
@@ -275,7 +311,13 @@ func (s *Stream) cost(f *Function, grid, block Dim3) float64 {
 // launchMetered is Launch (or, with try, TryLaunch) on a metered stream:
 // fold in what completed, admit, launch between events.
 func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
-	if err := s.t.do(s.poll); err != nil {
+	var err error
+	if s.t.part == nil { // no method value, no allocation, on the primary context
+		err = s.poll(s.t.pool.dev.Primary())
+	} else {
+		err = s.t.do(s.poll)
+	}
+	if err != nil {
 		return err
 	}
 	var charged float64

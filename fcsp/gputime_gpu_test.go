@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // On the H200: GPU time is metered on the GPU clock and agrees with events
@@ -21,7 +21,7 @@ func TestGPUShareOnTheDevice(t *testing.T) {
 	tn, err := p.NewTenant("share", WithSMs(64), WithGPUShare(1))
 	require.NoError(t, err)
 	defer tn.Close()
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("spin")
 	require.NoError(t, err)

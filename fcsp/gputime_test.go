@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // spinDuration models "spin" as 10 us per block of the grid, so shapes
@@ -32,7 +32,7 @@ func TestGPUTimeMetering(t *testing.T) {
 	tn, err := p.NewTenant("metered", WithGPUMetering())
 	require.NoError(t, err)
 	defer tn.Close()
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("spin")
 	require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestGPUShareHoldsAcrossKernelShapes(t *testing.T) {
 			tn, err := p.NewTenant("share", WithGPUShare(share), WithStreamClass(tc.class), withClock(clk.now))
 			require.NoError(t, err)
 			defer tn.Close()
-			mod, err := tn.LoadModule(kernels.PTX)
+			mod, err := tn.LoadModule(kernels.ChainPTX)
 			require.NoError(t, err)
 			fn, err := mod.Function(tc.kern)
 			require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestSMLimitIsNotAGPUShare(t *testing.T) {
 		tn, err := p.NewTenant("rate", WithSMLimit(0.25), WithGPUMetering(), withClock(clk.now))
 		require.NoError(t, err)
 		defer tn.Close()
-		mod, err := tn.LoadModule(kernels.PTX)
+		mod, err := tn.LoadModule(kernels.ChainPTX)
 		require.NoError(t, err)
 		fn, err := mod.Function("spin")
 		require.NoError(t, err)
@@ -169,7 +169,7 @@ func closeRacesLaunches(t *testing.T, partitioned bool) {
 	}
 	tn, err := p.NewTenant("racy", opts...)
 	require.NoError(t, err)
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("spin")
 	require.NoError(t, err)

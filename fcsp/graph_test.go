@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 func chainKernel(t *testing.T, tn *Tenant) *Function {
 	t.Helper()
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)

@@ -135,8 +135,11 @@ func (p *Pool) forgive(err error) error {
 // see classifies a driver error: a sticky one turns the pool to lost (the
 // first one is kept) and is answered with the pool's *DeviceLostError.
 func (p *Pool) see(err error, ctx cuda.Context, s cuda.Stream) error {
+	if err == nil {
+		return nil // before ce: its address escapes, so declaring it allocates
+	}
 	var ce *cuda.Error
-	if err == nil || !errors.As(err, &ce) || !ce.Code.Sticky() {
+	if !errors.As(err, &ce) || !ce.Code.Sticky() {
 		return err
 	}
 	e := &DeviceLostError{Err: ce, Stream: uintptr(s), At: time.Now()}

@@ -6,16 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
-
-// Dim3 is a grid or block shape.
-type Dim3 = cuda.Dim3
-
-// Args packs kernel parameters (Ptr, Int32, Uint32, Uint64, Float32); reuse
-// one per goroutine to keep launches allocation-free.
-type Args = cuda.Args
 
 // Module is code loaded into a tenant's context.
 type Module struct {
@@ -34,6 +28,8 @@ type Function struct {
 	hs   []cuda.Function // per layout of a reshapable tenant (reshape.go)
 	name string
 	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
+	// lastEst is the shape est was last asked for (gputime.go).
+	lastEst atomic.Pointer[shapeEstimate]
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
@@ -70,13 +66,26 @@ func (f *Function) Name() string { return f.name }
 // the tenant's token buckets, waiting while they are empty. ctx ends the
 // wait (with ctx.Err(), nothing launched, nothing charged); a deadline the
 // wait cannot meet fails at once (context.DeadlineExceeded), and closing
-// the stream or tenant ends it with ErrClosed.
+// the stream or tenant ends it with ErrClosed. A tenant's Close wakes a
+// launch waiting for tokens and waits for it to leave.
 func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return err
 	}
+	if err := checkArgs(f, args); err != nil {
+		return err
+	}
+	// Admission and launch run inside the tenant's life lock, so a Close
+	// cannot end the tenant between a launch's charge and its launch; Close
+	// closes the limiter first, which wakes a waiting admission.
+	c := s.t
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
 	if s.recordCapture(grid, block) { // a captured kernel is charged when its graph launches
-		return s.launch(f, grid, block, shmem, args)
+		return s.launchCounted(f, grid, block, shmem, args)
 	}
 	if s.meter != nil {
 		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
@@ -86,15 +95,24 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 			return err
 		}
 	}
-	return s.launch(f, grid, block, shmem, args)
+	return s.launchCounted(f, grid, block, shmem, args)
 }
 
-// launch queues an admitted launch.
+// launch queues an admitted launch, counted in the tenant's life lock.
 func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
-	})
+	c := s.t
+	slot, err := c.enter()
 	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
+	return s.launchCounted(f, grid, block, shmem, args)
+}
+
+// launchCounted queues an admitted launch and counts it; the caller is in
+// the life lock.
+func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	if err := s.launchLocked(f, grid.cuda(), block.cuda(), shmem, &args.a); err != nil {
 		if errors.Is(err, ErrNotComputed) {
 			s.launches.Add(1) // launched all the same, just not modelled
 		}
@@ -104,4 +122,22 @@ func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args)
 		s.launches.Add(1)
 	}
 	return nil
+}
+
+// launchLocked launches with no closure on the usual paths: the primary
+// context's, and a green context's where the driver takes a launch with no
+// context current. Only the first launch (the probe) and the serialised
+// fallback go through doUnscopedLocked. The caller is in the life lock.
+func (s *Stream) launchLocked(f *Function, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
+	c := s.t
+	drv := c.pool.drv
+	switch {
+	case c.part == nil:
+		return drv.LaunchKernel(c.pool.dev.Primary(), f.handle(), grid, block, shmem, s.h(), args)
+	case c.pool.unscoped.launch.Load() == probeYes:
+		return drv.LaunchKernel(0, f.handle(), grid, block, shmem, s.h(), args)
+	}
+	return c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
+		return drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
+	})
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // On the driver: Do makes the green context current on its thread, and
@@ -47,7 +47,7 @@ func TestGPUGraphCaptureAndReplay(t *testing.T) {
 	require.NoError(t, err)
 	defer a.Close()
 	ctx := context.Background()
-	mod, err := a.LoadModule(kernels.PTX)
+	mod, err := a.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)

@@ -9,9 +9,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
-// DevicePtr is a device address (CUdeviceptr).
-type DevicePtr = cuda.DevicePtr
-
 // Alloc allocates n bytes of device memory against the tenant's quota (from
 // its pool, in order on its first stream, with WithMemoryPool). The
 // quota is checked first, without locks; an over-quota request fails with an
@@ -43,30 +40,27 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 		return 0, err
 	}
 	defer c.life.exit(slot)
-	err = c.acct.Reserve(n)
+	r, err := c.acct.Reserve(n)
 	if qe := (*memtrack.QuotaError)(nil); errors.As(err, &qe) && qe.Scope == memtrack.ScopeDevice && c.pool.trimCaches() {
 		// Freed blocks kept by pooled tenants count against the device
 		// limit: give them back to the driver and try once more.
-		err = c.acct.Reserve(n)
+		r, err = c.acct.Reserve(n)
 	}
 	if err != nil {
-		if errors.Is(err, memtrack.ErrInvalidSize) {
-			return 0, fmt.Errorf("%w: %w", ErrInvalidArgument, err) // memtrack's errors name the tenant already
-		}
-		return 0, err // memtrack's errors name the tenant already
+		return 0, err // memtrack's errors name the tenant already (ErrInvalidSize matches ErrInvalidArgument)
 	}
 	p, err := c.allocFrom(s, n)
 	if err != nil {
-		c.acct.Unreserve(n)
+		r.Cancel()
 		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
-	if err := c.acct.Record(uint64(p), n); err != nil {
-		// Cannot happen for a pointer the driver just returned; undo fully.
-		c.acct.Unreserve(n)
+	if err := r.Commit(uint64(p)); err != nil {
+		// Cannot happen for a pointer the driver just returned; the
+		// reservation is cancelled, give the memory back too.
 		_ = c.freeOn(s, p, n)
 		return 0, err
 	}
-	return p, nil
+	return DevicePtr(p), nil
 }
 
 // Free frees memory the tenant allocated. A pointer it does not own (never
@@ -82,22 +76,39 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 		return err
 	}
 	defer c.life.exit(slot)
-	n, err := c.acct.Release(uint64(p))
+	r, err := c.acct.StartRelease(uint64(p))
 	if err != nil {
 		if _, ok := c.pool.fault.stale.LoadAndDelete(staleKey{c, p}); ok {
 			return fmt.Errorf("tenant %q: Free(%#x): %w (the allocation died with the reset; nothing to free)", c.name, uint64(p), ErrStale)
 		}
 		return err // memtrack's error names the tenant and the pointer
 	}
-	err = c.freeOn(s, p, n)
-	if err != nil && !errors.Is(err, ErrClosed) {
-		// The driver kept it: keep accounting for it too.
-		if e := c.acct.Reserve(n); e == nil {
-			_ = c.acct.Record(uint64(p), n)
+	if class, _, ok := sizeClass(r.Size()); ok && c.mpool != nil {
+		// The block may go onto a free list, where it counts against the
+		// device limit as cache: settle the release first, or at the limit
+		// the block would count twice for a moment and not be cached (the
+		// driver's pool would then keep it uncounted).
+		n := r.Size()
+		r.Commit()
+		if c.putCached(s, cuda.DevicePtr(p), class) {
+			return nil
 		}
-		return fmt.Errorf("tenant %q: %w", c.name, err)
+		if err := c.freeToDriver(s, cuda.DevicePtr(p)); err != nil {
+			// The driver kept it: it is the tenant's again.
+			if rr, e := c.acct.Reserve(n); e == nil {
+				_ = rr.Commit(uint64(p))
+			}
+			return fmt.Errorf("tenant %q: %w", c.name, err)
+		}
+		return nil
 	}
-	return err
+	if err := c.freeOn(s, cuda.DevicePtr(p), r.Size()); err != nil {
+		// The driver kept it (or a Close, waiting for this call, will free
+		// it): it stays recorded, its bytes never stopped counting.
+		return errors.Join(fmt.Errorf("tenant %q: %w", c.name, err), r.Cancel())
+	}
+	r.Commit()
+	return nil
 }
 
 // MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
@@ -123,10 +134,10 @@ func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
 
 // CopyToDevice copies src into device memory at dst.
 func (c *tenantCore) CopyToDevice(dst DevicePtr, src []byte) error {
-	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyHtoD(ctx, dst, src) })
+	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyHtoD(ctx, cuda.DevicePtr(dst), src) })
 }
 
 // CopyFromDevice copies device memory at src into dst.
 func (c *tenantCore) CopyFromDevice(dst []byte, src DevicePtr) error {
-	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyDtoH(ctx, dst, src) })
+	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyDtoH(ctx, dst, cuda.DevicePtr(src)) })
 }

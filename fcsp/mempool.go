@@ -12,19 +12,24 @@ import (
 // in front of it (blockcache.go).
 type memPool struct {
 	h       cuda.MemPool
-	quota   uint64
 	maxSize uint64 // what the driver lets the pool hold; 0: its default
 	keep    uint64 // the most each stream's free lists hold
 }
 
-func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool) error {
-	maxSize := uint64(0) // the driver's default when no quota was asked for
-	if explicitQuota {
-		// The driver rounds this up to whole chunks (32 MiB on the H200):
-		// a small quota's pool may hold a chunk; the quota still bounds
-		// what is allocated.
-		maxSize = quota
+// poolMaxSize is the one place a pool's maximum size is derived from the
+// quota, which memtrack owns: the quota itself where one was asked for (the
+// driver rounds it up to whole cuda.PoolChunk chunks, so a small quota's
+// pool may hold a chunk; the account still bounds what is allocated), else
+// 0, the driver's default (the whole device).
+func poolMaxSize(quota uint64, explicitQuota bool) uint64 {
+	if !explicitQuota {
+		return 0
 	}
+	return quota
+}
+
+func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool) error {
+	maxSize := poolMaxSize(quota, explicitQuota)
 	if keep == 0 {
 		keep = quota
 	}
@@ -36,7 +41,7 @@ func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool
 		if err := c.pool.drv.MemPoolSetAttribute(ctx, h, cuda.PoolReleaseThreshold, keep); err != nil {
 			return errors.Join(err, c.pool.drv.MemPoolDestroy(ctx, h))
 		}
-		c.mpool = &memPool{h: h, quota: quota, maxSize: maxSize, keep: keep}
+		c.mpool = &memPool{h: h, maxSize: maxSize, keep: keep}
 		if noLists {
 			c.mpool.keep = 0
 		}
@@ -49,7 +54,7 @@ func (c *tenantCore) openMemPool(quota, keep uint64, explicitQuota, noLists bool
 // out of memory it gives back the tenant's own cached blocks (a pool of
 // mixed sizes fragments up to its maximum size), then the other tenants',
 // and tries again after each. The caller is counted in the life lock.
-func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
+func (c *tenantCore) allocFrom(s *Stream, n uint64) (p cuda.DevicePtr, err error) {
 	class, size, cacheable := sizeClass(n)
 	if !cacheable || c.mpool == nil {
 		size = n
@@ -95,29 +100,32 @@ func (c *tenantCore) allocFrom(s *Stream, n uint64) (p DevicePtr, err error) {
 			devFree, _, err = c.pool.drv.MemGetInfo(ctx)
 			return err
 		})
-		if held, herr := c.poolReserved(); derr == nil && herr == nil && devFree >= size+poolChunk {
+		// With a chunk to spare on the device, the out-of-memory is the
+		// pool's maximum size speaking.
+		if held, herr := c.poolReserved(); derr == nil && herr == nil && devFree >= size+cuda.PoolChunk {
 			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of the %d bytes its %d-byte quota allows it (%d allocated, the rest cached blocks and fragments): %w",
-				ErrQuotaExceeded, c.name, n, held, c.mpool.maxSize, c.mpool.quota, c.acct.Used()-n, err) // Used counts this request's reservation too
+				ErrQuotaExceeded, c.name, n, held, c.mpool.maxSize, c.acct.Limit(), c.acct.Used()-n, err) // Used counts this request's reservation too
 		}
 	}
 	return p, err
 }
 
-// poolChunk is the unit in which pools map memory (32 MiB on the H200,
-// fcsp.TestGPUPoolProbe); the device must have this much more than a
-// request free for a pool's out-of-memory to be its maximum size speaking.
-const poolChunk = 32 << 20
-
 // freeOn frees the n-byte block p in order on s: onto s's free list when
 // there is room, else to the driver. The caller is counted in the life
 // lock.
-func (c *tenantCore) freeOn(s *Stream, p DevicePtr, n uint64) error {
+func (c *tenantCore) freeOn(s *Stream, p cuda.DevicePtr, n uint64) error {
 	if c.mpool == nil {
 		return c.pool.drv.MemFree(c.pool.dev.Primary(), p)
 	}
 	if class, _, ok := sizeClass(n); ok && c.putCached(s, p, class) {
 		return nil
 	}
+	return c.freeToDriver(s, p)
+}
+
+// freeToDriver frees p to the tenant's pool in order on s. The caller is
+// counted in the life lock.
+func (c *tenantCore) freeToDriver(s *Stream, p cuda.DevicePtr) error {
 	return c.doUnscopedLocked(&c.pool.unscoped.pool, func(ctx cuda.Context) error { return c.pool.drv.MemFreeAsync(ctx, p, s.h()) })
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +21,7 @@ func TestMemoryPoolCachesAndTrims(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.Free(ptr))
 	require.Zero(t, a.Stats().MemoryUsed)
-	require.Equal(t, uint64(32<<20), drv.Live().Bytes, "a freed block stays cached: its pool's 32 MiB chunk stays mapped")
+	require.Equal(t, uint64(cuda.PoolChunk), drv.Live().Bytes, "a freed block stays cached: its pool's chunk stays mapped")
 	require.Equal(t, uint64(4<<20), a.Stats().MemoryCached)
 	free, total, err := a.MemGetInfo()
 	require.NoError(t, err)
@@ -75,7 +77,9 @@ func TestMemoryPoolFullOfFragmentsIsTheQuota(t *testing.T) {
 }
 
 func TestMemoryPoolTrimsNeighboursWhenTheDeviceIsFull(t *testing.T) {
-	p, err := Open(context.Background(), 0, WithSimulator(SimulatedH200().WithMemory(64<<20)))
+	spec := fake.H200()
+	spec.TotalMem = 64 << 20
+	p, err := openSimErr(0, simulator(spec))
 	require.NoError(t, err)
 	defer p.Close()
 	ctx := context.Background()

@@ -12,12 +12,12 @@ import (
 // streams do not wait for, so a GEMM queued after it can read the old
 // values (seen on the H200).
 func (s *Stream) MemsetD16(p DevicePtr, v uint16, n uint64) error {
-	return s.memset(p, n, func(ctx cuda.Context) error { return s.t.pool.drv.MemsetD16Async(ctx, p, v, n, s.h()) })
+	return s.memset(p, n, func(ctx cuda.Context) error { return s.t.pool.drv.MemsetD16Async(ctx, cuda.DevicePtr(p), v, n, s.h()) })
 }
 
 // MemsetD32 sets n 32-bit words at p to v, in order on s.
 func (s *Stream) MemsetD32(p DevicePtr, v uint32, n uint64) error {
-	return s.memset(p, n, func(ctx cuda.Context) error { return s.t.pool.drv.MemsetD32Async(ctx, p, v, n, s.h()) })
+	return s.memset(p, n, func(ctx cuda.Context) error { return s.t.pool.drv.MemsetD32Async(ctx, cuda.DevicePtr(p), v, n, s.h()) })
 }
 
 func (s *Stream) memset(p DevicePtr, n uint64, f func(cuda.Context) error) error {

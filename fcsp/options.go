@@ -7,6 +7,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/driverhook"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
@@ -14,7 +16,8 @@ import (
 type Option func(*poolConfig) error
 
 type poolConfig struct {
-	sim       *Simulated
+	newDriver func() cuda.Driver // nil: load libcuda (withDriver sets it)
+	simulated bool
 	unit      int      // partition group size; 0: the device's granularity
 	prewarm   []int    // partitions provisioned at Open
 	memLimit  uint64   // 0: the device's memory
@@ -30,10 +33,17 @@ type poolConfig struct {
 	splitFlag uint32 // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
 }
 
-// WithSimulator runs the pool on an in-process fake device instead of the
-// GPU: same rules, same errors, no hardware. See SimulatedH200.
-func WithSimulator(s Simulated) Option {
-	return func(c *poolConfig) error { c.sim = &s; return nil }
+// withDriver makes Open use a driver made by newDriver instead of loading
+// libcuda: the simulator (package fcsptest, through internal/driverhook, and
+// this package's own tests).
+func withDriver(newDriver func() cuda.Driver, simulated bool) Option {
+	return func(c *poolConfig) error { c.newDriver, c.simulated = newDriver, simulated; return nil }
+}
+
+func init() {
+	driverhook.WithDriver = func(newDriver func() cuda.Driver, simulated bool) any {
+		return withDriver(newDriver, simulated)
+	}
 }
 
 // WithPartitionUnit sets the size of the groups tenant partitions are made

@@ -8,11 +8,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -43,8 +41,8 @@ type Pool struct {
 	closed  bool
 }
 
-// Open opens device index (0 for the first GPU). Without WithSimulator it
-// loads the NVIDIA driver and fails with ErrNoDriver where there is none.
+// Open opens device index (0 for the first GPU). It loads the NVIDIA driver
+// (tests and demos without a GPU open the simulator: fcsptest.SimulatedH200) and fails with ErrNoDriver where there is none.
 // ctx bounds the time Open may take (provisioning partitions touches the
 // driver).
 func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
@@ -68,10 +66,8 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		}
 		p.env = env
 	}
-	if cfg.sim != nil {
-		f := fake.New(cfg.sim.spec)
-		kernels.RegisterFake(f)
-		p.drv = f
+	if cfg.newDriver != nil {
+		p.drv = cfg.newDriver()
 	} else {
 		lib, err := cuda.Load()
 		if err != nil {
@@ -100,7 +96,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(err)
 	}
 	p.info.SMs, p.info.Granularity, p.info.Alignment = dev.SMs(), dev.Granularity(), int(dev.Info().CoscheduledAlignment)
-	p.info.Simulated = cfg.sim != nil
+	p.info.Simulated = cfg.simulated
 	limit := p.info.TotalMemory
 	if cfg.memLimit != 0 {
 		limit = min(limit, cfg.memLimit)
@@ -166,14 +162,23 @@ func (p *Pool) FreeSMs() int {
 	return n
 }
 
-// SplitRow is one line of a split table: what a split at MinCount makes.
-type SplitRow = greenctx.Row
-
 // SplitTable says what the driver would make for each minimum count
 // (predicted, from the simulated split that performs nothing) and what it
 // made when asked (measured). Nothing is provisioned.
 func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err error) {
-	return p.dev.Table(minCounts...)
+	pr, me, err := p.dev.Table(minCounts...)
+	return splitRows(pr), splitRows(me), err
+}
+
+func splitRows(rows []greenctx.Row) []SplitRow {
+	if rows == nil {
+		return nil
+	}
+	out := make([]SplitRow, len(rows))
+	for i, r := range rows {
+		out[i] = SplitRow(r)
+	}
+	return out
 }
 
 // MemoryUsed is what all tenants hold, in bytes, including the freed

@@ -13,15 +13,34 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
-func openSim(t *testing.T, opts ...Option) (*Pool, *fake.Driver) {
+// openSim opens a pool on a simulated H200 (or on the device a simulator
+// option in opts gives) and closes it when the test ends. Every test of
+// this package opens the simulator through it or openSimErr: package
+// fcsptest, which users take, imports fcsp and cannot be used here.
+func openSim(t testing.TB, opts ...Option) (*Pool, *fake.Driver) {
 	t.Helper()
-	p, err := Open(context.Background(), 0, append([]Option{WithSimulator(SimulatedH200())}, opts...)...)
+	p, err := openSimErr(0, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	return p, p.fault.raw.(*fake.Driver)
+}
+
+// openSimErr is Open of device index on a simulated H200, for tests of
+// what Open refuses and for pools a test closes itself.
+func openSimErr(index int, opts ...Option) (*Pool, error) {
+	return Open(context.Background(), index, append([]Option{simulator(fake.H200())}, opts...)...)
+}
+
+// simulator is fcsptest.Simulator for this package's tests.
+func simulator(spec fake.Spec) Option {
+	return withDriver(func() cuda.Driver {
+		f := fake.New(spec)
+		fake.RegisterKernels(f)
+		return f
+	}, true)
 }
 
 func TestOpenWithoutDriverSaysSo(t *testing.T) {
@@ -49,7 +68,7 @@ func TestOpenBadInput(t *testing.T) {
 		{"bad env", 0, []Option{WithEnviron([]string{"CUDA_DEVICE_MEMORY_LIMIT=lots"})}, ErrInvalidArgument, "CUDA_DEVICE_MEMORY_LIMIT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Open(context.Background(), tc.idx, append([]Option{WithSimulator(SimulatedH200())}, tc.opts...)...)
+			_, err := openSimErr(tc.idx, tc.opts...)
 			require.ErrorIs(t, err, tc.want)
 			require.Contains(t, err.Error(), tc.msg)
 		})
@@ -215,7 +234,7 @@ func TestLaunchComputesOnTheFake(t *testing.T) {
 	p, drv := openSim(t)
 	a, err := p.NewTenant("a", WithSMs(16))
 	require.NoError(t, err)
-	mod, err := a.LoadModule(kernels.PTX)
+	mod, err := a.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)
@@ -246,7 +265,7 @@ func TestRateLimitedLaunchesWaitAndCancel(t *testing.T) {
 	p, _ := openSim(t)
 	a, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01))
 	require.NoError(t, err)
-	mod, err := a.LoadModule(kernels.PTX)
+	mod, err := a.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("spin")
 	require.NoError(t, err)
@@ -333,4 +352,21 @@ func together(t *testing.T, n int, f func(i int) error) {
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
+}
+
+// A Free the driver refuses leaves the allocation tracked and counted; a
+// later Free and the tenant's Close still give everything back.
+func TestRefusedFreeKeepsTracking(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithMemoryQuota(4<<20))
+	require.NoError(t, err)
+	ptr, err := a.Alloc(context.Background(), 4<<20)
+	require.NoError(t, err)
+	drv.FailNext("cuMemFree_v2", cuda.ErrorInvalidValue)
+	require.ErrorIs(t, a.Free(ptr), ErrInvalidValue)
+	require.Equal(t, uint64(4<<20), a.Stats().MemoryUsed)
+	require.Equal(t, uint64(4<<20), p.MemoryUsed())
+	require.NoError(t, a.Free(ptr), "still the tenant's: it can be freed again")
+	require.Zero(t, p.MemoryUsed())
+	require.Zero(t, drv.Live().Bytes)
 }

@@ -150,7 +150,7 @@ func TestUntypedErrorsAreTyped(t *testing.T) {
 	require.ErrorIs(t, a.Stream().Launch(context.Background(), nil, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 1, Y: 1, Z: 1}, 0, nil), ErrInvalidArgument)
 	_, err = p.NewTenant("b", WithContext(nil)) //nolint:staticcheck // the point of the test
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = Open(context.Background(), 0, WithSimulator(SimulatedH200()), WithPartitionUnit(133))
+	_, err = openSimErr(0, WithPartitionUnit(133))
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.NoError(t, p.Close())
 	_, err = p.NewEvent()

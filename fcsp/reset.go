@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
 // Reset brings a lost pool back (a healthy one may be reset too): it waits
@@ -206,7 +206,7 @@ func (c *tenantCore) rebuild(raw cuda.Driver) error {
 		}
 		threshold := m.keep
 		if threshold == 0 {
-			threshold = m.quota
+			threshold = c.acct.Limit() // memtrack owns the quota
 		}
 		if err := raw.MemPoolSetAttribute(ctx, h, cuda.PoolReleaseThreshold, threshold); err != nil {
 			return errors.Join(err, raw.MemPoolDestroy(ctx, h))

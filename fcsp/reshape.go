@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
 // WithReshapeSizes lets the tenant change its SM count at run time

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // BenchmarkReshape is the switch between pre-built layouts (8 <-> 32 SMs,
@@ -36,7 +36,7 @@ func BenchmarkReshape(b *testing.B) {
 			if _, err := t.NewStream(ClassDefault); err != nil {
 				b.Fatal(err)
 			}
-			mod, err := t.LoadModule(kernels.PTX)
+			mod, err := t.LoadModule(kernels.ChainPTX)
 			if err != nil {
 				b.Fatal(err)
 			}

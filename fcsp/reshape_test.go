@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // tradePair makes the H200 pair of the reshape demo: an interactive tenant
@@ -33,7 +33,7 @@ func TestReshapeKeepsEverything(t *testing.T) {
 	p, drv := openSim(t)
 	ctx := context.Background()
 	lat, batch := tradePair(t, p)
-	mod, err := lat.LoadModule(kernels.PTX)
+	mod, err := lat.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)
@@ -168,7 +168,7 @@ func TestReshapeRacesCallsAndClose(t *testing.T) {
 	lat, err := p.NewTenant("interactive", WithSMs(8), WithReshapeSizes(16, 32), WithMemoryPool(0))
 	require.NoError(t, err)
 	fn, err := func() (*Function, error) {
-		m, err := lat.LoadModule(kernels.PTX)
+		m, err := lat.LoadModule(kernels.ChainPTX)
 		if err != nil {
 			return nil, err
 		}
@@ -253,7 +253,7 @@ func TestReshapeSurvivesReset(t *testing.T) {
 	lat, err := p.NewTenant("interactive", WithSMs(8), WithReshapeSizes(32))
 	require.NoError(t, err)
 	defer lat.Close()
-	mod, err := lat.LoadModule(kernels.PTX)
+	mod, err := lat.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)

@@ -11,21 +11,19 @@ import (
 // and not freed is freed when the function given to Tenant.Scope returns,
 // fails or panics, so a handler that dies half-way leaks nothing.
 type Scope struct {
+	h    *Tenant // the handle Scope was called on: keeps the tenant alive
 	t    *tenantCore
 	ctx  context.Context
 	mu   sync.Mutex
 	live map[DevicePtr]struct{}
 }
 
-// Scope runs f with a fresh Scope and frees what f left allocated. A panic
-// in f is re-raised after the cleanup; a cleanup failure is joined to f's
-// error. If ctx has already ended, f is not run and ctx.Err() is returned;
-// the scope's allocations then wait under ctx (Scope.Alloc).
-func (c *tenantCore) Scope(ctx context.Context, f func(s *Scope) error) (err error) {
+// scope is Tenant.Scope; h is the handle it was called on.
+func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s := &Scope{t: c, ctx: ctx, live: map[DevicePtr]struct{}{}}
+	s := &Scope{h: h, t: c, ctx: ctx, live: map[DevicePtr]struct{}{}}
 	defer func() {
 		if e := s.release(); e != nil {
 			err = errors.Join(err, fmt.Errorf("scope cleanup: %w", e))
@@ -73,7 +71,7 @@ func (s *Scope) Free(p DevicePtr) error {
 func (s *Scope) Context() context.Context { return s.ctx }
 
 // Tenant is the scope's tenant.
-func (s *Scope) Tenant() *Tenant { return &Tenant{s.t} }
+func (s *Scope) Tenant() *Tenant { return s.h }
 
 func (s *Scope) release() error {
 	s.mu.Lock()

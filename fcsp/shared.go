@@ -92,7 +92,13 @@ func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
 		p.log.Warn("fcsp: reaped dead processes from the shared region", "slots", slots)
 	})
 	p.shared = s
-	return memtrack.WithShared(slot, index), nil
+	share, err := slot.Device(index)
+	if err != nil {
+		_ = s.close()
+		p.shared = nil
+		return nil, err
+	}
+	return memtrack.WithShared(share), nil
 }
 
 func (s *sharedState) close() error {

@@ -17,11 +17,11 @@ import (
 
 func TestSharedRegionOneLimitForTwoPools(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
-	opts := []Option{WithSimulator(SimulatedH200()), WithSharedRegion(path), WithDeviceMemoryLimit(100 << 20)}
-	a, err := Open(context.Background(), 0, opts...)
+	opts := []Option{WithSharedRegion(path), WithDeviceMemoryLimit(100 << 20)}
+	a, err := openSimErr(0, opts...)
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := Open(context.Background(), 0, opts...)
+	b, err := openSimErr(0, opts...)
 	require.NoError(t, err)
 	defer b.Close()
 	ta, err := a.NewTenant("a")
@@ -42,7 +42,7 @@ func TestSharedRegionOneLimitForTwoPools(t *testing.T) {
 func TestSharedRegionRefusesGarbage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
 	require.NoError(t, os.WriteFile(path, make([]byte, 1<<20), 0o600))
-	_, err := Open(context.Background(), 0, WithSimulator(SimulatedH200()), WithSharedRegion(path))
+	_, err := openSimErr(0, WithSharedRegion(path))
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "shm")
 }
@@ -57,7 +57,7 @@ func TestSharedRegionSurvivesSIGKILL(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "region")
-	p, err := Open(context.Background(), 0, WithSimulator(SimulatedH200()), WithSharedRegion(path),
+	p, err := openSimErr(0, WithSharedRegion(path),
 		WithHeartbeat(50*time.Millisecond, 300*time.Millisecond))
 	require.NoError(t, err)
 	defer p.Close()
@@ -83,7 +83,7 @@ func TestSharedRegionSurvivesSIGKILL(t *testing.T) {
 }
 
 func childStorm(path string) {
-	p, err := Open(context.Background(), 0, WithSimulator(SimulatedH200()), WithSharedRegion(path),
+	p, err := openSimErr(0, WithSharedRegion(path),
 		WithHeartbeat(50*time.Millisecond, 300*time.Millisecond))
 	if err != nil {
 		fmt.Println("open:", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // holdSpin makes the simulator's spin kernel block until release is
@@ -29,7 +29,7 @@ func TestShutdownGivesUpAtTheDeadline(t *testing.T) {
 	p, drv := openSim(t)
 	a, err := p.NewTenant("a")
 	require.NoError(t, err)
-	mod, err := a.LoadModule(kernels.PTX)
+	mod, err := a.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("spin")
 	require.NoError(t, err)

@@ -2,10 +2,13 @@ package fcsp
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,7 +28,7 @@ func TestStreamClose(t *testing.T) {
 			p, drv := openSim(t)
 			tn, err := p.NewTenant("a", tc.opts...)
 			require.NoError(t, err)
-			mod, err := tn.LoadModule(kernels.PTX)
+			mod, err := tn.LoadModule(kernels.ChainPTX)
 			require.NoError(t, err)
 			fn, err := mod.Function("spin")
 			require.NoError(t, err)
@@ -43,7 +46,7 @@ func TestStreamClose(t *testing.T) {
 				h := s.h()
 				require.NoError(t, s.Close())
 				require.NoError(t, s.Close(), "idempotent")
-				require.ErrorIs(t, drv.StreamSynchronize(tn.ctx(), h), cuda.ErrorInvalidHandle, "destroyed")
+				require.ErrorIs(t, drv.StreamSynchronize(tn.c.ctx(), h), cuda.ErrorInvalidHandle, "destroyed")
 				require.ErrorIs(t, s.Launch(ctx, fn, one, one, 0, &a), ErrClosed)
 				require.ErrorIs(t, s.Synchronize(), ErrClosed)
 				_, err = tn.AllocAsync(s, 1)
@@ -81,4 +84,80 @@ func TestAdoptedStreamCloseForgetsIt(t *testing.T) {
 	require.Equal(t, 1, tn.Stats().Streams)
 	require.NoError(t, drv.StreamSynchronize(p.dev.Primary(), h), "still its owner's")
 	require.NoError(t, drv.StreamDestroy(p.dev.Primary(), h))
+}
+
+// A launch builds no closure and allocates nothing, rate-limited or not,
+// partitioned or not, metered under a GPU share or not (the simulator's
+// launch allocates nothing either); nor does TryLaunch.
+func TestLaunchAllocatesNothing(t *testing.T) {
+	p, _ := openSim(t)
+	for _, opts := range [][]TenantOption{{WithSMs(8)}, {WithSMs(8), WithSMLimit(1)}, nil, {WithGPUShare(1)}, {WithSMs(8), WithGPUShare(1)}} {
+		tn, err := p.NewTenant(fmt.Sprint("t", len(p.Tenants())), opts...)
+		require.NoError(t, err)
+		mod, err := tn.LoadModule(kernels.ChainPTX)
+		require.NoError(t, err)
+		fn, err := mod.Function("spin")
+		require.NoError(t, err)
+		var a Args
+		a.Uint64(0)
+		one := Dim3{X: 1, Y: 1, Z: 1}
+		ctx := context.Background()
+		s := tn.Stream()
+		require.NoError(t, s.Launch(ctx, fn, one, one, 0, &a)) // the probe
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := s.Launch(ctx, fn, one, one, 0, &a); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.Zero(t, allocs, "tenant %v", opts)
+		allocs = testing.AllocsPerRun(200, func() {
+			if err := s.TryLaunch(fn, one, one, 0, &a); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.Zero(t, allocs, "TryLaunch, tenant %v", opts)
+		require.ErrorIs(t, s.Launch(ctx, fn, one, one, 0, nil), ErrInvalidArgument)
+		require.ErrorIs(t, s.TryLaunch(fn, one, one, 0, nil), ErrInvalidArgument)
+	}
+}
+
+// TestCloseWaitsForALaunchInAdmission: admission runs inside the tenant's
+// life lock and Close closes the limiter before it waits for calls in
+// flight, so a launch waiting for tokens returns ErrClosed, launching
+// nothing, before Close returns.
+func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
+	p, drv := openSim(t, WithThrottlePenalty(0))
+	// 1% of 8 SMs x 2048 threads: 164 tokens a ms into buckets that start
+	// full (16384 tokens).
+	tn, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01))
+	require.NoError(t, err)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("spin")
+	require.NoError(t, err)
+	var a Args
+	a.Uint64(0)
+	one := Dim3{X: 1, Y: 1, Z: 1}
+	s := tn.Stream()
+	ctx := context.Background()
+	require.NoError(t, s.Launch(ctx, fn, Dim3{X: 20000, Y: 1, Z: 1}, one, 0, &a)) // empties the buckets
+	launches := drv.Calls("cuLaunchKernel")
+	started := make(chan struct{})
+	var returned atomic.Bool
+	errc := make(chan error, 1)
+	go func() {
+		var b Args
+		b.Uint64(0)
+		close(started)
+		err := s.Launch(ctx, fn, Dim3{X: 10000, Y: 1, Z: 1}, one, 0, &b) // ~60 ms more of tokens: Close comes first, even under -race
+		returned.Store(true)
+		errc <- err
+	}()
+	<-started
+	time.Sleep(500 * time.Microsecond) // into the token wait
+	require.False(t, returned.Load(), "the launch did not wait for tokens: the test proves nothing")
+	require.NoError(t, tn.Close()) // wakes the waiting launch, then waits for it to leave
+	require.True(t, returned.Load(), "Close returned while a launch was still inside admission")
+	require.ErrorIs(t, <-errc, ErrClosed, "Close wakes a launch waiting for tokens with ErrClosed")
+	require.Equal(t, launches, drv.Calls("cuLaunchKernel"), "the woken launch launched nothing")
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 	"weak"
 
-	"github.com/fcsp-go/fcsp-go/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
@@ -35,11 +35,12 @@ const (
 // keep it reachable: hold the Tenant for as long as they are used (after
 // the tenant is closed they return ErrClosed).
 type Tenant struct {
-	*tenantCore
+	c *tenantCore
 }
 
 // tenantCore is what the pool tracks; the Tenant handle wraps it so that an
-// unreachable handle can be detected and cleaned up.
+// unreachable handle can be detected and cleaned up. Its exported methods
+// are the Tenant's, wrapped in tenant_api.go.
 type tenantCore struct {
 	pool    *Pool
 	name    string
@@ -63,7 +64,7 @@ type tenantCore struct {
 	// GPU time (gputime.go): metered streams, bucket charged in GPU ns.
 	metered, gpuShare bool
 	gpuByClass        [streamClasses]atomic.Int64 // ns of completed launches
-	dos     doThreads   // OS threads inside Do (do.go)
+	dos               doThreads                   // OS threads inside Do (do.go)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
 }
@@ -229,11 +230,7 @@ func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
 	if c.part == nil {
 		return f(c.pool.dev.Primary())
 	}
-	err = c.part.Do(f)
-	if errors.Is(err, greenctx.ErrClosed) {
-		return ErrClosed
-	}
-	return err
+	return c.part.Do(f) // greenctx.ErrClosed is ErrClosed
 }
 
 // SetSMLimit changes the tenant's launch-rate limit; it applies from the
@@ -289,17 +286,6 @@ func (c *tenantCore) Stats() Stats {
 		}
 	}
 	return s
-}
-
-// Close synchronises and destroys the tenant's streams, frees what it still
-// has allocated, and returns its SMs and quota to the pool. Idempotent; any
-// later call on the tenant returns ErrClosed.
-func (t *Tenant) Close() error {
-	if err := t.checkNotInsideDo(); err != nil {
-		return err
-	}
-	t.cleanup.Stop()
-	return t.close("")
 }
 
 func (c *tenantCore) close(why string) error {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // chainRate launches the chain kernel (n elements, steps dependent FMAs
@@ -17,7 +17,7 @@ import (
 func chainRate(t *testing.T, tn *Tenant, n, steps, launches int) float64 {
 	t.Helper()
 	ctx := context.Background()
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestGPUReshape(t *testing.T) {
 	require.NoError(t, err)
 	defer batch.Close()
 	require.Equal(t, full, batch.SMs(), "the rest includes the remainder")
-	mod, err := lat.LoadModule(kernels.PTX)
+	mod, err := lat.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)

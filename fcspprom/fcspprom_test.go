@@ -11,14 +11,15 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcspprom"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 func TestCollectorReportsEachTenant(t *testing.T) {
 	ctx := context.Background()
 	// The simulator through the public option: fcspprom is outside fcsp,
 	// so the fcsp tests' openSim helper is not in reach.
-	pool, err := fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ fcsp_pool_tenants 2
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, err := m.LoadModule(kernels.PTX)
+	mod, err := m.LoadModule(kernels.ChainPTX)
 	if err != nil {
 		t.Fatal(err)
 	}

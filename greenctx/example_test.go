@@ -1,17 +1,19 @@
 package greenctx_test
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 	"github.com/fcsp-go/fcsp-go/greenctx"
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 )
 
 // Split the device in groups of at least 16 SMs, take two groups as one
-// partition for a latency-sensitive tenant, and the other groups for
-// everything else (the 4 SMs left over by the split stay unused). On a GPU, pass cuda.Load()'s driver instead of the fake.
+// partition for latency-sensitive work and the other groups, with the SMs
+// the cut leaves over, for everything else. On a GPU, open it with
+// greenctx.Open(0) instead of the simulator.
 func ExampleDevice_Split() {
-	dev, err := greenctx.Open(fake.New(fake.H200()), 0)
+	dev, err := fcsptest.GreenDevice(fcsptest.H200())
 	if err != nil {
 		panic(err)
 	}
@@ -22,22 +24,67 @@ func ExampleDevice_Split() {
 	if err != nil {
 		panic(err)
 	}
+	defer split.Close()
 	fast, err := split.Take(32)
 	if err != nil {
 		panic(err)
 	}
-	defer fast.Close()
 	rest, err := split.TakeRest()
 	if err != nil {
 		panic(err)
 	}
-	defer rest.Close()
 	fmt.Println(fast)
 	fmt.Println(rest)
+	fmt.Println("free:", split.FreeSMs())
 	fmt.Println("12 SMs:", split.Check(12))
 	// Output:
 	// at least 16 SMs: 8 groups of 16, 4 left over
 	// green context with 32 SMs
 	// green context with 100 SMs
+	// free: 0
 	// 12 SMs: greenctx: SM count does not fit the device's split granularity: asked for 12 SMs; this device splits in groups of 16 (try 16)
+}
+
+// The driver's split table: what a cut at each minimum count makes. The
+// H200 caps co-scheduled groups, so a cut by 8 makes 15 groups, not 16.
+func ExampleDevice_Table() {
+	dev, err := fcsptest.GreenDevice(fcsptest.H200())
+	if err != nil {
+		panic(err)
+	}
+	defer dev.Close()
+	_, rows, err := dev.Table(8, 16, 64)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("min  groups  SMs/group  left over")
+	for _, r := range rows {
+		fmt.Printf("%3d  %6d  %9d  %9d\n", r.MinCount, r.Groups, r.GroupSMs, r.Remainder)
+	}
+	// Output:
+	// min  groups  SMs/group  left over
+	//   8      15          8         12
+	//  16       8         16          4
+	//  64       2         64          4
+}
+
+// Bad SM counts are refused with an error that says what would fit.
+func ExampleSplit_Take() {
+	dev, err := fcsptest.GreenDevice(fcsptest.H200())
+	if err != nil {
+		panic(err)
+	}
+	defer dev.Close()
+	split, err := dev.Split(8)
+	if err != nil {
+		panic(err)
+	}
+	defer split.Close()
+	_, err = split.Take(12)
+	fmt.Println(errors.Is(err, greenctx.ErrGranularity), err)
+	_, err = split.Take(128)
+	fmt.Println(errors.Is(err, greenctx.ErrInsufficientSMs), err)
+	// Output:
+	// true greenctx: SM count does not fit the device's split granularity: asked for 12 SMs; this device splits in groups of 8 (try 8 or 16)
+	// true greenctx: not enough free SMs: asked for 128 SMs; 120 of 120 partitionable SMs are free (groups of 8, 12 SMs left over by the split)
 }

@@ -1,218 +1,169 @@
 package greenctx
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
-	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
-// Split is one performed cut of the device into equal groups. Partitions
-// taken from one Split are disjoint, and descriptors built from several of
-// its groups are valid (the driver refuses groups of different splits).
+// Split is one cut of the device into equal groups of SMs. Partitions taken
+// from it are made of whole groups and never share an SM. Close closes them.
 type Split struct {
-	dev      *Device
-	minCount int
-	flags    uint32
-	groups   []cuda.DevResource
-	rem      cuda.DevResource
+	dev *Device
+	s   *greenctx.Split
 
-	mu      sync.Mutex
-	used    []bool
-	remUsed bool // the remainder is part of a partition
+	life   sync.RWMutex // read: a Take in flight; write: Close
+	closed bool
+	mu     sync.Mutex // parts
+	parts  map[*Partition]struct{}
 }
 
-// Split cuts the device at minCount, honouring SM co-scheduling.
-func (d *Device) Split(minCount int) (*Split, error) { return d.SplitWith(minCount, 0) }
+// GroupSMs is the number of SMs in each group (0 if the cut made none).
+func (s *Split) GroupSMs() int { return s.s.GroupSMs() }
 
-// SplitWith cuts the device at minCount with the driver's split flags
-// (cuda.SplitIgnoreCoscheduling: more groups, see fcsp.WithoutCoscheduling).
-func (d *Device) SplitWith(minCount int, flags uint32) (*Split, error) {
-	if minCount < 1 || minCount > d.SMs() {
-		return nil, fmt.Errorf("greenctx: minimum count %d out of range: this device has %d SMs (ask for 1 to %d)", minCount, d.SMs(), d.SMs())
+// Groups is how many groups the cut made.
+func (s *Split) Groups() int { return s.s.Groups() }
+
+// Remainder is how many SMs no group holds (12 on the H200 cut by 8).
+func (s *Split) Remainder() int { return s.s.Remainder() }
+
+// FreeSMs is how many SMs no partition of this split holds: the free
+// groups, and the remainder while no partition includes it.
+func (s *Split) FreeSMs() int { return s.s.FreeSMs() }
+
+// Check says whether a partition of sms SMs could be taken now; if not, the
+// error (ErrGranularity or ErrInsufficientSMs) names the group size or the
+// shortfall.
+func (s *Split) Check(sms int) error { return s.s.Check(sms) }
+
+func (s *Split) String() string {
+	return fmt.Sprintf("split into %d groups of %d SMs, %d left over", s.Groups(), s.GroupSMs(), s.Remainder())
+}
+
+// take admits a call, builds a partition with build and records it.
+func (s *Split) take(build func() (*greenctx.Partition, error)) (*Partition, error) {
+	if err := s.dev.enter(); err != nil {
+		return nil, err
 	}
-	groups, rem, n, err := d.drv.DevSmResourceSplitByCount(d.res, flags, uint32(minCount), d.SMs())
+	defer s.dev.exit()
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	p, err := build()
 	if err != nil {
 		return nil, err
 	}
-	return &Split{dev: d, minCount: minCount, flags: flags, groups: groups[:n], rem: rem, used: make([]bool, n)}, nil
-}
-
-// Flags are the split flags the cut was made with.
-func (s *Split) Flags() uint32 { return s.flags }
-
-// GroupSMs is the size of each group (0 if the split made none).
-func (s *Split) GroupSMs() int {
-	if len(s.groups) == 0 {
-		return 0
-	}
-	return int(s.groups[0].SMCount())
-}
-
-// Groups is how many groups the split made.
-func (s *Split) Groups() int { return len(s.groups) }
-
-// Remainder is how many SMs no group holds.
-func (s *Split) Remainder() int { return int(s.rem.SMCount()) }
-
-// FreeSMs is how many SMs no partition holds: free groups, and the
-// remainder while no partition includes it.
-func (s *Split) FreeSMs() int {
+	part := &Partition{split: s, p: p}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.freeGroups() * s.GroupSMs()
-	if !s.remUsed {
-		n += s.Remainder()
-	}
-	return n
-}
-
-func (s *Split) freeGroups() int {
-	n := 0
-	for _, u := range s.used {
-		if !u {
-			n++
-		}
-	}
-	return n
-}
-
-// Check says whether a partition of sms SMs could be taken now, with an
-// error that names the granularity or the shortfall if not.
-func (s *Split) Check(sms int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, err := s.check(sms)
-	return err
-}
-
-func (s *Split) check(sms int) (int, error) {
-	g := s.GroupSMs()
-	switch {
-	case g == 0:
-		return 0, fmt.Errorf("%w: the split made no groups", ErrInsufficientSMs)
-	case sms <= 0:
-		return 0, fmt.Errorf("%w: asked for %d SMs; ask for a positive multiple of %d", ErrGranularity, sms, g)
-	case sms%g != 0:
-		lo, hi := sms/g*g, (sms/g+1)*g
-		if lo == 0 {
-			return 0, fmt.Errorf("%w: asked for %d SMs; this device splits in groups of %d (try %d)", ErrGranularity, sms, g, hi)
-		}
-		return 0, fmt.Errorf("%w: asked for %d SMs; this device splits in groups of %d (try %d or %d)", ErrGranularity, sms, g, lo, hi)
-	}
-	need, free := sms/g, s.freeGroups()
-	if need > free {
-		return 0, fmt.Errorf("%w: asked for %d SMs; %d of %d partitionable SMs are free (groups of %d, %d SMs left over by the split)",
-			ErrInsufficientSMs, sms, free*g, len(s.groups)*g, g, s.Remainder())
-	}
-	return need, nil
-}
-
-// Take builds a partition of sms SMs from free groups.
-func (s *Split) Take(sms int) (*Partition, error) {
-	s.mu.Lock()
-	need, err := s.check(sms)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	idx := make([]int, 0, need)
-	for i := range s.used {
-		if len(idx) == need {
-			break
-		}
-		if !s.used[i] {
-			s.used[i] = true
-			idx = append(idx, i)
-		}
-	}
+	s.parts[part] = struct{}{}
 	s.mu.Unlock()
-	p, err := s.build(idx, false)
-	if err != nil {
-		s.give(idx, false)
-		return nil, err
-	}
-	return p, nil
+	return part, nil
+}
+
+// Take builds a partition of sms SMs, a whole number of free groups
+// (ErrGranularity otherwise, naming the nearest legal counts;
+// ErrInsufficientSMs when too few groups are free).
+func (s *Split) Take(sms int) (*Partition, error) {
+	return s.take(func() (*greenctx.Partition, error) { return s.s.Take(sms) })
 }
 
 // TakeRest builds a partition of every free group and, while no other
-// partition holds it, the split's remainder: the driver builds a green
-// context from groups and the remaining resource together (116 SMs on the
-// H200: 13 groups of 8 and the 12 SMs a split by 8 leaves over).
+// partition holds it, the cut's remainder: the driver builds one green
+// context from both (116 SMs on the H200 cut by 8 beside a 16-SM
+// partition: 13 groups of 8 and the 12 SMs left over).
 func (s *Split) TakeRest() (*Partition, error) {
-	s.mu.Lock()
-	var idx []int
-	for i, u := range s.used {
-		if !u {
-			s.used[i] = true
-			idx = append(idx, i)
-		}
-	}
-	rem := !s.remUsed && s.Remainder() > 0
-	s.remUsed = s.remUsed || rem
-	s.mu.Unlock()
-	if len(idx) == 0 && !rem {
-		return nil, fmt.Errorf("%w: no free groups left and the split's remainder is taken", ErrInsufficientSMs)
-	}
-	p, err := s.build(idx, rem)
-	if err != nil {
-		s.give(idx, rem)
-		return nil, err
-	}
-	return p, nil
+	return s.take(s.s.TakeRest)
 }
 
-// TakeRemainder builds a partition of the split's remainder alone: the SMs
-// no group holds (12 on the H200 split by 8).
+// TakeRemainder builds a partition of the cut's remainder alone, the SMs no
+// group holds; ErrInsufficientSMs if there are none or a partition holds
+// them already.
 func (s *Split) TakeRemainder() (*Partition, error) {
-	s.mu.Lock()
-	switch {
-	case s.Remainder() == 0:
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: this split (groups of %d) leaves no SMs over", ErrInsufficientSMs, s.GroupSMs())
-	case s.remUsed:
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: the split's remainder of %d SMs is already part of a partition", ErrInsufficientSMs, s.Remainder())
+	return s.take(s.s.TakeRemainder)
+}
+
+// Close closes every partition taken from the split, waiting for their
+// streams; afterwards Take returns ErrClosed. It is idempotent.
+func (s *Split) Close() error { return s.close(true) }
+
+func (s *Split) close(forget bool) error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return nil
 	}
-	s.remUsed = true
+	s.closed = true
+	s.mu.Lock()
+	parts := s.parts
+	s.parts = nil
 	s.mu.Unlock()
-	p, err := s.build(nil, true)
-	if err != nil {
-		s.give(nil, true)
-		return nil, err
+	var errList []error
+	for p := range parts {
+		errList = append(errList, p.close())
 	}
-	return p, nil
+	if forget { // not when the device closes it: the device holds its lock
+		s.dev.mu.Lock()
+		delete(s.dev.splits, s)
+		s.dev.mu.Unlock()
+	}
+	return errors.Join(errList...)
 }
 
-func (s *Split) give(idx []int, rem bool) {
+// Partition is a green context over a set of SMs with one non-blocking
+// stream of its own.
+type Partition struct {
+	split  *Split
+	p      *greenctx.Partition
+	closed atomic.Bool
+}
+
+// SMs is how many SMs the driver says the partition's green context holds
+// (read back from the driver, not the number asked for).
+func (p *Partition) SMs() int { return p.p.SMs() }
+
+// Context is the partition's CUcontext (cuCtxFromGreenCtx), for another
+// binding; 0 once the partition is closed. The driver lets it be current on
+// one OS thread at a time and does not lock it: see the package
+// documentation.
+func (p *Partition) Context() uintptr {
+	if p.closed.Load() {
+		return 0
+	}
+	return uintptr(p.p.Context())
+}
+
+// Stream is the partition's non-blocking CUstream; work queued on it runs on
+// the partition's SMs only. 0 once the partition is closed. Close waits for
+// the work queued on it, then destroys it.
+func (p *Partition) Stream() uintptr {
+	if p.closed.Load() {
+		return 0
+	}
+	return uintptr(p.p.Stream())
+}
+
+func (p *Partition) String() string { return p.p.String() }
+
+// Close waits for the partition's stream, destroys it and the green context,
+// and gives the SMs back to the split. It is idempotent.
+func (p *Partition) Close() error {
+	err := p.close()
+	s := p.split
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, i := range idx {
-		s.used[i] = false
-	}
-	if rem {
-		s.remUsed = false
-	}
+	delete(s.parts, p) // s.parts is nil once the split has closed: a no-op
+	s.mu.Unlock()
+	return err
 }
 
-// resources lists the groups idx and, if rem, the remainder, as one
-// descriptor's input.
-func (s *Split) resources(idx []int, rem bool) []cuda.DevResource {
-	res := make([]cuda.DevResource, 0, len(idx)+1)
-	for _, j := range idx {
-		res = append(res, s.groups[j])
-	}
-	if rem {
-		res = append(res, s.rem)
-	}
-	return res
-}
-
-func (s *Split) build(idx []int, rem bool) (*Partition, error) {
-	p, err := newPartition(s.dev, s.resources(idx, rem))
-	if err != nil {
-		return nil, err
-	}
-	p.release = func() { s.give(idx, rem) }
-	return p, nil
+func (p *Partition) close() error {
+	p.closed.Store(true)
+	// The internal partition's Close is idempotent and serialised: a second
+	// caller waits for the first to finish, so a split or device closing
+	// this partition never releases the device under its destruction.
+	return p.p.Close()
 }

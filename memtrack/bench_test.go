@@ -27,14 +27,14 @@ type oursAlloc struct{ accts []*Account }
 func (o oursAlloc) accounts() int { return len(o.accts) }
 func (o oursAlloc) cycle(i int, ptr uint64) bool {
 	a := o.accts[i]
-	if a.Reserve(4096) != nil {
+	r, err := a.Reserve(4096)
+	if err != nil {
 		return false
 	}
-	if a.Record(ptr, 4096) != nil {
-		a.Unreserve(4096)
+	if r.Commit(ptr) != nil {
 		return false
 	}
-	_, err := a.Release(ptr)
+	_, err = a.Release(ptr)
 	return err == nil
 }
 
@@ -72,7 +72,7 @@ func newOursShared(b *testing.B, n int) allocator {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr, err := New(1<<40, WithShared(slot, 0))
+	tr, err := New(1<<40, WithShared(mustShare(b, slot, 0)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,10 +121,11 @@ func BenchmarkReserveUnreserve(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				a := o.accts[i%n]
-				if a.Reserve(4096) != nil {
-					b.Fatal("reserve")
+				r, err := a.Reserve(4096)
+				if err != nil {
+					b.Fatal(err)
 				}
-				a.Unreserve(4096)
+				r.Cancel()
 				i++
 			}
 		})

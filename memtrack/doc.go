@@ -3,8 +3,11 @@
 // A [Tracker] holds the running total of one device and a [Account] holds
 // the running total of one tenant (request class) on that device. Every
 // allocation is admitted by [Account.Reserve] before the driver is asked for
-// memory, attributed to its device pointer by [Account.Record] once the
-// driver returned it, and given back by [Account.Release] when it is freed.
+// memory; the [Reservation] it returns is committed to the device pointer
+// the driver returned, or cancelled if the driver failed. A free is
+// [Account.Release], or [Account.StartRelease] when the driver may refuse
+// it: the [PendingRelease] is committed once the driver freed the memory,
+// or cancelled, which keeps the allocation tracked.
 //
 // # Why not do it the HAMi-core way
 //
@@ -45,10 +48,11 @@
 // free, or a free of another tenant's pointer is rejected with
 // [ErrUnknownPointer] and changes no counter.
 //
-// With [WithShared] the device total is node-wide: it is the sum of the
-// per-process slots of a shared memory region (see internal/shm), so that
-// several processes on one GPU enforce one device limit, and a crashed
-// process's usage is reclaimed exactly by clearing its slot. Shared
-// admission adds to the process's own slot, re-reads the sum and rolls back
-// on overshoot; that costs one load per slot (processes, not tenants).
+// With [WithShared] the device total is node-wide: a [SharedDevice] sums
+// every process's usage (fcsp's is one word per process in a /dev/shm
+// region), so that several processes on one GPU enforce one device limit,
+// and a crashed process's usage is reclaimed exactly by clearing its word.
+// Shared admission adds to the process's own usage, re-reads the sum and
+// rolls back on overshoot; that costs one SharedDevice.Used (with fcsp's
+// region, one load per process, not per tenant).
 package memtrack

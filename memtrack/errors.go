@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 )
 
@@ -16,11 +17,17 @@ var (
 	ErrUnknownPointer = errors.New("memtrack: unknown device pointer")
 	// ErrInvalidSize is returned for zero-byte requests and for sizes that
 	// cannot be represented.
-	ErrInvalidSize = errors.New("memtrack: invalid allocation size")
-	// ErrClosed is returned by operations on a closed Account.
-	ErrClosed = errors.New("memtrack: account closed")
-	// ErrInvalidLimit is returned for a zero limit.
-	ErrInvalidLimit = errors.New("memtrack: invalid memory limit")
+	// It also matches ErrInvalidArgument.
+	ErrInvalidSize = errs.New("memtrack: invalid allocation size", errs.ErrInvalidArgument)
+	// ErrClosed is returned by operations on a closed Account; it is the
+	// module's one ErrClosed (fcsp.ErrClosed, greenctx.ErrClosed, ...).
+	ErrClosed = errs.ErrClosed
+	// ErrInvalidLimit is returned for a zero limit. It also matches
+	// ErrInvalidArgument.
+	ErrInvalidLimit = errs.New("memtrack: invalid memory limit", errs.ErrInvalidArgument)
+	// ErrInvalidArgument is the module's one identity for bad input
+	// (fcsp.ErrInvalidArgument); ErrInvalidSize and ErrInvalidLimit match it.
+	ErrInvalidArgument = errs.ErrInvalidArgument
 	// ErrReaped is returned by Reserve once the process's slot of the
 	// shared region was reaped (see WithShared); it is shm.ErrReaped.
 	ErrReaped = shm.ErrReaped

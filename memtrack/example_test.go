@@ -13,15 +13,18 @@ func Example() {
 	infer, _ := dev.NewAccount("inference", 60*miB)
 	batch, _ := dev.NewAccount("batch", 60*miB)
 
-	// cuMemAlloc for the inference tenant: admit, allocate, record.
-	if err := infer.Reserve(50 * miB); err != nil {
+	// cuMemAlloc for the inference tenant: admit, allocate, commit.
+	r, err := infer.Reserve(50 * miB)
+	if err != nil {
 		panic(err)
 	}
 	const ptr = 0x7f0000000000 // what the driver returned
-	_ = infer.Record(ptr, 50*miB)
+	if err := r.Commit(ptr); err != nil {
+		panic(err)
+	}
 
 	// The batch tenant fits its own limit but not the device.
-	err := batch.Reserve(40 * miB)
+	_, err = batch.Reserve(40 * miB)
 	fmt.Println(errors.Is(err, memtrack.ErrQuotaExceeded))
 	fmt.Println(err)
 

@@ -86,7 +86,7 @@ func (a *Account) devTake(n uint64) (used uint64, ok bool, err error) {
 	need := n - have
 	// Take a chunk along only while every open account could hold one.
 	if spare := t.limit - min(t.limit, t.dev.Load()); spare >= need && (spare-need)/uint64(t.n.Load()+1) >= t.chunk {
-		t.grabbing.Add(1) // a chunk in hand, in no lease yet: see below
+		t.grabbing.Add(1)                        // a chunk in hand, in no lease yet: see below
 		_, ok, _ := t.devReserve(need + t.chunk) // no error: leases are off with a shared region
 		if ok {
 			a.putLease(t.chunk)

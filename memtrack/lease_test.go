@@ -26,10 +26,10 @@ func TestLeaseNoFalseRefusal(t *testing.T) {
 	b := mustAccount(t, tr, "b", limit)
 
 	// a allocates and frees: it keeps a chunk of device headroom leased.
-	if err := a.Reserve(4096); err != nil {
+	if err := a.reserve(4096); err != nil {
 		t.Fatal(err)
 	}
-	a.Unreserve(4096)
+	a.unreserve(4096)
 	if got := a.lease.Load(); got != chunk {
 		t.Fatalf("a's lease = %d after a reserve and unreserve; want one chunk, %d", got, chunk)
 	}
@@ -37,23 +37,23 @@ func TestLeaseNoFalseRefusal(t *testing.T) {
 		t.Fatalf("device Used = %d with nothing allocated; want 0 (a lease is not use)", got)
 	}
 	// b asks for the whole device: a's lease must come back for it.
-	if err := b.Reserve(limit); err != nil {
-		t.Fatalf("b.Reserve(whole device) with nothing allocated: %v", err)
+	if err := b.reserve(limit); err != nil {
+		t.Fatalf("b.reserve(whole device) with nothing allocated: %v", err)
 	}
 	if got := tr.dev.Load(); got != limit {
 		t.Fatalf("device counter = %d; want %d", got, limit)
 	}
 	// Now the device really is full: a is refused, at device scope.
-	err := a.Reserve(1)
+	err := a.reserve(1)
 	var qe *QuotaError
 	if !errors.As(err, &qe) || qe.Scope != ScopeDevice || qe.Used != limit {
-		t.Fatalf("a.Reserve(1) on a full device = %v; want a device-scope QuotaError with Used %d", err, limit)
+		t.Fatalf("a.reserve(1) on a full device = %v; want a device-scope QuotaError with Used %d", err, limit)
 	}
-	b.Unreserve(limit)
-	if err := a.Reserve(limit); err != nil {
-		t.Fatalf("a.Reserve(whole device) after b gave it back: %v", err)
+	b.unreserve(limit)
+	if err := a.reserve(limit); err != nil {
+		t.Fatalf("a.reserve(whole device) after b gave it back: %v", err)
 	}
-	a.Unreserve(limit)
+	a.unreserve(limit)
 	for _, acct := range []*Account{a, b} {
 		if _, err := acct.Close(); err != nil {
 			t.Fatal(err)
@@ -74,7 +74,7 @@ func TestLeaseChunkOnlyWithRoom(t *testing.T) {
 		accts = append(accts, mustAccount(t, tr, "t", limit))
 	}
 	for _, a := range accts {
-		if err := a.Reserve(1); err != nil {
+		if err := a.reserve(1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestLeaseStormExactNoFalseRefusal(t *testing.T) {
 						return
 					}
 				}
-				err := a.Reserve(n)
+				err := a.reserve(n)
 				switch {
 				case errors.Is(err, ErrClosed):
 					t.Errorf("goroutine %d: Reserve on an account only it closes: %v", g, err)
@@ -155,7 +155,7 @@ func TestLeaseStormExactNoFalseRefusal(t *testing.T) {
 					t.Errorf("device counter %d past the limit %d", d, limit)
 				}
 				ptr++
-				if err := a.Record(ptr, n); err != nil {
+				if err := a.record(ptr, n); err != nil {
 					t.Error(err)
 					return
 				}
@@ -214,8 +214,8 @@ func TestLeaseCloseRace(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(w), uint64(r)))
 				for i := 0; i < 300; i++ {
 					n := 1 + rng.Uint64N(1<<20)
-					if a.Reserve(n) == nil {
-						a.Unreserve(n)
+					if a.reserve(n) == nil {
+						a.unreserve(n)
 					}
 				}
 			}(w)
@@ -224,8 +224,8 @@ func TestLeaseCloseRace(t *testing.T) {
 		go func() { defer wg.Done(); _, _ = a.Close() }()
 		go func() { // a big request from the survivor sweeps the leases
 			defer wg.Done()
-			if keep.Reserve(limit-(1<<20)) == nil {
-				keep.Unreserve(limit - (1 << 20))
+			if keep.reserve(limit-(1<<20)) == nil {
+				keep.unreserve(limit - (1 << 20))
 			}
 		}()
 		wg.Wait()

@@ -19,7 +19,7 @@ type pad [cacheLine]byte
 
 // closedBit is set in an account's used word by Close. Folding the flag into
 // the counter makes every compare-and-swap on the counter also a check that
-// the account is open, so Reserve and Unreserve cannot slip past Close.
+// the account is open, so a reservation and its cancellation cannot slip past Close.
 const closedBit = uint64(1) << 63
 
 // Allocation is a live allocation of an account.
@@ -38,13 +38,9 @@ type Tracker struct {
 	local uint64 // device total when not shared; accessed through dev
 	_     pad
 
-	limit uint64      // device limit; immutable
-	dev   shm.Counter // device total when not shared: &local
-	// With WithShared: the region, the device index in it, and this
-	// process's usage word of that device. share == nil otherwise.
-	share  *shm.Region
-	devIdx int
-	slot   shm.Usage
+	limit uint64       // device limit; immutable
+	dev   shm.Counter  // device total when not shared: &local
+	share SharedDevice // WithShared's node-wide total; nil otherwise
 
 	records  recordMap
 	chunk    uint64 // lease chunk (lease.go); 0: no leases
@@ -89,7 +85,7 @@ func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
 // may transiently include reservations that are being rolled back.
 func (t *Tracker) Used() uint64 {
 	if t.share != nil {
-		return t.share.DeviceUsed(t.devIdx)
+		return t.share.Used()
 	}
 	if t.chunk != 0 {
 		return sat(t.dev.Load(), t.leased()) // leases are headroom, not use
@@ -173,11 +169,11 @@ func (t *Tracker) sharedReserve(n uint64) (used uint64, ok bool, err error) {
 	if n > t.limit {
 		return t.Used(), false, nil
 	}
-	if err := t.slot.Add(n); err != nil {
+	if err := t.share.Add(n); err != nil {
 		return 0, false, err
 	}
-	if u := t.share.DeviceUsed(t.devIdx); u > t.limit {
-		_ = t.slot.Sub(n)
+	if u := t.share.Used(); u > t.limit {
+		_ = t.share.Sub(n)
 		return u - min(n, u), false, nil
 	}
 	return 0, true, nil
@@ -188,7 +184,7 @@ func (t *Tracker) sharedReserve(n uint64) (used uint64, ok bool, err error) {
 // held, so there is nothing left to give.
 func (t *Tracker) devRelease(n uint64) {
 	if t.share != nil {
-		_ = t.slot.Sub(n)
+		_ = t.share.Sub(n)
 		return
 	}
 	t.dev.Sub(n)
@@ -198,7 +194,7 @@ func (t *Tracker) devRelease(n uint64) {
 // reaper (always false without WithShared); Reserve then fails with
 // ErrReaped.
 func (t *Tracker) Reaped() bool {
-	return t.share != nil && t.slot.Add(0) != nil
+	return t.share != nil && t.share.Add(0) != nil
 }
 
 // Account is one tenant's share of a device. It is safe for concurrent use.
@@ -242,11 +238,9 @@ func (a *Account) SetLimit(limit uint64) error {
 	return nil
 }
 
-// Reserve admits an allocation of n bytes against the tenant and the device
-// limits, before the driver is asked for the memory. On success the bytes
-// count as used until Unreserve or, once recorded, Release. On failure
-// nothing changes and the error is a *QuotaError (errors.Is
-// ErrQuotaExceeded), ErrInvalidSize or ErrClosed.
+// reserve admits an allocation of n bytes against the tenant and the device
+// limits (see Reserve). On failure nothing changes and the error is a
+// *QuotaError (errors.Is ErrQuotaExceeded), ErrInvalidSize or ErrClosed.
 //
 // Each limit is enforced with a compare-and-swap loop, so neither counter
 // ever exceeds its limit, not even transiently. A relaxed load of the
@@ -258,7 +252,7 @@ func (a *Account) SetLimit(limit uint64) error {
 // give back a tenant's bytes without ever undercounting the device. The
 // price is that a tenant's losing race can make the device total
 // over-count for a few nanoseconds: conservative, never a passed limit.
-func (a *Account) Reserve(n uint64) error {
+func (a *Account) reserve(n uint64) error {
 	if n == 0 || n > maxRecordSize {
 		return a.sizeErr(n)
 	}
@@ -314,10 +308,9 @@ func (a *Account) sub(n uint64) uint64 {
 	}
 }
 
-// Unreserve gives back n bytes of a successful Reserve that did not become
-// an allocation, for instance because the driver then reported out of
-// memory. Giving back more than is reserved clamps at zero.
-func (a *Account) Unreserve(n uint64) {
+// unreserve gives back n bytes of a successful reserve that did not become
+// an allocation. Giving back more than is reserved clamps at zero.
+func (a *Account) unreserve(n uint64) {
 	if n == 0 {
 		return
 	}
@@ -326,10 +319,10 @@ func (a *Account) Unreserve(n uint64) {
 	}
 }
 
-// Record remembers a live allocation of n bytes at device pointer ptr, so
+// record remembers a live allocation of n bytes at device pointer ptr, so
 // that Release(ptr) can attribute the free. The n bytes must have been
-// reserved with Reserve; Record itself changes no counter.
-func (a *Account) Record(ptr uint64, n uint64) error {
+// reserved; record itself changes no counter.
+func (a *Account) record(ptr uint64, n uint64) error {
 	if n == 0 || n > maxRecordSize {
 		return a.sizeErr(n)
 	}
@@ -397,7 +390,7 @@ func (a *Account) Live() []Allocation {
 // Close return ErrClosed, and so does a second Close.
 //
 // Close may race with any other method: every byte is given back to the
-// device exactly once, and a Record or Release that loses the race reports
+// device exactly once, and a Commit or Release that loses the race reports
 // ErrClosed (its bytes are then part of leaked).
 func (a *Account) Close() (leaked uint64, err error) {
 	for {

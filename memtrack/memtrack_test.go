@@ -60,19 +60,19 @@ func TestBadInput(t *testing.T) {
 			ErrInvalidLimit, []string{`"x"`, "0 bytes", "at least 1 byte"}},
 		{"SetLimit zero", func(_ *Tracker, a *Account) error { return a.SetLimit(0) },
 			ErrInvalidLimit, []string{`"a"`, "0 bytes", "at least 1 byte"}},
-		{"Reserve zero", func(_ *Tracker, a *Account) error { return a.Reserve(0) },
+		{"Reserve zero", func(_ *Tracker, a *Account) error { return a.reserve(0) },
 			ErrInvalidSize, []string{`"a"`, "requested 0 bytes", "at least 1 byte"}},
-		{"Reserve too large", func(_ *Tracker, a *Account) error { return a.Reserve(1 << 60) },
+		{"Reserve too large", func(_ *Tracker, a *Account) error { return a.reserve(1 << 60) },
 			ErrInvalidSize, []string{"1152921504606846976 bytes", "at most 281474976710655 bytes"}},
-		{"Record zero", func(_ *Tracker, a *Account) error { return a.Record(0x1000, 0) },
+		{"Record zero", func(_ *Tracker, a *Account) error { return a.record(0x1000, 0) },
 			ErrInvalidSize, []string{"requested 0 bytes"}},
 		{"Release unknown", func(_ *Tracker, a *Account) error { _, err := a.Release(0xdead000); return err },
 			ErrUnknownPointer, []string{`"a"`, "0xdead000"}},
-		{"Reserve over tenant", func(_ *Tracker, a *Account) error { return a.Reserve(2 * giB) },
+		{"Reserve over tenant", func(_ *Tracker, a *Account) error { return a.reserve(2 * giB) },
 			ErrQuotaExceeded, []string{"requested 2147483648 bytes", "0 of 1073741824 bytes used", "tenant limit", "at most 1073741824 more"}},
 		{"Reserve over device", func(tr *Tracker, _ *Account) error {
 			b, _ := tr.NewAccount("big", 8*giB)
-			return b.Reserve(3 * giB)
+			return b.reserve(3 * giB)
 		}, ErrQuotaExceeded, []string{`"big"`, "requested 3221225472 bytes", "of 2147483648 bytes used", "device limit"}},
 	}
 	for _, tt := range tests {
@@ -91,17 +91,17 @@ func TestQuotaErrorFields(t *testing.T) {
 	tr := mustTracker(t, 10*miB)
 	a := mustAccount(t, tr, "a", 4*miB)
 	b := mustAccount(t, tr, "b", 100*miB) // above the device limit: allowed
-	if err := a.Reserve(3 * miB); err != nil {
+	if err := a.reserve(3 * miB); err != nil {
 		t.Fatal(err)
 	}
 	var qe *QuotaError
-	if err := a.Reserve(2 * miB); !errors.As(err, &qe) {
+	if err := a.reserve(2 * miB); !errors.As(err, &qe) {
 		t.Fatalf("got %v, want *QuotaError", err)
 	}
 	if *qe != (QuotaError{Tenant: "a", Requested: 2 * miB, Used: 3 * miB, Limit: 4 * miB, Scope: ScopeTenant}) {
 		t.Errorf("tenant QuotaError = %+v", *qe)
 	}
-	if err := b.Reserve(8 * miB); !errors.As(err, &qe) {
+	if err := b.reserve(8 * miB); !errors.As(err, &qe) {
 		t.Fatalf("got %v, want *QuotaError", err)
 	}
 	if *qe != (QuotaError{Tenant: "b", Requested: 8 * miB, Used: 3 * miB, Limit: 10 * miB, Scope: ScopeDevice}) {
@@ -110,7 +110,7 @@ func TestQuotaErrorFields(t *testing.T) {
 	if b.Used() != 0 || tr.Used() != 3*miB {
 		t.Errorf("after device rejection: tenant %d, device %d", b.Used(), tr.Used())
 	}
-	if err := b.Reserve(7 * miB); err != nil { // exactly fills the device
+	if err := b.reserve(7 * miB); err != nil { // exactly fills the device
 		t.Fatal(err)
 	}
 	if tr.Used() != tr.Limit() {
@@ -123,10 +123,10 @@ func TestReleaseUnknownChangesNothing(t *testing.T) {
 	a := mustAccount(t, tr, "a", giB)
 	b := mustAccount(t, tr, "b", giB)
 	for ptr, n := range map[uint64]uint64{0x1000: 4 * kiB, 0x2000: 8 * kiB} {
-		if err := a.Reserve(n); err != nil {
+		if err := a.reserve(n); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Record(ptr, n); err != nil {
+		if err := a.record(ptr, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,7 +161,7 @@ func TestReleaseUnknownChangesNothing(t *testing.T) {
 	if tr.Used() != used || a.Used() != used {
 		t.Errorf("double free changed counters")
 	}
-	if err := a.Record(0x2000, 1); err == nil || !strings.Contains(err.Error(), "already recorded") {
+	if err := a.record(0x2000, 1); err == nil || !strings.Contains(err.Error(), "already recorded") {
 		t.Errorf("duplicate Record: got %v", err)
 	}
 }
@@ -181,7 +181,7 @@ func TestMemInfo(t *testing.T) {
 		tr := mustTracker(t, 1<<40)
 		a := mustAccount(t, tr, "a", max(tt.limit, tt.used))
 		if tt.used > 0 {
-			if err := a.Reserve(tt.used); err != nil {
+			if err := a.reserve(tt.used); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -198,17 +198,17 @@ func TestMemInfo(t *testing.T) {
 func TestSetLimitLowerBelowUsage(t *testing.T) {
 	tr := mustTracker(t, giB)
 	a := mustAccount(t, tr, "a", giB)
-	if err := a.Reserve(100 * miB); err != nil {
+	if err := a.reserve(100 * miB); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.SetLimit(50 * miB); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Reserve(1); !errors.Is(err, ErrQuotaExceeded) {
+	if err := a.reserve(1); !errors.Is(err, ErrQuotaExceeded) {
 		t.Fatalf("got %v", err)
 	}
-	a.Unreserve(100 * miB)
-	if err := a.Reserve(50 * miB); err != nil {
+	a.unreserve(100 * miB)
+	if err := a.reserve(50 * miB); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -217,9 +217,9 @@ func TestUnreserveClamps(t *testing.T) {
 	tr := mustTracker(t, giB)
 	a := mustAccount(t, tr, "a", giB)
 	b := mustAccount(t, tr, "b", giB)
-	_ = b.Reserve(10)
-	_ = a.Reserve(10)
-	a.Unreserve(100) // caller bug: must not underflow or steal b's bytes
+	_ = b.reserve(10)
+	_ = a.reserve(10)
+	a.unreserve(100) // caller bug: must not underflow or steal b's bytes
 	if a.Used() != 0 || tr.Used() != 10 {
 		t.Fatalf("a=%d device=%d", a.Used(), tr.Used())
 	}
@@ -229,12 +229,12 @@ func TestClose(t *testing.T) {
 	tr := mustTracker(t, giB)
 	a := mustAccount(t, tr, "a", giB)
 	b := mustAccount(t, tr, "b", giB)
-	_ = b.Reserve(kiB)
+	_ = b.reserve(kiB)
 	for i := uint64(1); i <= 3; i++ {
-		_ = a.Reserve(i * kiB)
-		_ = a.Record(i<<20, i*kiB)
+		_ = a.reserve(i * kiB)
+		_ = a.record(i<<20, i*kiB)
 	}
-	_ = a.Reserve(100) // reserved, never recorded
+	_ = a.reserve(100) // reserved, never recorded
 	if tr.Accounts() != 2 {
 		t.Fatalf("Accounts = %d", tr.Accounts())
 	}
@@ -248,10 +248,10 @@ func TestClose(t *testing.T) {
 	if _, err := a.Close(); !errors.Is(err, ErrClosed) {
 		t.Errorf("second Close: %v", err)
 	}
-	if err := a.Reserve(1); !errors.Is(err, ErrClosed) {
+	if err := a.reserve(1); !errors.Is(err, ErrClosed) {
 		t.Errorf("Reserve after Close: %v", err)
 	}
-	if err := a.Record(1, 1); !errors.Is(err, ErrClosed) {
+	if err := a.record(1, 1); !errors.Is(err, ErrClosed) {
 		t.Errorf("Record after Close: %v", err)
 	}
 	if _, err := a.Release(1 << 20); !errors.Is(err, ErrClosed) {
@@ -321,7 +321,7 @@ func TestStorm(t *testing.T) {
 						fail("Release: " + err.Error())
 					}
 				} else {
-					accts[x.a].Unreserve(x.n)
+					accts[x.a].unreserve(x.n)
 				}
 			}
 			for i := 0; i < ops; i++ {
@@ -330,7 +330,7 @@ func TestStorm(t *testing.T) {
 					ai := rng.IntN(tenants)
 					a := accts[ai]
 					n := 1 + rng.Uint64N(4*miB)
-					if err := a.Reserve(n); err != nil {
+					if err := a.reserve(n); err != nil {
 						if !errors.Is(err, ErrQuotaExceeded) {
 							fail("Reserve: " + err.Error())
 						}
@@ -360,7 +360,7 @@ func TestStorm(t *testing.T) {
 					x := alloc{a: ai, n: n}
 					if rng.IntN(4) != 0 { // the "driver" succeeded
 						x.ptr = nextPtr.Add(1) << 12
-						if err := a.Record(x.ptr, n); err != nil {
+						if err := a.record(x.ptr, n); err != nil {
 							fail("Record: " + err.Error())
 						}
 						x.recorded = true
@@ -420,7 +420,7 @@ func TestCloseRace(t *testing.T) {
 	}
 	tr := mustTracker(t, 256*miB)
 	keep := mustAccount(t, tr, "keep", giB)
-	_ = keep.Reserve(miB)
+	_ = keep.reserve(miB)
 	var nextPtr atomic.Uint64
 	for r := 0; r < rounds; r++ {
 		a := mustAccount(t, tr, "victim", 128*miB)
@@ -433,15 +433,15 @@ func TestCloseRace(t *testing.T) {
 				var ptrs []uint64
 				for i := 0; i < 500; i++ {
 					n := 1 + rng.Uint64N(miB)
-					if a.Reserve(n) != nil {
+					if a.reserve(n) != nil {
 						continue
 					}
 					if rng.IntN(2) == 0 {
-						a.Unreserve(n)
+						a.unreserve(n)
 						continue
 					}
 					p := nextPtr.Add(1) << 12
-					if a.Record(p, n) == nil {
+					if a.record(p, n) == nil {
 						ptrs = append(ptrs, p)
 					}
 					if len(ptrs) > 4 {
@@ -499,12 +499,12 @@ func TestSoak(t *testing.T) {
 				}
 				a := accts[rng.IntN(accounts)]
 				n := 1 + rng.Uint64N(64*kiB)
-				if err := a.Reserve(n); err != nil {
+				if err := a.reserve(n); err != nil {
 					t.Error(err)
 					return
 				}
 				p := nextPtr.Add(1) << 8
-				if err := a.Record(p, n); err != nil {
+				if err := a.record(p, n); err != nil {
 					t.Error(err)
 					return
 				}

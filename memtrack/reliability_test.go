@@ -29,10 +29,10 @@ func TestReleaseRacingCloseSparesTheNextAccount(t *testing.T) {
 	const ptr, size = 0x7000_0000, 4096
 	for round := range rounds {
 		a, _ := tr.NewAccount("a", 1<<30)
-		if err := a.Reserve(size); err != nil {
+		if err := a.reserve(size); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Record(ptr, size); err != nil {
+		if err := a.record(ptr, size); err != nil {
 			t.Fatal(err)
 		}
 		var b *Account
@@ -41,10 +41,10 @@ func TestReleaseRacingCloseSparesTheNextAccount(t *testing.T) {
 		wg.Go(func() {
 			_, _ = a.Close()
 			b, _ = tr.NewAccount("b", 1<<30) // likely a's id again
-			if err := b.Reserve(size); err != nil {
+			if err := b.reserve(size); err != nil {
 				t.Error(err)
 			}
-			if err := b.Record(ptr, size); err != nil {
+			if err := b.record(ptr, size); err != nil {
 				t.Error(err)
 			}
 		})
@@ -71,15 +71,15 @@ func TestReapedTrackerIsRefused(t *testing.T) {
 	}
 	defer r.Close()
 	stalled, _ := r.Join(os.Getppid()) // a live process of ours that stopped beating
-	tr, err := New(1<<30, WithShared(stalled, 0))
+	tr, err := New(1<<30, WithShared(mustShare(t, stalled, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, _ := tr.NewAccount("a", 1<<30)
-	if err := a.Reserve(64 << 20); err != nil {
+	if err := a.reserve(64 << 20); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Record(0x1000, 64<<20); err != nil {
+	if err := a.record(0x1000, 64<<20); err != nil {
 		t.Fatal(err)
 	}
 	other, _ := r.Join(os.Getpid())
@@ -92,7 +92,7 @@ func TestReapedTrackerIsRefused(t *testing.T) {
 	if !tr.Reaped() {
 		t.Fatal("Reaped() false after the reap")
 	}
-	if err := a.Reserve(1); !errors.Is(err, ErrReaped) {
+	if err := a.reserve(1); !errors.Is(err, ErrReaped) {
 		t.Fatalf("Reserve after the reap = %v, want ErrReaped", err)
 	}
 	if _, err := a.Release(0x1000); err != nil {

@@ -1,42 +1,48 @@
 package memtrack
 
-import (
-	"fmt"
+import "fmt"
 
-	"github.com/fcsp-go/fcsp-go/internal/shm"
-)
+// SharedDevice is one device's memory use shared by several processes: this
+// process's own usage, which it adds to and subtracts from, and the total of
+// every process sharing the device. fcsp's node-wide region (a /dev/shm
+// file, fcsp.WithSharedRegion) implements it with one word per process, so
+// that the usage of a process that dies can be cleared exactly.
+type SharedDevice interface {
+	// Add adds n bytes to this process's usage; Sub subtracts them. Both
+	// fail, changing nothing, once the usage is no longer this process's
+	// (fcsp's region: shm.ErrReaped, which memtrack.ErrReaped is).
+	Add(n uint64) error
+	Sub(n uint64) error
+	// Used is the usage of every process sharing the device.
+	Used() uint64
+}
 
-// WithShared backs the tracker's device total with device dev of the
-// node-wide region that slot belongs to, so that every process sharing the
-// region enforces one device limit: a Reserve in one process is seen by the
-// device-limit check of all others. The tracker accounts its usage in the
-// slot, which is what the region's reaper clears if the process dies.
+// WithShared backs the tracker's device total with d, so that every process
+// sharing the device enforces one device limit: a Reserve in one process is
+// seen by the device-limit check of all others. The tracker accounts its
+// own usage through d.Add and d.Sub.
 //
-// Shared admission costs one load per region slot (processes, not
-// tenants) on top of the local path; see Tracker.sharedReserve.
+// Shared admission costs one d.Used on top of the local path (with fcsp's
+// region, one load per process, not per tenant); see Tracker.sharedReserve.
 //
 // Tenant totals and allocation records stay process-local. Every process
 // should use the same device limit; each enforces the limit it was given
 // against the shared total.
 //
-// The slot must stay joined while the tracker is in use. If a reaper takes
-// the slot over (the process stopped heartbeating for longer than the
-// reaper timeout: a SIGSTOP, a long pause, a frozen cgroup), the slot
-// refuses the tracker's writes: every later Reserve fails with ErrReaped,
-// and releases change only the process-local counts, since the reaper
-// already gave the slot's usage back. Nothing the stale process does can
-// move another process's count or wrap the node-wide total.
-func WithShared(slot *shm.Slot, dev int) Option {
+// d must stay valid while the tracker is in use. If a reaper takes the
+// process's usage over (fcsp's shared region: the process stopped
+// heartbeating for longer than the reaper timeout: a SIGSTOP, a long pause,
+// a frozen cgroup), d refuses the tracker's writes: every later Reserve
+// fails with ErrReaped (d.Add's error), and releases change only the
+// process-local counts, since the reaper already gave the usage back.
+// Nothing the stale process does can move another process's count or wrap
+// the node-wide total.
+func WithShared(d SharedDevice) Option {
 	return func(t *Tracker) error {
-		if slot == nil {
-			return fmt.Errorf("memtrack: WithShared: nil slot")
+		if d == nil {
+			return fmt.Errorf("%w: WithShared(nil); give it the device's shared usage", ErrInvalidArgument)
 		}
-		if l := slot.Region().Layout(); dev < 0 || dev >= l.Devices {
-			return fmt.Errorf("memtrack: WithShared: device %d out of range; the region has devices 0..%d", dev, l.Devices-1)
-		}
-		t.share = slot.Region()
-		t.devIdx = dev
-		t.slot = slot.Usage(dev)
+		t.share = d
 		return nil
 	}
 }

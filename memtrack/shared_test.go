@@ -44,12 +44,12 @@ func TestSharedChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	slot.StartHeartbeat(200*time.Millisecond, func() { os.Exit(3) })
-	tr, err := New(sharedLim, WithShared(slot, 0))
+	tr, err := New(sharedLim, WithShared(mustShare(t, slot, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, _ := tr.NewAccount("child", sharedLim)
-	if err := a.Reserve(childHold); err != nil {
+	if err := a.reserve(childHold); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("READY")
@@ -57,8 +57,8 @@ func TestSharedChild(t *testing.T) {
 	var ptrs []uint64
 	for i := uint64(1); ; i++ {
 		n := 1 + rng.Uint64N(8*miB)
-		if a.Reserve(n) == nil {
-			_ = a.Record(i<<12, n)
+		if a.reserve(n) == nil {
+			_ = a.record(i<<12, n)
 			ptrs = append(ptrs, i<<12)
 		}
 		if len(ptrs) > 32 || (len(ptrs) > 0 && rng.IntN(2) == 0) {
@@ -90,12 +90,12 @@ func TestSharedCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slot.StartHeartbeat(200*time.Millisecond, nil)()
-	tr, err := New(sharedLim, WithShared(slot, 0))
+	tr, err := New(sharedLim, WithShared(mustShare(t, slot, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, _ := tr.NewAccount("parent", sharedLim)
-	if err := a.Reserve(parentHold); err != nil {
+	if err := a.reserve(parentHold); err != nil {
 		t.Fatal(err)
 	}
 
@@ -118,7 +118,7 @@ func TestSharedCrashRecovery(t *testing.T) {
 	// The child's reservation is visible to our device-limit check: with
 	// 100 MiB ours and >= 256 MiB the child's, 700 MiB cannot fit in 1 GiB.
 	var qe *QuotaError
-	if err := a.Reserve(700 * miB); !errors.As(err, &qe) || qe.Scope != ScopeDevice || qe.Used < parentHold+childHold {
+	if err := a.reserve(700 * miB); !errors.As(err, &qe) || qe.Scope != ScopeDevice || qe.Used < parentHold+childHold {
 		t.Fatalf("Reserve past the shared device limit: %v", err)
 	}
 	// Let the storm run, then kill it mid-flight.
@@ -152,7 +152,7 @@ func TestSharedCrashRecovery(t *testing.T) {
 		t.Fatalf("device total %d, want %d", tr.Used(), parentHold)
 	}
 	// And the room is usable again.
-	if err := a.Reserve(700 * miB); err != nil {
+	if err := a.reserve(700 * miB); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -175,7 +175,7 @@ func TestSharedStorm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := New(limit, WithShared(slot, 0))
+		tr, err := New(limit, WithShared(mustShare(t, slot, 0)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,11 +192,11 @@ func TestSharedStorm(t *testing.T) {
 						n := mine[len(mine)-1]
 						mine = mine[:len(mine)-1]
 						held.Add(-int64(n))
-						a.Unreserve(n)
+						a.unreserve(n)
 						continue
 					}
 					n := 1 + rng.Uint64N(2*miB)
-					if a.Reserve(n) != nil {
+					if a.reserve(n) != nil {
 						continue
 					}
 					if h := held.Add(int64(n)); h > limit {
@@ -206,7 +206,7 @@ func TestSharedStorm(t *testing.T) {
 				}
 				for _, n := range mine {
 					held.Add(-int64(n))
-					a.Unreserve(n)
+					a.unreserve(n)
 				}
 			}(uint64(p*10 + g))
 		}
@@ -216,5 +216,20 @@ func TestSharedStorm(t *testing.T) {
 		if tr.Used() != 0 {
 			t.Fatalf("shared total %d after storm", tr.Used())
 		}
+	}
+}
+
+func mustShare(t testing.TB, slot *shm.Slot, dev int) *shm.DeviceShare {
+	t.Helper()
+	d, err := slot.Device(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestWithSharedNil(t *testing.T) {
+	if _, err := New(miB, WithShared(nil)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("WithShared(nil): %v", err)
 	}
 }

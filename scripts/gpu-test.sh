@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 BIN=.bin
 ROOT=$PWD
 # Packages with GPU tests (each test skips itself where no driver is found).
-PKGS=(greenctx fcsp tokenbucket examples/gemm)
+PKGS=(internal/greenctx greenctx fcsp tokenbucket examples/gemm) # binaries: .bin/<path with - for />.test
 
 build() {
   set -e
@@ -25,7 +25,7 @@ build() {
   for p in "${PKGS[@]}"; do
     [ -d "$p" ] && go test -c -ldflags="-s -w" -o "$BIN/${p//\//-}.test" "./$p"
   done
-  for e in examples/*/; do
+  for e in examples/*/ cmd/*/; do
     e=${e%/}; n=$(basename "$e")
     [ -f "$e/main.go" ] && go build -ldflags="-s -w" -o "$BIN/$n" "./$e"
   done
@@ -33,7 +33,7 @@ build() {
   if [ -f ../shared/reference/day94_reference.cu ]; then
     mkdir -p "$BIN/ref" && cp ../shared/reference/day94_reference.cu "$BIN/ref/"
   fi
-  cp internal/kernels/chain.cu "$BIN/"
+  cp kernels/chain.cu "$BIN/"
   cp scripts/mps-compare.sh "$BIN/"
   set +e
   echo "built into $BIN: $(ls "$BIN" | tr '\n' ' ')"
@@ -132,18 +132,19 @@ sanitize_pkgs() {
     echo "compute-sanitizer not found (install the CUDA toolkit's sanitizer or put it on PATH)"
     summary+=("compute-sanitizer memcheck: NOT RUN (no compute-sanitizer)"); return 1
   fi
-  for p in "${PKGS[@]}"; do
-    [ -x "$BIN/$p.test" ] || continue
+  for p in ${FCSP_SANITIZE_PKGS:-${PKGS[*]}}; do
+    local name=${p//\//-}
+    [ -x "$BIN/$name.test" ] || continue
     (cd "$p" && "$cs" --tool memcheck --report-api-errors no --leak-check no --error-exitcode 99 \
-       --target-processes all "../$BIN/$p.test" -test.v -test.count=1 -test.run "${FCSP_RUN:-GPU}" -test.timeout 1200s) \
-       > "$OUT/sanitize-$p.log" 2>&1
+       --target-processes all "$ROOT/$BIN/$name.test" -test.v -test.count=1 -test.run "${FCSP_SANITIZE_RUN:-${FCSP_RUN:-GPU}}" -test.timeout 1200s) \
+       > "$OUT/sanitize-$name.log" 2>&1
     local r=$?
-    grep -E '^(--- FAIL|ok|FAIL|PASS)|ERROR SUMMARY' "$OUT/sanitize-$p.log" | tail -20
+    grep -E '^(--- FAIL|ok|FAIL|PASS)|ERROR SUMMARY' "$OUT/sanitize-$name.log" | tail -20
     # Every process the sanitizer followed prints its own summary line;
     # all of them must say 0 errors.
     local bad
-    bad=$(grep -E 'ERROR SUMMARY: [0-9]+ error' "$OUT/sanitize-$p.log" | grep -vc 'ERROR SUMMARY: 0 errors')
-    if [ "$r" = 0 ] && [ "$bad" = 0 ] && grep -q 'ERROR SUMMARY' "$OUT/sanitize-$p.log"; then
+    bad=$(grep -E 'ERROR SUMMARY: [0-9]+ error' "$OUT/sanitize-$name.log" | grep -vc 'ERROR SUMMARY: 0 errors')
+    if [ "$r" = 0 ] && [ "$bad" = 0 ] && grep -q 'ERROR SUMMARY' "$OUT/sanitize-$name.log"; then
       summary+=("compute-sanitizer memcheck $p: ok (0 memory errors)")
     else
       summary+=("compute-sanitizer memcheck $p: FAILED (exit $r, $bad summaries with errors)"); ret=1

@@ -3,17 +3,25 @@ package tokenbucket
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 var (
 	// ErrInvalidConfig is matched (errors.Is) by every error New, NewBucket,
 	// NewStream, SetRate and SetSMLimit return for bad input.
-	ErrInvalidConfig = errors.New("tokenbucket: invalid config")
+	// It also matches ErrInvalidArgument.
+	ErrInvalidConfig = errs.New("tokenbucket: invalid config", errs.ErrInvalidArgument)
 	// ErrInvalidAmount is returned by Wait for a token count that is NaN or
-	// infinite.
-	ErrInvalidAmount = errors.New("tokenbucket: token count must be finite")
-	// ErrClosed is returned by Stream.Wait after Stream.Close.
-	ErrClosed = errors.New("tokenbucket: stream closed")
+	// infinite. It also matches ErrInvalidArgument.
+	ErrInvalidAmount = errs.New("tokenbucket: token count must be finite", errs.ErrInvalidArgument)
+	// ErrClosed is returned by Stream.Wait after Stream.Close; it is the
+	// module's one ErrClosed (fcsp.ErrClosed, greenctx.ErrClosed, ...).
+	ErrClosed = errs.ErrClosed
+	// ErrInvalidArgument is the module's one identity for bad input
+	// (fcsp.ErrInvalidArgument); ErrInvalidConfig and ErrInvalidAmount match
+	// it.
+	ErrInvalidArgument = errs.ErrInvalidArgument
 	// ErrReservationUsed is returned by Reservation.Wait on a reservation
 	// already used or cancelled.
 	ErrReservationUsed = errors.New("tokenbucket: reservation already used or cancelled")

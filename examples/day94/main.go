@@ -21,8 +21,9 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/workload"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 )
 
 type config struct {
@@ -77,12 +78,12 @@ func main() {
 
 func open(ctx context.Context, c config, opts ...fcsp.Option) (*fcsp.Pool, error) {
 	if c.simulate {
-		return fcsp.Open(ctx, c.device, append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))...)
+		return fcsp.Open(ctx, c.device, append(opts, fcsptest.SimulatedH200())...)
 	}
 	pool, err := fcsp.Open(ctx, c.device, opts...)
 	if errors.Is(err, fcsp.ErrNoDriver) {
 		fmt.Fprintf(os.Stderr, "no GPU here (%v)\nrunning the split table on a simulated H200 instead; the schedules need a GPU\n\n", err)
-		return fcsp.Open(ctx, c.device, append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))...)
+		return fcsp.Open(ctx, c.device, append(opts, fcsptest.SimulatedH200())...)
 	}
 	return pool, err
 }

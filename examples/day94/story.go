@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/workload"
 )
 
 // story shows the SDK's promises on any pool, simulated or real: tenants

@@ -39,7 +39,8 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // childEnv marks the child process; it carries the child's settings.
@@ -101,7 +102,7 @@ func open(ctx context.Context, sim bool, region string) (*fcsp.Pool, error) {
 			return p, err
 		}
 	}
-	return fcsp.Open(ctx, 0, append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))...)
+	return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
 }
 
 // server is one tenant serving requests: each allocates a buffer, runs the
@@ -116,7 +117,7 @@ func newServer(p *fcsp.Pool, name string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	if err != nil {
 		return nil, errors.Join(err, tn.Close())
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/examples/gemm/internal/cublas"
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // TestGPUCublasInDoBesideSDKCalls: cuBLAS GEMMs inside Do on one goroutine
@@ -49,7 +49,7 @@ func TestGPUCublasInDoBesideSDKCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	if err != nil {
 		t.Fatal(err)
 	}

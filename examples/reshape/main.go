@@ -20,8 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/workload"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 )
 
 func main() {
@@ -45,11 +46,11 @@ func run(sim bool, phase, calm, burst time.Duration, grow int) error {
 	ctx := context.Background()
 	var opts []fcsp.Option
 	if sim {
-		opts = append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))
+		opts = append(opts, fcsptest.SimulatedH200())
 	}
 	pool, err := fcsp.Open(ctx, 0, opts...)
 	if err != nil && !sim {
-		pool, err = fcsp.Open(ctx, 0, fcsp.WithSimulator(fcsp.SimulatedH200()))
+		pool, err = fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	}
 	if err != nil {
 		return err
@@ -77,8 +78,12 @@ func run(sim bool, phase, calm, burst time.Duration, grow int) error {
 	defer batch.Close()
 	fmt.Printf("interactive %d SMs (may grow to %d), batch %d SMs (may shrink to %d)\n", lat.SMs(), big, batch.SMs(), full-(big-small))
 
-	// Kernel sizes: on the simulator the fake runs them on the CPU.
-	ln, lsteps, bn, bsteps := 1<<16, 512, 1<<22, 1024
+	// Kernel sizes: an interactive request is sized so that 8 SMs serve
+	// the calm rate easily but not the burst (about 0.3 ms of 8 SMs each:
+	// some 3,000 requests/s, against the burst's 5,000-10,000), so the
+	// queue grows; 32 SMs serve the burst. On the simulator the fake runs
+	// them on the CPU.
+	ln, lsteps, bn, bsteps := 1<<20, 512, 1<<22, 1024
 	if simulated {
 		ln, lsteps, bn, bsteps = 256, 16, 4096, 16
 	}

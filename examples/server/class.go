@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
-	"github.com/fcsp-go/fcsp-go/internal/workload"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // threadsPerBlock is the chain kernel's block size (as in day94).

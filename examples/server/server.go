@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 )
 
 // server is the HTTP face of a pool with one tenant per request class.
@@ -73,12 +74,12 @@ func openPool(ctx context.Context, cfg config, log *slog.Logger) (*fcsp.Pool, er
 		opts = append(opts, fcsp.WithPartitionUnit(cfg.PartitionUnit))
 	}
 	if cfg.Simulate {
-		return fcsp.Open(ctx, cfg.Device, append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))...)
+		return fcsp.Open(ctx, cfg.Device, append(opts, fcsptest.SimulatedH200())...)
 	}
 	pool, err := fcsp.Open(ctx, cfg.Device, opts...)
 	if errors.Is(err, fcsp.ErrNoDriver) {
 		log.Warn("no GPU driver; serving on the simulated H200 (kernels run in Go: keep sizes small)", "err", err)
-		return fcsp.Open(ctx, cfg.Device, append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))...)
+		return fcsp.Open(ctx, cfg.Device, append(opts, fcsptest.SimulatedH200())...)
 	}
 	return pool, err
 }

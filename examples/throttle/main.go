@@ -26,8 +26,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/workload"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
 )
 
 // Result is the program's output.
@@ -103,7 +104,7 @@ func open(ctx context.Context, simulate bool, opts ...fcsp.Option) (*fcsp.Pool, 
 		}
 		fmt.Fprintf(os.Stderr, "no GPU here (%v): running on the simulated H200, where kernels take no time\n", err)
 	}
-	return fcsp.Open(ctx, 0, append(opts, fcsp.WithSimulator(fcsp.SimulatedH200()))...)
+	return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
 }
 
 type worker struct {

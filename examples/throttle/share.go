@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
-	"github.com/fcsp-go/fcsp-go/internal/workload"
 )
 
 // The share mode (-mode share): WithGPUShare with no per-kernel tuning.

@@ -3,13 +3,13 @@ package fake
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"regexp"
 	"sync"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // KernelFunc runs a kernel on the fake device. args is the packed parameter
@@ -613,7 +613,7 @@ var ptxRE = regexp.MustCompile(`^(?:\s|//[^\n]*\n|/\*(?s:.*?)\*/)*\.version\s+\d
 // ErrNotComputed is returned by a launch of a kernel the fake has no Go
 // model for (RegisterKernel): the launch is ordered and counted like any
 // other, but no memory was written, so its results must not be read.
-var ErrNotComputed = errors.New("fake: kernel not computed: the simulator has no model of it (memory left untouched)")
+var ErrNotComputed = errs.ErrNotComputed
 
 var entryRE = regexp.MustCompile(`\.entry\s+([A-Za-z_$][\w$]*)`)
 

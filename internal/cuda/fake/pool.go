@@ -154,7 +154,7 @@ func (d *Driver) MemPoolCreate(c cuda.Context, dev cuda.Device, maxSize uint64) 
 	}
 	chunk := d.spec.PoolChunk
 	if chunk == 0 {
-		chunk = 32 << 20
+		chunk = cuda.PoolChunk
 	}
 	size := maxSize
 	if size == 0 {

@@ -20,7 +20,7 @@ type Spec struct {
 	APIVersion        int // what cuDriverGetVersion says; 13000+ fills minSmPartitionSize
 	Devices           int // devices visible (default 1)
 	// PoolChunk is the unit in which a stream-ordered pool maps device
-	// memory and to which its maximum size is rounded up (0: 32 MiB).
+	// memory and to which its maximum size is rounded up (0: cuda.PoolChunk).
 	PoolChunk uint64
 }
 
@@ -32,7 +32,7 @@ func H200() Spec {
 	return Spec{
 		Name: "NVIDIA H200", SMs: 132, MinPartition: 8, Alignment: 8, MaxGroups: 15, LooseMinPartition: 2, LooseAlignment: 2,
 		TotalMem: 143771 << 20, CCMajor: 9, CCMinor: 0, MaxThreadsPerSM: 2048, APIVersion: 13000, Devices: 1,
-		PoolChunk: 32 << 20, // fcsp.TestGPUPoolProbe
+		PoolChunk: cuda.PoolChunk, // fcsp.TestGPUPoolProbe
 	}
 }
 

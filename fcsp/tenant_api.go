@@ -1,0 +1,288 @@
+package fcsp
+
+import (
+	"context"
+	"runtime"
+)
+
+// The Tenant handle's methods. Each delegates to the core the pool tracks
+// and ends with runtime.KeepAlive(t), as os.File's do: the handle carries
+// the cleanup that closes a forgotten tenant, so it must stay reachable
+// until a call made on it returns, even when the caller drops it at once
+// (p.NewTenant(...).Scope(ctx, f)).
+
+// Pool is the pool the tenant belongs to.
+func (t *Tenant) Pool() *Pool {
+	defer runtime.KeepAlive(t)
+	return t.c.Pool()
+}
+
+// Name is the tenant's name.
+func (t *Tenant) Name() string {
+	defer runtime.KeepAlive(t)
+	return t.c.Name()
+}
+
+// SMs is how many SMs the tenant's partition holds, read back from the
+// driver; for an unpartitioned tenant, the whole device's (shared).
+func (t *Tenant) SMs() int {
+	defer runtime.KeepAlive(t)
+	return t.c.SMs()
+}
+
+// Partitioned reports whether the tenant has SMs of its own.
+func (t *Tenant) Partitioned() bool {
+	defer runtime.KeepAlive(t)
+	return t.c.Partitioned()
+}
+
+// Context is the tenant's CUcontext (the green context's, or the device's
+// primary context for an unpartitioned tenant), for other bindings. A green
+// context may be current on one thread at a time, and the handle is valid
+// only while the Tenant is open and reachable.
+func (t *Tenant) Context() uintptr {
+	defer runtime.KeepAlive(t)
+	return t.c.Context()
+}
+
+// Stream is the tenant's first stream. It does not keep the tenant
+// reachable.
+func (t *Tenant) Stream() *Stream {
+	defer runtime.KeepAlive(t)
+	return t.c.Stream()
+}
+
+// NewStream adds a stream of class cl to the tenant.
+func (t *Tenant) NewStream(cl Class) (*Stream, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.NewStream(cl)
+}
+
+// Adopt wraps a stream created elsewhere (for example the one an NCCL
+// communicator uses) so that launches through the SDK are classified. Its
+// class is the one given to Pool.RegisterStream, else cl. The SDK does not
+// destroy adopted streams.
+func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.Adopt(handle, cl)
+}
+
+// SetSMLimit changes the tenant's launch-rate limit; it applies from the
+// next launch. A tenant made without WithSMLimit cannot be limited later.
+func (t *Tenant) SetSMLimit(f float64) error {
+	defer runtime.KeepAlive(t)
+	return t.c.SetSMLimit(f)
+}
+
+// Stats reports the tenant's use.
+func (t *Tenant) Stats() Stats {
+	defer runtime.KeepAlive(t)
+	return t.c.Stats()
+}
+
+// LoadModule loads PTX (or a cubin) into the tenant's context.
+func (t *Tenant) LoadModule(image []byte) (*Module, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.LoadModule(image)
+}
+
+// NewEvent makes an event in the tenant's context.
+func (t *Tenant) NewEvent() (*Event, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.NewEvent()
+}
+
+// Alloc allocates n bytes of device memory against the tenant's quota (from
+// its pool, in order on its first stream, with WithMemoryPool). The quota is
+// checked first, without locks; an over-quota request fails with an error
+// that is errors.Is(err, ErrQuotaExceeded) and names requested, used and
+// limit; a driver failure after admission (out of memory) gives the quota
+// back.
+func (t *Tenant) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.Alloc(ctx, n)
+}
+
+// Free frees memory the tenant allocated. A pointer it does not own (never
+// allocated here, another tenant's, already freed) is refused with
+// ErrUnknownPointer and changes nothing.
+func (t *Tenant) Free(p DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	return t.c.Free(p)
+}
+
+// AllocAsync allocates n bytes in stream order on s (the memory may be used
+// by work queued on s after this call); with WithMemoryPool it comes from
+// the tenant's pool. Quota and errors are those of Alloc.
+func (t *Tenant) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.AllocAsync(s, n)
+}
+
+// FreeAsync frees p in stream order on s: after the work queued on s.
+func (t *Tenant) FreeAsync(s *Stream, p DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	return t.c.FreeAsync(s, p)
+}
+
+// Trim gives the tenant's cached memory back to the driver: its streams'
+// free lists, then its pool's cache, after waiting for the streams that
+// freed blocks (and the first). It is a no-op without a pool.
+func (t *Tenant) Trim() error {
+	defer runtime.KeepAlive(t)
+	return t.c.Trim()
+}
+
+// MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
+// total is its quota (at most the device's), free what remains of it (at
+// most what the device has free). Code that sizes a KV cache from free
+// memory then sizes it to the tenant, not the card.
+func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
+	defer runtime.KeepAlive(t)
+	return t.c.MemGetInfo()
+}
+
+// CopyToDevice copies src into device memory at dst.
+func (t *Tenant) CopyToDevice(dst DevicePtr, src []byte) error {
+	defer runtime.KeepAlive(t)
+	return t.c.CopyToDevice(dst, src)
+}
+
+// CopyFromDevice copies device memory at src into dst.
+func (t *Tenant) CopyFromDevice(dst []byte, src DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	return t.c.CopyFromDevice(dst, src)
+}
+
+// Scope runs f with a fresh Scope and frees what f left allocated. A panic
+// in f is re-raised after the cleanup; a cleanup failure is joined to f's
+// error. If ctx has already ended, f is not run and ctx.Err() is returned;
+// the scope's allocations then wait under ctx (Scope.Alloc). The Scope
+// holds the Tenant, so the tenant lives while f runs.
+func (t *Tenant) Scope(ctx context.Context, f func(s *Scope) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.scope(t, ctx, f)
+}
+
+// Close synchronises and destroys the tenant's streams, frees what it still
+// has allocated, and returns its SMs and quota to the pool. Idempotent; any
+// later call on the tenant returns ErrClosed.
+func (t *Tenant) Close() error {
+	defer runtime.KeepAlive(t)
+	if err := t.c.checkNotInsideDo(); err != nil {
+		return err
+	}
+	t.c.cleanup.Stop()
+	return t.c.close("")
+}
+
+// Do runs f on a locked OS thread with the tenant's context current on it,
+// for code that uses the current context rather than taking one: cuBLAS,
+// cuDNN, TensorRT, a cgo backend. For a partitioned tenant that context is
+// its green context, which the driver lets be current on one thread at a
+// time and does not lock, so Do takes the partition's exclusion first: every
+// other SDK call that needs the green context current waits until f
+// returns (launches, synchronisations and pool allocations that the driver
+// takes without a current context do not wait). An unpartitioned tenant's
+// context is the device's primary context, current on any number of
+// threads, so its Do excludes nothing.
+//
+// Afterwards the thread's previous current context is restored and the
+// thread unlocked; so is it if f panics, and the panic goes on. f's error
+// is returned as is.
+//
+// Inside f, the SDK's calls on the same tenant (Alloc, NewStream, Launch,
+// a nested Do) run on f's thread with the exclusion already held: a nested
+// Do runs its function directly. Goroutines that f starts run on other
+// threads and wait like anyone else, so f must not wait for one that calls
+// into the same partitioned tenant. Do of another tenant from inside f makes
+// that tenant's context current and restores this one after.
+//
+// A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close from
+// inside f ErrInsideDo. If ctx ends while Do waits for the exclusion, Do
+// returns ctx's error at once and f does not run.
+func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.Do(ctx, f)
+}
+
+// AllocWorkspace allocates n bytes for a library that will use them on
+// stream s (nil: the first stream). With WithMemoryPool the memory is
+// allocated, and on Close freed, in order on s, so s is the stream the
+// library must run on (cublasSetStream); without a pool it is plain device
+// memory, usable on any stream. The pattern, in Do:
+//
+//	ws, err := cur.Workspace(s, 32<<20)
+//	C.cublasSetStream_v2(h, C.cudaStream_t(stream.Pointer()))
+//	C.cublasSetWorkspace_v2(h, ws.Pointer(), C.size_t(ws.Size()))
+//	... GEMMs ...
+//	C.cublasDestroy_v2(h); ws.Close()
+func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Workspace, error) {
+	defer runtime.KeepAlive(t)
+	return t.c.AllocWorkspace(ctx, s, n)
+}
+
+// Reshape changes the tenant's SMs to sms, one of the sizes it was made
+// with (WithReshapeSizes), between requests. It keeps everything else:
+// memory and quota (device memory belongs to the device, not to a green
+// context), its pool and free lists, its Stream, Module and Function
+// values, and work in flight: what was queued on a stream before runs to
+// the end on the old SMs, and what is queued after waits for it, then runs
+// on the new ones. Reshape waits for the tenant's calls in flight (a
+// Synchronize included) and holds new ones back while it switches, which
+// costs a few microseconds with no call in flight.
+//
+// Raw handles taken before (Stream.Handle, Context) stay valid until the
+// tenant closes but still name the old layout: work queued on them runs on
+// the old SMs, which another tenant may hold by then, and is not ordered
+// with work queued through the SDK after the switch. Take them again after
+// a Reshape. The tenant's Events and rate limit stay those of the layout
+// and SM count it was made with.
+//
+// A size the tenant has no layout for is refused with ErrGranularity,
+// growing into SMs another tenant holds with ErrInsufficientSMs, a closed
+// tenant with ErrClosed, a tenant made without WithReshapeSizes with
+// ErrInvalidArgument; none of them changes anything.
+func (t *Tenant) Reshape(ctx context.Context, sms int) error {
+	defer runtime.KeepAlive(t)
+	return t.c.Reshape(ctx, sms)
+}
+
+// ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
+// tenant made without WithReshapeSizes).
+func (t *Tenant) ReshapeSizes() []int {
+	defer runtime.KeepAlive(t)
+	return t.c.ReshapeSizes()
+}
+
+// SMShare is the fraction of the device's SMs the tenant holds (what
+// WithSMShare picked, for one): 1 for an unpartitioned tenant, which shares
+// all of them.
+func (t *Tenant) SMShare() float64 {
+	defer runtime.KeepAlive(t)
+	return t.c.SMShare()
+}
+
+// FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree
+// waits for the device's work in flight; FreeContext returns ctx.Err() if
+// ctx ends first, and the memory is freed all the same once that work is
+// done (do not use p after the call). An ended ctx frees nothing and
+// returns ctx.Err(), as Alloc allocates nothing.
+func (t *Tenant) FreeContext(ctx context.Context, p DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	return t.c.FreeContext(ctx, p)
+}
+
+// Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
+// closes the tenant (waiting for calls in flight and synchronising its
+// streams) and returns Close's error, or ctx.Err() if ctx ends first. The
+// close then carries on in the background and the tenant still ends
+// closed. The waiting is Close's own, so Shutdown waits for what Close
+// waits for.
+func (t *Tenant) Shutdown(ctx context.Context) error {
+	defer runtime.KeepAlive(t)
+	if err := t.c.checkNotInsideDo(); err != nil {
+		return err
+	}
+	return t.c.Shutdown(ctx)
+}

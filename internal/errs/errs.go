@@ -1,0 +1,31 @@
+// Package errs defines, once, the error identities that more than one
+// package of the module reports, so that errors.Is matches them whichever
+// layer returned the error: a launch racing a close fails with the same
+// ErrClosed whether the tenant, its partition or its token bucket saw the
+// close first. Public packages re-export them (var ErrClosed =
+// errs.ErrClosed), as cilium/ebpf does with ErrNotSupported.
+package errs
+
+// ErrClosed: a call on something already closed.
+var ErrClosed error = &sentinel{msg: "fcsp: closed"}
+
+// ErrInvalidArgument: an option or argument is out of range; errors that
+// match it say what was wrong and what is allowed.
+var ErrInvalidArgument error = &sentinel{msg: "fcsp: invalid argument"}
+
+// New returns a sentinel with its own identity and message that also
+// matches parent under errors.Is: a finer meaning of a shared one (an
+// invalid size is an invalid argument).
+func New(msg string, parent error) error { return &sentinel{msg: msg, parent: parent} }
+
+type sentinel struct {
+	msg    string
+	parent error
+}
+
+func (e *sentinel) Error() string { return e.msg }
+func (e *sentinel) Unwrap() error { return e.parent }
+
+// ErrNotComputed: the simulator (the fake driver) launched a kernel it has
+// no model for; fcsp re-exports it without linking the fake.
+var ErrNotComputed error = &sentinel{msg: "fake: kernel not computed: the simulator has no model of it (memory left untouched)"}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# What the package layout promises, checked: production (package fcsp) links
+# neither the fake driver nor the demo kernels; examples import no internal
+# package of the module but their own; no public package's API names an
+# internal type. Run by .ci/run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mod=github.com/fcsp-go/fcsp-go
+bad=0
+if deps=$(go list -deps ./fcsp | grep -E "^$mod/(internal/cuda/fake|internal/kernels|kernels|fcsptest)$"); then
+  echo "package fcsp links test support: $deps"; bad=1
+fi
+# Direct imports (fcsp itself imports internal packages, of course).
+# internal/bands (PNG bar charts, standard library only, no SDK API) is
+# shared by examples/day94 and cmd/bench, so it cannot live under
+# examples/internal; it is the one exception. An example's own internal
+# packages (examples/gemm/internal/cublas) are not under $mod/internal.
+if deps=$(go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./examples/... |
+    tr ' ' '\n' | grep "^$mod/internal/" | grep -v "^$mod/internal/bands$" | sort -u); then
+  echo "examples import internal packages (use the public API, or examples/internal): $deps"; bad=1
+fi
+for p in $(go list ./... | grep -v -E "/internal(/|$)|/examples(/|$)"); do
+  # The names by which this package refers to internal packages: the last
+  # element of each internal import path (greenctx is both a public package
+  # and internal/greenctx, so the name alone cannot say which is meant).
+  names=$(go list -f '{{join .Imports "\n"}}' "$p" | grep "^$mod/internal/" | sed 's|.*/||' | sort -u | paste -sd'|')
+  [ -n "$names" ] || continue
+  # CUDAError and Result stay aliases of the binding's error types (fcsp's
+  # doc says how to use them), so that driver errors match without
+  # conversion; NVMLFacts is an alias of a struct of plain fields (usable
+  # from outside, though go doc does not show them); sentinels are
+  # re-exported in var blocks (Err... = pkg.Err...).
+  if sigs=$(go doc -all "$p" | grep -v -E '^\s+Err[A-Za-z]* +=|^type (CUDAError|Result) = cuda\.|^type NVMLFacts = nvml\.Facts$' | grep -E "^(func|type|	[A-Z]|var|const).*[^A-Za-z]($names)\.[A-Z]"); then
+    echo "public package $p names internal types:"; echo "$sigs"; bad=1
+  fi
+done
+[ $bad = 0 ] && echo "layout ok"
+exit $bad
