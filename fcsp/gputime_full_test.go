@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/kernels"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // A share of the whole device is no limit: at share 1 a tenant never waits
@@ -21,7 +21,7 @@ func TestGPUShareOneNeverWaits(t *testing.T) {
 	tn, err := p.NewTenant("full", WithGPUShare(1), withClock(clk.now))
 	require.NoError(t, err)
 	defer tn.Close()
-	mod, err := tn.LoadModule(kernels.PTX)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("spin")
 	require.NoError(t, err)
