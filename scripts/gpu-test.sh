@@ -59,7 +59,12 @@ run() {
   for p in "${PKGS[@]}"; do
     local name=${p//\//-}
     [ -x "$BIN/$name.test" ] || continue
-    (cd "$p" && FCSP_PROBE_OUT="$OUT" "$ROOT/$BIN/$name.test" -test.v -test.count=1 -test.run "${FCSP_RUN:-GPU}" -test.timeout 300s) > "$OUT/$name.log" 2>&1
+    local pat=${FCSP_RUN:-GPU}
+    # examples/gemm: also the no-device/no-cuBLAS test, after the GPU test
+    # loaded the real cuBLAS in the same process (an explicit -cublas path
+    # must still be used as given there).
+    [ -z "${FCSP_RUN:-}" ] && [ "$p" = examples/gemm ] && pat='GPU|WithoutDevice'
+    (cd "$p" && FCSP_PROBE_OUT="$OUT" "$ROOT/$BIN/$name.test" -test.v -test.count=1 -test.run "$pat" -test.timeout 300s) > "$OUT/$name.log" 2>&1
     local r=$?
     grep -E '^(--- |=== RUN|ok|FAIL|PASS)' "$OUT/$name.log" | grep -v '=== RUN' | tail -40
     summary+=("go test $p (GPU): $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
