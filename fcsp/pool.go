@@ -35,7 +35,8 @@ type Pool struct {
 	fault    faultState // health.go, reset.go
 
 	mu      sync.Mutex
-	split   *greenctx.Split
+	split   *greenctx.Split // nil when noSplit says why
+	noSplit error
 	spare   []*greenctx.Partition // provisioned, not yet owned
 	tenants map[string]*tenantCore
 	closed  bool
@@ -123,7 +124,16 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(fmt.Errorf("%w: partition unit %d SMs; this device has %d SMs, cut in groups of %d", ErrInvalidArgument, unit, dev.SMs(), dev.Granularity()))
 	}
 	if p.split, err = dev.SplitWith(unit, cfg.splitFlag); err != nil {
-		return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
+		if !errors.Is(err, cuda.ErrorInvalidResourceConfig) || cfg.unit != 0 || len(cfg.prewarm) > 0 {
+			return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
+		}
+		// The driver will not split this context's SMs (seen on the H200
+		// in an MPS client with an active-thread percentage): the pool
+		// still serves unpartitioned tenants, and a partition request
+		// says why it cannot be had.
+		p.split, p.noSplit = nil, fmt.Errorf("%w: this device's SMs cannot be partitioned in this process (cutting into groups of %d SMs: %w); unpartitioned tenants work", ErrNotAvailable, unit, err)
+		p.log.Warn("fcsp pool open without partitions", "device", p.info.String(), "why", err)
+		return p, nil
 	}
 	if p.split.GroupSMs() != unit {
 		return fail(fmt.Errorf("%w: partition unit %d SMs; this device splits in groups of %d (the driver rounded %d up to %d)",
@@ -148,13 +158,22 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 func (p *Pool) Device() DeviceInfo { return p.info }
 
 // PartitionUnit is the size of the groups partitions are made of.
-func (p *Pool) PartitionUnit() int { return p.split.GroupSMs() }
+// 0 where the device cannot be partitioned in this process.
+func (p *Pool) PartitionUnit() int {
+	if p.split == nil {
+		return 0
+	}
+	return p.split.GroupSMs()
+}
 
 // FreeSMs is how many SMs can still be given to partitioned tenants (the
 // split's remainder included while no tenant holds it).
 func (p *Pool) FreeSMs() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.split == nil {
+		return 0
+	}
 	n := p.split.FreeSMs()
 	for _, s := range p.spare {
 		n += s.SMs()
@@ -248,6 +267,9 @@ func (p *Pool) Close() error {
 
 // takePartition finds or builds a partition for a tenant.
 func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
+	if p.noSplit != nil {
+		return nil, p.noSplit
+	}
 	if err := p.resolveShape(cfg); err != nil {
 		return nil, err
 	}

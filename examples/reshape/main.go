@@ -195,8 +195,17 @@ func run(sim bool, phase, calm, burst time.Duration, grow int) error {
 	for p, gap := range []time.Duration{calm, burst, calm} {
 		phaseNow.Store(int32(p))
 		end := time.Now().Add(phase)
+		// The burst sends four requests a tick: a sleep of 100 us lasts
+		// some 300 us on Linux, so one a tick would not outrun 8 SMs
+		// (seen on the H200: the queue never passed the threshold).
+		per := 1
+		if p == 1 {
+			per = 4
+		}
 		for time.Now().Before(end) {
-			queue <- req{time.Now(), p}
+			for range per {
+				queue <- req{time.Now(), p}
+			}
 			time.Sleep(gap)
 		}
 	}
