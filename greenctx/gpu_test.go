@@ -2,42 +2,26 @@ package greenctx_test
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/gpuskip"
 )
 
-// gpuSkips counts the GPU tests that skipped for want of a driver, so that
-// TestMain can say so in one line: t.Skip's reason shows only with -v.
-var gpuSkips struct {
-	sync.Mutex
-	n      int
-	reason string
-}
+// gpuSkips says in one line when the package's tests end how many GPU tests
+// skipped for want of a driver.
+var gpuSkips gpuskip.Counter
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if gpuSkips.n > 0 {
-		fmt.Printf("greenctx: %d GPU tests skipped: %s; run scripts/gpu-test.sh on a GPU machine\n", gpuSkips.n, gpuSkips.reason)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { gpuSkips.Main(m, "greenctx") }
 
 // TestGPUPublicSplit runs the facade on the real driver: the split table as
 // predicted and as made, and a partition beside the rest of the device.
 func TestGPUPublicSplit(t *testing.T) {
 	dev, err := greenctx.Open(0)
 	if errors.Is(err, greenctx.ErrNoDriver) {
-		gpuSkips.Lock()
-		gpuSkips.n++
-		gpuSkips.reason = err.Error()
-		gpuSkips.Unlock()
-		t.Skipf("no NVIDIA driver on this machine (%v): GPU test skipped", err)
+		gpuSkips.Skip(t, err)
 	}
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Close()) }()
