@@ -296,11 +296,23 @@ func (b *Bucket) tryAt(n float64, raw int64) (took, bool) {
 		return took{}, false
 	}
 	now := raw - b.start
+	fresh := false
 	for {
 		s, p := b.settle(now)
 		tat := max(s>>genBits, now)
 		k := p.split(p.charge(n))
 		if tat-now+k.charged > max(p.tau, k.charged) {
+			// raw may predate a charge another caller made at a later
+			// reading (a goroutine descheduled between its clock read
+			// and here sees the bucket that much behind): refuse only on
+			// a fresh reading. Admissions still read the clock once.
+			if !fresh {
+				fresh = true
+				if t := b.now(); t > now {
+					now = t
+					continue
+				}
+			}
 			return took{}, false
 		}
 		x := b.repay(&k)
