@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // limitedSpin makes a tenant limited to f with its "spin" kernel; the fake
@@ -18,10 +16,7 @@ func limitedSpin(t *testing.T, f float64, opts ...TenantOption) (*Tenant, *Funct
 	tn, err := p.NewTenant("limited", append([]TenantOption{WithSMLimit(f)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tn.Close() })
-	mod, err := tn.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, tn)
 	return tn, fn
 }
 

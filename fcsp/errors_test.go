@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
-	"github.com/fcsp-go/fcsp-go/kernels"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
@@ -32,10 +31,7 @@ func TestLaunchRacingCloseIsErrClosed(t *testing.T) {
 	p, _ := openSim(t)
 	tn, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.5))
 	require.NoError(t, err)
-	mod, err := tn.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, tn)
 	var a Args
 	a.Uint64(0)
 	one := Dim3{X: 1, Y: 1, Z: 1}

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // TestGPUWaitsAreBounded: a kernel spinning about a second cannot hold
@@ -17,10 +15,7 @@ func TestGPUWaitsAreBounded(t *testing.T) {
 	p := openGPU(t)
 	a, err := p.NewTenant("a")
 	require.NoError(t, err)
-	mod, err := a.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	spin, err := mod.Function("spin")
-	require.NoError(t, err)
+	spin := spinKernel(t, a)
 	one := Dim3{X: 1, Y: 1, Z: 1}
 	launch := func() {
 		var args Args

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // A share of the whole device is no limit: at share 1 a tenant never waits
@@ -21,10 +19,7 @@ func TestGPUShareOneNeverWaits(t *testing.T) {
 	tn, err := p.NewTenant("full", WithGPUShare(1), withClock(clk.now))
 	require.NoError(t, err)
 	defer tn.Close()
-	mod, err := tn.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, tn)
 	var a Args
 	a.Uint64(0)
 	long := Dim3{X: 200, Y: 1, Z: 1} // 2 ms

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // On the H200: GPU time is metered on the GPU clock and agrees with events
@@ -21,10 +19,7 @@ func TestGPUShareOnTheDevice(t *testing.T) {
 	tn, err := p.NewTenant("share", WithSMs(64), WithGPUShare(1))
 	require.NoError(t, err)
 	defer tn.Close()
-	mod, err := tn.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, tn)
 	ctx := context.Background()
 	s := tn.Stream()
 	grid, block := Dim3{X: 128, Y: 1, Z: 1}, Dim3{X: 1024, Y: 1, Z: 1}

@@ -32,10 +32,7 @@ func TestGPUTimeMetering(t *testing.T) {
 	tn, err := p.NewTenant("metered", WithGPUMetering())
 	require.NoError(t, err)
 	defer tn.Close()
-	mod, err := tn.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, tn)
 	att, err := tn.NewStream(ClassAttention)
 	require.NoError(t, err)
 	var a Args
@@ -123,10 +120,7 @@ func TestSMLimitIsNotAGPUShare(t *testing.T) {
 		tn, err := p.NewTenant("rate", WithSMLimit(0.25), WithGPUMetering(), withClock(clk.now))
 		require.NoError(t, err)
 		defer tn.Close()
-		mod, err := tn.LoadModule(kernels.ChainPTX)
-		require.NoError(t, err)
-		fn, err := mod.Function("spin")
-		require.NoError(t, err)
+		fn := spinKernel(t, tn)
 		var a Args
 		a.Uint64(0)
 		const window = 200 * time.Millisecond
@@ -169,10 +163,7 @@ func closeRacesLaunches(t *testing.T, partitioned bool) {
 	}
 	tn, err := p.NewTenant("racy", opts...)
 	require.NoError(t, err)
-	mod, err := tn.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, tn)
 	done := make(chan error, 8)
 	for i := range 4 {
 		go func() {

@@ -265,10 +265,7 @@ func TestRateLimitedLaunchesWaitAndCancel(t *testing.T) {
 	p, _ := openSim(t)
 	a, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01))
 	require.NoError(t, err)
-	mod, err := a.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, a)
 	var args Args
 	args.Uint64(1)
 	// A launch as large as the whole partition empties the bucket; at 1%
@@ -369,4 +366,15 @@ func TestRefusedFreeKeepsTracking(t *testing.T) {
 	require.NoError(t, a.Free(ptr), "still the tenant's: it can be freed again")
 	require.Zero(t, p.MemoryUsed())
 	require.Zero(t, drv.Live().Bytes)
+}
+
+// spinKernel loads the sample module into tn and returns its spin kernel
+// (one argument: the cycles to spin).
+func spinKernel(t testing.TB, tn *Tenant) *Function {
+	t.Helper()
+	mod, err := tn.LoadModule(kernels.ChainPTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("spin")
+	require.NoError(t, err)
+	return fn
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // holdSpin makes the simulator's spin kernel block until release is
@@ -29,10 +28,7 @@ func TestShutdownGivesUpAtTheDeadline(t *testing.T) {
 	p, drv := openSim(t)
 	a, err := p.NewTenant("a")
 	require.NoError(t, err)
-	mod, err := a.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, a)
 	started, release := holdSpin(t, drv)
 	launched := make(chan error, 1)
 	go func() {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/kernels"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,10 +27,7 @@ func TestStreamClose(t *testing.T) {
 			p, drv := openSim(t)
 			tn, err := p.NewTenant("a", tc.opts...)
 			require.NoError(t, err)
-			mod, err := tn.LoadModule(kernels.ChainPTX)
-			require.NoError(t, err)
-			fn, err := mod.Function("spin")
-			require.NoError(t, err)
+			fn := spinKernel(t, tn)
 			var a Args
 			a.Uint64(0)
 			one := Dim3{X: 1, Y: 1, Z: 1}
@@ -94,10 +90,7 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 	for _, opts := range [][]TenantOption{{WithSMs(8)}, {WithSMs(8), WithSMLimit(1)}, nil, {WithGPUShare(1)}, {WithSMs(8), WithGPUShare(1)}} {
 		tn, err := p.NewTenant(fmt.Sprint("t", len(p.Tenants())), opts...)
 		require.NoError(t, err)
-		mod, err := tn.LoadModule(kernels.ChainPTX)
-		require.NoError(t, err)
-		fn, err := mod.Function("spin")
-		require.NoError(t, err)
+		fn := spinKernel(t, tn)
 		var a Args
 		a.Uint64(0)
 		one := Dim3{X: 1, Y: 1, Z: 1}
@@ -131,10 +124,7 @@ func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
 	// full (16384 tokens).
 	tn, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01))
 	require.NoError(t, err)
-	mod, err := tn.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, tn)
 	var a Args
 	a.Uint64(0)
 	one := Dim3{X: 1, Y: 1, Z: 1}

@@ -5,16 +5,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 func launchOnce(t *testing.T, tn *Tenant) {
 	t.Helper()
-	mod, err := tn.LoadModule(kernels.ChainPTX)
-	require.NoError(t, err)
-	fn, err := mod.Function("spin")
-	require.NoError(t, err)
+	fn := spinKernel(t, tn)
 	var a Args
 	a.Uint64(0)
 	one := Dim3{X: 1, Y: 1, Z: 1}
