@@ -4,19 +4,9 @@ import (
 	"math"
 	"slices"
 	"time"
-)
 
-// percentile returns the p-th percentile (0 <= p <= 100) of sorted by the
-// nearest-rank method: the smallest value with at least p% of the values at
-// or below it. It returns NaN for an empty slice or a p out of range.
-func percentile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	if n == 0 || math.IsNaN(p) || p < 0 || p > 100 {
-		return math.NaN()
-	}
-	rank := int(math.Ceil(p / 100 * float64(n)))
-	return sorted[min(max(rank, 1), n)-1]
-}
+	"github.com/fcsp-go/fcsp-go/internal/benchstat"
+)
 
 // mean returns the arithmetic mean of xs, NaN for none.
 func mean(xs []float64) float64 {
@@ -40,7 +30,7 @@ func summarize(ns []float64) summary {
 }
 
 func (s summary) mean() float64         { return mean(s) }
-func (s summary) p(pct float64) float64 { return percentile(s, pct) }
+func (s summary) p(pct float64) float64 { return benchstat.Percentile(s, pct) }
 
 // timeEach calls f(i) for i in [0, n) and returns each call's duration in
 // nanoseconds, stopping at the first error.

@@ -6,17 +6,19 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/fcsp-go/fcsp-go/internal/benchstat"
 )
 
 func TestPercentileAndSpread(t *testing.T) {
 	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	if p := percentile(xs, 50); p != 5 {
+	if p := benchstat.Percentile(xs, 50); p != 5 {
 		t.Errorf("P50 of 1..10 = %v; want 5 (nearest rank)", p)
 	}
-	if p := percentile(xs, 99); p != 10 {
+	if p := benchstat.Percentile(xs, 99); p != 10 {
 		t.Errorf("P99 of 1..10 = %v; want 10", p)
 	}
-	if p := percentile(nil, 50); !math.IsNaN(p) {
+	if p := benchstat.Percentile(nil, 50); !math.IsNaN(p) {
 		t.Errorf("P50 of nothing = %v; want NaN", p)
 	}
 	s := spreadOf([]float64{9, 1, 5, 3})

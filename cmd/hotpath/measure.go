@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/benchstat"
 )
 
 // figure is one round's result for one target at one goroutine count.
@@ -82,21 +84,11 @@ func measure(t target, g, calls int) (figure, error) {
 	}
 	slices.Sort(all)
 	return figure{
-		P50:     percentile(all, 50),
-		P99:     percentile(all, 99),
+		P50:     benchstat.Percentile(all, 50),
+		P99:     benchstat.Percentile(all, 99),
 		Wall:    float64(wall) / float64(len(all)),
 		Refused: nref,
 	}, nil
-}
-
-// percentile is the nearest-rank p-th percentile of sorted (NaN if empty).
-func percentile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	if n == 0 || math.IsNaN(p) || p < 0 || p > 100 {
-		return math.NaN()
-	}
-	rank := int(math.Ceil(p / 100 * float64(n)))
-	return sorted[min(max(rank, 1), n)-1]
 }
 
 // spread is the median and range of one figure over the rounds.
