@@ -212,9 +212,14 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	if err != nil {
 		return finish(err)
 	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return finish(err)
+	}
 	if err := cmd.Start(); err != nil {
 		return finish(err)
 	}
+	defer stdin.Close()
 	kill := func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() }
 	lines := bufio.NewScanner(out)
 	expect := func(prefix string) (string, error) {
@@ -236,6 +241,7 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 		kill()
 		return finish(fmt.Errorf("shared total %d bytes while the child holds %d", r.PeakShared, cfg.hold))
 	}
+	_, _ = stdin.Write([]byte("go\n")) // the parent has looked: fault
 	if r.ChildFault, err = expect("fault: "); err != nil {
 		kill()
 		return finish(err)
@@ -396,6 +402,10 @@ func childMain() int {
 		return 1
 	}
 	fmt.Printf("holding %d bytes\n", hold)
+	// The parent looks at the shared total before the fault: the in-process
+	// Reset below drops this process's accounting, so without this wait the
+	// parent could read the total after it (it did, 7 runs in 30 under -race).
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	// A request with a bad pointer: the chain kernel writes to 0x10.
 	err = launch(ctx, srv.tn, srv.fn, 0x10)
 	if err == nil {
