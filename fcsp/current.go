@@ -16,6 +16,7 @@ import (
 type Current struct {
 	t   *tenantCore
 	ctx context.Context
+	run *doRun // the Do's metering (dometer.go); nil: the tenant is not metered
 }
 
 // ContextHandle is a CUcontext. In cgo, C.CUcontext(h.Pointer()).
@@ -44,6 +45,12 @@ func (cur Current) Context() ContextHandle { return ContextHandle{cur.t.ctx()} }
 // Stream is the handle of one of the tenant's streams; nil means its first
 // stream. A stream of another tenant is ErrInvalidArgument, a closed one
 // ErrClosed.
+//
+// On a metered tenant, taking the handle starts timing the stream for this
+// Do (an event recorded on it now, another when f returns): take it just
+// before queuing work, since the time in between counts too. Work queued
+// on a handle taken otherwise (Stream.Handle) or on streams the SDK did not
+// make is not metered.
 func (cur Current) Stream(s *Stream) (StreamHandle, error) {
 	if s == nil {
 		s = cur.t.first
@@ -53,6 +60,11 @@ func (cur Current) Stream(s *Stream) (StreamHandle, error) {
 	}
 	if s.closed.Load() {
 		return StreamHandle{}, ErrClosed
+	}
+	if cur.run != nil && s.meter != nil {
+		if err := cur.run.take(s); err != nil {
+			return StreamHandle{}, fmt.Errorf("tenant %q: timing the stream: %w", cur.t.name, err)
+		}
 	}
 	return StreamHandle{s.h()}, nil
 }

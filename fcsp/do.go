@@ -41,7 +41,12 @@ var ErrInsideDo = errors.New("fcsp: called from inside the tenant's own Do")
 // A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close from
 // inside f ErrInsideDo. If ctx ends while Do waits for the exclusion, Do
 // returns ctx's error at once and f does not run.
-func (c *tenantCore) Do(ctx context.Context, f func(Current) error) (err error) {
+func (c *tenantCore) Do(ctx context.Context, f func(Current) error) error {
+	return c.runDo(ctx, f, false)
+}
+
+// runDo is Do, or with try TryDo.
+func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool) (err error) {
 	if f == nil {
 		return fmt.Errorf("%w: Do with a nil function", ErrInvalidArgument)
 	}
@@ -58,12 +63,24 @@ func (c *tenantCore) Do(ctx context.Context, f func(Current) error) (err error) 
 		return err
 	}
 	defer c.life.exit(slot)
+	// Metered: admitted (under a GPU share) before taking the thread and
+	// the exclusion, so a Do waiting for tokens holds neither.
+	var run *doRun
+	ownRun := false
+	if c.metered {
+		if run, ownRun, err = c.beginDo(ctx, f, try); err != nil {
+			return err
+		}
+	}
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	thread := unix.Gettid()
 	if c.part != nil {
 		if err := c.part.Hold(ctx, thread); err != nil {
+			if ownRun {
+				run.abandon()
+			}
 			if errors.Is(err, greenctx.ErrClosed) {
 				return ErrClosed
 			}
@@ -92,7 +109,14 @@ func (c *tenantCore) Do(ctx context.Context, f func(Current) error) (err error) 
 			}
 		}()
 	}
-	return f(Current{t: c, ctx: ctx})
+	if ownRun {
+		// Deferred last, so it runs first: the brackets close on this
+		// thread, the context still current and the exclusion held, also
+		// when f panics.
+		run.start(thread)
+		defer func() { err = errors.Join(err, run.end(c)) }()
+	}
+	return f(Current{t: c, ctx: ctx, run: run})
 }
 
 // doThreads names the OS threads inside the tenant's Do, so that a Close

@@ -118,12 +118,15 @@ type meter struct {
 	free    []cuda.Event
 	pending []timedLaunch // in stream order
 	gpu     atomic.Int64  // ns of completed launches
+	open    *bracket      // the Do bracket open on the stream, if any (dometer.go)
 }
 
 type timedLaunch struct {
 	start, end cuda.Event
 	est        *estimate
-	charged    float64 // tokens charged at admission (GPU share), else 0
+	charged    float64  // tokens charged at admission (GPU share), else 0
+	in         *bracket // the Do bracket open when it was queued: its time is not the Do's
+	br         *bracket // non-nil: this is that Do bracket's own entry (est, charged unused)
 }
 
 // gpuCost is what a launch of f costs under a GPU share: the predicted run
@@ -181,6 +184,21 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 			return err
 		}
 		ns := float64(ms) * 1e6
+		if p.br != nil {
+			// A Do's bracket: its own time is what the SDK's launches
+			// queued inside it (folded in before it, in stream order) did
+			// not take, so nothing is counted twice.
+			own := max(ns-p.br.inner, 0)
+			m.gpu.Add(int64(own))
+			s.t.gpuByClass[s.class].Add(int64(own))
+			p.br.measured(own * s.class.ThrottleScale())
+			m.free = append(m.free, p.start, p.end)
+			done++
+			continue
+		}
+		if p.in != nil {
+			p.in.inner += ns
+		}
 		m.gpu.Add(int64(ns))
 		s.t.gpuByClass[s.class].Add(int64(ns))
 		p.est.add(ns)
@@ -233,6 +251,14 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 // recordTimed queues a launch between two events in ctx, under the meter's
 // lock.
 func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64) error {
+	return s.queueTimed(ctx, f.estimateFor(grid, block), charged, func() error {
+		return s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a)
+	})
+}
+
+// queueTimed queues the work launch queues (a kernel, a graph) between two
+// events in ctx, under the meter's lock; est learns its measured time.
+func (s *Stream) queueTimed(ctx cuda.Context, est *estimate, charged float64, launch func() error) error {
 	m, drv := s.meter, s.t.pool.drv
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -245,7 +271,10 @@ func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, sh
 		m.free = append(m.free, start)
 		return err
 	}
-	err = errors.Join(drv.EventRecord(ctx, start, s.h()), drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
+	err = drv.EventRecord(ctx, start, s.h())
+	if err == nil {
+		err = launch()
+	}
 	if err == nil {
 		err = drv.EventRecord(ctx, end, s.h())
 	}
@@ -253,7 +282,7 @@ func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, sh
 		m.free = append(m.free, start, end)
 		return err
 	}
-	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: f.estimateFor(grid, block), charged: charged})
+	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: est, charged: charged, in: m.open})
 	return nil
 }
 
@@ -269,8 +298,16 @@ func (s *Stream) closeMeter(ctx cuda.Context) error {
 	errs := []error{s.pollLocked(ctx)}
 	for _, p := range m.pending {
 		m.free = append(m.free, p.start, p.end)
+		if p.br != nil {
+			p.br.lost()
+		}
 	}
 	m.pending = nil
+	if b := m.open; b != nil { // closed inside a Do: its bracket ends unmeasured
+		m.free = append(m.free, b.start)
+		m.open = nil
+		b.lost()
+	}
 	for _, e := range m.free {
 		errs = append(errs, drv.EventDestroy(ctx, e))
 	}
@@ -279,16 +316,13 @@ func (s *Stream) closeMeter(ctx cuda.Context) error {
 }
 
 // gpuTimes polls every metered stream and returns the tenant's GPU time,
-// in total and per class. Called with c.mu held.
+// in total and per class: launches, graph launches and Do brackets whose
+// events have completed.
 func (c *tenantCore) gpuTimes() (total time.Duration, byClass map[Class]time.Duration) {
 	if !c.metered {
 		return 0, nil
 	}
-	for _, st := range c.streams {
-		if st.meter != nil {
-			_ = c.do(st.poll)
-		}
-	}
+	_ = c.pollStreams()
 	byClass = make(map[Class]time.Duration)
 	for cl := range c.gpuByClass {
 		if ns := c.gpuByClass[cl].Load(); ns != 0 {
@@ -349,7 +383,15 @@ const streamClasses = int(stream.NCCL) + 1
 func (s *Stream) forgetEvents() {
 	if m := s.meter; m != nil {
 		m.mu.Lock()
-		m.free, m.pending = nil, nil
+		for _, p := range m.pending {
+			if p.br != nil {
+				p.br.lost()
+			}
+		}
+		if m.open != nil {
+			m.open.lost()
+		}
+		m.free, m.pending, m.open = nil, nil, nil
 		m.mu.Unlock()
 	}
 }

@@ -26,6 +26,7 @@ type GraphExec struct {
 	h       cuda.GraphExec
 	kernels []launchShape
 	cost    atomic.Uint64 // math.Float64bits of the tokens charged per launch; 0: derived from kernels
+	est     estimate      // its measured GPU time per launch, on metered streams
 	mu      sync.RWMutex  // launches (read) against Close (write)
 	closed  bool
 }
@@ -66,37 +67,38 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	if err := c.do(func(ctx cuda.Context) error { return drv.StreamBeginCapture(ctx, s.h(), cuda.CaptureModeRelaxed) }); err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
-	end := func() (cuda.Graph, error) {
-		var h cuda.Graph
-		err := c.do(func(ctx cuda.Context) (err error) {
-			h, err = drv.StreamEndCapture(ctx, s.h())
-			return err
+	g = &Graph{t: c}
+	// end ends the capture; with keep, the graph is listed for the tenant's
+	// Close in the same call, so a Close cannot miss it.
+	end := func(keep bool) error {
+		return c.do(func(ctx cuda.Context) (err error) {
+			if g.h, err = drv.StreamEndCapture(ctx, s.h()); err != nil {
+				return err
+			}
+			if !keep {
+				return drv.GraphDestroy(ctx, g.h)
+			}
+			return c.graphs.add(g)
 		})
-		return h, err
 	}
 	ended := false
 	defer func() {
 		if !ended { // f panicked: end the capture, drop what it made
-			if h, err := end(); err == nil {
-				_ = c.do(func(ctx cuda.Context) error { return drv.GraphDestroy(ctx, h) })
-			}
+			_ = end(false)
 		}
 	}()
 	ferr := f()
 	ended = true
-	h, err := end()
 	if ferr != nil {
-		if err == nil {
-			err = c.do(func(ctx cuda.Context) error { return drv.GraphDestroy(ctx, h) })
-		}
-		return nil, errors.Join(ferr, err)
+		return nil, errors.Join(ferr, end(false))
 	}
-	if err != nil {
+	if err := end(true); err != nil {
 		return nil, fmt.Errorf("tenant %q: capture: %w", c.name, err)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return &Graph{t: c, h: h, kernels: rec.kernels}, nil
+	g.kernels = rec.kernels
+	return g, nil
 }
 
 // Kernels is how many kernels were launched through the SDK during capture.
@@ -109,8 +111,10 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	}
 	e := &GraphExec{t: g.t, kernels: g.kernels}
 	err := g.t.do(func(ctx cuda.Context) (err error) {
-		e.h, err = g.t.pool.drv.GraphInstantiate(ctx, g.h)
-		return err
+		if e.h, err = g.t.pool.drv.GraphInstantiate(ctx, g.h); err != nil {
+			return err
+		}
+		return g.t.graphs.add(e)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", g.t.name, err)
@@ -118,23 +122,35 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	return e, nil
 }
 
-// Close destroys the graph (instantiated copies stay usable). Idempotent.
+// Close destroys the graph (instantiated copies stay usable). Idempotent;
+// the tenant's Close destroys the graphs left.
 func (g *Graph) Close() error {
 	if !g.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := g.t.do(func(ctx cuda.Context) error { return g.t.pool.drv.GraphDestroy(ctx, g.h) })
+	err := g.t.do(func(ctx cuda.Context) error {
+		// Unlisted and destroyed in one call in the life lock: the
+		// tenant's Close destroys what is listed after the calls end.
+		if !g.t.graphs.remove(g) {
+			return nil
+		}
+		return g.t.pool.drv.GraphDestroy(ctx, g.h)
+	})
 	if errors.Is(err, ErrClosed) {
-		return nil // the tenant's context is gone, and the graph with it
+		return nil // the tenant's Close destroys it
 	}
 	return err
 }
 
 // SetCost sets the tokens one launch of the graph charges to the stream's
 // and tenant's launch limiter (the same units as a kernel's grid x block
-// cost). 0, the default, derives it from the kernels captured through the
-// SDK, each costed like a launch of it on the launching stream; set it for
-// graphs whose kernels came from libraries.
+// cost; under WithGPUShare, nanoseconds of GPU time, charged as set and
+// not corrected). 0, the default, derives it: under WithGPUShare from a
+// running estimate of the graph's measured launches (one refill period
+// until the first is measured), corrected when each launch's events
+// complete; else from the kernels captured through the SDK, each costed
+// like a launch of it on the launching stream (set it for graphs whose
+// kernels came from libraries).
 func (e *GraphExec) SetCost(tokens float64) error {
 	if !(tokens >= 0) || math.IsInf(tokens, 1) {
 		return fmt.Errorf("%w: graph cost %v; want a finite number of tokens, 0 or more", ErrInvalidArgument, tokens)
@@ -152,9 +168,14 @@ func (e *GraphExec) Close() error {
 		return nil
 	}
 	e.closed = true
-	err := e.t.do(func(ctx cuda.Context) error { return e.t.pool.drv.GraphExecDestroy(ctx, e.h) })
+	err := e.t.do(func(ctx cuda.Context) error {
+		if !e.t.graphs.remove(e) {
+			return nil
+		}
+		return e.t.pool.drv.GraphExecDestroy(ctx, e.h)
+	})
 	if errors.Is(err, ErrClosed) {
-		return nil
+		return nil // the tenant's Close destroys it
 	}
 	return err
 }
@@ -163,7 +184,9 @@ func (e *GraphExec) Close() error {
 // tenant's launch limiter, like a kernel (see GraphExec.SetCost), waiting
 // while they are empty; ctx ends the wait with nothing launched or charged.
 // The graph must have been captured on one of this tenant's streams: its
-// kernels then run on this tenant's SMs.
+// kernels then run on this tenant's SMs. On a metered stream the launch is
+// timed by events around it, like a kernel's, and its GPU time counts to
+// the tenant and the stream's class.
 func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	if e == nil {
 		return fmt.Errorf("%w: LaunchGraph of a nil graph", ErrInvalidArgument)
@@ -174,16 +197,28 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	if e.t != s.t {
 		return fmt.Errorf("%w: a graph of tenant %q launched on tenant %q's stream", ErrInvalidArgument, e.t.name, s.t.name)
 	}
+	// e.mu before the life lock, as GraphExec.Close takes them.
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
 		return ErrClosed
 	}
+	// Admission and launch in the life lock, as Launch: the tenant's Close
+	// destroys the exec only after this launch has left.
+	c := s.t
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
+	if s.meter != nil && s.capture.Load() == nil { // a graph launched into a capture runs later, untimed
+		return s.launchGraphMetered(ctx, e)
+	}
 	if err := s.admit(ctx, e.costOn(s)); err != nil {
 		return err
 	}
-	err := s.t.doUnscoped(&s.t.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return s.t.pool.drv.GraphLaunch(ctx, e.h, s.h())
+	err = c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
+		return c.pool.drv.GraphLaunch(ctx, e.h, s.h())
 	})
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching a graph: %w", s.t.name, err)

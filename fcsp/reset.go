@@ -136,6 +136,7 @@ func (p *Pool) Reset(ctx context.Context) error {
 	}
 	for _, c := range cores { // events died with the contexts (rel branch)
 		c.events.forget()
+		c.graphs.forget()
 	}
 	p.events.forget()
 	p.fault.gen.Add(1)

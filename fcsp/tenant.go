@@ -65,6 +65,8 @@ type tenantCore struct {
 	metered, gpuShare bool
 	gpuByClass        [streamClasses]atomic.Int64 // ns of completed launches
 	dos               doThreads                   // OS threads inside Do (do.go)
+	dm                atomic.Pointer[doMeter]     // Do's metering, made at the first metered Do (dometer.go)
+	graphs            graphSet                    // live graphs and execs, destroyed by Close (graph.go)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
 }
@@ -256,8 +258,11 @@ type Stats struct {
 	ThrottleWait time.Duration // time spent waiting for tokens
 	Streams      int
 
-	// GPU time (WithGPUMetering, WithGPUShare): kernel run time measured on
-	// the GPU clock, of launches whose events have completed.
+	// GPU time (WithGPUMetering, WithGPUShare): run time measured on the
+	// GPU clock, once its events have completed, of kernels and graphs
+	// launched through the SDK and of the work Do's f queues on streams it
+	// took from Current.Stream (from taking the handle to f's return). Work
+	// on other streams, or on a handle taken otherwise, is not counted.
 	GPUShare       float64 // WithGPUShare's fraction; 0: none
 	GPUTime        time.Duration
 	GPUTimeByClass map[Class]time.Duration
@@ -269,10 +274,11 @@ func (c *tenantCore) Stats() Stats {
 	if c.limiter != nil {
 		s.SMLimit = c.limiter.SMLimit()
 	}
+	s.GPUTime, s.GPUTimeByClass = c.gpuTimes() // not under c.mu: it may wait for a Do's exclusion
+	c.doStats(&s)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.Streams = len(c.streams)
-	s.GPUTime, s.GPUTimeByClass = c.gpuTimes()
 	if c.gpuShare {
 		s.GPUShare, s.SMLimit = s.SMLimit, 0
 	}
@@ -326,7 +332,7 @@ func (c *tenantCore) close(why string) error {
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
-	errs = append(errs, c.events.close(p.drv, ctx))
+	errs = append(errs, c.events.close(p.drv, ctx), c.graphs.close(p.drv, ctx))
 	for _, m := range modules {
 		errs = append(errs, m.unload(ctx))
 	}

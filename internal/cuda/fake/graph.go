@@ -249,6 +249,7 @@ func (d *Driver) GraphLaunch(c cuda.Context, e cuda.GraphExec, s cuda.Stream) er
 		if o.memset == nil {
 			st.launches++
 			d.launches++
+			d.modelLaunch(st, o.name, o.grid, o.block) // a replayed kernel takes its modelled time, as launched
 		}
 	}
 	return nil

@@ -1,0 +1,332 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
+)
+
+// Metering and admission of Tenant.Do on a metered tenant (WithGPUMetering,
+// WithGPUShare).
+//
+// The SDK cannot see the kernels a library queues, only the streams it gave
+// the library: so when f takes a stream's handle from Current.Stream, an
+// event is recorded on that stream (the bracket opens), and when f returns
+// another (it closes). The GPU time between the two, less the time of the
+// SDK's own timed launches queued on that stream meanwhile (measured by
+// their own events, by f or by anyone), is the Do's, added to the tenant
+// and to the stream's class when the events complete, read back lazily
+// like a launch's. One stream has at most one bracket open: a Do that takes
+// a stream whose bracket another Do opened joins it, and the bracket's time
+// is split between them, so the tenant's total stays exact.
+//
+// Under WithGPUShare, Do is admitted before f runs, charged a running
+// estimate of its cost (the sum over its brackets of their time scaled by
+// the stream's class factor), one refill period the first time, and the
+// bucket is corrected by the difference once its brackets are measured.
+
+// doMeter is a metered tenant's state for Do, made at its first Do.
+type doMeter struct {
+	bucket *tokenbucket.Stream // Do's admission under a GPU share; nil otherwise
+	// est maps a call site (f's code pointer) to the estimate of its cost.
+	// The code pointer is the func literal's: every closure made by one
+	// literal shares it, and one literal in a server is, in the usual case,
+	// one kind of library work. It costs no allocation and no help from the
+	// caller (BenchmarkDo/metered). Work of varying size under one literal
+	// averages in the estimate; the correction keeps the share exact anyway,
+	// and the estimate only decides how far ahead a Do is admitted.
+	est  sync.Map // uintptr -> *estimate
+	mu   sync.Mutex
+	runs map[int]*doRun // OS thread inside a Do -> its run (a nested Do joins it)
+}
+
+// doMeter is the tenant's Do meter, made on first use.
+func (c *tenantCore) doMeter() (*doMeter, error) {
+	if dm := c.dm.Load(); dm != nil {
+		return dm, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if dm := c.dm.Load(); dm != nil {
+		return dm, nil
+	}
+	dm := &doMeter{runs: map[int]*doRun{}}
+	if c.gpuShare {
+		b, err := c.limiter.NewStream(1)
+		if err != nil {
+			return nil, err
+		}
+		// The limiter closes the buckets it lists when the tenant closes;
+		// one made after that Close began is closed here.
+		if c.closed.Load() {
+			_ = b.Close()
+		}
+		dm.bucket = b
+	}
+	c.dm.Store(dm)
+	return dm, nil
+}
+
+func (dm *doMeter) estimate(key uintptr) *estimate {
+	if v, ok := dm.est.Load(key); ok {
+		return v.(*estimate)
+	}
+	v, _ := dm.est.LoadOrStore(key, new(estimate))
+	return v.(*estimate)
+}
+
+// doRun is one metered call of Do.
+type doRun struct {
+	dm      *doMeter
+	est     *estimate
+	charged float64 // tokens charged at admission; 0: nothing to correct
+	thread  int
+
+	mu     sync.Mutex
+	used   []bracketUse // the streams f took, with the bracket each joined
+	left   int          // brackets not yet measured, plus one until f returns
+	tokens float64      // measured so far, scaled by class
+	gone   bool         // a bracket was lost: neither learn nor correct
+}
+
+type bracketUse struct {
+	s  *Stream
+	br *bracket
+}
+
+// bracket is a Do's interval on one stream, from the event recorded when f
+// took the stream to the one recorded when the last Do in it returned.
+type bracket struct {
+	start cuda.Event
+	runs  []*doRun // the Dos that took the stream while it was open
+	users int      // of them, those whose f has not returned
+	inner float64  // ns of the SDK's timed launches queued inside (under the meter's lock)
+}
+
+func (b *bracket) measured(tokens float64) {
+	for _, r := range b.runs {
+		r.done(tokens/float64(len(b.runs)), false)
+	}
+}
+
+func (b *bracket) lost() {
+	for _, r := range b.runs {
+		r.done(0, true)
+	}
+}
+
+// done folds in one measured bracket (or f's return, with 0), and once the
+// last is in, teaches the estimate and corrects the bucket.
+func (r *doRun) done(tokens float64, lost bool) {
+	r.mu.Lock()
+	r.tokens += tokens
+	r.gone = r.gone || lost
+	r.left--
+	last := r.left == 0
+	r.mu.Unlock()
+	if !last || r.gone {
+		return
+	}
+	r.est.add(r.tokens)
+	if r.charged > 0 && r.dm.bucket != nil {
+		r.dm.bucket.Adjust(r.tokens - r.charged)
+	}
+}
+
+// beginDo admits a Do of f on a metered tenant and returns its run. A Do
+// nested in another on the same thread joins the outer run (admitted
+// already) and own is false.
+func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try bool) (r *doRun, own bool, err error) {
+	dm, err := c.doMeter()
+	if err != nil {
+		return nil, false, err
+	}
+	dm.mu.Lock()
+	if len(dm.runs) > 0 {
+		// Only the goroutine locked to this thread can be here while a Do
+		// runs on it: that Do is this goroutine's own.
+		if outer := dm.runs[unix.Gettid()]; outer != nil {
+			dm.mu.Unlock()
+			return outer, false, nil
+		}
+	}
+	dm.mu.Unlock()
+	r = &doRun{dm: dm, est: dm.estimate(reflect.ValueOf(f).Pointer()), left: 1}
+	if dm.bucket == nil || c.limiter.SMLimit() >= 1 {
+		return r, true, nil // metered only; a share of 1 is no limit (see gpuCost)
+	}
+	// Fold in what completed, so the estimate and the bucket are current.
+	if err := c.pollStreams(); err != nil {
+		return nil, false, err
+	}
+	cost := r.est.get()
+	if cost == 0 {
+		cost = c.limiter.Capacity() // not measured yet: a whole refill period
+	}
+	if try {
+		if !dm.bucket.TryAcquire(cost) {
+			if c.closed.Load() {
+				return nil, false, ErrClosed
+			}
+			return nil, false, ErrThrottled
+		}
+	} else if err := admitErr(dm.bucket.Wait(ctx, cost)); err != nil {
+		return nil, false, err
+	}
+	r.charged = cost
+	return r, true, nil
+}
+
+// pollStreams folds in the completed work of every metered stream.
+func (c *tenantCore) pollStreams() error {
+	c.mu.Lock()
+	streams := make([]*Stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		if s.meter != nil {
+			streams = append(streams, s)
+		}
+	}
+	c.mu.Unlock()
+	if len(streams) == 0 {
+		return nil
+	}
+	return c.do(func(ctx cuda.Context) error {
+		var errs []error
+		for _, s := range streams {
+			errs = append(errs, s.poll(ctx))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// start registers the run as the one on this (locked) thread.
+func (r *doRun) start(thread int) {
+	r.thread = thread
+	r.dm.mu.Lock()
+	r.dm.runs[thread] = r
+	r.dm.mu.Unlock()
+}
+
+// abandon gives back the charge of a run whose f never ran.
+func (r *doRun) abandon() {
+	if r.charged > 0 {
+		r.dm.bucket.Adjust(-r.charged)
+	}
+}
+
+// take opens, or joins, s's bracket for the run: called when f takes s's
+// handle, on f's thread (the tenant's context current, its exclusion held).
+func (r *doRun) take(s *Stream) error {
+	r.mu.Lock()
+	for _, u := range r.used {
+		if u.s == s {
+			r.mu.Unlock()
+			return nil
+		}
+	}
+	r.mu.Unlock()
+	m, drv := s.meter, s.t.pool.drv
+	return s.t.do(func(ctx cuda.Context) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		br := m.open
+		if br == nil {
+			ev, err := m.event(drv, ctx)
+			if err != nil {
+				return err
+			}
+			if err := drv.EventRecord(ctx, ev, s.h()); err != nil {
+				m.free = append(m.free, ev)
+				return err
+			}
+			br = &bracket{start: ev}
+			m.open = br
+		}
+		br.runs = append(br.runs, r)
+		br.users++
+		r.mu.Lock()
+		r.used = append(r.used, bracketUse{s, br})
+		r.left++
+		r.mu.Unlock()
+		return nil
+	})
+}
+
+// end closes the run's brackets once f has returned (still on f's thread),
+// and unregisters the run. A bracket whose stream was closed meanwhile was
+// ended as lost by that Close.
+func (r *doRun) end(c *tenantCore) error {
+	r.dm.mu.Lock()
+	delete(r.dm.runs, r.thread)
+	r.dm.mu.Unlock()
+	r.mu.Lock()
+	used := r.used
+	r.mu.Unlock()
+	var errs []error
+	for _, u := range used {
+		errs = append(errs, u.s.closeBracket(u.br))
+	}
+	r.done(0, false) // f returned
+	if err := errors.Join(errs...); err != nil && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("tenant %q: Do: metering: %w", c.name, err)
+	}
+	return nil
+}
+
+// closeBracket ends one Do's use of br, recording its end event when it is
+// the last.
+func (s *Stream) closeBracket(br *bracket) error {
+	m, drv := s.meter, s.t.pool.drv
+	return s.t.do(func(ctx cuda.Context) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.open != br {
+			return nil // the stream was closed or forgotten: br was ended as lost
+		}
+		if br.users--; br.users > 0 {
+			return nil
+		}
+		m.open = nil
+		end, err := m.event(drv, ctx)
+		if err == nil {
+			if err = drv.EventRecord(ctx, end, s.h()); err != nil {
+				m.free = append(m.free, end)
+			}
+		}
+		if err != nil {
+			m.free = append(m.free, br.start)
+			br.lost()
+			return err
+		}
+		m.pending = append(m.pending, timedLaunch{start: br.start, end: end, br: br})
+		return nil
+	})
+}
+
+// doStats adds Do's admission waits to s.
+func (c *tenantCore) doStats(s *Stats) {
+	if dm := c.dm.Load(); dm != nil && dm.bucket != nil {
+		bs := dm.bucket.Stats()
+		s.Throttled += bs.Throttled
+		s.ThrottleWait += time.Duration(bs.WaitNanos)
+	}
+}
+
+// TryDo is Do without waiting for GPU-share tokens: under WithGPUShare, if
+// the tenant's bucket does not hold f's predicted cost now, it returns
+// ErrThrottled, charging nothing and not running f. It still waits, as Do,
+// for a partitioned tenant's exclusion (ctx ends that wait). Without a GPU
+// share it is Do.
+func (t *Tenant) TryDo(ctx context.Context, f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.runDo(ctx, f, true)
+}
