@@ -10,12 +10,26 @@ import (
 // of the same run: one raw call through the same binding (cuCtxGetCurrent),
 // which f also makes. Do's overhead is do minus raw (goal: at most 1 us).
 // On the CPU machine it measures the fake; on the H200, the driver.
+//
+// The metered cases add what metering costs where it is asked for
+// (WithGPUMetering, WithGPUShare): the call-site key (f's code pointer) and
+// its estimate, the run's bookkeeping, polling the tenant's streams before
+// admission under a share, and, where f takes a stream from Current, the
+// two events of its bracket and their later query.
 func BenchmarkDo(b *testing.B) {
 	p := benchPool(b)
 	for _, tc := range []struct {
 		name string
 		opts []TenantOption
-	}{{"partitioned", []TenantOption{WithSMs(16)}}, {"unpartitioned", nil}} {
+		take bool // f takes the first stream's handle from Current
+	}{
+		{"partitioned", []TenantOption{WithSMs(16)}, false},
+		{"unpartitioned", nil, false},
+		{"unpartitioned-metered", []TenantOption{WithGPUMetering()}, false},
+		{"unpartitioned-share", []TenantOption{WithGPUShare(0.5)}, false},
+		{"unpartitioned-share-stream", []TenantOption{WithGPUShare(0.5)}, true},
+		{"partitioned-share-stream", []TenantOption{WithSMs(16), WithGPUShare(0.5)}, true},
+	} {
 		t, err := p.NewTenant("do-"+tc.name, tc.opts...)
 		if err != nil {
 			b.Fatal(err)
@@ -30,6 +44,12 @@ func BenchmarkDo(b *testing.B) {
 		})
 		ctx := context.Background()
 		f := func(Current) error { _, err := drv.CtxGetCurrent(); return err }
+		if tc.take {
+			f = func(cur Current) error {
+				_, err := cur.Stream(nil)
+				return err
+			}
+		}
 		b.Run(tc.name+"/do", func(b *testing.B) {
 			for b.Loop() {
 				if err := t.Do(ctx, f); err != nil {

@@ -3,6 +3,7 @@ package fcsp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -388,14 +389,17 @@ func TestCloseRacesDoAndLaunchGraph(t *testing.T) {
 			a.Uint64(0)
 			var wg sync.WaitGroup
 			errc := make(chan error, 16)
+			loops := 0
 			loop := func(call func() error) {
 				wg.Add(1)
+				loops++
+				i := loops
 				go func() {
 					defer wg.Done()
 					for {
 						if err := call(); err != nil {
 							if !errors.Is(err, ErrClosed) {
-								errc <- err
+								errc <- fmt.Errorf("loop %d: %w", i, err)
 							}
 							return
 						}

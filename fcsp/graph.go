@@ -47,7 +47,8 @@ type capturing struct {
 // captured. Calls the driver forbids on a capturing stream fail as it
 // makes them (Synchronize on s: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and
 // the capture is lost). If f fails or panics the capture is ended and
-// discarded.
+// discarded. The tenant's Close waits for a capture under way to end (so f
+// must not close the tenant).
 func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w: Capture with a nil function", ErrInvalidArgument)
@@ -64,14 +65,30 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 		return nil, fmt.Errorf("%w: stream of tenant %q is already capturing", ErrInvalidArgument, c.name)
 	}
 	defer s.capture.Store(nil)
-	if err := c.do(func(ctx cuda.Context) error { return drv.StreamBeginCapture(ctx, s.h(), cuda.CaptureModeRelaxed) }); err != nil {
+	// The whole capture counts in the life lock: the tenant's Close waits
+	// for it to end (f's calls on the tenant fail with ErrClosed meanwhile)
+	// instead of synchronising a capturing stream, which the driver refuses
+	// (and which invalidates the capture). Hence begin and end go to the
+	// context directly, not through c.do, which a Close under way refuses.
+	slot, err := c.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer c.life.exit(slot)
+	inCtx := func(f func(cuda.Context) error) error {
+		if c.part == nil {
+			return f(c.pool.dev.Primary())
+		}
+		return c.part.Do(f)
+	}
+	if err := inCtx(func(ctx cuda.Context) error { return drv.StreamBeginCapture(ctx, s.h(), cuda.CaptureModeRelaxed) }); err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	g = &Graph{t: c}
 	// end ends the capture; with keep, the graph is listed for the tenant's
 	// Close in the same call, so a Close cannot miss it.
 	end := func(keep bool) error {
-		return c.do(func(ctx cuda.Context) (err error) {
+		return inCtx(func(ctx cuda.Context) (err error) {
 			if g.h, err = drv.StreamEndCapture(ctx, s.h()); err != nil {
 				return err
 			}
