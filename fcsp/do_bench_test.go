@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"context"
+	"reflect"
 	"testing"
 )
 
@@ -60,5 +61,20 @@ func BenchmarkDo(b *testing.B) {
 		if err := t.Close(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkDoKey is the cost of finding a Do's estimate by its call site
+// (f's code pointer through reflect, then the map), paid once per Do on a
+// metered tenant; BenchmarkDo's metered cases include it.
+func BenchmarkDoKey(b *testing.B) {
+	var dm doMeter
+	f := func(Current) error { return nil }
+	var e *estimate
+	for b.Loop() {
+		e = dm.estimate(reflect.ValueOf(f).Pointer())
+	}
+	if e == nil {
+		b.Fatal("no estimate")
 	}
 }

@@ -238,6 +238,11 @@ func (r *doRun) take(s *Stream) error {
 	return s.t.do(func(ctx cuda.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		// Fold in what completed: a stream used only through Do has no
+		// launch to do it, and its queue must not grow unread.
+		if err := s.pollLocked(ctx); err != nil {
+			return err
+		}
 		br := m.open
 		if br == nil {
 			ev, err := m.event(drv, ctx)
