@@ -11,6 +11,7 @@
 //
 //	go run ./examples/loadgen -addr 127.0.0.1:8080                 # one run against a running server
 //	go run ./examples/loadgen -spawn ./server -duration 20s         # alone, shared, ratelimit, partitioned
+//	go run ./examples/loadgen -spawn ./server -modes partitioned -rounds 3 -duration 2s -- -batch-gpu-share 0.9
 //	go run ./examples/loadgen -spawn ./server -json -- -simulate -interactive-n 4096 -interactive-steps 16 -batch-n 65536 -batch-steps 16
 package main
 
@@ -32,6 +33,7 @@ type options struct {
 	addr, spawn   string
 	modes         []string
 	alone         bool
+	rounds        int
 	readyTimeout  time.Duration
 	stopGrace     time.Duration
 	asJSON, quiet bool
@@ -48,6 +50,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.spawn, "spawn", "", "server binary to start once per mode (arguments after -- go to it)")
 	modes := fs.String("modes", "shared,ratelimit,partitioned", "modes to run with -spawn")
 	fs.BoolVar(&o.alone, "alone", true, "with -spawn, first measure interactive alone (no batch load, shared mode)")
+	fs.IntVar(&o.rounds, "rounds", 1, "with -spawn, run alone and the modes this many times, interleaved, and report each mode's P99 against the same round's alone P99 (median and range)")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "how long a spawned server may take to answer /healthz")
 	fs.DurationVar(&o.stopGrace, "stop-grace", 30*time.Second, "how long a spawned server may take to exit after SIGTERM")
 	fs.StringVar(&o.serverLog, "server-log", "", "append spawned servers' output to this file (default: shown only on failure)")
@@ -74,6 +77,9 @@ func (o *options) validate() error {
 	}
 	if l.maxRequests <= 0 {
 		errs = append(errs, fmt.Errorf("-max-requests %d: want at least 1", l.maxRequests))
+	}
+	if o.rounds < 1 || o.rounds > 100 {
+		errs = append(errs, fmt.Errorf("-rounds %d: want 1 to 100", o.rounds))
 	}
 	if l.batchWorkers < 0 || l.interactiveWorkers < 1 || l.interactiveRate < 0 {
 		errs = append(errs, errors.New("-batch-workers >= 0, -interactive-workers >= 1 and -interactive-rate >= 0, please"))
@@ -136,15 +142,22 @@ func run(ctx context.Context, o options) (Report, error) {
 	type phase struct {
 		label, mode string
 		load        load
+		round       int
 	}
+	// Rounds interleave: alone and each mode measured next to each other in
+	// time, so that a drift of the machine (clocks, another tenant of the
+	// host) moves a round's alone and mode rows together rather than
+	// showing up as a ratio.
 	var phases []phase
-	if o.alone {
-		alone := o.load
-		alone.batchWorkers = 0
-		phases = append(phases, phase{"alone", "shared", alone})
-	}
-	for _, m := range o.modes {
-		phases = append(phases, phase{m, m, o.load})
+	for r := 1; r <= o.rounds; r++ {
+		if o.alone {
+			alone := o.load
+			alone.batchWorkers = 0
+			phases = append(phases, phase{"alone", "shared", alone, r})
+		}
+		for _, m := range o.modes {
+			phases = append(phases, phase{m, m, o.load, r})
+		}
 	}
 	var errs []error
 	for _, p := range phases {
@@ -153,11 +166,15 @@ func run(ctx context.Context, o options) (Report, error) {
 		}
 		row, err := spawnAndMeasure(ctx, o, p.mode, p.load, log)
 		row.Mode = p.label
+		if o.rounds > 1 {
+			row.Round = p.round
+		}
 		rep.Rows = append(rep.Rows, row)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.label, err))
 		}
 	}
+	rep.VsAlone = vsAlone(rep.Rows)
 	return rep, errors.Join(errs...)
 }
 
