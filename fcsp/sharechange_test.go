@@ -78,8 +78,8 @@ func TestGPUShareUpWakesWaiterAtNewCost(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting launch kept the cost it computed at share 0.25")
 	}
-	// At share 1 nothing waits, and nothing was charged for the woken
-	// launch: lowered again, the bucket holds what it held (scaled back).
+	require.EqualValues(t, 1, tn.Stats().Throttled, "the woken launch counts as one that waited")
+	// At share 1 nothing waits, on the same frozen clock.
 	for range 10 {
 		require.NoError(t, s.TryLaunch(fn, grid, one, 0, &a))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -127,8 +128,8 @@ func TestSetSMLimitUpRecomputesWaiterCost(t *testing.T) {
 	case <-time.After(hangGuard):
 		t.Fatal("waiter kept its old cost after the limit rose")
 	}
-	if got := s.Stats().Admitted; got != 1 {
-		t.Errorf("Admitted = %d, want 1", got)
+	if st := s.Stats(); st.Admitted != 1 || st.Throttled != 1 {
+		t.Errorf("Admitted %d, Throttled %d; want 1 and 1 (it waited, then went free)", st.Admitted, st.Throttled)
 	}
 
 	// A cost that changes but stays positive is charged at its new value.
@@ -255,6 +256,30 @@ func TestSetSMLimitRacesWaitersAndClose(t *testing.T) {
 		}
 		if !b.TryAcquire(b.Burst()) || b.TryAcquire(1e-3) {
 			t.Error("bucket is not exactly full after a long idle")
+		}
+	}
+}
+
+// WaitCost reads the clock once on an admission that need not wait, and
+// not at all for a free one (a GPU share's launches at share 1).
+func TestWaitCostReadsClockOnce(t *testing.T) {
+	var reads atomic.Int64
+	var clk fakeClock
+	l, err := New(Config{SMs: 1, ThreadsPerSM: 1000, SMLimit: 1, Clock: func() int64 { reads.Add(1); return clk.Now() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStream(t, l, 1)
+	for _, c := range []struct {
+		cost  float64
+		reads int64
+	}{{1, 1}, {0, 0}} {
+		reads.Store(0)
+		if got, err := s.WaitCost(context.Background(), func() float64 { return c.cost }); err != nil || got != c.cost {
+			t.Fatalf("WaitCost(%v) = %v, %v", c.cost, got, err)
+		}
+		if n := reads.Load(); n != c.reads {
+			t.Errorf("WaitCost(%v) read the clock %d times, want %d", c.cost, n, c.reads)
 		}
 	}
 }

@@ -20,23 +20,28 @@ func (s *Stream) WaitCost(ctx context.Context, cost func() float64) (float64, er
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	raw := s.l.cfg.Clock()
-	start, waited := raw, false
+	var raw, start int64
+	var c float64
+	clocked, waited := false, false // the clock is read once a cost is due, not for a free admission
 	for {
 		// wake before the cost: SetSMLimit stores the limit before it
 		// closes this channel, so a cost read after a change is either the
 		// new one or woken again.
 		wake := *s.l.wake.Load()
-		c := cost()
+		c = cost()
 		if math.IsNaN(c) || math.IsInf(c, 0) {
 			return 0, ErrInvalidAmount
 		}
 		if c <= 0 {
-			s.admitted.Add(1)
-			return 0, nil
+			c = 0 // free (perhaps only since a change of limit woke it)
+			break
 		}
 		if s.closed.Load() {
 			return 0, ErrClosed
+		}
+		if !clocked {
+			raw, clocked = s.l.cfg.Clock(), true
+			start = raw
 		}
 		w, err := s.wait(ctx, c, raw, wake)
 		waited = waited || w
@@ -47,11 +52,12 @@ func (s *Stream) WaitCost(ctx context.Context, cost func() float64) (float64, er
 		if err != nil {
 			return 0, err
 		}
-		if waited {
-			s.throttled.Add(1)
-			s.waitNanos.Add(s.l.cfg.Clock() - start)
-		}
-		s.admitted.Add(1)
-		return c, nil
+		break
 	}
+	if waited {
+		s.throttled.Add(1)
+		s.waitNanos.Add(s.l.cfg.Clock() - start)
+	}
+	s.admitted.Add(1)
+	return c, nil
 }
