@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -149,5 +154,22 @@ func TestOptionsRounds(t *testing.T) {
 		if _, err := parseOptions([]string{"-spawn", "./server", "-rounds", bad}, io.Discard); err == nil {
 			t.Errorf("-rounds %s accepted", bad)
 		}
+	}
+}
+
+// The warm-up runs the same load first and records none of it, out of no
+// budget: the measured run still gets all of -max-requests.
+func TestWarmupIsNotRecordedNorBudgeted(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
+	defer srv.Close()
+	l := load{duration: time.Second, maxRequests: 5, interactiveWorkers: 1, timeout: time.Second, warmup: 500 * time.Millisecond}
+	d := newDriver(strings.TrimPrefix(srv.URL, "http://"), l)
+	row, err := d.run(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Interactive.OK != 5 || served.Load() != 10 {
+		t.Errorf("recorded %d, served %d; want 5 recorded of 10 served (5 in the warm-up)", row.Interactive.OK, served.Load())
 	}
 }

@@ -56,6 +56,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.serverLog, "server-log", "", "append spawned servers' output to this file (default: shown only on failure)")
 	fs.BoolVar(&o.asJSON, "json", false, "print JSON instead of a table")
 	fs.DurationVar(&o.load.duration, "duration", 5*time.Second, "length of each run")
+	fs.DurationVar(&o.load.warmup, "warmup", 0, "run the same load this long first, unrecorded (a fresh server's first requests pay for its warm-up)")
 	fs.Int64Var(&o.load.maxRequests, "max-requests", 20000, "most requests of each run, both classes together")
 	fs.IntVar(&o.load.batchWorkers, "batch-workers", 4, "concurrent closed-loop batch workers (0: no batch load)")
 	fs.Float64Var(&o.load.interactiveRate, "interactive-rate", 0, "interactive requests per second (0: closed loop)")
@@ -72,6 +73,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 func (o *options) validate() error {
 	var errs []error
 	l := o.load
+	if l.warmup < 0 || l.warmup > time.Hour {
+		errs = append(errs, fmt.Errorf("-warmup %v: want 0 to 1h", l.warmup))
+	}
 	if l.duration <= 0 || l.duration > time.Hour {
 		errs = append(errs, fmt.Errorf("-duration %v: want more than 0 and at most 1h", l.duration))
 	}
@@ -123,6 +127,7 @@ func main() {
 func run(ctx context.Context, o options) (Report, error) {
 	rep := Report{Settings: map[string]any{
 		"duration_s": o.load.duration.Seconds(), "max_requests": o.load.maxRequests, "batch_workers": o.load.batchWorkers,
+		"warmup_s": o.load.warmup.Seconds(), "rounds": o.rounds,
 		"interactive_rate": o.load.interactiveRate, "interactive_workers": o.load.interactiveWorkers, "server_args": o.serverArgs,
 	}}
 	if o.spawn == "" {
