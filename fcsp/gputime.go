@@ -356,15 +356,15 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 	}
 	var charged float64
 	if s.bucket != nil {
-		charged = s.cost(f, grid, block)
 		if try {
+			charged = s.cost(f, grid, block)
 			if !s.bucket.TryAcquire(charged) {
 				if s.t.closed.Load() || s.closed.Load() {
 					return ErrClosed
 				}
 				return ErrThrottled
 			}
-		} else if err := s.admit(ctx, charged); err != nil {
+		} else if charged, err = s.admitLaunch(ctx, f, grid, block); err != nil {
 			return err
 		}
 	}

@@ -13,8 +13,8 @@ fi
 # Direct imports (fcsp itself imports internal packages, of course).
 # internal/bands (PNG bar charts, standard library only, no SDK API) is
 # shared by examples/day94 and cmd/bench, so it cannot live under
-# examples/internal; it is the one exception. An example's own internal
-# packages (examples/gemm/internal/cublas) are not under $mod/internal.
+# examples/internal; it is the one exception. The examples' own internal
+# packages (examples/internal/cublas, gemmjob) are not under $mod/internal.
 if deps=$(go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./examples/... |
     tr ' ' '\n' | grep "^$mod/internal/" | grep -v "^$mod/internal/bands$" | sort -u); then
   echo "examples import internal packages (use the public API, or examples/internal): $deps"; bad=1
@@ -27,10 +27,8 @@ for p in $(go list ./... | grep -v -E "/internal(/|$)|/examples(/|$)"); do
   [ -n "$names" ] || continue
   # CUDAError and Result stay aliases of the binding's error types (fcsp's
   # doc says how to use them), so that driver errors match without
-  # conversion; NVMLFacts is an alias of a struct of plain fields (usable
-  # from outside, though go doc does not show them); sentinels are
-  # re-exported in var blocks (Err... = pkg.Err...).
-  if sigs=$(go doc -all "$p" | grep -v -E '^\s+Err[A-Za-z]* +=|^type (CUDAError|Result) = cuda\.|^type NVMLFacts = nvml\.Facts$' | grep -E "^(func|type|	[A-Z]|var|const).*[^A-Za-z]($names)\.[A-Z]"); then
+  # conversion; sentinels are re-exported in var blocks (Err... = pkg.Err...).
+  if sigs=$(go doc -all "$p" | grep -v -E '^\s+Err[A-Za-z]* +=|^type (CUDAError|Result) = cuda\.' | grep -E "^(func|type|	[A-Z]|var|const).*[^A-Za-z]($names)\.[A-Z]"); then
     echo "public package $p names internal types:"; echo "$sigs"; bad=1
   fi
 done
