@@ -168,21 +168,26 @@ func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try boo
 	if err := c.pollStreams(); err != nil {
 		return nil, false, err
 	}
-	cost := r.est.get()
-	if cost == 0 {
-		cost = c.limiter.Capacity() // not measured yet: a whole refill period
+	// Evaluated again when a change of share wakes a waiting Do.
+	cost := func() float64 {
+		if c.limiter.SMLimit() >= 1 {
+			return 0
+		}
+		if ns := r.est.get(); ns != 0 {
+			return ns
+		}
+		return c.limiter.Capacity() // not measured yet: a whole refill period
 	}
 	if try {
-		if !dm.bucket.TryAcquire(cost) {
+		if r.charged = cost(); !dm.bucket.TryAcquire(r.charged) {
 			if c.closed.Load() {
 				return nil, false, ErrClosed
 			}
 			return nil, false, ErrThrottled
 		}
-	} else if err := admitErr(dm.bucket.Wait(ctx, cost)); err != nil {
-		return nil, false, err
+	} else if r.charged, err = dm.bucket.WaitCost(ctx, cost); err != nil {
+		return nil, false, admitErr(err)
 	}
-	r.charged = cost
 	return r, true, nil
 }
 

@@ -474,3 +474,30 @@ func TestCloseRacesDoAndLaunchGraph(t *testing.T) {
 		})
 	}
 }
+
+// A Do and a graph launch waiting for GPU-share tokens are woken by a
+// change of share and charged at the new one: at share 1, nothing.
+func TestDoAndGraphWaitersFollowAChangeOfShare(t *testing.T) {
+	p, drv := openSim(t)
+	drv.SetKernelDuration("spin", spinDuration)
+	tn, err := p.NewTenant("w", WithGPUShare(0.25), WithTenantRefillPeriod(time.Second))
+	require.NoError(t, err)
+	defer tn.Close()
+	fn := spinKernel(t, tn)
+	e := spinGraph(t, tn, 10)
+	drv.HoldEvents(true) // no correction refills the bucket
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	f := func(cur Current) error { return libLaunch(cur, nil, fn, us(10)) }
+	require.NoError(t, tn.Do(ctx, f)) // a whole period: the bucket is empty for 4 s
+	done := make(chan error, 2)
+	go func() { done <- tn.Do(ctx, f) }()
+	go func() { done <- tn.Stream().LaunchGraph(ctx, e) }()
+	time.Sleep(2 * time.Millisecond)
+	start := time.Now()
+	require.NoError(t, tn.SetSMLimit(1))
+	for range 2 {
+		require.NoError(t, <-done)
+	}
+	require.Less(t, time.Since(start), time.Second, "the waiters did not follow the change of share")
+}

@@ -231,7 +231,7 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	if s.meter != nil && s.capture.Load() == nil { // a graph launched into a capture runs later, untimed
 		return s.launchGraphMetered(ctx, e)
 	}
-	if err := s.admit(ctx, e.costOn(s)); err != nil {
+	if _, err := s.admitCost(ctx, func() float64 { return e.costOn(s) }); err != nil {
 		return err
 	}
 	err = c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {

@@ -19,22 +19,25 @@ func (s *Stream) launchGraphMetered(ctx context.Context, e *GraphExec) error {
 		return err
 	}
 	fixed := math.Float64frombits(e.cost.Load())
-	var charged, correct float64
-	if s.bucket != nil {
+	// Evaluated again when a change of share wakes a waiting launch.
+	cost := func() float64 {
 		switch {
 		case fixed != 0:
-			charged = fixed // as the caller set it: not corrected
+			return fixed // as the caller set it: not corrected
 		case c.gpuShare:
-			charged = s.graphGPUCost(e)
-			correct = charged
-		default:
-			charged = e.costOn(s)
+			return s.graphGPUCost(e)
 		}
-		if err := s.admit(ctx, charged); err != nil {
-			return err
-		}
+		return e.costOn(s)
 	}
-	err := c.do(func(cctx cuda.Context) error {
+	charged, err := s.admitCost(ctx, cost)
+	if err != nil {
+		return err
+	}
+	var correct float64
+	if c.gpuShare && fixed == 0 {
+		correct = charged
+	}
+	err = c.do(func(cctx cuda.Context) error {
 		return s.queueTimed(cctx, &e.est, correct, func() error { return c.pool.drv.GraphLaunch(cctx, e.h, s.h()) })
 	})
 	if err != nil {
