@@ -200,6 +200,16 @@ func (t *Tenant) Close() error {
 // into the same partitioned tenant. Do of another tenant from inside f makes
 // that tenant's context current and restores this one after.
 //
+// On a metered tenant (WithGPUMetering, WithGPUShare) the work f queues
+// on the streams it takes from Current.Stream is timed on the GPU clock
+// and counted in Stats (see Current.Stream); under WithGPUShare, Do is
+// admitted before f runs, charged a running estimate of its cost per call
+// site (f's code pointer; one refill period the first time) and corrected
+// when its events complete, so a tenant whose work all goes through Do
+// gets its share. It waits for tokens before taking the thread or the
+// exclusion; ctx ends that wait with nothing charged, Close with ErrClosed.
+// Unmetered tenants pay nothing for this. TryDo does not wait for tokens.
+//
 // A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close from
 // inside f ErrInsideDo. If ctx ends while Do waits for the exclusion, Do
 // returns ctx's error at once and f does not run.

@@ -8,6 +8,7 @@
 #   scripts/gpu-test.sh sanitize # on the GPU machine: the GPU tests under
 #                                # compute-sanitizer memcheck (also FCSP_SANITIZE=1 with run)
 #   scripts/gpu-test.sh lag      # on the GPU machine: issue 17's share, lag and P99 runs (~50 s)
+#   scripts/gpu-test.sh meter    # on the GPU machine: Do and graph GPU shares, BenchmarkDo (~20 s)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -185,6 +186,27 @@ lag_only() {
   return $rc
 }
 
+# meter_only is the meter branch's short GPU run (about 20 s): a tenant
+# working through Do, then through LaunchGraph, limited to 0.25 beside an
+# unlimited neighbour (TestGPUDoShare, TestGPUGraphShare: fraction of its
+# own unlimited rate, band 0.2375..0.2625), and BenchmarkDo (Do's overhead
+# against a raw cgo call, unmetered and metered; BenchmarkDoKey).
+meter_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-meter; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPU(Do|Graph)Share$' -test.timeout 90s) > "$OUT/fcsp-meter.log" 2>&1
+  r=$?; grep -E 'fraction|^(--- |ok|FAIL|PASS)|Error' "$OUT/fcsp-meter.log"
+  summary+=("TestGPUDoShare, TestGPUGraphShare: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.run '^$' -test.bench '^BenchmarkDo' -test.benchtime 20000x -test.benchmem) > "$OUT/bench-do.txt" 2>&1
+  r=$?; grep -E '^Benchmark' "$OUT/bench-do.txt"
+  summary+=("BenchmarkDo: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+  [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.log "$ret/" 2>/dev/null
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -197,8 +219,9 @@ sanitize_only() {
 case "${1:-all}" in
   sanitize) sanitize_only ;;
   lag) lag_only ;;
+  meter) meter_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|lag]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|lag|meter]" >&2; exit 2 ;;
 esac
