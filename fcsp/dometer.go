@@ -34,6 +34,8 @@ import (
 // the stream's class factor), one refill period the first time, and the
 // bucket is corrected by the difference once its brackets are measured.
 
+var errTakenAfterDo = fmt.Errorf("%w: Current.Stream called after its Do returned; a Current is valid during its call of f", ErrInvalidArgument)
+
 // doMeter is a metered tenant's state for Do, made at its first Do.
 type doMeter struct {
 	bucket *tokenbucket.Stream // Do's admission under a GPU share; nil otherwise
@@ -96,6 +98,7 @@ type doRun struct {
 	left   int          // brackets not yet measured, plus one until f returns
 	tokens float64      // measured so far, scaled by class
 	gone   bool         // a bracket was lost: neither learn nor correct
+	ended  bool         // f has returned: no stream may be taken any more
 }
 
 type bracketUse struct {
@@ -232,6 +235,10 @@ func (r *doRun) abandon() {
 // handle, on f's thread (the tenant's context current, its exclusion held).
 func (r *doRun) take(s *Stream) error {
 	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
+		return errTakenAfterDo
+	}
 	for _, u := range r.used {
 		if u.s == s {
 			r.mu.Unlock()
@@ -247,6 +254,12 @@ func (r *doRun) take(s *Stream) error {
 		// launch to do it, and its queue must not grow unread.
 		if err := s.pollLocked(ctx); err != nil {
 			return err
+		}
+		r.mu.Lock()
+		ended := r.ended
+		r.mu.Unlock()
+		if ended {
+			return errTakenAfterDo // a bracket opened now would never close
 		}
 		br := m.open
 		if br == nil {
@@ -279,6 +292,7 @@ func (r *doRun) end(c *tenantCore) error {
 	delete(r.dm.runs, r.thread)
 	r.dm.mu.Unlock()
 	r.mu.Lock()
+	r.ended = true
 	used := r.used
 	r.mu.Unlock()
 	var errs []error

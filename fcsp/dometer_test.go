@@ -501,3 +501,23 @@ func TestDoAndGraphWaitersFollowAChangeOfShare(t *testing.T) {
 	}
 	require.Less(t, time.Since(start), time.Second, "the waiters did not follow the change of share")
 }
+
+// A Current kept past its Do cannot open a bracket that would never close:
+// taking a stream from it is refused, and metering stays exact after.
+func TestDoCurrentAfterDoIsRefused(t *testing.T) {
+	p, drv := openSim(t)
+	drv.SetKernelDuration("spin", spinDuration)
+	tn, err := p.NewTenant("m", WithGPUMetering())
+	require.NoError(t, err)
+	defer tn.Close()
+	fn := spinKernel(t, tn)
+	var kept Current
+	require.NoError(t, tn.Do(t.Context(), func(cur Current) error { kept = cur; return libLaunch(cur, nil, fn, us(10)) }))
+	_, err = kept.Stream(nil)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.NoError(t, tn.Do(t.Context(), func(cur Current) error { return libLaunch(cur, nil, fn, us(20)) }))
+	var a Args
+	a.Uint64(0)
+	require.NoError(t, tn.Stream().Launch(t.Context(), fn, us(40), one, 0, &a))
+	require.InDelta(t, float64(70*time.Microsecond), float64(tn.Stats().GPUTime), 1e3)
+}
