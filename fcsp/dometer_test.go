@@ -521,3 +521,34 @@ func TestDoCurrentAfterDoIsRefused(t *testing.T) {
 	require.NoError(t, tn.Stream().Launch(t.Context(), fn, us(40), one, 0, &a))
 	require.InDelta(t, float64(70*time.Microsecond), float64(tn.Stats().GPUTime), 1e3)
 }
+
+// Stats of a metered partitioned tenant waits for a Do's exclusion to poll
+// the streams, without holding the tenant's lock meanwhile: f's own calls
+// that take it (NewStream) go on. Before, Stats held it while waiting, and
+// the two deadlocked.
+func TestStatsDuringDoDoesNotDeadlock(t *testing.T) {
+	p, _ := openSim(t)
+	tn, err := p.NewTenant("m", WithGPUMetering(), WithSMs(16))
+	require.NoError(t, err)
+	defer tn.Close()
+	statsDone := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- tn.Do(t.Context(), func(cur Current) error {
+			go func() { _ = tn.Stats(); close(statsDone) }()
+			time.Sleep(2 * time.Millisecond) // Stats now waits for this Do's exclusion
+			s, err := tn.NewStream(ClassDefault)
+			if err != nil {
+				return err
+			}
+			return s.Close()
+		})
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stats and a Do's NewStream deadlocked")
+	}
+	<-statsDone
+}
