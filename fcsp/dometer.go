@@ -168,8 +168,13 @@ func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try boo
 		return r, true, nil // metered only; a share of 1 is no limit (see gpuCost)
 	}
 	// Fold in what completed, so the estimate and the bucket are current.
-	if err := c.pollStreams(); err != nil {
-		return nil, false, err
+	// A partition's streams are polled at the end of each Do instead, under
+	// the exclusion f held: here it would wait for the exclusion, deaf to
+	// ctx.
+	if c.part == nil {
+		if err := c.pollStreams(); err != nil {
+			return nil, false, err
+		}
 	}
 	// Evaluated again when a change of share wakes a waiting Do.
 	cost := func() float64 {
@@ -300,6 +305,9 @@ func (r *doRun) end(c *tenantCore) error {
 		errs = append(errs, u.s.closeBracket(u.br))
 	}
 	r.done(0, false) // f returned
+	if c.part != nil && r.dm.bucket != nil {
+		errs = append(errs, c.pollStreams()) // see beginDo
+	}
 	if err := errors.Join(errs...); err != nil && !errors.Is(err, ErrClosed) {
 		return fmt.Errorf("tenant %q: Do: metering: %w", c.name, err)
 	}

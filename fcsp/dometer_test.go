@@ -552,3 +552,35 @@ func TestStatsDuringDoDoesNotDeadlock(t *testing.T) {
 	}
 	<-statsDone
 }
+
+// A Do of a partitioned tenant under a GPU share, waiting for the
+// exclusion another Do holds, still ends when ctx does.
+func TestDoShareHonoursCtxWhileAnotherDoRuns(t *testing.T) {
+	p, _ := openSim(t)
+	tn, err := p.NewTenant("m", WithGPUShare(0.5), WithSMs(16))
+	require.NoError(t, err)
+	defer tn.Close()
+	inF, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- tn.Do(t.Context(), func(cur Current) error {
+			if _, err := cur.Stream(nil); err != nil {
+				return err
+			}
+			close(inF)
+			<-release
+			return nil
+		})
+	}()
+	<-inF
+	time.Sleep(3 * time.Millisecond) // the bucket refills (2 ms at 0.5) the first Do's charge
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = tn.TryDo(ctx, func(Current) error { return nil })
+	took := time.Since(start)
+	close(release)
+	require.NoError(t, <-first)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, took, time.Second)
+}
