@@ -216,6 +216,7 @@ func TestPriorityCloseRaces(t *testing.T) {
 					a.Uint64(0)
 					s := nb.Stream()
 					if i%2 == 1 {
+						var err error
 						if s, err = nb.NewStream(ClassAttention); err != nil {
 							errs <- ignoreClosed(err)
 							return
