@@ -7,6 +7,8 @@
 #   scripts/gpu-test.sh         # build, then run if a GPU is present
 #   scripts/gpu-test.sh sanitize # on the GPU machine: the GPU tests under
 #                                # compute-sanitizer memcheck (also FCSP_SANITIZE=1 with run)
+#   scripts/gpu-test.sh bandwidth # on the GPU machine: the memory-bandwidth
+#                                # GPU test and examples/bandwidth only (~15 s)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -83,7 +85,8 @@ run() {
   export FCSP_ARGS_gemm="${FCSP_ARGS_gemm:--duration 3s -json $OUT/gemm.json -png $OUT/gemm.png}"
   export FCSP_ARGS_hotpath="${FCSP_ARGS_hotpath:--md -rounds 6 -json $OUT/hotpath.json}"
   export FCSP_ARGS_reshape="${FCSP_ARGS_reshape:--phase 2s}"
-  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath}; do
+  export FCSP_ARGS_bandwidth="${FCSP_ARGS_bandwidth:--json-out $OUT/bandwidth.json}"
+  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath bandwidth}; do
     [ -x "$BIN/$x" ] || continue
     local var="FCSP_ARGS_$x"
     "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1
@@ -158,6 +161,29 @@ sanitize_pkgs() {
   return $ret
 }
 
+# bandwidth_only runs the memory-bandwidth work alone (issue 17): the GPU
+# test that the floor buys latency back, then examples/bandwidth's table
+# (its JSON in $OUT/bandwidth.json).
+bandwidth_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run 'TestGPUBandwidth' -test.timeout 120s) > "$OUT/bandwidth-test.log" 2>&1
+  local r=$?
+  grep -E '^(--- |ok|FAIL|PASS)|bandwidth_gpu_test' "$OUT/bandwidth-test.log" | tail -20
+  summary+=("go test fcsp -run TestGPUBandwidth: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  "$BIN/bandwidth" -json-out "$OUT/bandwidth.json" > "$OUT/bandwidth.txt" 2>&1
+  r=$?
+  tail -20 "$OUT/bandwidth.txt"
+  summary+=("example bandwidth: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-bandwidth.txt"
+  if [ -n "$ret" ]; then
+    tar czf "$ret/bandwidth-logs.tgz" -C "$OUT" .
+  fi
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -169,8 +195,9 @@ sanitize_only() {
 
 case "${1:-all}" in
   sanitize) sanitize_only ;;
+  bandwidth) bandwidth_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|bandwidth]" >&2; exit 2 ;;
 esac

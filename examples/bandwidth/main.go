@@ -20,6 +20,7 @@
 //
 //	go run ./examples/bandwidth          # GPU if present, else the simulator (which says the numbers need a GPU)
 //	go run ./examples/bandwidth -json
+//	go run ./examples/bandwidth -json-out bw.json   # the table, and the JSON in a file
 package main
 
 import (
@@ -104,7 +105,8 @@ func main() {
 	flag.DurationVar(&cfg.NbBaseline, "nb-alone", 500*time.Millisecond, "how long each neighbour runs alone for its baseline")
 	flag.DurationVar(&cfg.MaxDuration, "max-mode", 5*time.Second, "a mode stops sending requests after this long")
 	flag.BoolVar(&cfg.Simulate, "simulate", false, "use the simulated H200")
-	asJSON := flag.Bool("json", false, "print JSON")
+	asJSON := flag.Bool("json", false, "print JSON instead of the table")
+	jsonOut := flag.String("json-out", "", "also write the JSON to this file")
 	flag.Parse()
 	for _, f := range strings.Split(floors, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -121,6 +123,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bandwidth: FAIL:", err)
 		os.Exit(1)
+	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(r, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bandwidth:", err)
+			os.Exit(1)
+		}
 	}
 	if *asJSON {
 		_ = json.NewEncoder(os.Stdout).Encode(r)
