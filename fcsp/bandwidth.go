@@ -2,7 +2,6 @@ package fcsp
 
 import (
 	"math"
-	"sync/atomic"
 	"time"
 )
 
@@ -127,6 +126,3 @@ func (c *tenantCore) bandwidthStats() BandwidthStats {
 	}
 	return bs
 }
-
-// tenantBytes is the part of tenantPriority bandwidth.go counts.
-type tenantBytes struct{ bytes atomic.Uint64 }

@@ -83,6 +83,9 @@ func WithPriority(p Priority) TenantOption {
 // still launch what its bucket holds at that moment (one refill period x
 // its share: WithTenantRefillPeriod bounds it). Keep a floored tenant's
 // kernels short and its queue shallow for the floor to take hold quickly.
+// Likewise a launch already waiting at the floor when the latency tenant
+// goes idle waits its floored charge out (at most about one refill period
+// over the share); the launches after it are charged in full share again.
 func WithBandwidthFloor(f float64) TenantOption {
 	return func(c *tenantConfig) error {
 		if math.IsNaN(f) || f <= 0 || f > 1 {
@@ -117,7 +120,7 @@ type tenantPriority struct {
 	latency bool
 	floor   float64
 	floored atomic.Uint64 // launches admitted at the floor
-	tenantBytes
+	bytes   atomic.Uint64 // declared bytes of completed launches (bandwidth.go)
 }
 
 // poolPriority is the pool's part: which latency streams are busy.

@@ -247,7 +247,11 @@ func TestPriorityCloseRaces(t *testing.T) {
 					_ = lat.Stats()
 				}
 			}()
-			time.Sleep(2 * time.Millisecond)
+			// The neighbour waits at the floor before anything closes.
+			require.Eventually(t, func() bool {
+				st := nb.Stats()
+				return st.Throttled > 0 && st.Bandwidth.FlooredLaunches > 0
+			}, 5*time.Second, 100*time.Microsecond)
 			if first == "latency" {
 				require.NoError(t, lat.Close())
 				require.False(t, p.LatencyBusy(), "floor still on after the latency tenant closed")
