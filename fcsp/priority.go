@@ -33,6 +33,9 @@ const (
 	Normal Priority = iota
 	// LatencyCritical tenants hold their floored neighbours down while
 	// they have kernels in flight. The tenant is metered (WithGPUMetering).
+	// Its kernels launched through the SDK (Stream.Launch, TryLaunch, a
+	// Reservation) count as in flight; work run inside Do or as a graph
+	// does not.
 	LatencyCritical
 )
 
