@@ -347,7 +347,7 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 				}
 				return ErrThrottled
 			}
-		} else if err := s.admit(ctx, charged+extra); err != nil {
+		} else if extra, err = s.admitAtFloor(ctx, charged, extra); err != nil { // priority.go
 			return err
 		}
 	}

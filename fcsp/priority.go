@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -86,9 +87,9 @@ func WithPriority(p Priority) TenantOption {
 // still launch what its bucket holds at that moment (one refill period x
 // its share: WithTenantRefillPeriod bounds it). Keep a floored tenant's
 // kernels short and its queue shallow for the floor to take hold quickly.
-// Likewise a launch already waiting at the floor when the latency tenant
-// goes idle waits its floored charge out (at most about one refill period
-// over the share); the launches after it are charged in full share again.
+// A launch waiting at the floor when the latency tenants are seen idle
+// (by their own poll or Synchronize) is woken and admitted at the full
+// share.
 func WithBandwidthFloor(f float64) TenantOption {
 	return func(c *tenantConfig) error {
 		if math.IsNaN(f) || f <= 0 || f > 1 {
@@ -132,6 +133,30 @@ type poolPriority struct {
 	mu      sync.Mutex                // serialises changes of streams
 	streams atomic.Pointer[[]*Stream] // LatencyCritical metered streams (copy on write)
 	query   atomic.Int32              // probe: may cuEventQuery run with no context current
+	// idle is closed (and replaced) when busy falls to 0, waking launches
+	// waiting at the floor to be admitted at their full share.
+	idle atomic.Pointer[chan struct{}]
+}
+
+// idleChan is the channel the next fall of busy to 0 closes. Take it
+// before looking at busy.
+func (pp *poolPriority) idleChan() <-chan struct{} {
+	for {
+		if c := pp.idle.Load(); c != nil {
+			return *c
+		}
+		c := make(chan struct{})
+		if pp.idle.CompareAndSwap(nil, &c) {
+			return c
+		}
+	}
+}
+
+func (pp *poolPriority) wakeIdle() {
+	c := make(chan struct{})
+	if old := pp.idle.Swap(&c); old != nil {
+		close(*old)
+	}
 }
 
 // add lists s, a metered stream of a LatencyCritical tenant.
@@ -180,7 +205,9 @@ func (s *Stream) markBusy() {
 func (s *Stream) markIdle() {
 	if m := s.meter; m.busy {
 		m.busy = false
-		s.t.pool.prio.busy.Add(-1)
+		if pp := &s.t.pool.prio; pp.busy.Add(-1) == 0 {
+			pp.wakeIdle()
+		}
 	}
 }
 
@@ -251,6 +278,40 @@ func (pp *poolPriority) queryDone(p *Pool, s *Stream, e cuda.Event) bool {
 		}
 	}
 	return false
+}
+
+// admitAtFloor is admit for a launch that floorSurcharge charged extra
+// beyond its cost. If the latency tenants go idle while it waits, it gives
+// back what it took and is admitted at the full share instead. It returns
+// the surcharge it took (0 after such a wake).
+func (s *Stream) admitAtFloor(ctx context.Context, charged, extra float64) (float64, error) {
+	if extra == 0 {
+		return 0, s.admit(ctx, charged)
+	}
+	pp := &s.t.pool.prio
+	idle := pp.idleChan() // before busy: a fall to 0 after this closes it
+	if pp.busy.Load() == 0 {
+		return 0, s.admit(ctx, charged)
+	}
+	if s.bucket.TryAcquire(charged + extra) { // no wait: no watcher needed
+		return extra, nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-idle:
+			cancel()
+		case <-stop:
+		}
+	}()
+	err := admitErr(s.bucket.Wait(wctx, charged+extra))
+	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		return 0, s.admit(ctx, charged) // woken by the latency tenants' idling
+	}
+	return extra, err
 }
 
 // floorSurcharge is what a launch of f on s costs beyond base (its cost at

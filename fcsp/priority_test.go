@@ -205,6 +205,10 @@ func TestPriorityCloseRaces(t *testing.T) {
 			require.NoError(t, err)
 			latFn, nbFn := spinKernel(t, lat), spinKernel(t, nb)
 			drv.HoldEventsIn(cuda.Context(lat.Context()), true)
+			var la Args
+			la.Uint64(0)
+			require.NoError(t, lat.Stream().Launch(t.Context(), latFn, one, one, 0, &la)) // busy before the neighbours start
+			require.True(t, p.LatencyBusy())
 
 			var wg sync.WaitGroup
 			errs := make(chan error, 16)
@@ -326,4 +330,33 @@ func TestBandwidthStats(t *testing.T) {
 	require.NoError(t, err)
 	defer u.Close()
 	require.Equal(t, BandwidthStats{}, u.Stats().Bandwidth)
+}
+
+// A launch waiting at the floor when the latency tenant goes idle is woken
+// and admitted at the full share: here share 1 on a stopped clock, so the
+// floored charge would never be due, while the full share's is free.
+func TestBandwidthFloorWaiterWokenWhenLatencyIdle(t *testing.T) {
+	pp := newPriorityPair(t, WithBandwidthFloor(0.25))
+	pp.busy(t)
+	var a Args
+	a.Uint64(0)
+	s := pp.nb.Stream()
+	for s.TryLaunch(pp.nbFn, Dim3{X: 10, Y: 1, Z: 1}, one, 0, &a) == nil { // empty the bucket; the clock never moves
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Launch(t.Context(), pp.nbFn, Dim3{X: 10, Y: 1, Z: 1}, one, 0, &a) }()
+	require.Eventually(t, func() bool { return pp.nb.Stats().Bandwidth.FlooredLaunches > 0 && len(done) == 0 }, time.Second, 100*time.Microsecond)
+	select {
+	case err := <-done:
+		t.Fatalf("launch admitted at the floor on a stopped clock: %v", err)
+	case <-time.After(5 * time.Millisecond):
+	}
+	pp.release()
+	require.NoError(t, pp.lat.Stream().Synchronize()) // sees its work done: the floor lifts
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a launch waiting at the floor was not woken when the latency tenant went idle")
+	}
 }
