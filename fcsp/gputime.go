@@ -338,17 +338,20 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 	}
 	var charged, extra float64
 	if s.bucket != nil {
-		charged = s.cost(f, grid, block)
-		extra = s.floorSurcharge(f, grid, block, charged) // priority.go
 		if try {
+			charged = s.cost(f, grid, block)
+			extra = s.floorSurcharge(f, grid, block, charged) // priority.go
 			if !s.bucket.TryAcquire(charged + extra) {
 				if s.t.closed.Load() || s.closed.Load() {
 					return ErrClosed
 				}
 				return ErrThrottled
 			}
-		} else if extra, err = s.admitAtFloor(ctx, charged, extra); err != nil { // priority.go
+		} else if charged, extra, err = s.admitLaunchFloored(ctx, f, grid, block); err != nil { // priority.go
 			return err
+		}
+		if extra > 0 {
+			s.t.prio.floored.Add(1) // priority.go
 		}
 	}
 	if !s.t.gpuShare {

@@ -92,7 +92,7 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
 	}
 	if s.bucket != nil {
-		if err := s.admit(ctx, s.launchCost(grid, block)); err != nil {
+		if _, err := s.admitLaunch(ctx, f, grid, block); err != nil {
 			return err
 		}
 	}

@@ -280,26 +280,33 @@ func (pp *poolPriority) queryDone(p *Pool, s *Stream, e cuda.Event) bool {
 	return false
 }
 
-// admitAtFloor is admit for a launch that floorSurcharge charged extra
-// beyond its cost. If the latency tenants go idle while it waits, it gives
-// back what it took and is admitted at the full share instead. It returns
-// the surcharge it took (0 after such a wake).
-func (s *Stream) admitAtFloor(ctx context.Context, charged, extra float64) (float64, error) {
-	if extra == 0 {
-		return 0, s.admit(ctx, charged)
+// admitLaunchFloored is admitLaunch for a tenant with a floor: while a
+// latency tenant is busy the launch is charged its surcharge besides, and
+// a launch waiting at the floor when the latency tenants go idle is woken
+// and admitted at its full share. It returns what it charged: the cost
+// (corrected when the launch is measured) and the surcharge (not).
+func (s *Stream) admitLaunchFloored(ctx context.Context, f *Function, grid, block Dim3) (charged, extra float64, err error) {
+	if s.t.prio.floor == 0 {
+		charged, err = s.admitLaunch(ctx, f, grid, block)
+		return charged, 0, err
+	}
+	// Evaluated again whenever a change of share wakes the waiter; the
+	// last evaluation is what was charged.
+	cost := func() float64 {
+		charged = s.cost(f, grid, block)
+		extra = s.floorSurcharge(f, grid, block, charged)
+		return charged + extra
 	}
 	pp := &s.t.pool.prio
-	idle := pp.idleChan() // before busy: a fall to 0 after this closes it
-	if pp.busy.Load() == 0 {
-		return 0, s.admit(ctx, charged)
-	}
-	if s.bucket.TryAcquire(charged + extra) { // no wait: no watcher needed
-		return extra, nil
+	idle := pp.idleChan() // before cost looks at busy: a fall to 0 after this closes it
+	if total := cost(); extra == 0 {
+		_, err = s.admitCost(ctx, cost)
+		return charged, extra, err
+	} else if s.bucket.TryAcquire(total) { // no wait: no watcher needed
+		return charged, extra, nil
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stop := make(chan struct{})
-	defer close(stop)
 	go func() {
 		select {
 		case <-idle:
@@ -307,11 +314,14 @@ func (s *Stream) admitAtFloor(ctx context.Context, charged, extra float64) (floa
 		case <-stop:
 		}
 	}()
-	err := admitErr(s.bucket.Wait(wctx, charged+extra))
+	_, err = s.admitCost(wctx, cost)
+	close(stop)
+	cancel()
 	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		return 0, s.admit(ctx, charged) // woken by the latency tenants' idling
+		charged, err = s.admitLaunch(ctx, f, grid, block) // woken by the latency tenants' idling
+		return charged, 0, err
 	}
-	return extra, err
+	return charged, extra, err
 }
 
 // floorSurcharge is what a launch of f on s costs beyond base (its cost at
@@ -338,6 +348,5 @@ func (s *Stream) floorSurcharge(f *Function, grid, block Dim3, base float64) flo
 		}
 		full = ns * s.class.ThrottleScale()
 	}
-	c.prio.floored.Add(1)
 	return full/c.prio.floor - base
 }
