@@ -111,23 +111,26 @@ func neighbourTriads(t *testing.T, tr *gpuTriad, stop *atomic.Bool) func() int {
 // SMs its slowdown rises (the probe: 808 GB/s alone, 548 beside);
 // with the neighbour floored at 0.1 while the latency tenant is busy, its
 // median request is faster than beside the unfloored neighbour. Numbers are
-// logged; about 3 s of GPU time.
+// logged; about 3 s of GPU time (three phases of 200 requests, one every
+// 2 ms).
 func TestGPUBandwidthVisibleAndFloored(t *testing.T) {
-	bandwidthFloorCheck(t, openGPU(t), 16<<20, true)
+	bandwidthFloorCheck(t, openGPU(t), 32<<20, 16<<20, true)
 }
 
 // The same on the simulator, where kernels take no time: every path runs
 // (the triads are computed and checked), the figures are not asserted.
 func TestBandwidthFloorCheckRunsOnSimulator(t *testing.T) {
 	p, _ := openSim(t)
-	bandwidthFloorCheck(t, p, 4096, false)
+	bandwidthFloorCheck(t, p, 4096, 4096, false)
 }
 
-func bandwidthFloorCheck(t *testing.T, p *Pool, n int, gpu bool) {
+// bandwidthFloorCheck runs the latency tenant's triads over n floats and
+// the neighbour's over nn.
+func bandwidthFloorCheck(t *testing.T, p *Pool, n, nn int, gpu bool) {
 	lat, err := p.NewTenant("latency", WithSMs(16), WithPriority(LatencyCritical))
 	require.NoError(t, err)
 	defer lat.Close()
-	tr := newGPUTriad(t, lat, n) // on the GPU 64 MiB arrays: 192 MiB per request
+	tr := newGPUTriad(t, lat, n) // on the GPU 128 MiB arrays: 384 MiB per request
 	for range 3 {                // JIT, first touches
 		require.NoError(t, tr.launch(lat.Stream()))
 	}
@@ -137,7 +140,7 @@ func bandwidthFloorCheck(t *testing.T, p *Pool, n int, gpu bool) {
 	require.NoError(t, errors.Join(lat.CopyFromDevice(out, tr.a), lat.CopyFromDevice(b, tr.b), lat.CopyFromDevice(c, tr.c)))
 	require.NoError(t, kernels.CheckTriad(out, b, c, 3))
 
-	reqs, interval := 200, time.Millisecond
+	reqs, interval := 200, 2*time.Millisecond
 	if !gpu {
 		reqs, interval = 20, 100*time.Microsecond
 	}
@@ -154,7 +157,7 @@ func bandwidthFloorCheck(t *testing.T, p *Pool, n int, gpu bool) {
 		nb, err := p.NewTenant(name, append([]TenantOption{WithRestOfSMs(), WithGPUMetering()}, opts...)...)
 		require.NoError(t, err)
 		defer nb.Close()
-		ntr := newGPUTriad(t, nb, n)
+		ntr := newGPUTriad(t, nb, nn)
 		var stop atomic.Bool
 		done := neighbourTriads(t, ntr, &stop)
 		time.Sleep(20 * time.Millisecond) // the neighbour at full speed
