@@ -141,7 +141,7 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 			}
 		}
 		r.cost = s.cost(f, grid, block)
-		r.r = s.bucket.Reserve(r.cost)
+		r.r = s.bucket.Reserve(r.cost + s.floorSurcharge(f, grid, block, r.cost)) // priority.go
 		if !r.r.OK() {
 			return nil, ErrClosed
 		}

@@ -345,6 +345,7 @@ func (s *Stream) closeBracket(br *bracket) error {
 			return err
 		}
 		m.pending = append(m.pending, timedLaunch{start: br.start, end: end, br: br})
+		s.markBusy() // priority.go: a latency tenant's Do work in flight counts
 		return nil
 	})
 }

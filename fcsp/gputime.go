@@ -69,7 +69,10 @@ func gpuShareLimiter(f float64, refill time.Duration, clock func() int64) (*toke
 
 // estimate is a running average of one kernel shape's GPU time, in ns
 // (float64 bits; 0: not measured yet).
-type estimate struct{ ns atomic.Uint64 }
+type estimate struct {
+	ns   atomic.Uint64
+	best atomic.Uint64 // lowest ns has been (bandwidth.go)
+}
 
 func (e *estimate) get() float64 { return math.Float64frombits(e.ns.Load()) }
 
@@ -119,6 +122,9 @@ type meter struct {
 	pending []timedLaunch // in stream order
 	gpu     atomic.Int64  // ns of completed launches
 	open    *bracket      // the Do bracket open on the stream, if any (dometer.go)
+
+	busy bool             // counted in the pool's busy latency streams (priority.go)
+	bw   bandwidthAccount // recent launches' bandwidth figures (bandwidth.go)
 }
 
 type timedLaunch struct {
@@ -127,6 +133,7 @@ type timedLaunch struct {
 	charged    float64  // tokens charged at admission (GPU share), else 0
 	in         *bracket // the Do bracket open when it was queued: its time is not the Do's
 	br         *bracket // non-nil: this is that Do bracket's own entry (est, charged unused)
+	bytes      uint64   // declared bytes moved (bandwidth.go)
 }
 
 // gpuCost is what a launch of f costs under a GPU share: the predicted run
@@ -171,6 +178,9 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 		} else {
 			m.pending = m.pending[done:]
 		}
+		if len(m.pending) == 0 {
+			s.markIdle() // priority.go
+		}
 	}()
 	for _, p := range m.pending {
 		if err := drv.EventQuery(ctx, p.end); err != nil {
@@ -202,6 +212,7 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 		m.gpu.Add(int64(ns))
 		s.t.gpuByClass[s.class].Add(int64(ns))
 		p.est.add(ns)
+		s.observe(&p, ns) // bandwidth.go
 		if s.t.gpuShare && s.bucket != nil && p.charged > 0 {
 			// Launches admitted free (share 1, NCCL) are not limited, so
 			// there is nothing to correct.
@@ -251,14 +262,15 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 // recordTimed queues a launch between two events in ctx, under the meter's
 // lock.
 func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64) error {
-	return s.queueTimed(ctx, f.estimateFor(grid, block), charged, func() error {
+	return s.queueTimed(ctx, f.estimateFor(grid, block), charged, f.bytes.Load(), func() error {
 		return s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a)
 	})
 }
 
 // queueTimed queues the work launch queues (a kernel, a graph) between two
-// events in ctx, under the meter's lock; est learns its measured time.
-func (s *Stream) queueTimed(ctx cuda.Context, est *estimate, charged float64, launch func() error) error {
+// events in ctx, under the meter's lock; est learns its measured time, and
+// bytes (declared bytes moved, 0: none) go to its bandwidth account.
+func (s *Stream) queueTimed(ctx cuda.Context, est *estimate, charged float64, bytes uint64, launch func() error) error {
 	m, drv := s.meter, s.t.pool.drv
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -282,7 +294,8 @@ func (s *Stream) queueTimed(ctx cuda.Context, est *estimate, charged float64, la
 		m.free = append(m.free, start, end)
 		return err
 	}
-	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: est, charged: charged, in: m.open})
+	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: est, charged: charged, in: m.open, bytes: bytes})
+	s.markBusy() // priority.go
 	return nil
 }
 
@@ -307,6 +320,10 @@ func (s *Stream) closeMeter(ctx cuda.Context) error {
 		m.free = append(m.free, b.start)
 		m.open = nil
 		b.lost()
+	}
+	s.markIdle() // priority.go
+	if s.t.prio.latency {
+		s.t.pool.prio.remove(s)
 	}
 	for _, e := range m.free {
 		errs = append(errs, drv.EventDestroy(ctx, e))
@@ -354,24 +371,32 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 	if err != nil {
 		return err
 	}
-	var charged float64
+	var charged, extra float64
 	if s.bucket != nil {
 		if try {
 			charged = s.cost(f, grid, block)
-			if !s.bucket.TryAcquire(charged) {
+			extra = s.floorSurcharge(f, grid, block, charged) // priority.go
+			if !s.bucket.TryAcquire(charged + extra) {
 				if s.t.closed.Load() || s.closed.Load() {
 					return ErrClosed
 				}
 				return ErrThrottled
 			}
-		} else if charged, err = s.admitLaunch(ctx, f, grid, block); err != nil {
+		} else if charged, extra, err = s.admitLaunchFloored(ctx, f, grid, block); err != nil { // priority.go
 			return err
+		}
+		if extra > 0 {
+			s.t.prio.floored.Add(1) // priority.go
 		}
 	}
 	if !s.t.gpuShare {
 		charged = 0 // nothing to correct
 	}
-	return s.launchTimed(f, grid, block, shmem, args, charged)
+	err = s.launchTimed(f, grid, block, shmem, args, charged)
+	if err != nil && extra > 0 {
+		s.bucket.Adjust(-extra) // nothing ran
+	}
+	return err
 }
 
 // streamClasses sizes the per-class GPU-time accounts.
@@ -392,6 +417,7 @@ func (s *Stream) forgetEvents() {
 			m.open.lost()
 		}
 		m.free, m.pending, m.open = nil, nil, nil
+		s.markIdle() // priority.go
 		m.mu.Unlock()
 	}
 }

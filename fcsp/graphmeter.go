@@ -38,7 +38,7 @@ func (s *Stream) launchGraphMetered(ctx context.Context, e *GraphExec) error {
 		correct = charged
 	}
 	err = c.do(func(cctx cuda.Context) error {
-		return s.queueTimed(cctx, &e.est, correct, func() error { return c.pool.drv.GraphLaunch(cctx, e.h, s.h()) })
+		return s.queueTimed(cctx, &e.est, correct, 0, func() error { return c.pool.drv.GraphLaunch(cctx, e.h, s.h()) })
 	})
 	if err != nil {
 		if charged > 0 {

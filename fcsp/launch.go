@@ -30,6 +30,7 @@ type Function struct {
 	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
 	// lastEst is the shape est was last asked for (gputime.go).
 	lastEst atomic.Pointer[shapeEstimate]
+	bytes   atomic.Uint64 // declared bytes per launch (bandwidth.go)
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.

@@ -67,6 +67,7 @@ type tenantCore struct {
 	dos               doThreads                   // OS threads inside Do (do.go)
 	dm                atomic.Pointer[doMeter]     // Do's metering, made at the first metered Do (dometer.go)
 	graphs            graphSet                    // live graphs and execs, destroyed by Close (graph.go)
+	prio              tenantPriority              // WithPriority, WithBandwidthFloor (priority.go)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
 }
@@ -85,6 +86,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		return nil, fmt.Errorf("%w: empty tenant name", ErrInvalidArgument)
 	}
 	if err := cfg.checkShape(); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkPriority(); err != nil { // priority.go
 		return nil, err
 	}
 	if cfg.gpuShare > 0 && cfg.smLimit > 0 {
@@ -107,6 +111,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
 	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0, done: make(chan struct{})}
+	c.prio.latency, c.prio.floor = cfg.prio.prio == LatencyCritical, cfg.prio.floor
 	var err error
 	if cfg.partitioned() {
 		if c.part, err = p.takePartition(&cfg); err != nil {
@@ -266,6 +271,9 @@ type Stats struct {
 	GPUShare       float64 // WithGPUShare's fraction; 0: none
 	GPUTime        time.Duration
 	GPUTimeByClass map[Class]time.Duration
+
+	// Memory bandwidth and priority (bandwidth.go, priority.go).
+	Bandwidth BandwidthStats
 }
 
 // Stats reports the tenant's use.
@@ -279,6 +287,7 @@ func (c *tenantCore) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.Streams = len(c.streams)
+	s.Bandwidth = c.bandwidthStats() // after gpuTimes polled the streams
 	if c.gpuShare {
 		s.GPUShare, s.SMLimit = s.SMLimit, 0
 	}

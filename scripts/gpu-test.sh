@@ -9,6 +9,8 @@
 #                                # compute-sanitizer memcheck (also FCSP_SANITIZE=1 with run)
 #   scripts/gpu-test.sh lag      # on the GPU machine: issue 17's share, lag and P99 runs (~50 s)
 #   scripts/gpu-test.sh meter    # on the GPU machine: Do and graph GPU shares, BenchmarkDo (~20 s)
+#   scripts/gpu-test.sh bandwidth # on the GPU machine: the memory-bandwidth
+#                                # GPU test and examples/bandwidth only (~15 s)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -85,7 +87,8 @@ run() {
   export FCSP_ARGS_gemm="${FCSP_ARGS_gemm:--duration 3s -json $OUT/gemm.json -png $OUT/gemm.png}"
   export FCSP_ARGS_hotpath="${FCSP_ARGS_hotpath:--md -rounds 6 -json $OUT/hotpath.json}"
   export FCSP_ARGS_reshape="${FCSP_ARGS_reshape:--phase 2s}"
-  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath}; do
+  export FCSP_ARGS_bandwidth="${FCSP_ARGS_bandwidth:--json-out $OUT/bandwidth.json}"
+  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath bandwidth}; do
     [ -x "$BIN/$x" ] || continue
     local var="FCSP_ARGS_$x"
     "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1
@@ -207,6 +210,27 @@ meter_only() {
   return $rc
 }
 
+# bandwidth_only runs issue 17's memory-bandwidth work alone (about 15 s):
+# the GPU test that the slowdown shows and the floor buys latency back, then
+# examples/bandwidth's table (its JSON in $OUT/bandwidth.json).
+bandwidth_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-bandwidth; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run 'TestGPUBandwidth' -test.timeout 120s) > "$OUT/bandwidth-test.log" 2>&1
+  local r=$?
+  grep -E '^(--- |ok|FAIL|PASS)|bandwidth_gpu_test' "$OUT/bandwidth-test.log" | tail -20
+  summary+=("go test fcsp -run TestGPUBandwidth: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  "$BIN/bandwidth" -json-out "$OUT/bandwidth.json" > "$OUT/bandwidth.txt" 2>&1
+  r=$?
+  tail -20 "$OUT/bandwidth.txt"
+  summary+=("example bandwidth: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-bandwidth.txt"
+  [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.log "$OUT"/*.json "$ret/" 2>/dev/null
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -220,8 +244,9 @@ case "${1:-all}" in
   sanitize) sanitize_only ;;
   lag) lag_only ;;
   meter) meter_only ;;
+  bandwidth) bandwidth_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|lag|meter]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|lag|meter|bandwidth]" >&2; exit 2 ;;
 esac
