@@ -584,3 +584,20 @@ func TestDoShareHonoursCtxWhileAnotherDoRuns(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, took, time.Second)
 }
+
+// A LatencyCritical tenant's Do work in flight counts as busy for the
+// pool's floors, as its launches do, until its bracket completes.
+func TestDoBracketMarksALatencyTenantBusy(t *testing.T) {
+	p, drv := openSim(t)
+	drv.SetKernelDuration("spin", spinDuration)
+	tn, err := p.NewTenant("lat", WithPriority(LatencyCritical), WithSMs(16))
+	require.NoError(t, err)
+	defer tn.Close()
+	fn := spinKernel(t, tn)
+	drv.HoldEvents(true)
+	require.NoError(t, tn.Do(t.Context(), func(cur Current) error { return libLaunch(cur, nil, fn, us(100)) }))
+	require.Equal(t, int64(1), int64(p.prio.busy.Load()), "Do's work in flight not counted busy")
+	drv.HoldEvents(false)
+	require.InDelta(t, float64(100*time.Microsecond), float64(tn.Stats().GPUTime), 1e3)
+	require.Zero(t, int64(p.prio.busy.Load()))
+}
