@@ -96,6 +96,7 @@ type doRun struct {
 	dm      *doMeter
 	est     *estimate
 	charged float64 // tokens charged at admission; 0: nothing to correct
+	extra   float64 // a bandwidth floor's surcharge (dofloor.go): not corrected
 	thread  int
 
 	mu     sync.Mutex
@@ -169,7 +170,7 @@ func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try boo
 	}
 	dm.mu.Unlock()
 	r = &doRun{dm: dm, est: dm.estimate(reflect.ValueOf(f).Pointer()), left: 1}
-	if dm.bucket == nil || c.limiter.SMLimit() >= 1 {
+	if dm.bucket == nil || (c.limiter.SMLimit() >= 1 && c.prio.floor == 0) {
 		return r, true, nil // metered only; a share of 1 is no limit (see gpuCost)
 	}
 	// Fold in what completed, so the estimate and the bucket are current.
@@ -181,26 +182,35 @@ func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try boo
 			return nil, false, err
 		}
 	}
-	// Evaluated again when a change of share wakes a waiting Do.
-	cost := func() float64 {
-		if c.limiter.SMLimit() >= 1 {
-			return 0
-		}
+	predicted := func() float64 {
 		if ns := r.est.get(); ns != 0 {
 			return ns
 		}
 		return c.limiter.Capacity() // not measured yet: a whole refill period
 	}
+	// Evaluated again when a change of share (or, with a floor, the
+	// latency tenants' idling) wakes a waiting Do.
+	var extra float64
+	cost := func() float64 {
+		var base float64
+		if c.limiter.SMLimit() < 1 {
+			base = predicted()
+		}
+		extra = c.floorExtra(base, predicted())
+		return base + extra
+	}
+	var total float64
 	if try {
-		if r.charged = cost(); !dm.bucket.TryAcquire(r.charged) {
+		if total = cost(); !dm.bucket.TryAcquire(total) {
 			if c.closed.Load() {
 				return nil, false, ErrClosed
 			}
 			return nil, false, ErrThrottled
 		}
-	} else if r.charged, err = dm.bucket.WaitCost(ctx, cost); err != nil {
+	} else if total, err = c.waitFloored(ctx, dm.bucket, cost, &extra); err != nil {
 		return nil, false, admitErr(err)
 	}
+	r.charged, r.extra = total-extra, extra
 	return r, true, nil
 }
 
@@ -236,8 +246,8 @@ func (r *doRun) start(thread int) {
 
 // abandon gives back the charge of a run whose f never ran.
 func (r *doRun) abandon() {
-	if r.charged > 0 {
-		r.dm.bucket.Adjust(-r.charged)
+	if r.charged+r.extra > 0 {
+		r.dm.bucket.Adjust(-(r.charged + r.extra))
 	}
 }
 
@@ -283,6 +293,7 @@ func (r *doRun) take(s *Stream) error {
 			}
 			br = &bracket{start: ev}
 			m.open = br
+			s.markBusy() // priority.go: f may be queuing work now
 		}
 		br.runs = append(br.runs, r)
 		br.users++

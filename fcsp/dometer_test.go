@@ -601,3 +601,48 @@ func TestDoBracketMarksALatencyTenantBusy(t *testing.T) {
 	require.InDelta(t, float64(100*time.Microsecond), float64(tn.Stats().GPUTime), 1e3)
 	require.Zero(t, int64(p.prio.busy.Load()))
 }
+
+// A floored neighbour's Do and graph launches yield like its kernels: held
+// to the floor of the device while the latency tenant has work in flight,
+// free again once it is idle.
+func TestDoAndGraphYieldToTheFloor(t *testing.T) {
+	const floor = 0.25
+	pp := newPriorityPair(t, WithBandwidthFloor(floor))
+	e := spinGraph(t, pp.nb, 40, 60) // 100 us
+	do := func(cur Current) error { return libLaunch(cur, nil, pp.nbFn, us(100)) }
+	// One 100 us unit of work offered per 100 us of the clock: all of it
+	// fits when free, a floor's worth when held.
+	frac := func(admit func() error) float64 {
+		const window, step = 100 * time.Millisecond, 100 * time.Microsecond
+		before := pp.nb.Stats().GPUTime
+		for el := time.Duration(0); el < window; el += step {
+			pp.clk.advance(step)
+			if err := admit(); err != nil {
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+			}
+		}
+		return float64(pp.nb.Stats().GPUTime-before) / float64(window)
+	}
+	tryDo := func() error {
+		err := pp.nb.TryDo(t.Context(), do)
+		if errors.Is(err, ErrThrottled) {
+			return context.DeadlineExceeded
+		}
+		return err
+	}
+	graph := func() error {
+		// A wait the deadline cannot cover fails at once (the clock is
+		// frozen); the margin keeps a slow admission (-race) from expiring.
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Microsecond)
+		defer cancel()
+		return pp.nb.Stream().LaunchGraph(ctx, e)
+	}
+	for name, admit := range map[string]func() error{"Do": tryDo, "graph": graph} {
+		require.InEpsilon(t, 1, frac(admit), 0.03, "%s: idle latency tenant", name)
+		pp.busy(t)
+		require.InEpsilon(t, floor, frac(admit), 0.05, "%s: latency tenant busy", name)
+		pp.release()
+		_ = pp.lat.Stats() // seen idle
+		require.InEpsilon(t, 1, frac(admit), 0.03, "%s: latency tenant done", name)
+	}
+}

@@ -178,7 +178,7 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 		} else {
 			m.pending = m.pending[done:]
 		}
-		if len(m.pending) == 0 {
+		if len(m.pending) == 0 && m.open == nil { // an open Do bracket: f may be queuing work
 			s.markIdle() // priority.go
 		}
 	}()

@@ -19,25 +19,32 @@ func (s *Stream) launchGraphMetered(ctx context.Context, e *GraphExec) error {
 		return err
 	}
 	fixed := math.Float64frombits(e.cost.Load())
-	// Evaluated again when a change of share wakes a waiting launch.
+	// Evaluated again when a change of share (or, with a floor, the
+	// latency tenants' idling) wakes a waiting launch.
+	var extra float64
 	cost := func() float64 {
 		switch {
 		case fixed != 0:
 			return fixed // as the caller set it: not corrected
 		case c.gpuShare:
-			return s.graphGPUCost(e)
+			base := s.graphGPUCost(e)
+			extra = c.floorExtra(base, s.graphPredicted(e))
+			return base + extra
 		}
 		return e.costOn(s)
 	}
-	charged, err := s.admitCost(ctx, cost)
-	if err != nil {
-		return err
+	var charged float64
+	if s.bucket != nil {
+		var err error
+		if charged, err = c.waitFloored(ctx, s.bucket, cost, &extra); err != nil {
+			return admitErr(err)
+		}
 	}
 	var correct float64
 	if c.gpuShare && fixed == 0 {
-		correct = charged
+		correct = charged - extra
 	}
-	err = c.do(func(cctx cuda.Context) error {
+	err := c.do(func(cctx cuda.Context) error {
 		return s.queueTimed(cctx, &e.est, correct, 0, func() error { return c.pool.drv.GraphLaunch(cctx, e.h, s.h()) })
 	})
 	if err != nil {
@@ -57,6 +64,12 @@ func (s *Stream) graphGPUCost(e *GraphExec) float64 {
 	if s.t.limiter.SMLimit() >= 1 {
 		return 0
 	}
+	return s.graphPredicted(e)
+}
+
+// graphPredicted is a launch of e's predicted GPU time scaled by the
+// stream's class, whatever the share.
+func (s *Stream) graphPredicted(e *GraphExec) float64 {
 	ns := e.est.get()
 	if ns == 0 {
 		ns = s.t.limiter.Capacity()

@@ -1,0 +1,68 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
+)
+
+// Bandwidth floors (priority.go) for Do and graph launches: while a
+// LatencyCritical tenant has work in flight, a floored tenant's Do and
+// graphs are charged predicted/floor in all, as its kernel launches are;
+// the surcharge over the share's charge is not corrected.
+
+// floorExtra is what work predicted at predicted tokens costs beyond base
+// (its charge at the tenant's share; 0 at share 1) while a latency tenant
+// is busy; 0 for a tenant without a floor or while none is busy.
+func (c *tenantCore) floorExtra(base, predicted float64) float64 {
+	if c.prio.floor == 0 {
+		return 0
+	}
+	pp := &c.pool.prio
+	if pp.busy.Load() == 0 {
+		return 0
+	}
+	pp.refresh(c.pool)
+	if pp.busy.Load() == 0 {
+		return 0
+	}
+	full := base
+	if full == 0 { // share 1 is admitted free: price it as a share below 1 is
+		full = predicted
+	}
+	return full/c.prio.floor - base
+}
+
+// waitFloored is b.WaitCost for a tenant that may have a floor, as
+// admitLaunchFloored is for a launch: cost sets *extra (its surcharge) on
+// each evaluation, and a wait at the floor ends when the latency tenants
+// go idle, the work then admitted at the full share. It returns the total
+// charged.
+func (c *tenantCore) waitFloored(ctx context.Context, b *tokenbucket.Stream, cost func() float64, extra *float64) (float64, error) {
+	if c.prio.floor == 0 {
+		return b.WaitCost(ctx, cost)
+	}
+	idle := c.pool.prio.idleChan() // before cost looks at busy: a fall to 0 after this closes it
+	if total := cost(); *extra == 0 {
+		return b.WaitCost(ctx, cost)
+	} else if b.TryAcquire(total) {
+		return total, nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-idle:
+			cancel()
+		case <-stop:
+		}
+	}()
+	total, err := b.WaitCost(wctx, cost)
+	close(stop)
+	cancel()
+	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		return b.WaitCost(ctx, cost) // the latency tenants went idle: evaluated again
+	}
+	return total, err
+}
