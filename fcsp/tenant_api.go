@@ -208,7 +208,9 @@ func (t *Tenant) Close() error {
 // when its events complete, so a tenant whose work all goes through Do
 // gets its share. It waits for tokens before taking the thread or the
 // exclusion; ctx ends that wait with nothing charged, Close with ErrClosed.
-// Unmetered tenants pay nothing for this. TryDo does not wait for tokens.
+// Under WithBandwidthFloor it yields to LatencyCritical tenants as launches
+// do. Unmetered tenants pay nothing for this. TryDo does not wait for
+// tokens.
 //
 // A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close from
 // inside f ErrInsideDo. If ctx ends while Do waits for the exclusion, Do
