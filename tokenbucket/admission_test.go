@@ -54,9 +54,13 @@ func TestBucketWaitDeadlineFailsFast(t *testing.T) {
 // clock and returns its result channel once it has reserved.
 func blockedWaiter(t *testing.T, l *Limiter, s *Stream, cost float64) <-chan error {
 	t.Helper()
-	before := s.bucket.state.Load()
+	first := s.l.device // a share-1 stream is charged on the device bucket only
+	if s.twoTier() {
+		first = s.bucket
+	}
+	before := first.state.Load()
 	done := waitResult(func() error { return s.Wait(context.Background(), cost) })
-	untilReserved(t, s.bucket, before)
+	untilReserved(t, first, before)
 	return done
 }
 

@@ -53,7 +53,20 @@ type params struct {
 // charge converts n tokens to nanoseconds, rounding up so that rounding can
 // only ever under-admit.
 func (p *params) charge(n float64) int64 {
-	return clampSpan(math.Ceil(n * p.nsPerToken))
+	// clampSpan(math.Ceil(v)) without math.Ceil's call: it is on every
+	// launch (issue 19). n is finite and > 0 here, so v is not NaN.
+	v := n * p.nsPerToken
+	if v >= maxSpan {
+		return maxSpan
+	}
+	if v < 1 {
+		return 1
+	}
+	i := int64(v)
+	if float64(i) < v {
+		i++
+	}
+	return i
 }
 
 func clampSpan(ns float64) int64 {
@@ -296,6 +309,15 @@ func (b *Bucket) tryAt(n float64, raw int64) (took, bool) {
 		return took{}, false
 	}
 	now := raw - b.start
+	// Fast path, the launch path's usual case: nothing owed, no rescale
+	// pending, the charge fits. One CAS; anything else takes the loop.
+	if s, p := b.state.Load(), b.params.Load(); s&genMask == p.gen && b.owed.Load() == 0 {
+		tat := max(s>>genBits, now)
+		if c := p.charge(n); c <= p.limit && tat-now+c <= p.tau &&
+			b.state.CompareAndSwap(s, (tat+c)<<genBits|p.gen) {
+			return took{charged: c}, true
+		}
+	}
 	fresh := false
 	for {
 		s, p := b.settle(now)

@@ -117,6 +117,16 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
+// clock reads the limiter's clock. The default one is called directly, not
+// through the func value: an indirect call cannot be inlined, and this is
+// on every launch (issue 19).
+func (l *Limiter) clock() int64 {
+	if l.mono {
+		return monotonic()
+	}
+	return l.cfg.Clock()
+}
+
 func checkSMLimit(f float64) error {
 	if !(f > 0 && f <= 1) {
 		return invalid("SMLimit", f, "a fraction in (0, 1] (1 = the whole device)")
@@ -134,6 +144,7 @@ type Limiter struct {
 	cfg      Config // with defaults; SMLimit is the initial one
 	capacity float64
 	device   *Bucket
+	mono     bool // cfg.Clock is the default: call it directly (see clock)
 
 	// Read on every launch, written by SetSMLimit: float64 bits.
 	smLimit atomic.Uint64
@@ -173,6 +184,7 @@ func (l *Limiter) Close() error {
 // New returns a Limiter with full buckets. An invalid cfg yields an error
 // matching ErrInvalidConfig that lists every bad field.
 func New(cfg Config) (*Limiter, error) {
+	mono := cfg.Clock == nil
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -180,6 +192,7 @@ func New(cfg Config) (*Limiter, error) {
 	l := &Limiter{
 		cfg:      cfg,
 		capacity: cfg.capacity(),
+		mono:     mono,
 		streams:  make(map[*Stream]struct{}),
 	}
 	c := make(chan struct{})

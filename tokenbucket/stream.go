@@ -10,10 +10,16 @@ import (
 // Stream is one stream's view of a Limiter: its own bucket, holding a share
 // of the device bucket's capacity and rate, in front of the shared device
 // bucket. Methods are safe for concurrent use.
+//
+// A stream of share 1 is charged on the device bucket alone (one clock read
+// and one CAS per admission): its own bucket would have the device's rate
+// and burst and see a subset of the device's charges, so it could never
+// refuse what the device admits (see twoTier).
 type Stream struct {
 	l      *Limiter
-	bucket *Bucket
+	bucket *Bucket // kept at the share's rate by SetSMLimit; charged only if own
 	share  float64
+	own    bool // charge bucket too: share < 1 (see twoTier)
 	closed atomic.Bool
 
 	admitted  atomic.Uint64
@@ -45,13 +51,22 @@ func (l *Limiter) NewStream(share float64) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{l: l, bucket: b, share: share}
+	s := &Stream{l: l, bucket: b, share: share, own: share < 1}
 	l.streams[s] = struct{}{}
 	return s, nil
 }
 
 // Share returns the stream's fraction of the device bucket.
 func (s *Stream) Share() float64 { return s.share }
+
+// twoTier reports whether the stream's own bucket is charged at all. At
+// share 1 it has the device bucket's rate, burst and debt bound, starts no
+// emptier than the device bucket, and every charge, give-back and rescale
+// it would see the device bucket sees too (at the same nanoseconds per
+// token), so the device's backlog is never below the stream's: the stream
+// tier cannot refuse or delay anything the device tier admits, and skipping
+// it saves a CAS on every launch (issue 19) without admitting more.
+func (s *Stream) twoTier() bool { return s.own }
 
 // TryAcquire admits a launch of the given cost (from Limiter.Cost) if both
 // the stream bucket and the device bucket hold it now, taking it from both;
@@ -67,7 +82,15 @@ func (s *Stream) TryAcquire(cost float64) bool {
 		s.rejected.Add(1)
 		return false
 	}
-	raw := s.l.cfg.Clock()
+	raw := s.l.clock()
+	if !s.twoTier() {
+		if _, ok := s.l.device.tryAt(cost, raw); !ok {
+			s.rejected.Add(1)
+			return false
+		}
+		s.admitted.Add(1)
+		return true
+	}
 	ks, ok := s.bucket.tryAt(cost, raw)
 	if !ok {
 		s.rejected.Add(1)
@@ -107,7 +130,7 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 		s.admitted.Add(1)
 		return nil
 	}
-	raw := s.l.cfg.Clock()
+	raw := s.l.clock()
 	start, waited := raw, false
 	for {
 		// wake before closed: a Close after this check closes this channel.
@@ -118,7 +141,7 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 		w, err := s.wait(ctx, cost, raw, wake)
 		waited = waited || w
 		if err == errWoken {
-			raw = s.l.cfg.Clock()
+			raw = s.l.clock()
 			continue // closed, or a new rate: evaluate again
 		}
 		if err != nil {
@@ -128,7 +151,7 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 	}
 	if waited {
 		s.throttled.Add(1)
-		s.waitNanos.Add(s.l.cfg.Clock() - start)
+		s.waitNanos.Add(s.l.clock() - start)
 	}
 	s.admitted.Add(1)
 	return nil
@@ -137,17 +160,11 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 // wait is one attempt of Wait at clock reading raw. On error it has given
 // back everything it took.
 func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan struct{}) (waited bool, err error) {
-	due, now, ks := s.bucket.reserveAt(cost, raw)
-	if due > now {
-		waited = true
-		if err = beforeDeadline(ctx, due-now); err == nil {
-			now, err = s.bucket.sleepUntil(ctx, due, wake)
-		}
-		if err != nil {
-			s.bucket.giveBack(ks)
+	var ks took
+	if s.twoTier() {
+		if ks, raw, waited, err = s.waitStream(ctx, cost, raw, wake); err != nil {
 			return waited, err
 		}
-		raw = now + s.bucket.start
 	}
 	due, now, kd := s.l.device.reserveAt(cost, raw)
 	if due > now {
@@ -164,6 +181,24 @@ func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan 
 	return waited, nil
 }
 
+// waitStream reserves cost on the stream's own bucket at clock reading raw
+// and waits until it is due, returning the clock reading it woke at (raw if
+// it did not wait). On error it has given back what it took.
+func (s *Stream) waitStream(ctx context.Context, cost float64, raw int64, wake <-chan struct{}) (ks took, woke int64, waited bool, err error) {
+	due, now, ks := s.bucket.reserveAt(cost, raw)
+	if due <= now {
+		return ks, raw, false, nil
+	}
+	if err = beforeDeadline(ctx, due-now); err == nil {
+		now, err = s.bucket.sleepUntil(ctx, due, wake)
+	}
+	if err != nil {
+		s.bucket.giveBack(ks)
+		return ks, raw, true, err
+	}
+	return ks, now + s.bucket.start, true, nil
+}
+
 // Adjust corrects what earlier admissions charged once their true cost is
 // known: a positive delta is taken from both buckets at once, going into
 // (bounded) debt if they do not hold it; a negative one is given back.
@@ -172,11 +207,15 @@ func (s *Stream) Adjust(delta float64) {
 	switch {
 	case math.IsNaN(delta) || math.IsInf(delta, 0):
 	case delta > 0:
-		raw := s.l.cfg.Clock()
-		s.bucket.reserveAt(delta, raw)
+		raw := s.l.clock()
+		if s.twoTier() {
+			s.bucket.reserveAt(delta, raw)
+		}
 		s.l.device.reserveAt(delta, raw)
 	case delta < 0:
-		s.bucket.Refund(-delta)
+		if s.twoTier() {
+			s.bucket.Refund(-delta)
+		}
 		s.l.device.Refund(-delta)
 	}
 }
@@ -202,15 +241,17 @@ func (s *Stream) Reserve(cost float64) *Reservation {
 	if math.IsNaN(cost) || math.IsInf(cost, 0) || s.closed.Load() {
 		return r
 	}
-	raw := s.l.cfg.Clock()
+	raw := s.l.clock()
 	r.ok, r.due = true, raw
 	if cost <= 0 {
 		return r
 	}
-	due, _, ks := s.bucket.reserveAt(cost, raw)
-	ddue, _, kd := s.l.device.reserveAt(cost, raw)
-	r.ks, r.kd = ks, kd
-	r.due = max(due+s.bucket.start, ddue+s.l.device.start)
+	if s.twoTier() {
+		due, _, ks := s.bucket.reserveAt(cost, raw)
+		r.ks, r.due = ks, due+s.bucket.start
+	}
+	due, _, kd := s.l.device.reserveAt(cost, raw)
+	r.kd, r.due = kd, max(r.due, due+s.l.device.start)
 	return r
 }
 
@@ -219,7 +260,7 @@ func (r *Reservation) OK() bool { return r.ok }
 
 // Delay is how long from now until the reserved tokens are due (0: now).
 func (r *Reservation) Delay() time.Duration {
-	return time.Duration(max(r.due-r.s.l.cfg.Clock(), 0))
+	return time.Duration(max(r.due-r.s.l.clock(), 0))
 }
 
 // Cancel gives back what the reservation took, unless it was used (by
@@ -255,7 +296,7 @@ func (r *Reservation) Wait(ctx context.Context) error {
 			err = ctx.Err()
 		}
 		if err == nil {
-			now := s.l.cfg.Clock()
+			now := s.l.clock()
 			if now >= r.due {
 				if r.done.Swap(true) {
 					return ErrReservationUsed
