@@ -375,6 +375,15 @@ func (b *Bucket) reserveAt(n float64, raw int64) (due, now int64, k took) {
 	if !(n > 0) {
 		return now, now, took{}
 	}
+	// Fast path, as in tryAt: nothing owed, no rescale pending, a charge
+	// within the debt bound. One CAS.
+	if s, p := b.state.Load(), b.params.Load(); s&genMask == p.gen && b.owed.Load() == 0 {
+		tat := max(s>>genBits, now)
+		if c := p.charge(n); c <= p.limit &&
+			b.state.CompareAndSwap(s, min(tat+c, now+maxSpan)<<genBits|p.gen) {
+			return max(tat+c-max(p.tau, c), now), now, took{charged: c}
+		}
+	}
 	for {
 		s, p := b.settle(now)
 		tat := max(s>>genBits, now)

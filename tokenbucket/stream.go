@@ -63,9 +63,9 @@ func (s *Stream) Share() float64 { return s.share }
 // share 1 it has the device bucket's rate, burst and debt bound, starts no
 // emptier than the device bucket, and every charge, give-back and rescale
 // it would see the device bucket sees too (at the same nanoseconds per
-// token), so the device's backlog is never below the stream's: the stream
-// tier cannot refuse or delay anything the device tier admits, and skipping
-// it saves a CAS on every launch (issue 19) without admitting more.
+// token), so it cannot refuse or delay what the device tier admits
+// (TestShareOneMatchesTwoTiers): skipping it saves a CAS on every launch
+// (issue 19) and admits nothing more than the tenant's bound.
 func (s *Stream) twoTier() bool { return s.own }
 
 // TryAcquire admits a launch of the given cost (from Limiter.Cost) if both
