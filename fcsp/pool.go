@@ -314,14 +314,35 @@ func (p *Pool) wantsSpare(sms int) bool {
 	return have < want
 }
 
-// NVMLFacts is what NVML reports about a GPU.
-type NVMLFacts = nvml.Facts
+// NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees
+// the whole device, every process included; the pool's own figures are in
+// Stats.
+type NVMLFacts struct {
+	// Available is false where NVML could not be used (no library, no
+	// permission, the simulator); Reason then says why, and the other
+	// fields are zero.
+	Available bool
+	Reason    string
+	// Name is the product name, e.g. "NVIDIA H200".
+	Name string
+	// MemoryTotal and MemoryUsed are bytes of device memory, MemoryUsed by
+	// every process on the device.
+	MemoryTotal, MemoryUsed uint64
+	// GPUUtil is the percent of NVML's last sample period in which a kernel
+	// ran on the device; MemUtil the percent in which memory was read or
+	// written.
+	GPUUtil, MemUtil uint32
+	// Driver is the driver's version string, e.g. "580.159.04".
+	Driver string
+}
 
 // NVML asks NVML for the device's name, memory and utilization now. Where
-// NVML is absent (or on the simulator) the Facts say why they are empty.
+// NVML is absent (or on the simulator) the facts say why they are empty.
 func (p *Pool) NVML() NVMLFacts {
 	if p.info.Simulated {
 		return NVMLFacts{Reason: "simulated device"}
 	}
-	return nvml.Query(p.info.UUID)
+	f := nvml.Query(p.info.UUID)
+	return NVMLFacts{Available: f.Available, Reason: f.Reason, Name: f.Name, MemoryTotal: f.MemoryTotal,
+		MemoryUsed: f.MemoryUsed, GPUUtil: f.GPUUtil, MemUtil: f.MemUtil, Driver: f.Driver}
 }

@@ -1,11 +1,13 @@
 package fcsp
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/nvml"
 )
 
 // The public types convert to the binding's at the boundary without
@@ -31,4 +33,16 @@ func TestPublicTypesConvertAtTheBoundary(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []SplitRow{{MinCount: 8, Groups: 15, GroupSMs: 8, Remainder: 12}, {MinCount: 64, Groups: 2, GroupSMs: 64, Remainder: 4}}, pred)
 	require.Equal(t, pred, meas)
+}
+
+// NVMLFacts is the public copy of the NVML glue's facts: a field added there
+// and not here would be dropped silently by Pool.NVML.
+func TestNVMLFactsHasEveryField(t *testing.T) {
+	pub, in := reflect.TypeOf(NVMLFacts{}), reflect.TypeOf(nvml.Facts{})
+	require.Equal(t, in.NumField(), pub.NumField())
+	for i := range in.NumField() {
+		f, ok := pub.FieldByName(in.Field(i).Name)
+		require.True(t, ok, "NVMLFacts lacks %s", in.Field(i).Name)
+		require.Equal(t, in.Field(i).Type, f.Type, in.Field(i).Name)
+	}
 }
