@@ -82,9 +82,10 @@ func BenchmarkAdmission(b *testing.B) {
 // BenchmarkAdmissionVsFloor times the clock+CAS floor, an unlimited
 // admission and a limited one in alternating blocks of the same loop, so
 // that all three see the same load on a shared machine, and reports the
-// limited admission's ns/op beside floor-ns, unlimited-ns and x-floor (limited
-// / floor, issue 19's figure: goal at most 1.3). With -count 6 every run is
-// one round. share=1 is fcsp's configuration (the device tier alone);
+// limited admission's ns/op beside floor-ns, unlimited-ns (the stream's
+// counter alone), bucket-ns (a bare Bucket.TryAcquire: one tier, no
+// counters) and x-floor (limited / floor, issue 19's figure: goal at most
+// 1.3). With -count 6 every run is one round. share=1 is fcsp's configuration (the device tier alone);
 // share=0.5 charges the stream's own bucket too (two CASes).
 func BenchmarkAdmissionVsFloor(b *testing.B) {
 	for _, tc := range []struct {
@@ -105,6 +106,10 @@ func BenchmarkAdmissionVsFloor(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			bare, err := NewBucket(1e15, 1e15)
+			if err != nil {
+				b.Fatal(err)
+			}
 			ctx := context.Background()
 			limited := func() bool { return s.TryAcquire(1) }
 			if tc.wait {
@@ -116,7 +121,7 @@ func BenchmarkAdmissionVsFloor(b *testing.B) {
 				_ [64]byte
 			}
 			const block = 256
-			var floor, unl, lim time.Duration
+			var floor, unl, lim, bk time.Duration
 			refused := 0
 			b.ResetTimer()
 			for done := 0; done < b.N; done += block {
@@ -137,7 +142,13 @@ func BenchmarkAdmissionVsFloor(b *testing.B) {
 					}
 				}
 				t3 := time.Now()
-				floor, unl, lim = floor+t1.Sub(t0), unl+t2.Sub(t1), lim+t3.Sub(t2)
+				for range block {
+					if !bare.TryAcquire(1) {
+						refused++
+					}
+				}
+				t4 := time.Now()
+				floor, unl, lim, bk = floor+t1.Sub(t0), unl+t2.Sub(t1), lim+t3.Sub(t2), bk+t4.Sub(t3)
 			}
 			if refused > 0 {
 				b.Fatalf("%d limited admissions refused; the rate is set never to refuse", refused)
@@ -146,6 +157,7 @@ func BenchmarkAdmissionVsFloor(b *testing.B) {
 			b.ReportMetric(float64(lim)/n, "ns/op")
 			b.ReportMetric(float64(floor)/n, "floor-ns")
 			b.ReportMetric(float64(unl)/n, "unlimited-ns")
+			b.ReportMetric(float64(bk)/n, "bucket-ns")
 			b.ReportMetric(float64(lim)/float64(floor), "x-floor")
 		})
 	}

@@ -46,6 +46,13 @@ func admissionPaths() []admissionPath {
 				return true
 			}, nil
 		}},
+		{"Bucket.TryAcquire (one tier, no stream counters)", func() (func() bool, error) {
+			b, err := tokenbucket.NewBucket(1e15, 1e15)
+			if err != nil {
+				return nil, err
+			}
+			return func() bool { return b.TryAcquire(1) }, nil
+		}},
 		{"unlimited (cost 0)", func() (func() bool, error) {
 			s, err := stream(1)
 			if err != nil {
