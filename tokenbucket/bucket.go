@@ -263,14 +263,18 @@ func (b *Bucket) settle(now int64) (s int64, p *params) {
 }
 
 // took is what one acquire charged: ns added to the backlog, and ns owed
-// (charged over time). Giving both back undoes the acquire exactly.
-type took struct{ charged, owed int64 }
+// (charged over time), at the token interval of p. Giving both back undoes
+// the acquire exactly.
+type took struct {
+	charged, owed int64
+	p             *params
+}
 
 // split bounds a charge of need ns so that the backlog after it stays
 // within the debt bound; the rest is owed.
 func (p *params) split(need int64) took {
 	c := min(need, p.limit)
-	return took{charged: c, owed: need - c}
+	return took{charged: c, owed: need - c, p: p}
 }
 
 // repay takes up to k.charged of what is owed onto this charge: while an
@@ -315,7 +319,7 @@ func (b *Bucket) tryAt(n float64, raw int64) (took, bool) {
 		tat := max(s>>genBits, now)
 		if c := p.charge(n); c <= p.limit && tat-now+c <= p.tau &&
 			b.state.CompareAndSwap(s, (tat+c)<<genBits|p.gen) {
-			return took{charged: c}, true
+			return took{charged: c, p: p}, true
 		}
 	}
 	fresh := false
@@ -381,7 +385,7 @@ func (b *Bucket) reserveAt(n float64, raw int64) (due, now int64, k took) {
 		tat := max(s>>genBits, now)
 		if c := p.charge(n); c <= p.limit &&
 			b.state.CompareAndSwap(s, min(tat+c, now+maxSpan)<<genBits|p.gen) {
-			return max(tat+c-max(p.tau, c), now), now, took{charged: c}
+			return max(tat+c-max(p.tau, c), now), now, took{charged: c, p: p}
 		}
 	}
 	for {
@@ -410,7 +414,7 @@ func (b *Bucket) giveBack(k took) {
 	if k.owed != 0 {
 		b.owed.Add(-k.owed)
 	}
-	b.refundNs(k.charged)
+	b.refundNs(k.charged, k.p)
 }
 
 // Refund returns n tokens taken earlier (by TryAcquire, Reserve or Wait).
@@ -421,10 +425,14 @@ func (b *Bucket) Refund(n float64) {
 		return
 	}
 	// Round down: a refund may give back a nanosecond less, never more.
-	b.refundNs(int64(min(math.Floor(n*b.params.Load().nsPerToken), maxSpan)))
+	p := b.params.Load()
+	b.refundNs(int64(min(math.Floor(n*p.nsPerToken), maxSpan)), p)
 }
 
-func (b *Bucket) refundNs(give int64) {
+// refundNs gives back ns charged at the token interval of from (nil: the
+// current one). Charged before a rate change, they are converted: the
+// tokens go back, not the nanoseconds.
+func (b *Bucket) refundNs(give int64, from *params) {
 	if give <= 0 {
 		return
 	}
@@ -435,7 +443,12 @@ func (b *Bucket) refundNs(give int64) {
 		if tat <= now {
 			return // already full
 		}
-		next := max(tat-give, now)
+		g := give
+		if from != nil && from != p {
+			// Rounded down: a nanosecond less, never more.
+			g = int64(min(math.Floor(float64(give)/from.nsPerToken*p.nsPerToken), maxSpan))
+		}
+		next := max(tat-g, now)
 		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
 			return
 		}

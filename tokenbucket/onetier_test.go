@@ -43,72 +43,103 @@ func TestShareOneChargesTheDeviceWordOnly(t *testing.T) {
 // admitted: the same random operations (admissions, oversized ones among
 // them, adjustments, reservations and cancels, rate changes, time) on two
 // limiters, one with the own tier forced on, give the same answers and
-// leave the device buckets equal.
+// leave the device buckets equal. With one stream the stream's bucket sees
+// exactly the device's charges and refunds.
 func TestShareOneMatchesTwoTiers(t *testing.T) {
 	for seed := range uint64(20) {
-		rng := rand.New(rand.NewPCG(seed, 7))
-		var clk fakeClock
-		mk := func() (*Limiter, []*Stream) {
-			l, err := New(Config{SMs: 1, ThreadsPerSM: 1000, SMLimit: 0.5, Clock: clk.Now})
-			if err != nil {
+		diffTiers(t, seed, 1, func(step int, one, two bool) bool {
+			t.Fatalf("seed %d step %d: TryAcquire = %v on one tier, %v on two", seed, step, one, two)
+			return false
+		})
+	}
+}
+
+// With sibling streams the two tiers refused what the tenant held: a
+// refund through one stream (Adjust, a cancelled reservation) lowers the
+// device's backlog, which no stream owns, but not the other streams' own,
+// and a share-1 stream then found its own bucket emptier than the tenant's.
+// The one tier admits whenever the two did; where they part, it is the two
+// tiers that refused (a false refusal, gone with the stream tier).
+func TestShareOneNeverRefusesWhatTwoTiersAdmit(t *testing.T) {
+	parted := 0
+	for seed := range uint64(20) {
+		diffTiers(t, seed, 3, func(step int, one, two bool) bool {
+			if !one {
+				t.Fatalf("seed %d step %d: one tier refused what two tiers admitted", seed, step)
+			}
+			parted++
+			return false // the buckets differ from here on: next seed
+		})
+	}
+	if parted == 0 {
+		t.Error("the two paths never parted: the refund case is not exercised")
+	}
+}
+
+// diffTiers runs random operations on two limiters of n share-1 streams,
+// the second with the streams' own tier forced on, and calls differ when a
+// TryAcquire's answers differ; it stops when differ returns false. While
+// the answers agree, the device buckets must too.
+func diffTiers(t *testing.T, seed uint64, n int, differ func(step int, one, two bool) bool) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var clk fakeClock
+	mk := func() (*Limiter, []*Stream) {
+		l, err := New(Config{SMs: 1, ThreadsPerSM: 1000, SMLimit: 0.5, Clock: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ss []*Stream
+		for range n {
+			ss = append(ss, newStream(t, l, 1))
+		}
+		return l, ss
+	}
+	one, a := mk()
+	two, b := mk()
+	for _, s := range b {
+		s.own = true // the two-tier path, as before issue 19
+	}
+	var open, openB []*Reservation
+	for step := range 3000 {
+		i := rng.IntN(len(a))
+		switch op := rng.IntN(10); {
+		case op < 5:
+			cost := rng.Float64() * 300
+			if rng.IntN(50) == 0 {
+				cost = 1000 + rng.Float64()*2000 // oversized: charged over time
+			}
+			if x, y := a[i].TryAcquire(cost), b[i].TryAcquire(cost); x != y && !differ(step, x, y) {
+				return
+			}
+		case op < 6:
+			d := (rng.Float64() - 0.5) * 200
+			a[i].Adjust(d)
+			b[i].Adjust(d)
+		case op < 7:
+			cost := rng.Float64() * 200
+			open = append(open, a[i].Reserve(cost))
+			openB = append(openB, b[i].Reserve(cost))
+		case op < 8 && len(open) > 0:
+			k := rng.IntN(len(open))
+			open[k].Cancel()
+			openB[k].Cancel()
+		case op < 9:
+			f := []float64{0.25, 0.5, 1}[rng.IntN(3)]
+			if err := one.SetSMLimit(f); err != nil {
 				t.Fatal(err)
 			}
-			ss := []*Stream{newStream(t, l, 1), newStream(t, l, 1), newStream(t, l, 1)}
-			return l, ss
+			if err := two.SetSMLimit(f); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			clk.Advance(time.Duration(rng.IntN(400)) * time.Microsecond)
 		}
-		one, a := mk()
-		two, b := mk()
-		for _, s := range b {
-			s.own = true // the two-tier path, as before issue 19
+		if x, y := one.device.state.Load(), two.device.state.Load(); x != y {
+			t.Fatalf("seed %d step %d: device state %d on one tier, %d on two", seed, step, x, y)
 		}
-		var open []*Reservation
-		var openB []*Reservation
-		for step := range 3000 {
-			i := rng.IntN(len(a))
-			switch op := rng.IntN(10); {
-			case op < 5:
-				cost := rng.Float64() * 300
-				if rng.IntN(50) == 0 {
-					cost = 1000 + rng.Float64()*2000 // oversized: charged over time
-				}
-				if x, y := a[i].TryAcquire(cost), b[i].TryAcquire(cost); x != y {
-					t.Fatalf("seed %d step %d: TryAcquire(%g) = %v on one tier, %v on two", seed, step, cost, x, y)
-				}
-			case op < 6:
-				d := (rng.Float64() - 0.5) * 200
-				a[i].Adjust(d)
-				b[i].Adjust(d)
-			case op < 7:
-				cost := rng.Float64() * 200
-				open = append(open, a[i].Reserve(cost))
-				openB = append(openB, b[i].Reserve(cost))
-			case op < 8 && len(open) > 0:
-				k := rng.IntN(len(open))
-				open[k].Cancel()
-				openB[k].Cancel()
-			case op < 9:
-				// Reservations are not cancelled across a rate change
-				// here: a cancel gives back the ns it took at the old
-				// rate (more tokens than it took when the rate rose), a
-				// known fault of its own that lets the device bucket drop
-				// below a stream's, and the two paths then differ.
-				open, openB = open[:0], openB[:0]
-				f := []float64{0.25, 0.5, 1}[rng.IntN(3)]
-				if err := one.SetSMLimit(f); err != nil {
-					t.Fatal(err)
-				}
-				if err := two.SetSMLimit(f); err != nil {
-					t.Fatal(err)
-				}
-			default:
-				clk.Advance(time.Duration(rng.IntN(400)) * time.Microsecond)
-			}
-			if x, y := one.device.state.Load(), two.device.state.Load(); x != y {
-				t.Fatalf("seed %d step %d: device state %d on one tier, %d on two", seed, step, x, y)
-			}
-			if x, y := one.device.owed.Load(), two.device.owed.Load(); x != y {
-				t.Fatalf("seed %d step %d: device owed %d on one tier, %d on two", seed, step, x, y)
-			}
+		if x, y := one.device.owed.Load(), two.device.owed.Load(); x != y {
+			t.Fatalf("seed %d step %d: device owed %d on one tier, %d on two", seed, step, x, y)
 		}
 	}
 }

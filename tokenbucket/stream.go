@@ -60,12 +60,12 @@ func (l *Limiter) NewStream(share float64) (*Stream, error) {
 func (s *Stream) Share() float64 { return s.share }
 
 // twoTier reports whether the stream's own bucket is charged at all. At
-// share 1 it has the device bucket's rate, burst and debt bound, starts no
-// emptier than the device bucket, and every charge, give-back and rescale
-// it would see the device bucket sees too (at the same nanoseconds per
-// token), so it cannot refuse or delay what the device tier admits
-// (TestShareOneMatchesTwoTiers): skipping it saves a CAS on every launch
-// (issue 19) and admits nothing more than the tenant's bound.
+// share 1 it has the device bucket's rate, burst and debt bound and sees a
+// subset of the device's charges, so the device tier alone already bounds
+// the stream (TestShareOneMatchesTwoTiers); skipping it saves a CAS on
+// every launch (issue 19). Where the two parted, it was the stream tier
+// refusing tokens the tenant held, after a sibling's refund lowered the
+// device's backlog but not this stream's (TestShareOneNeverRefuses...).
 func (s *Stream) twoTier() bool { return s.own }
 
 // TryAcquire admits a launch of the given cost (from Limiter.Cost) if both
