@@ -102,9 +102,10 @@ type Bucket struct {
 	owed   atomic.Int64 // ns charged over time: moved into the TAT as the bound allows
 	params atomic.Pointer[params]
 	clock  func() int64
-	start  int64      // clock() at creation; the TAT is relative to it
-	debt   int64      // ns of debt allowed past empty; <0: one burst
-	mu     sync.Mutex // serialises SetRate only; acquires never take it
+	start  int64        // clock() at creation; the TAT is relative to it
+	debt   int64        // ns of debt allowed past empty; <0: one burst
+	mu     sync.Mutex   // serialises SetRate only; acquires never take it
+	keep   atomic.Int64 // refunds leave the TAT at least here (a live lease's end; see lease)
 }
 
 // Option configures a Bucket.
@@ -410,11 +411,11 @@ func (b *Bucket) reserveAt(n float64, raw int64) (due, now int64, k took) {
 
 // giveBack undoes an acquire that took k: what was owed is no longer owed
 // and the charge leaves the backlog (never past full).
-func (b *Bucket) giveBack(k took) {
+func (b *Bucket) giveBack(k took) (left int64, at *params) {
 	if k.owed != 0 {
 		b.owed.Add(-k.owed)
 	}
-	b.refundNs(k.charged, k.p)
+	return b.refundNs(k.charged, k.p)
 }
 
 // Refund returns n tokens taken earlier (by TryAcquire, Reserve or Wait).
@@ -424,24 +425,33 @@ func (b *Bucket) Refund(n float64) {
 	if !(n > 0) || math.IsInf(n, 1) {
 		return
 	}
+	b.refund(n)
+}
+
+// refund is Refund, returning what a live lease kept it from giving back
+// (see refundNs).
+func (b *Bucket) refund(n float64) (left int64, at *params) {
 	// Round down: a refund may give back a nanosecond less, never more.
 	p := b.params.Load()
-	b.refundNs(int64(min(math.Floor(n*p.nsPerToken), maxSpan)), p)
+	return b.refundNs(int64(min(math.Floor(n*p.nsPerToken), maxSpan)), p)
 }
 
 // refundNs gives back ns charged at the token interval of from (nil: the
 // current one). Charged before a rate change, they are converted: the
-// tokens go back, not the nanoseconds.
-func (b *Bucket) refundNs(give int64, from *params) {
+// tokens go back, not the nanoseconds. A refund does not lower the TAT
+// into a live lease's slice (keep); what that kept it from giving back is
+// returned, in ns at the interval of at, for the caller to give once the
+// lease is returned (Limiter.refundDevice).
+func (b *Bucket) refundNs(give int64, from *params) (left int64, at *params) {
 	if give <= 0 {
-		return
+		return 0, nil
 	}
 	now := b.now()
 	for {
 		s, p := b.load()
 		tat := s >> genBits
 		if tat <= now {
-			return // already full
+			return 0, nil // already full
 		}
 		g := give
 		if from != nil && from != p {
@@ -449,9 +459,13 @@ func (b *Bucket) refundNs(give int64, from *params) {
 			g = int64(min(math.Floor(float64(give)/from.nsPerToken*p.nsPerToken), maxSpan))
 		}
 		next := max(tat-g, now)
-		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
-			return
+		if k := min(b.keep.Load(), tat); next < k {
+			left, next = k-next, k
 		}
+		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
+			return left, p
+		}
+		left = 0
 	}
 }
 

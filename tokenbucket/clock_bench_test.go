@@ -98,7 +98,7 @@ func BenchmarkAdmissionVsFloor(b *testing.B) {
 		{"share=0.5/TryAcquire", 0.5, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l, err := New(Config{SMs: 132, ThreadsPerSM: 2048, SMLimit: 1, RefillPeriod: time.Nanosecond})
+			l, err := New(Config{SMs: 132, ThreadsPerSM: 2048, SMLimit: 1, RefillPeriod: time.Millisecond})
 			if err != nil {
 				b.Fatal(err)
 			}

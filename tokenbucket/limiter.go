@@ -145,6 +145,7 @@ type Limiter struct {
 	capacity float64
 	device   *Bucket
 	mono     bool // cfg.Clock is the default: call it directly (see clock)
+	ls       leases
 
 	// Read on every launch, written by SetSMLimit: float64 bits.
 	smLimit atomic.Uint64
@@ -178,6 +179,7 @@ func (l *Limiter) Close() error {
 	}
 	l.kick()
 	l.mu.Unlock()
+	l.returnLease()
 	return nil
 }
 

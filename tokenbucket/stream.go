@@ -53,6 +53,9 @@ func (l *Limiter) NewStream(share float64) (*Stream, error) {
 	}
 	s := &Stream{l: l, bucket: b, share: share, own: share < 1}
 	l.streams[s] = struct{}{}
+	if l.ls.streams.Add(1) > 1 {
+		l.returnLease() // leases only while there is one stream
+	}
 	return s, nil
 }
 
@@ -84,12 +87,11 @@ func (s *Stream) TryAcquire(cost float64) bool {
 	}
 	raw := s.l.clock()
 	if !s.twoTier() {
-		if _, ok := s.l.device.tryAt(cost, raw); !ok {
-			s.rejected.Add(1)
-			return false
+		if s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw) {
+			return true
 		}
-		s.admitted.Add(1)
-		return true
+		s.rejected.Add(1)
+		return false
 	}
 	ks, ok := s.bucket.tryAt(cost, raw)
 	if !ok {
@@ -133,11 +135,8 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 	raw := s.l.clock()
 	// Fast path of a share-1 stream whose tenant holds the tokens now: what
 	// TryAcquire does (tryAt takes nothing when they are not there).
-	if !s.own && !s.closed.Load() {
-		if _, ok := s.l.device.tryAt(cost, raw); ok {
-			s.admitted.Add(1)
-			return nil
-		}
+	if !s.own && !s.closed.Load() && (s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw)) {
+		return nil
 	}
 	start, waited := raw, false
 	for {
@@ -168,6 +167,7 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 // wait is one attempt of Wait at clock reading raw. On error it has given
 // back everything it took.
 func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan struct{}) (waited bool, err error) {
+	s.l.returnLease() // its tokens are there for this wait (see lease)
 	var ks took
 	if s.twoTier() {
 		if ks, raw, waited, err = s.waitStream(ctx, cost, raw, wake); err != nil {
@@ -181,7 +181,7 @@ func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan 
 			_, err = s.l.device.sleepUntil(ctx, due, wake)
 		}
 		if err != nil {
-			s.l.device.giveBack(kd)
+			s.l.giveBackDevice(kd)
 			s.bucket.giveBack(ks)
 			return waited, err
 		}
@@ -215,16 +215,20 @@ func (s *Stream) Adjust(delta float64) {
 	switch {
 	case math.IsNaN(delta) || math.IsInf(delta, 0):
 	case delta > 0:
+		// The lease first: a debt must hold back the launches after it,
+		// and the lease's tokens were taken before it.
+		s.l.returnLease()
 		raw := s.l.clock()
 		if s.twoTier() {
 			s.bucket.reserveAt(delta, raw)
 		}
 		s.l.device.reserveAt(delta, raw)
 	case delta < 0:
+		s.l.returnLease() // a refund may not reach into a live lease
 		if s.twoTier() {
 			s.bucket.Refund(-delta)
 		}
-		s.l.device.Refund(-delta)
+		s.l.refundDevice(-delta)
 	}
 }
 
@@ -254,6 +258,7 @@ func (s *Stream) Reserve(cost float64) *Reservation {
 	if cost <= 0 {
 		return r
 	}
+	s.l.returnLease()
 	if s.twoTier() {
 		due, _, ks := s.bucket.reserveAt(cost, raw)
 		r.ks, r.due = ks, due+s.bucket.start
@@ -278,7 +283,8 @@ func (r *Reservation) Cancel() {
 	if !r.ok || r.done.Swap(true) {
 		return
 	}
-	r.s.l.device.giveBack(r.kd)
+	r.s.l.returnLease()
+	r.s.l.giveBackDevice(r.kd)
 	r.s.bucket.giveBack(r.ks)
 }
 
@@ -331,8 +337,11 @@ func (r *Reservation) Wait(ctx context.Context) error {
 // Stats returns the stream's counters. Each is read atomically; the set is
 // not a consistent snapshot while acquires are in flight.
 func (s *Stream) Stats() Stats {
+	// admitted before the lease: a revocation in between moves the lease's
+	// count into admitted after this load, so nothing is counted twice.
+	admitted := s.admitted.Load()
 	return Stats{
-		Admitted:  s.admitted.Load(),
+		Admitted:  admitted + s.l.leaseCount(s),
 		Rejected:  s.rejected.Load(),
 		Throttled: s.throttled.Load(),
 		WaitNanos: s.waitNanos.Load(),
@@ -348,7 +357,9 @@ func (s *Stream) Close() error {
 	}
 	s.l.mu.Lock()
 	delete(s.l.streams, s)
+	s.l.ls.streams.Add(-1)
 	s.l.kick()
 	s.l.mu.Unlock()
+	s.l.returnLease()
 	return nil
 }

@@ -27,14 +27,18 @@ type admissionPath struct {
 const floorPath = "floor: clock + CAS, one word"
 
 func admissionPaths() []admissionPath {
-	stream := func(share float64) (*tokenbucket.Stream, error) {
-		// Never refuses: the launch path itself is timed, not the rate.
-		l, err := tokenbucket.New(tokenbucket.Config{SMs: 132, ThreadsPerSM: 2048, SMLimit: 1, RefillPeriod: time.Nanosecond})
+	// An H200's limiter at SMLimit 1 and the default refill period never
+	// refuses at one goroutine's pace: the launch path itself is timed, not
+	// the rate. With a 1 ns refill period (the burst is 1 ns of tokens) no
+	// lease outlasts a launch: the worst case for leases.
+	streamOf := func(share float64, refill time.Duration) (*tokenbucket.Stream, error) {
+		l, err := tokenbucket.New(tokenbucket.Config{SMs: 132, ThreadsPerSM: 2048, SMLimit: 1, RefillPeriod: refill})
 		if err != nil {
 			return nil, err
 		}
 		return l.NewStream(share)
 	}
+	stream := func(share float64) (*tokenbucket.Stream, error) { return streamOf(share, time.Millisecond) }
 	ctx := context.Background()
 	return []admissionPath{
 		{floorPath, func() (func() bool, error) {
@@ -73,6 +77,13 @@ func admissionPaths() []admissionPath {
 				return nil, err
 			}
 			return func() bool { return s.Wait(ctx, 1) == nil }, nil
+		}},
+		{"limited Stream.TryAcquire, 1 ns refill period (no lease pays)", func() (func() bool, error) {
+			s, err := streamOf(1, time.Nanosecond)
+			if err != nil {
+				return nil, err
+			}
+			return func() bool { return s.TryAcquire(1) }, nil
 		}},
 		{"limited TryAcquire, two tiers (share 0.5)", func() (func() bool, error) {
 			s, err := stream(0.5)
