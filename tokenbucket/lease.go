@@ -74,7 +74,16 @@ func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 	if cost != ls.cost {
 		c = ls.p.charge(cost)
 	}
-	now := raw - l.device.start
+	d := l.device
+	now := raw - d.start
+	// A debt that a direct charge (a launch that did not wait for a
+	// renewal) left since the grant holds the lease back too, as it holds
+	// back any launch: the device is read, not written. (What such a
+	// charge owes is repaid by the launches after this lease: no lease is
+	// granted while anything is owed.)
+	if d.state.Load()>>genBits-now > ls.p.tau {
+		return false
+	}
 	for {
 		w := ls.word.Load()
 		if w&leaseDead != 0 || (w>>leaseOffBits)&leaseCountMask == leaseCountMask {
