@@ -197,3 +197,123 @@ func TestLeaseStormIsExact(t *testing.T) {
 		t.Fatalf("Stats().Admitted = %d, want %d", got, burst+steps)
 	}
 }
+
+// Hostile timing around a lease: launches on the only stream while other
+// goroutines reserve and cancel, adjust up and down, wait with deadlines
+// that fail at once, and open and close a second stream (which revokes the
+// lease). The tenant never admits more than burst + the tokens refilled,
+// and once the churn stops and the bucket refills nothing is held back:
+// exactly the burst is there. Run with -race.
+func TestLeaseChurnNeverOverAdmits(t *testing.T) {
+	const (
+		burst = 50
+		steps = 400
+	)
+	var clk fakeClock
+	l, err := New(Config{SMs: 1, ThreadsPerSM: burst, SMLimit: 1, RefillPeriod: 50 * time.Microsecond,
+		Dampening: 1, Penalty: NoPenalty, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStream(t, l, 1)
+	var launched atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if s.TryAcquire(1) {
+					launched.Add(1)
+				} else {
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	churn := []func(){
+		func() { s.Reserve(3).Cancel() },
+		func() { s.Adjust(2); s.Adjust(-2) },
+		func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			if s.Wait(ctx, 40) == nil {
+				launched.Add(40)
+			}
+			cancel()
+		},
+		func() {
+			if o, err := l.NewStream(1); err == nil {
+				o.Close()
+			}
+		},
+	}
+	for _, f := range churn {
+		wg.Go(func() {
+			for !stop.Load() {
+				f()
+				runtime.Gosched()
+			}
+		})
+	}
+	for i := 1; i <= steps; i++ {
+		clk.Advance(time.Microsecond)
+		for range 20 {
+			runtime.Gosched()
+		}
+		if got := launched.Load(); got > int64(burst+i) {
+			stop.Store(true)
+			wg.Wait()
+			t.Fatalf("after %d intervals %d tokens launched; at most %d may be", i, got, burst+i)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	l.returnLease()
+	clk.Advance(time.Second)
+	n := 0
+	for s.TryAcquire(1) {
+		n++
+	}
+	if n != burst {
+		t.Errorf("after the churn and a full refill %d tokens at one instant; want the burst, %d", n, burst)
+	}
+}
+
+// A refund that reaches the device bucket while a lease is live (one that
+// raced past the owner's returnLease: a reservation made before the grant
+// and cancelled after it) must not lower the TAT into the lease's slice:
+// the slice would then outlast the backlog it was charged in, and the
+// tenant would get its tokens twice. The refund stops at the slice, and
+// what it could not give is given once the lease is returned.
+func TestRefundNeverReachesIntoALiveLease(t *testing.T) {
+	l, clk := newLeaseLimiter(t) // burst 1000, a token a microsecond
+	s := newStream(t, l, 1)
+	_, _, k := l.device.reserveAt(100, clk.Now()) // before the lease
+	if !s.TryAcquire(1) || l.ls.cur.Load() == nil {
+		t.Fatal("no lease granted")
+	}
+	l.giveBackDevice(k) // the cancel, after the grant
+	clk.Advance(110 * time.Microsecond)
+	// 1 launched at 0, the reservation given back, 110 us refilled: full.
+	n := 0
+	for s.TryAcquire(1) {
+		n++
+	}
+	if n != 1000 {
+		t.Errorf("%d tokens at one instant 110 us later; want the burst, 1000", n)
+	}
+}
+
+// A debt left on the device bucket by a direct charge since the grant (a
+// launch that did not wait for a renewal) holds the lease back as it holds
+// back any launch.
+func TestLeaseHonoursADebt(t *testing.T) {
+	l, _ := newLeaseLimiter(t)
+	s := newStream(t, l, 1)
+	if !s.TryAcquire(1) || l.ls.cur.Load() == nil {
+		t.Fatal("no lease granted")
+	}
+	l.device.reserveAt(1500, l.clock()) // into debt, past the lease
+	if s.TryAcquire(1) {
+		t.Error("admitted from the lease while the tenant is in debt")
+	}
+}

@@ -56,7 +56,11 @@ func (l *Limiter) NewStream(share float64) (*Stream, error) {
 	s := &Stream{l: l, bucket: b, share: share, own: share < 1}
 	l.streams[s] = struct{}{}
 	if l.ls.streams.Add(1) > 1 {
-		l.returnLease() // leases only while there is one stream
+		// Leases only while there is one stream. Under the lock, so that
+		// a grant decided before the count rose is revoked here too.
+		l.ls.mu.Lock()
+		l.revokeLocked()
+		l.ls.mu.Unlock()
 	}
 	return s, nil
 }
