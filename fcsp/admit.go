@@ -32,6 +32,26 @@ func (s *Stream) admit(ctx context.Context, cost float64) error {
 	return admitErr(s.bucket.Wait(ctx, cost))
 }
 
+// admitLaunch is admit for a launch of f as grid x block, returning what
+// it charged. The cost depends on the share (a GPU share's is 0 at share 1,
+// the launch-rate model's throttle penalty falls as the limit rises), so a
+// launch waiting when SetSMLimit changes it recomputes its cost instead of
+// waiting out the old share's price.
+func (s *Stream) admitLaunch(ctx context.Context, f *Function, grid, block Dim3) (float64, error) {
+	return s.admitCost(ctx, func() float64 { return s.cost(f, grid, block) })
+}
+
+// admitCost is admit for work whose cost depends on the share (graphs and
+// Do under a GPU share: 0 at share 1): cost is evaluated again whenever a
+// change of share wakes the waiter. It returns what it charged.
+func (s *Stream) admitCost(ctx context.Context, cost func() float64) (float64, error) {
+	if s.bucket == nil {
+		return 0, nil
+	}
+	charged, err := s.bucket.WaitCost(ctx, cost)
+	return charged, admitErr(err)
+}
+
 func admitErr(err error) error {
 	if errors.Is(err, tokenbucket.ErrClosed) {
 		return ErrClosed
@@ -121,7 +141,7 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 			}
 		}
 		r.cost = s.cost(f, grid, block)
-		r.r = s.bucket.Reserve(r.cost)
+		r.r = s.bucket.Reserve(r.cost + s.floorSurcharge(f, grid, block, r.cost)) // priority.go
 		if !r.r.OK() {
 			return nil, ErrClosed
 		}

@@ -16,6 +16,12 @@
 // charged from grid x block, no feedback loop). Streams carry a class: NCCL
 // streams are never throttled, attention streams 20% less, copies 50% less.
 //
+// SMs are split; memory bandwidth is not: every partition's kernels share
+// the device's memory. Stats.Bandwidth shows what a metered tenant gets
+// (achieved bytes/s, slowdown), and WithPriority(LatencyCritical) with
+// WithBandwidthFloor on its neighbours holds them to a fraction of their
+// GPU share while the latency tenant has kernels in flight.
+//
 // The handles a tenant hands out (Context, Stream.Handle) are the driver's
 // own CUcontext and CUstream, usable from any other binding. Every error is
 // typed: sentinels for errors.Is, and *CUDAError values carrying the CUDA

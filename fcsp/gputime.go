@@ -69,7 +69,10 @@ func gpuShareLimiter(f float64, refill time.Duration, clock func() int64) (*toke
 
 // estimate is a running average of one kernel shape's GPU time, in ns
 // (float64 bits; 0: not measured yet).
-type estimate struct{ ns atomic.Uint64 }
+type estimate struct {
+	ns   atomic.Uint64
+	best atomic.Uint64 // lowest ns has been (bandwidth.go)
+}
 
 func (e *estimate) get() float64 { return math.Float64frombits(e.ns.Load()) }
 
@@ -118,12 +121,16 @@ type meter struct {
 	free    []cuda.Event
 	pending []timedLaunch // in stream order
 	gpu     atomic.Int64  // ns of completed launches
+
+	busy bool             // counted in the pool's busy latency streams (priority.go)
+	bw   bandwidthAccount // recent launches' bandwidth figures (bandwidth.go)
 }
 
 type timedLaunch struct {
 	start, end cuda.Event
 	est        *estimate
 	charged    float64 // tokens charged at admission (GPU share), else 0
+	bytes      uint64  // declared bytes moved (bandwidth.go)
 }
 
 // gpuCost is what a launch of f costs under a GPU share: the predicted run
@@ -168,6 +175,9 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 		} else {
 			m.pending = m.pending[done:]
 		}
+		if len(m.pending) == 0 {
+			s.markIdle() // priority.go
+		}
 	}()
 	for _, p := range m.pending {
 		if err := drv.EventQuery(ctx, p.end); err != nil {
@@ -184,6 +194,7 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 		m.gpu.Add(int64(ns))
 		s.t.gpuByClass[s.class].Add(int64(ns))
 		p.est.add(ns)
+		s.observe(&p, ns) // bandwidth.go
 		if s.t.gpuShare && s.bucket != nil && p.charged > 0 {
 			// Launches admitted free (share 1, NCCL) are not limited, so
 			// there is nothing to correct.
@@ -253,7 +264,8 @@ func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, sh
 		m.free = append(m.free, start, end)
 		return err
 	}
-	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: f.estimateFor(grid, block), charged: charged})
+	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: f.estimateFor(grid, block), charged: charged, bytes: f.bytes.Load()})
+	s.markBusy() // priority.go
 	return nil
 }
 
@@ -271,6 +283,10 @@ func (s *Stream) closeMeter(ctx cuda.Context) error {
 		m.free = append(m.free, p.start, p.end)
 	}
 	m.pending = nil
+	s.markIdle() // priority.go
+	if s.t.prio.latency {
+		s.t.pool.prio.remove(s)
+	}
 	for _, e := range m.free {
 		errs = append(errs, drv.EventDestroy(ctx, e))
 	}
@@ -320,24 +336,32 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 	if err != nil {
 		return err
 	}
-	var charged float64
+	var charged, extra float64
 	if s.bucket != nil {
-		charged = s.cost(f, grid, block)
 		if try {
-			if !s.bucket.TryAcquire(charged) {
+			charged = s.cost(f, grid, block)
+			extra = s.floorSurcharge(f, grid, block, charged) // priority.go
+			if !s.bucket.TryAcquire(charged + extra) {
 				if s.t.closed.Load() || s.closed.Load() {
 					return ErrClosed
 				}
 				return ErrThrottled
 			}
-		} else if err := s.admit(ctx, charged); err != nil {
+		} else if charged, extra, err = s.admitLaunchFloored(ctx, f, grid, block); err != nil { // priority.go
 			return err
+		}
+		if extra > 0 {
+			s.t.prio.floored.Add(1) // priority.go
 		}
 	}
 	if !s.t.gpuShare {
 		charged = 0 // nothing to correct
 	}
-	return s.launchTimed(f, grid, block, shmem, args, charged)
+	err = s.launchTimed(f, grid, block, shmem, args, charged)
+	if err != nil && extra > 0 {
+		s.bucket.Adjust(-extra) // nothing ran
+	}
+	return err
 }
 
 // streamClasses sizes the per-class GPU-time accounts.
@@ -350,6 +374,7 @@ func (s *Stream) forgetEvents() {
 	if m := s.meter; m != nil {
 		m.mu.Lock()
 		m.free, m.pending = nil, nil
+		s.markIdle() // priority.go
 		m.mu.Unlock()
 	}
 }

@@ -30,6 +30,7 @@ type Function struct {
 	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
 	// lastEst is the shape est was last asked for (gputime.go).
 	lastEst atomic.Pointer[shapeEstimate]
+	bytes   atomic.Uint64 // declared bytes per launch (bandwidth.go)
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
@@ -91,7 +92,7 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
 	}
 	if s.bucket != nil {
-		if err := s.admit(ctx, s.launchCost(grid, block)); err != nil {
+		if _, err := s.admitLaunch(ctx, f, grid, block); err != nil {
 			return err
 		}
 	}

@@ -164,6 +164,8 @@ type tenantConfig struct {
 	clock    func() int64  // the limiter's clock (tests); nil: monotonic
 
 	shape shapeConfig // WithSMShare, WithRemainderSMs, WithReshapeSizes (shape.go)
+
+	prio priorityConfig // WithPriority, WithBandwidthFloor (priority.go)
 }
 
 // WithMemoryPool gives the tenant a stream-ordered memory pool

@@ -34,6 +34,8 @@ type Pool struct {
 	unscoped unscopedProbe
 	fault    faultState // health.go, reset.go
 
+	prio poolPriority // latency tenants in flight (priority.go)
+
 	mu      sync.Mutex
 	split   *greenctx.Split // nil when noSplit says why
 	noSplit error

@@ -53,6 +53,9 @@ func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 func (s *Stream) attachBucket() error {
 	if s.t.metered {
 		s.meter = new(meter)
+		if s.t.prio.latency {
+			s.t.pool.prio.add(s) // priority.go
+		}
 	}
 	if s.t.limiter == nil || s.class.Bypass() {
 		return nil
@@ -127,7 +130,11 @@ func (s *Stream) Synchronize() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h()) })
+	err := s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h()) })
+	if err == nil {
+		s.afterSync() // priority.go: a latency stream's neighbours are released now
+	}
+	return err
 }
 
 func (s *Stream) destroy(ctx cuda.Context) error {

@@ -65,6 +65,7 @@ type tenantCore struct {
 	metered, gpuShare bool
 	gpuByClass        [streamClasses]atomic.Int64 // ns of completed launches
 	dos               doThreads                   // OS threads inside Do (do.go)
+	prio              tenantPriority              // WithPriority, WithBandwidthFloor (priority.go)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
 }
@@ -83,6 +84,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		return nil, fmt.Errorf("%w: empty tenant name", ErrInvalidArgument)
 	}
 	if err := cfg.checkShape(); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkPriority(); err != nil { // priority.go
 		return nil, err
 	}
 	if cfg.gpuShare > 0 && cfg.smLimit > 0 {
@@ -105,6 +109,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
 	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0, done: make(chan struct{})}
+	c.prio.latency, c.prio.floor = cfg.prio.prio == LatencyCritical, cfg.prio.floor
 	var err error
 	if cfg.partitioned() {
 		if c.part, err = p.takePartition(&cfg); err != nil {
@@ -261,6 +266,9 @@ type Stats struct {
 	GPUShare       float64 // WithGPUShare's fraction; 0: none
 	GPUTime        time.Duration
 	GPUTimeByClass map[Class]time.Duration
+
+	// Memory bandwidth and priority (bandwidth.go, priority.go).
+	Bandwidth BandwidthStats
 }
 
 // Stats reports the tenant's use.
@@ -273,6 +281,7 @@ func (c *tenantCore) Stats() Stats {
 	defer c.mu.Unlock()
 	s.Streams = len(c.streams)
 	s.GPUTime, s.GPUTimeByClass = c.gpuTimes()
+	s.Bandwidth = c.bandwidthStats()
 	if c.gpuShare {
 		s.GPUShare, s.SMLimit = s.SMLimit, 0
 	}

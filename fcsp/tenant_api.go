@@ -67,8 +67,10 @@ func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
 	return t.c.Adopt(handle, cl)
 }
 
-// SetSMLimit changes the tenant's launch-rate limit; it applies from the
-// next launch. A tenant made without WithSMLimit cannot be limited later.
+// SetSMLimit changes the tenant's launch-rate limit (its GPU share under
+// WithGPUShare) within one refill period: the tokens it has saved scale
+// with the limit, and launches waiting for tokens are charged again at the
+// new one. A tenant made without WithSMLimit cannot be limited later.
 func (t *Tenant) SetSMLimit(f float64) error {
 	defer runtime.KeepAlive(t)
 	return t.c.SetSMLimit(f)

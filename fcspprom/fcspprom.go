@@ -45,7 +45,19 @@ var (
 	descResets   = prometheus.NewDesc("fcsp_pool_resets_total", "Successful Pool.Reset calls.", nil, nil)
 
 	all = []*prometheus.Desc{descSMs, descPart, descMemUsed, descMemLimit, descMemCache, descSMLimit,
-		descLaunches, descThrottle, descWait, descGPU, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants, descLost, descResets}
+		descLaunches, descThrottle, descWait, descGPU, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants, descLost, descResets,
+		descBandwidth, descSlowdown, descBytes, descLatency, descFloor, descFloored, descBusy}
+)
+
+// Memory bandwidth and priority (fcsp.Stats.Bandwidth).
+var (
+	descBandwidth = prometheus.NewDesc("fcsp_tenant_bandwidth_bytes_per_second", "Achieved memory bandwidth of the tenant's recent launches with declared bytes (Function.SetBytesMoved), on the GPU clock; absent until measured.", tenant, nil)
+	descSlowdown  = prometheus.NewDesc("fcsp_tenant_slowdown_ratio", "Recent kernel durations over the best each kernel shape has run, weighted by GPU time (1: as fast as ever seen); absent until measured.", tenant, nil)
+	descBytes     = prometheus.NewDesc("fcsp_tenant_bytes_moved_total", "Declared bytes (Function.SetBytesMoved) of the tenant's completed launches.", tenant, nil)
+	descLatency   = prometheus.NewDesc("fcsp_tenant_latency_critical", "1 if the tenant is WithPriority(fcsp.LatencyCritical).", tenant, nil)
+	descFloor     = prometheus.NewDesc("fcsp_tenant_bandwidth_floor_ratio", "WithBandwidthFloor: the fraction of its GPU share the tenant keeps while a latency-critical tenant is busy; absent without a floor.", tenant, nil)
+	descFloored   = prometheus.NewDesc("fcsp_tenant_floored_launches_total", "Launches admitted at the floor (a latency-critical tenant was busy); absent without a floor.", tenant, nil)
+	descBusy      = prometheus.NewDesc("fcsp_pool_latency_busy", "1 while a latency-critical tenant has kernels in flight, as last seen.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -78,6 +90,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for class, d := range s.GPUTimeByClass {
 			counter(descGPU, d.Seconds(), s.Name, class.String())
 		}
+		bw := s.Bandwidth
+		if bw.BytesPerSecond > 0 {
+			gauge(descBandwidth, bw.BytesPerSecond, s.Name)
+		}
+		if bw.Slowdown > 0 {
+			gauge(descSlowdown, bw.Slowdown, s.Name)
+		}
+		counter(descBytes, float64(bw.BytesMoved), s.Name)
+		gauge(descLatency, b2f(bw.Priority == fcsp.LatencyCritical), s.Name)
+		if bw.Floor > 0 {
+			gauge(descFloor, bw.Floor, s.Name)
+			counter(descFloored, float64(bw.FlooredLaunches), s.Name)
+		}
 	}
 	gauge(descPoolUsed, float64(ps.MemoryUsed))
 	gauge(descPoolLim, float64(ps.MemoryLimit))
@@ -85,6 +110,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descTenants, float64(len(ps.Tenants)))
 	gauge(descLost, b2f(!ps.Health.Healthy()))
 	counter(descResets, float64(ps.Health.Resets))
+	gauge(descBusy, b2f(c.pool.LatencyBusy()))
 }
 
 func b2f(b bool) float64 {

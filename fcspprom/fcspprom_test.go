@@ -102,3 +102,79 @@ fcsp_pool_tenants 2
 		t.Fatal(err)
 	}
 }
+
+// Bandwidth and priority: a latency tenant's declared bytes become its
+// achieved bandwidth and bytes moved; a floored neighbour shows its floor.
+func TestCollectorReportsBandwidth(t *testing.T) {
+	ctx := context.Background()
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	lat, err := pool.NewTenant("lat", fcsp.WithSMs(16), fcsp.WithPriority(fcsp.LatencyCritical))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.NewTenant("batch", fcsp.WithRestOfSMs(), fcsp.WithBandwidthFloor(0.25)); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := lat.LoadModule(kernels.TriadPTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := mod.Function("triad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1024
+	fn.SetBytesMoved(kernels.TriadBytes(n))
+	var bufs [3]fcsp.DevicePtr
+	for i := range bufs {
+		if bufs[i], err = lat.Alloc(ctx, 4*n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var a fcsp.Args
+	a.Ptr(bufs[0]).Ptr(bufs[1]).Ptr(bufs[2]).Float32(2).Uint32(n)
+	for range 4 {
+		if err := lat.Stream().Launch(ctx, fn, fcsp.Dim3{X: 4, Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lat.Stream().Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	c := fcspprom.NewCollector(pool)
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+	want := `
+# HELP fcsp_tenant_bytes_moved_total Declared bytes (Function.SetBytesMoved) of the tenant's completed launches.
+# TYPE fcsp_tenant_bytes_moved_total counter
+fcsp_tenant_bytes_moved_total{tenant="batch"} 0
+fcsp_tenant_bytes_moved_total{tenant="lat"} 49152
+# HELP fcsp_tenant_latency_critical 1 if the tenant is WithPriority(fcsp.LatencyCritical).
+# TYPE fcsp_tenant_latency_critical gauge
+fcsp_tenant_latency_critical{tenant="batch"} 0
+fcsp_tenant_latency_critical{tenant="lat"} 1
+# HELP fcsp_tenant_bandwidth_floor_ratio WithBandwidthFloor: the fraction of its GPU share the tenant keeps while a latency-critical tenant is busy; absent without a floor.
+# TYPE fcsp_tenant_bandwidth_floor_ratio gauge
+fcsp_tenant_bandwidth_floor_ratio{tenant="batch"} 0.25
+# HELP fcsp_pool_latency_busy 1 while a latency-critical tenant has kernels in flight, as last seen.
+# TYPE fcsp_pool_latency_busy gauge
+fcsp_pool_latency_busy 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"fcsp_tenant_bytes_moved_total", "fcsp_tenant_latency_critical", "fcsp_tenant_bandwidth_floor_ratio", "fcsp_pool_latency_busy"); err != nil {
+		t.Fatal(err)
+	}
+	// Measured on the simulator's wall clock: present, positive, for the
+	// latency tenant only.
+	if n := testutil.CollectAndCount(c, "fcsp_tenant_bandwidth_bytes_per_second"); n != 1 {
+		t.Fatalf("bandwidth series: %d, want the latency tenant's", n)
+	}
+	if n := testutil.CollectAndCount(c, "fcsp_tenant_slowdown_ratio"); n != 1 {
+		t.Fatalf("slowdown series: %d, want the latency tenant's", n)
+	}
+}

@@ -8,6 +8,9 @@
 #   scripts/gpu-test.sh hot     # issue 19's admission figures only (~30 s, CPU)
 #   scripts/gpu-test.sh sanitize # on the GPU machine: the GPU tests under
 #                                # compute-sanitizer memcheck (also FCSP_SANITIZE=1 with run)
+#   scripts/gpu-test.sh lag      # on the GPU machine: issue 17's share, lag and P99 runs (~50 s)
+#   scripts/gpu-test.sh bandwidth # on the GPU machine: the memory-bandwidth
+#                                # GPU test and examples/bandwidth only (~15 s)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -84,7 +87,8 @@ run() {
   export FCSP_ARGS_gemm="${FCSP_ARGS_gemm:--duration 3s -json $OUT/gemm.json -png $OUT/gemm.png}"
   export FCSP_ARGS_hotpath="${FCSP_ARGS_hotpath:--md -rounds 6 -json $OUT/hotpath.json}"
   export FCSP_ARGS_reshape="${FCSP_ARGS_reshape:--phase 2s}"
-  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath}; do
+  export FCSP_ARGS_bandwidth="${FCSP_ARGS_bandwidth:--json-out $OUT/bandwidth.json}"
+  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath bandwidth}; do
     [ -x "$BIN/$x" ] || continue
     local var="FCSP_ARGS_$x"
     "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1
@@ -100,11 +104,14 @@ run() {
     grep -E '^Benchmark' "$OUT/bench-admission.txt"
     summary+=("benchmarks tokenbucket admission: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   fi
-  # branch share: WithGPUShare with no per-kernel tuning (issue 17).
+  # WithGPUShare with no per-kernel tuning (issue 17): chain kernels and
+  # cuBLAS GEMMs (1024^3, 8192^3) at 0.25 beside an unlimited neighbour,
+  # then the lag after a change of share, both ways. About 8 x the duration
+  # plus 5 s (2s: ~21 s); exit 2 when a fraction or a lag misses its goal.
   if [ -x "$BIN/throttle" ] && [ "${FCSP_SHARE:-1}" = 1 ]; then
     "$BIN/throttle" -mode share -limit 0.25 -duration "${FCSP_SHARE_DURATION:-2s}" > "$OUT/throttle-share.txt" 2>&1
     local r=$?
-    tail -12 "$OUT/throttle-share.txt"
+    tail -24 "$OUT/throttle-share.txt"
     summary+=("example throttle -mode share: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   fi
   # NVIDIA MPS beside our partitions (examples/gemm), only when asked: it
@@ -159,6 +166,50 @@ sanitize_pkgs() {
   return $ret
 }
 
+# lag_only is issue 17's short GPU run (about 50 s): GPU shares at 0.25 for
+# chain kernels and cuBLAS GEMMs with the lag after a change of share both
+# ways (examples/throttle -mode share), TestGPUShareChangeLag, and the
+# loadgen's partitioned P99 against alone in three interleaved rounds.
+lag_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-lag; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r
+  "$BIN/throttle" -mode share -limit 0.25 -duration "${FCSP_SHARE_DURATION:-2s}" > "$OUT/throttle-share.txt" 2>&1
+  r=$?; cat "$OUT/throttle-share.txt"
+  summary+=("throttle -mode share: $([ $r = 0 ] && echo ok || echo "FAILED (exit $r; 2: a fraction or a lag missed its goal)")"); [ $r = 0 ] || rc=1
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUShareChangeLag$' -test.timeout 60s) > "$OUT/fcsp-lag.log" 2>&1
+  r=$?; grep -E 'lag after|spin kernel|^(--- |ok|FAIL|PASS)' "$OUT/fcsp-lag.log"
+  summary+=("TestGPUShareChangeLag: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  "$BIN/loadgen" -spawn "$BIN/server" -modes partitioned -rounds 3 -warmup 500ms -duration 2s -- -batch-gpu-share 0.9 > "$OUT/loadgen-rounds.txt" 2>&1
+  r=$?; cat "$OUT/loadgen-rounds.txt"
+  summary+=("loadgen partitioned, 3 rounds: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+  [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.log "$ret/" 2>/dev/null
+  return $rc
+}
+
+# bandwidth_only runs issue 17's memory-bandwidth work alone (about 15 s):
+# the GPU test that the slowdown shows and the floor buys latency back, then
+# examples/bandwidth's table (its JSON in $OUT/bandwidth.json).
+bandwidth_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-bandwidth; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run 'TestGPUBandwidth' -test.timeout 120s) > "$OUT/bandwidth-test.log" 2>&1
+  local r=$?
+  grep -E '^(--- |ok|FAIL|PASS)|bandwidth_gpu_test' "$OUT/bandwidth-test.log" | tail -20
+  summary+=("go test fcsp -run TestGPUBandwidth: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  "$BIN/bandwidth" -json-out "$OUT/bandwidth.json" > "$OUT/bandwidth.txt" 2>&1
+  r=$?
+  tail -20 "$OUT/bandwidth.txt"
+  summary+=("example bandwidth: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-bandwidth.txt"
+  [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.log "$OUT"/*.json "$ret/" 2>/dev/null
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -186,8 +237,10 @@ hot_only() {
 case "${1:-all}" in
   sanitize) sanitize_only ;;
   hot) hot_only ;;
+  lag) lag_only ;;
+  bandwidth) bandwidth_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|bandwidth]" >&2; exit 2 ;;
 esac

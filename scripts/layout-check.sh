@@ -13,8 +13,8 @@ fi
 # Direct imports (fcsp itself imports internal packages, of course).
 # internal/bands (PNG bar charts, standard library only, no SDK API) is
 # shared by examples/day94 and cmd/bench, so it cannot live under
-# examples/internal; it is the one exception. An example's own internal
-# packages (examples/gemm/internal/cublas) are not under $mod/internal.
+# examples/internal; it is the one exception. The examples' own internal
+# packages (examples/internal/cublas, gemmjob) are not under $mod/internal.
 if deps=$(go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./examples/... |
     tr ' ' '\n' | grep "^$mod/internal/" | grep -v "^$mod/internal/bands$" | sort -u); then
   echo "examples import internal packages (use the public API, or examples/internal): $deps"; bad=1

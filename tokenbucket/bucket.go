@@ -48,6 +48,9 @@ type params struct {
 	// acquirer can finish a rescale that SetRate has started.
 	prevGen        int64
 	prevNsPerToken float64
+	// scale multiplies the tokens in hand (not debt) on the move from the
+	// previous generation: 1 for SetRate, new/old limit for SetSMLimit.
+	scale float64
 }
 
 // charge converts n tokens to nanoseconds, rounding up so that rounding can
@@ -172,6 +175,7 @@ func (b *Bucket) newParams(rate, burst float64, gen int64, prev *params) *params
 		burst:      burst,
 		nsPerToken: ns,
 		gen:        gen & genMask,
+		scale:      1,
 	}
 	if tau := math.Floor(burst * ns); tau < maxSpan {
 		p.tau = int64(tau)
@@ -215,13 +219,24 @@ func (b *Bucket) load() (s int64, p *params) {
 	}
 }
 
-// rescale moves state s from p's predecessor to p, keeping the number of
-// tokens in the bucket (the backlog in tokens) unchanged.
+// rescale moves state s from p's predecessor to p, keeping the backlog in
+// tokens unchanged, except that the tokens in hand (burst - backlog, when
+// positive) are multiplied by p.scale, capped at the burst.
 func (b *Bucket) rescale(s int64, p *params) {
 	tat, now := s>>genBits, b.now()
-	if tat > now {
-		tokens := float64(tat-now) / p.prevNsPerToken
-		tat = now + clampSpan(math.Ceil(tokens*p.nsPerToken))
+	if tat > now || p.scale < 1 {
+		var backlog float64 // tokens
+		if tat > now {
+			backlog = float64(tat-now) / p.prevNsPerToken
+		}
+		if p.scale != 1 && backlog < p.burst {
+			backlog = p.burst - min((p.burst-backlog)*p.scale, p.burst)
+		}
+		if backlog > 0 {
+			tat = now + clampSpan(math.Ceil(backlog*p.nsPerToken))
+		} else {
+			tat = min(tat, now) // full: keep a TAT in the past (idle time repays what is owed)
+		}
 	}
 	b.state.CompareAndSwap(s, tat<<genBits|p.gen)
 }
@@ -474,7 +489,11 @@ func (b *Bucket) refundNs(give int64, from *params) (left int64, at *params) {
 // refilled at the new rate: the old rate is never enforced for longer than
 // the acquire that was in flight, and the next token under the new rate is
 // due within one new token interval.
-func (b *Bucket) SetRate(rate float64) error {
+func (b *Bucket) SetRate(rate float64) error { return b.setRate(rate, 1) }
+
+// setRate is SetRate that also multiplies the tokens in hand by scale (> 0;
+// debt is kept): Limiter.SetSMLimit scales them with the limit.
+func (b *Bucket) setRate(rate, scale float64) error {
 	if err := checkRate("rate", rate); err != nil {
 		return err
 	}
@@ -482,6 +501,7 @@ func (b *Bucket) SetRate(rate float64) error {
 	defer b.mu.Unlock()
 	old := b.params.Load()
 	p := b.newParams(rate, old.burst, old.gen+1, old)
+	p.scale = scale
 	b.params.Store(p)
 	// Finish the move to the new generation before another SetRate may
 	// start, so that every state is always of the current or the previous

@@ -109,23 +109,36 @@ func TestLeaseDoesNotOutliveItsTime(t *testing.T) {
 	}
 }
 
-// A rate change stops the lease at once: what it held is given back,
-// converted to the new rate.
+// A change of limit stops the lease at once, and the tokens it held are
+// tokens in hand like the others: scaled by the change (new/old), as a
+// stream without a lease finds them (its own tier forced on, no lease).
 func TestLeaseAcrossSetSMLimit(t *testing.T) {
-	l, _ := newLeaseLimiter(t)
-	s := newStream(t, l, 1)
-	for range 10 {
-		s.TryAcquire(1)
-	}
-	if err := l.SetSMLimit(0.5); err != nil {
-		t.Fatal(err)
-	}
-	n := 10
-	for s.TryAcquire(1) {
-		n++
-	}
-	if n != 1000 {
-		t.Errorf("admitted %d in all at one instant across the change; want the burst, 1000", n)
+	for _, f := range []float64{0.5, 0.25} {
+		count := func(own bool) int {
+			l, _ := newLeaseLimiter(t)
+			s := newStream(t, l, 1)
+			s.own = own
+			for range 10 {
+				s.TryAcquire(1)
+			}
+			if !own && l.ls.cur.Load() == nil {
+				t.Fatal("no lease before the change")
+			}
+			if err := l.SetSMLimit(f); err != nil {
+				t.Fatal(err)
+			}
+			if l.ls.cur.Load() != nil {
+				t.Fatal("a lease outlived the change of limit")
+			}
+			n := 10
+			for s.TryAcquire(1) {
+				n++
+			}
+			return n
+		}
+		if got, want := count(false), count(true); got != want {
+			t.Errorf("limit 1 -> %v: %d admitted in all at one instant with a lease; %d without", f, got, want)
+		}
 	}
 }
 

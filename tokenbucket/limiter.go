@@ -227,20 +227,34 @@ func (l *Limiter) Rate() float64 { return l.device.Rate() }
 func (l *Limiter) SMLimit() float64 { return math.Float64frombits(l.smLimit.Load()) }
 
 // SetSMLimit changes the SM limit: the refill rate of the device bucket and
-// of every open stream's bucket, and the throttle penalty. Each bucket keeps
-// its tokens; the new rate governs from each bucket's next acquire.
+// of every open stream's bucket, and the throttle penalty. The new rate
+// governs from each bucket's next acquire, and waiters are woken to
+// re-reserve under it (WaitCost's also recompute their cost).
+//
+// The tokens in hand in each bucket are multiplied by new/old limit
+// (capped at its size; debt, work already admitted, is kept), so that they
+// stand for the same saving in refill periods at the new limit as at the
+// old. Kept unscaled, a full bucket lowered from limit 1 to f would let a
+// tenant running flat out go on at the old rate for 1/(1-f) refill periods
+// (1.33 at f = 0.25); scaled, it meets the new limit within f/(1-f) (0.33).
 func (l *Limiter) SetSMLimit(f float64) error {
 	if err := checkSMLimit(f); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rate := l.rateFor(f)
-	if err := l.device.SetRate(rate); err != nil {
+	rate, scale := l.rateFor(f), f/l.SMLimit()
+	// A lease's unused tokens are tokens in hand: back into the device
+	// bucket before the change scales them, and no new lease until the
+	// change is done (see lease).
+	l.ls.mu.Lock()
+	defer l.ls.mu.Unlock()
+	l.revokeLocked()
+	if err := l.device.setRate(rate, scale); err != nil {
 		return err
 	}
 	for s := range l.streams {
-		if err := s.bucket.SetRate(rate * s.share); err != nil {
+		if err := s.bucket.setRate(rate*s.share, scale); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/examples/gemm/internal/cublas"
+	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
+	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
@@ -45,7 +46,7 @@ func TestGPUCublasInDoBesideSDKCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tn.Close()
-	w, err := newWorker(ctx, tn, interM, interN, interK)
+	w, err := gemmjob.New(ctx, tn, interM, interN, interK)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestGPUCublasInDoBesideSDKCalls(t *testing.T) {
 	counts := make([]int, 4)
 	wg.Go(func() { // cuBLAS in Do, each result checked
 		for time.Now().Before(end) {
-			if err := errors.Join(w.gemm(ctx), w.check()); err != nil {
+			if err := errors.Join(w.Run(ctx), w.Check()); err != nil {
 				errs[0] = err
 				return
 			}
@@ -132,7 +133,7 @@ func TestGPUCublasInDoBesideSDKCalls(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if err := errors.Join(w.check(), w.close(ctx)); err != nil {
+	if err := errors.Join(w.Check(), w.Close(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("in %v: %d checked GEMMs in Do, %d alloc+free, %d checked launches, %d streams", d, counts[0], counts[1], counts[2], counts[3])

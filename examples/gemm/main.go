@@ -20,7 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/examples/gemm/internal/cublas"
+	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
+	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 )
 
@@ -43,7 +44,7 @@ type config struct {
 func parse(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("gemm", flag.ContinueOnError)
-	fs.StringVar(&c.cublas, "cublas", "", "path of libcublas, used as given (default: "+strings.Join(defaultCublas, ", then ")+")")
+	fs.StringVar(&c.cublas, "cublas", "", "path of libcublas, used as given (default: "+strings.Join(gemmjob.DefaultCublas, ", then ")+")")
 	modes := fs.String("modes", "whole,alone,shared,part16,part8,sweep", "modes to run, comma-separated")
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "time per mode")
 	fs.StringVar(&c.jsonPath, "json", "", "write the results as JSON to this file")
@@ -67,10 +68,6 @@ func parse(args []string) (config, error) {
 	return c, nil
 }
 
-// defaultCublas is where cuBLAS is looked for without -cublas: the CUDA
-// toolkit's place, then the dynamic loader's search path.
-var defaultCublas = []string{"/usr/local/cuda/lib64/libcublas.so.13", "libcublas.so.13"}
-
 func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg, err := parse(args)
 	if err != nil {
@@ -89,7 +86,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.cublas != "" {
 		err = cublas.Load(cfg.cublas)
 	} else {
-		cfg.cublas, err = cublas.LoadDefault(defaultCublas...)
+		cfg.cublas, err = cublas.LoadDefault(gemmjob.DefaultCublas...)
 	}
 	if err != nil {
 		fmt.Fprintf(out, "no cuBLAS (%v): nothing to measure; give its path with -cublas\n", err)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 )
 
@@ -78,12 +79,12 @@ func runMode(ctx context.Context, pool *fcsp.Pool, name string, d time.Duration)
 	}
 	defer inter.Close()
 	r.InterSMs = inter.SMs()
-	iw, err := newWorker(ctx, inter, interM, interN, interK)
+	iw, err := gemmjob.New(ctx, inter, interM, interN, interK)
 	if err != nil {
 		return r, err
 	}
-	defer iw.close(ctx)
-	var bw *worker
+	defer iw.Close(ctx)
+	var bw *gemmjob.Job
 	if m.batch {
 		batch, err := pool.NewTenant("batch", tenantOpts(m.batchSMs)...)
 		if err != nil {
@@ -91,15 +92,15 @@ func runMode(ctx context.Context, pool *fcsp.Pool, name string, d time.Duration)
 		}
 		defer batch.Close()
 		r.BatchSMs = batch.SMs()
-		if bw, err = newWorker(ctx, batch, batchN, batchN, batchN); err != nil {
+		if bw, err = gemmjob.New(ctx, batch, batchN, batchN, batchN); err != nil {
 			return r, err
 		}
-		defer bw.close(ctx)
+		defer bw.Close(ctx)
 	}
 	// Warm up (cuBLAS picks and loads its kernels on first use).
-	for _, w := range []*worker{iw, bw} {
+	for _, w := range []*gemmjob.Job{iw, bw} {
 		if w != nil {
-			if err := errors.Join(w.gemm(ctx), w.check()); err != nil {
+			if err := errors.Join(w.Run(ctx), w.Check()); err != nil {
 				return r, err
 			}
 		}
@@ -115,11 +116,11 @@ func runMode(ctx context.Context, pool *fcsp.Pool, name string, d time.Duration)
 	lat, err := latencyLoop(ctx, iw, d)
 	close(stop)
 	wg.Wait()
-	if err = errors.Join(err, batchErr, iw.check()); err != nil {
+	if err = errors.Join(err, batchErr, iw.Check()); err != nil {
 		return r, err
 	}
 	if bw != nil {
-		if err := bw.check(); err != nil {
+		if err := bw.Check(); err != nil {
 			return r, err
 		}
 		r.BatchGEMMs = gemms
@@ -131,14 +132,14 @@ func runMode(ctx context.Context, pool *fcsp.Pool, name string, d time.Duration)
 }
 
 // latencyLoop times GEMM + synchronise, one at a time, for d.
-func latencyLoop(ctx context.Context, w *worker, d time.Duration) ([]float64, error) {
+func latencyLoop(ctx context.Context, w *gemmjob.Job, d time.Duration) ([]float64, error) {
 	var lat []float64
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		t0 := time.Now()
-		if err := w.gemm(ctx); err != nil {
+		if err := w.Run(ctx); err != nil {
 			return lat, err
 		}
-		if err := w.t.Stream().Synchronize(); err != nil {
+		if err := w.T.Stream().Synchronize(); err != nil {
 			return lat, err
 		}
 		lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
@@ -147,17 +148,17 @@ func latencyLoop(ctx context.Context, w *worker, d time.Duration) ([]float64, er
 }
 
 // batchLoop queues GEMMs back to back (two in flight) until stop.
-func batchLoop(ctx context.Context, w *worker, stop <-chan struct{}) (int, time.Duration, error) {
+func batchLoop(ctx context.Context, w *gemmjob.Job, stop <-chan struct{}) (int, time.Duration, error) {
 	start := time.Now()
 	n := 0
 	for {
 		select {
 		case <-stop:
-			err := w.t.Stream().Synchronize()
+			err := w.T.Stream().Synchronize()
 			return n, time.Since(start), err
 		default:
 		}
-		if err := errors.Join(w.gemm(ctx), w.gemm(ctx), w.t.Stream().Synchronize()); err != nil {
+		if err := errors.Join(w.Run(ctx), w.Run(ctx), w.T.Stream().Synchronize()); err != nil {
 			return n, time.Since(start), err
 		}
 		n += 2
@@ -193,19 +194,19 @@ func sweep(ctx context.Context, pool *fcsp.Pool, d time.Duration) ([]SweepRow, e
 			return SweepRow{}, err
 		}
 		defer t.Close()
-		w, err := newWorker(ctx, t, batchN, batchN, batchN)
+		w, err := gemmjob.New(ctx, t, batchN, batchN, batchN)
 		if err != nil {
 			return SweepRow{}, err
 		}
-		defer w.close(ctx)
-		if err := errors.Join(w.gemm(ctx), w.check()); err != nil {
+		defer w.Close(ctx)
+		if err := errors.Join(w.Run(ctx), w.Check()); err != nil {
 			return SweepRow{}, err
 		}
 		stop := make(chan struct{})
 		time.AfterFunc(d, func() { close(stop) })
 		n, el, err := batchLoop(ctx, w, stop)
 		if err == nil {
-			err = w.check()
+			err = w.Check()
 		}
 		return SweepRow{SMs: t.SMs(), Partitioned: t.Partitioned(), TFLOPs: tflops(n, el)}, err
 	}
@@ -237,33 +238,33 @@ func runMPSRole(ctx context.Context, pool *fcsp.Pool, cfg config, out io.Writer)
 	defer t.Close()
 	r := Result{Mode: "mps-" + cfg.mpsRole, What: "one process under MPS", InterSMs: t.SMs()}
 	if cfg.mpsRole == "interactive" {
-		w, err := newWorker(ctx, t, interM, interN, interK)
+		w, err := gemmjob.New(ctx, t, interM, interN, interK)
 		if err != nil {
 			return err
 		}
-		defer w.close(ctx)
-		if err := errors.Join(w.gemm(ctx), w.check()); err != nil {
+		defer w.Close(ctx)
+		if err := errors.Join(w.Run(ctx), w.Check()); err != nil {
 			return err
 		}
 		lat, err := latencyLoop(ctx, w, cfg.duration)
-		if err = errors.Join(err, w.check()); err != nil {
+		if err = errors.Join(err, w.Check()); err != nil {
 			return err
 		}
 		r.Calls = len(lat)
 		r.P50us, r.P99us, r.MaxUs = pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1)
 	} else {
-		w, err := newWorker(ctx, t, batchN, batchN, batchN)
+		w, err := gemmjob.New(ctx, t, batchN, batchN, batchN)
 		if err != nil {
 			return err
 		}
-		defer w.close(ctx)
-		if err := errors.Join(w.gemm(ctx), w.check()); err != nil {
+		defer w.Close(ctx)
+		if err := errors.Join(w.Run(ctx), w.Check()); err != nil {
 			return err
 		}
 		stop := make(chan struct{})
 		time.AfterFunc(cfg.duration, func() { close(stop) })
 		n, el, err := batchLoop(ctx, w, stop)
-		if err = errors.Join(err, w.check()); err != nil {
+		if err = errors.Join(err, w.Check()); err != nil {
 			return err
 		}
 		r.BatchSMs, r.BatchGEMMs, r.BatchTFLOPs = t.SMs(), n, tflops(n, el)

@@ -20,6 +20,7 @@ type load struct {
 	interactiveRate    float64 // requests/s, open loop; 0: closed loop
 	interactiveWorkers int     // closed-loop workers, or the most in flight at a fixed rate
 	timeout            time.Duration
+	warmup             time.Duration // the same load first, for this long, not recorded (0: none)
 }
 
 // recorder collects one class's results.
@@ -85,26 +86,18 @@ func (d *driver) post(ctx context.Context, class string) error {
 // run drives both classes until the duration or the request budget runs
 // out, and summarises them.
 func (d *driver) run(ctx context.Context, l load) (Row, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.duration)
-	defer cancel()
+	if l.warmup > 0 {
+		// A fresh server's first requests pay for lazy module loading,
+		// first allocations and, under a GPU share, first launches charged
+		// a whole refill period: not what a P99 of the steady state should
+		// hold. The warm-up's requests come out of no budget.
+		left := d.budget.Load()
+		var inter, batch recorder
+		d.drive(ctx, l, l.warmup, &inter, &batch)
+		d.budget.Store(left)
+	}
 	var inter, batch recorder
-	var wg sync.WaitGroup
-	for range l.batchWorkers {
-		wg.Go(func() { d.closedLoop(ctx, "batch", &batch) })
-	}
-	if l.interactiveRate > 0 {
-		wg.Go(func() { d.openLoop(ctx, l.interactiveRate, l.interactiveWorkers, &inter) })
-	} else {
-		for range l.interactiveWorkers {
-			wg.Go(func() { d.closedLoop(ctx, "interactive", &inter) })
-		}
-	}
-	start := time.Now()
-	wg.Wait()
-	elapsed := time.Since(start)
-	// Connections dialled for requests the end of the run cancelled would
-	// otherwise sit unused, and delay the server's graceful shutdown.
-	d.client.CloseIdleConnections()
+	elapsed := d.drive(ctx, l, l.duration, &inter, &batch)
 	row := Row{Seconds: elapsed.Seconds(),
 		Interactive: summarize(inter.lat, inter.errs, elapsed), Batch: summarize(batch.lat, batch.errs, elapsed)}
 	if l.batchWorkers == 0 {
@@ -114,6 +107,31 @@ func (d *driver) run(ctx context.Context, l load) (Row, error) {
 	// so they are counted and the last one kept, not returned as an error.
 	row.Interactive.LastError, row.Batch.LastError = inter.last, batch.last
 	return row, nil
+}
+
+// drive runs both classes for d (or until the budget runs out) into the
+// recorders and returns how long it ran.
+func (d *driver) drive(ctx context.Context, l load, dur time.Duration, inter, batch *recorder) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range l.batchWorkers {
+		wg.Go(func() { d.closedLoop(ctx, "batch", batch) })
+	}
+	if l.interactiveRate > 0 {
+		wg.Go(func() { d.openLoop(ctx, l.interactiveRate, l.interactiveWorkers, inter) })
+	} else {
+		for range l.interactiveWorkers {
+			wg.Go(func() { d.closedLoop(ctx, "interactive", inter) })
+		}
+	}
+	start := time.Now()
+	wg.Wait()
+	elapsed := time.Since(start)
+	// Connections dialled for requests the end of the run cancelled would
+	// otherwise sit unused, and delay the server's graceful shutdown.
+	d.client.CloseIdleConnections()
+	return elapsed
 }
 
 // closedLoop sends the next request when the last one is answered.

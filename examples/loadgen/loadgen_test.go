@@ -1,7 +1,13 @@
 package main
 
 import (
+	"context"
 	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -84,5 +90,86 @@ func TestOptionsRefuseRemoteAddr(t *testing.T) {
 	}
 	if _, err := spawn("./server", "shared", []string{"-addr", "0.0.0.0:80"}, nil); err == nil {
 		t.Error("spawn let the server arguments pick the address")
+	}
+}
+
+// The P99's confidence interval narrows with the sample count: from 1..100
+// ms it is the top of the range (100 samples cannot place a P99), from
+// 1..10000 a few ranks either side of 9900.
+func TestQuantileCI(t *testing.T) {
+	seq := func(n int) []time.Duration {
+		d := make([]time.Duration, n)
+		for i := range d {
+			d[i] = time.Duration(i+1) * time.Millisecond
+		}
+		return d
+	}
+	lo, hi := quantileCI(seq(100), 99)
+	if lo > 98*time.Millisecond || hi != 100*time.Millisecond {
+		t.Errorf("100 samples: CI %v-%v, want down to at most 98 ms and up to the slowest (100 ms)", lo, hi)
+	}
+	lo, hi = quantileCI(seq(10000), 99)
+	if lo < 9870*time.Millisecond || lo > 9890*time.Millisecond || hi < 9910*time.Millisecond || hi > 9930*time.Millisecond {
+		t.Errorf("10000 samples: CI %v-%v, want about 9880-9920 ms", lo, hi)
+	}
+	if lo, hi := quantileCI(nil, 99); lo != 0 || hi != 0 {
+		t.Error("empty")
+	}
+}
+
+// Each mode row is divided by the alone row of its own round; the median
+// and range follow.
+func TestVsAlonePairsRounds(t *testing.T) {
+	row := func(mode string, round int, p99 float64) Row {
+		return Row{Mode: mode, Round: round, Interactive: Latency{OK: 1000, P99: p99}}
+	}
+	got := vsAlone([]Row{
+		row("alone", 1, 0.276), row("partitioned", 1, 0.350), row("shared", 1, 5.0),
+		row("alone", 2, 0.319), row("partitioned", 2, 0.346), row("shared", 2, 5.0),
+		row("alone", 3, 0.306), row("partitioned", 3, 0.321), row("shared", 3, 5.0),
+	})
+	if len(got) != 2 || got[0].Mode != "partitioned" || got[1].Mode != "shared" {
+		t.Fatalf("%+v", got)
+	}
+	p := got[0]
+	want := []float64{0.350 / 0.276, 0.346 / 0.319, 0.321 / 0.306}
+	for i := range want {
+		if math.Abs(p.Ratios[i]-want[i]) > 1e-12 {
+			t.Errorf("ratio %d = %v, want %v", i, p.Ratios[i], want[i])
+		}
+	}
+	if math.Abs(p.Median-want[1]) > 1e-12 || math.Abs(p.Min-want[2]) > 1e-12 || math.Abs(p.Max-want[0]) > 1e-12 {
+		t.Errorf("median %v min %v max %v", p.Median, p.Min, p.Max)
+	}
+	// A round without an alone row (it failed) is left out, not divided by
+	// another round's.
+	got = vsAlone([]Row{row("alone", 1, 0.3), row("partitioned", 1, 0.3), row("partitioned", 2, 9)})
+	if len(got) != 1 || len(got[0].Ratios) != 1 || got[0].Median != 1 {
+		t.Errorf("%+v", got)
+	}
+}
+
+func TestOptionsRounds(t *testing.T) {
+	for _, bad := range []string{"0", "-1", "101"} {
+		if _, err := parseOptions([]string{"-spawn", "./server", "-rounds", bad}, io.Discard); err == nil {
+			t.Errorf("-rounds %s accepted", bad)
+		}
+	}
+}
+
+// The warm-up runs the same load first and records none of it, out of no
+// budget: the measured run still gets all of -max-requests.
+func TestWarmupIsNotRecordedNorBudgeted(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
+	defer srv.Close()
+	l := load{duration: time.Second, maxRequests: 5, interactiveWorkers: 1, timeout: time.Second, warmup: 500 * time.Millisecond}
+	d := newDriver(strings.TrimPrefix(srv.URL, "http://"), l)
+	row, err := d.run(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Interactive.OK != 5 || served.Load() != 10 {
+		t.Errorf("recorded %d, served %d; want 5 recorded of 10 served (5 in the warm-up)", row.Interactive.OK, served.Load())
 	}
 }

@@ -11,6 +11,7 @@
 //
 //	go run ./examples/loadgen -addr 127.0.0.1:8080                 # one run against a running server
 //	go run ./examples/loadgen -spawn ./server -duration 20s         # alone, shared, ratelimit, partitioned
+//	go run ./examples/loadgen -spawn ./server -modes partitioned -rounds 3 -duration 2s -- -batch-gpu-share 0.9
 //	go run ./examples/loadgen -spawn ./server -json -- -simulate -interactive-n 4096 -interactive-steps 16 -batch-n 65536 -batch-steps 16
 package main
 
@@ -32,6 +33,7 @@ type options struct {
 	addr, spawn   string
 	modes         []string
 	alone         bool
+	rounds        int
 	readyTimeout  time.Duration
 	stopGrace     time.Duration
 	asJSON, quiet bool
@@ -48,11 +50,13 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.spawn, "spawn", "", "server binary to start once per mode (arguments after -- go to it)")
 	modes := fs.String("modes", "shared,ratelimit,partitioned", "modes to run with -spawn")
 	fs.BoolVar(&o.alone, "alone", true, "with -spawn, first measure interactive alone (no batch load, shared mode)")
+	fs.IntVar(&o.rounds, "rounds", 1, "with -spawn, run alone and the modes this many times, interleaved, and report each mode's P99 against the same round's alone P99 (median and range)")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "how long a spawned server may take to answer /healthz")
 	fs.DurationVar(&o.stopGrace, "stop-grace", 30*time.Second, "how long a spawned server may take to exit after SIGTERM")
 	fs.StringVar(&o.serverLog, "server-log", "", "append spawned servers' output to this file (default: shown only on failure)")
 	fs.BoolVar(&o.asJSON, "json", false, "print JSON instead of a table")
 	fs.DurationVar(&o.load.duration, "duration", 5*time.Second, "length of each run")
+	fs.DurationVar(&o.load.warmup, "warmup", 0, "run the same load this long first, unrecorded (a fresh server's first requests pay for its warm-up)")
 	fs.Int64Var(&o.load.maxRequests, "max-requests", 20000, "most requests of each run, both classes together")
 	fs.IntVar(&o.load.batchWorkers, "batch-workers", 4, "concurrent closed-loop batch workers (0: no batch load)")
 	fs.Float64Var(&o.load.interactiveRate, "interactive-rate", 0, "interactive requests per second (0: closed loop)")
@@ -69,11 +73,17 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 func (o *options) validate() error {
 	var errs []error
 	l := o.load
+	if l.warmup < 0 || l.warmup > time.Hour {
+		errs = append(errs, fmt.Errorf("-warmup %v: want 0 to 1h", l.warmup))
+	}
 	if l.duration <= 0 || l.duration > time.Hour {
 		errs = append(errs, fmt.Errorf("-duration %v: want more than 0 and at most 1h", l.duration))
 	}
 	if l.maxRequests <= 0 {
 		errs = append(errs, fmt.Errorf("-max-requests %d: want at least 1", l.maxRequests))
+	}
+	if o.rounds < 1 || o.rounds > 100 {
+		errs = append(errs, fmt.Errorf("-rounds %d: want 1 to 100", o.rounds))
 	}
 	if l.batchWorkers < 0 || l.interactiveWorkers < 1 || l.interactiveRate < 0 {
 		errs = append(errs, errors.New("-batch-workers >= 0, -interactive-workers >= 1 and -interactive-rate >= 0, please"))
@@ -117,6 +127,7 @@ func main() {
 func run(ctx context.Context, o options) (Report, error) {
 	rep := Report{Settings: map[string]any{
 		"duration_s": o.load.duration.Seconds(), "max_requests": o.load.maxRequests, "batch_workers": o.load.batchWorkers,
+		"warmup_s": o.load.warmup.Seconds(), "rounds": o.rounds,
 		"interactive_rate": o.load.interactiveRate, "interactive_workers": o.load.interactiveWorkers, "server_args": o.serverArgs,
 	}}
 	if o.spawn == "" {
@@ -136,15 +147,22 @@ func run(ctx context.Context, o options) (Report, error) {
 	type phase struct {
 		label, mode string
 		load        load
+		round       int
 	}
+	// Rounds interleave: alone and each mode measured next to each other in
+	// time, so that a drift of the machine (clocks, another tenant of the
+	// host) moves a round's alone and mode rows together rather than
+	// showing up as a ratio.
 	var phases []phase
-	if o.alone {
-		alone := o.load
-		alone.batchWorkers = 0
-		phases = append(phases, phase{"alone", "shared", alone})
-	}
-	for _, m := range o.modes {
-		phases = append(phases, phase{m, m, o.load})
+	for r := 1; r <= o.rounds; r++ {
+		if o.alone {
+			alone := o.load
+			alone.batchWorkers = 0
+			phases = append(phases, phase{"alone", "shared", alone, r})
+		}
+		for _, m := range o.modes {
+			phases = append(phases, phase{m, m, o.load, r})
+		}
 	}
 	var errs []error
 	for _, p := range phases {
@@ -153,11 +171,15 @@ func run(ctx context.Context, o options) (Report, error) {
 		}
 		row, err := spawnAndMeasure(ctx, o, p.mode, p.load, log)
 		row.Mode = p.label
+		if o.rounds > 1 {
+			row.Round = p.round
+		}
 		rep.Rows = append(rep.Rows, row)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.label, err))
 		}
 	}
+	rep.VsAlone = vsAlone(rep.Rows)
 	return rep, errors.Join(errs...)
 }
 

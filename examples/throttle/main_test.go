@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,5 +22,42 @@ func TestLimitedRateOnTheSimulator(t *testing.T) {
 	}
 	if r.NCCLPerS < 10*r.LimitedPerS {
 		t.Fatalf("NCCL-class stream ran %.1f kernels/s, not much above the limited %.1f", r.NCCLPerS, r.LimitedPerS)
+	}
+}
+
+// The share mode runs on the simulator end to end: both chain rows, a line
+// saying why the GEMM rows were skipped, and a lag each way per row (their
+// values mean nothing there: the fake runs kernels inside the launch call).
+func TestShareModeOnTheSimulator(t *testing.T) {
+	r, err := runShare(context.Background(), 0.25, 20*time.Millisecond, true, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Simulated || len(r.Rows) != 2 || len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0], "GEMM") {
+		t.Fatalf("rows %+v, skipped %q", r.Rows, r.Skipped)
+	}
+	for _, row := range r.Rows {
+		if row.FullPerS <= 0 || row.SharePerS <= 0 || row.Lag.UpMs < 0 {
+			t.Errorf("%s: %+v", row.Workload, row)
+		}
+	}
+}
+
+func TestLagOK(t *testing.T) {
+	r := ShareResult{RefillMs: 1}
+	for _, tc := range []struct {
+		row  ShareRow
+		want bool
+	}{
+		{ShareRow{KernelMs: 0.17, Lag: Lag{DownMs: 0.3, UpMs: 0.01}}, true},
+		{ShareRow{KernelMs: 0.17, Lag: Lag{DownMs: 1.21, UpMs: 0.01}}, false},      // the first H200 run
+		{ShareRow{KernelMs: 0.17, Lag: Lag{DownMs: -1}}, false},                    // nothing throttled
+		{ShareRow{KernelMs: 0.17, Lag: Lag{DownMs: 0.3, UpMs: 1.5}}, false},        // held at the old share
+		{ShareRow{KernelMs: 0.17, Lag: Lag{DownMs: 0.3, WaitedAfterUp: 1}}, false}, // waited at share 1
+		{ShareRow{KernelMs: 2.4, Lag: Lag{DownMs: 2.1, UpMs: 0.01}}, true},         // one launch outlasts the period
+	} {
+		if got := r.lagOK(tc.row); got != tc.want {
+			t.Errorf("lagOK(%+v) = %v, want %v", tc.row, got, tc.want)
+		}
 	}
 }

@@ -46,6 +46,9 @@ type Driver struct {
 	// entry points added for share
 	durations  map[string]DurationFunc // modelled kernel run times
 	holdEvents bool                    // EventQuery answers not ready
+
+	// entry points added for bw
+	heldCtx map[cuda.Context]bool // EventQuery answers not ready for these contexts' events (hold.go)
 }
 
 type context struct {

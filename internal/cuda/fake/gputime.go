@@ -52,10 +52,11 @@ func (d *Driver) EventQuery(c cuda.Context, e cuda.Event) error {
 	} else if err := d.enter(op); err != nil {
 		return err
 	}
-	if _, err := d.event(op, e); err != nil {
+	ev, err := d.event(op, e)
+	if err != nil {
 		return err
 	}
-	if d.holdEvents {
+	if d.holdEvents || d.heldCtx[ev.ctx] {
 		return cuda.Check(op, cuda.ErrorNotReady)
 	}
 	return nil

@@ -1,0 +1,134 @@
+// Package gemmjob is a cuBLAS bf16 GEMM bound to an fcsp tenant, shared by
+// the examples that run one (examples/gemm, examples/throttle): a handle
+// made inside Tenant.Do with the tenant's SM count and a workspace from its
+// quota, three matrices on the tenant, and one GEMM per Run, queued inside
+// Do so that the SDK sees (and, where it meters Do, charges) the work.
+package gemmjob
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
+	"github.com/fcsp-go/fcsp-go/fcsp"
+)
+
+// bf16 values: the top half of the float32.
+const (
+	BF16One  = 0x3f80 // 1.0
+	BF16Half = 0x3f00 // 0.5
+)
+
+// BF16 is f rounded toward zero to bf16.
+func BF16(f float32) uint16 { return uint16(math.Float32bits(f) >> 16) }
+
+// DefaultCublas is where cuBLAS is looked for without an explicit path:
+// the CUDA toolkit's place, then the dynamic loader's search path.
+var DefaultCublas = []string{"/usr/local/cuda/lib64/libcublas.so.13", "libcublas.so.13"}
+
+// WorkspaceBytes is the cuBLAS workspace each Job takes from its tenant.
+const WorkspaceBytes = 32 << 20
+
+// Job is C = A B (m x k times k x n, bf16, A all 1.0 and B all 0.5) on
+// tenant T.
+type Job struct {
+	T       *fcsp.Tenant
+	M, N, K int
+	h       cublas.Handle
+	ws      *fcsp.Workspace
+	a, b, c fcsp.DevicePtr
+}
+
+// New allocates the matrices on t, fills them on t's stream, and makes the
+// job's cuBLAS handle inside t.Do. cuBLAS must have been loaded
+// (cublas.Load or LoadDefault).
+func New(ctx context.Context, t *fcsp.Tenant, m, n, k int) (*Job, error) {
+	j := &Job{T: t, M: m, N: n, K: k}
+	var err error
+	alloc := func(words int) fcsp.DevicePtr {
+		if err != nil {
+			return 0
+		}
+		var p fcsp.DevicePtr
+		p, err = t.Alloc(ctx, uint64(2*words))
+		return p
+	}
+	j.a, j.b, j.c = alloc(m*k), alloc(k*n), alloc(m*n)
+	if err != nil {
+		return nil, errors.Join(err, j.Close(ctx))
+	}
+	// Inputs written in order on the tenant's own stream: a fill on the
+	// legacy NULL stream would race the GEMM on this non-blocking stream.
+	s := t.Stream()
+	if err := errors.Join(s.MemsetD16(j.a, BF16One, uint64(m*k)), s.MemsetD16(j.b, BF16Half, uint64(k*n)), s.MemsetD16(j.c, 0, uint64(m*n))); err != nil {
+		return nil, errors.Join(err, j.Close(ctx))
+	}
+	err = t.Do(ctx, func(cur fcsp.Current) error {
+		h, err := cublas.Create()
+		if err != nil {
+			return err
+		}
+		j.h = h
+		st, err := cur.Stream(nil)
+		if err != nil {
+			return err
+		}
+		if j.ws, err = cur.Workspace(nil, WorkspaceBytes); err != nil {
+			return err
+		}
+		return errors.Join(h.SetStream(st.Pointer()), h.SetSmCountTarget(cur.SMs()), h.SetWorkspace(j.ws.Pointer(), j.ws.Size()))
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("tenant %s: cuBLAS handle: %w", t.Name(), err), j.Close(ctx))
+	}
+	return j, nil
+}
+
+// Run queues one C = A B on the tenant's stream, inside Do.
+func (j *Job) Run(ctx context.Context) error {
+	return j.T.Do(ctx, func(fcsp.Current) error {
+		return j.h.GemmBF16(j.M, j.N, j.K, uint64(j.a), uint64(j.b), uint64(j.c), 1, 0)
+	})
+}
+
+// Check synchronises the tenant's stream and reads the first column block
+// of C back: every element is k * 1.0 * 0.5, exact in bf16 for the powers
+// of two used here.
+func (j *Job) Check() error {
+	if err := j.T.Stream().Synchronize(); err != nil {
+		return err
+	}
+	words := min(j.M*j.N, 64*1024)
+	out := make([]byte, 2*words)
+	if err := j.T.CopyFromDevice(out, j.c); err != nil {
+		return err
+	}
+	want := BF16(float32(j.K) * 0.5)
+	for i := range words {
+		if got := binary.LittleEndian.Uint16(out[2*i:]); got != want {
+			return fmt.Errorf("tenant %s: C[%d] = bf16 %#04x, want %#04x (%g)", j.T.Name(), i, got, want, float32(j.K)*0.5)
+		}
+	}
+	return nil
+}
+
+// Close destroys the handle (inside Do) and frees the workspace and the
+// matrices. It is safe on a partly made Job.
+func (j *Job) Close(ctx context.Context) error {
+	var errs []error
+	if j.h != (cublas.Handle{}) {
+		errs = append(errs, j.T.Do(ctx, func(fcsp.Current) error { return j.h.Destroy() }))
+	}
+	if j.ws != nil {
+		errs = append(errs, j.ws.Close())
+	}
+	for _, p := range []fcsp.DevicePtr{j.a, j.b, j.c} {
+		if p != 0 {
+			errs = append(errs, j.T.Free(p))
+		}
+	}
+	return errors.Join(errs...)
+}

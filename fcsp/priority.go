@@ -1,0 +1,352 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// Priority between tenants for what green contexts do not split: memory
+// bandwidth (and L2, and the copy engines). A partition has SMs of its own,
+// but its kernels read and write the same HBM as everyone else's: on the
+// H200 a 16-SM triad ran at 808 GB/s alone and 548 GB/s beside a
+// memory-bound neighbour on the other 116 SMs. A LatencyCritical tenant's
+// work in flight holds its floored neighbours (WithBandwidthFloor) to a
+// fraction of their GPU share, so they move less memory while it runs.
+//
+// "In flight" is known without waiting and without a polling thread: a
+// per-pool count of LatencyCritical streams with metered launches not yet
+// seen complete, raised when such a launch is queued and lowered when its
+// end event is seen complete, by the stream's own poll (its next launch,
+// Stats, its Synchronize) or by a floored neighbour's admission, which asks
+// the driver with cuEventQuery (it never waits) while the count is raised.
+
+// Priority is a tenant's rank for memory bandwidth.
+type Priority int
+
+const (
+	// Normal tenants run as their limits say.
+	Normal Priority = iota
+	// LatencyCritical tenants hold their floored neighbours down while
+	// they have kernels in flight. The tenant is metered (WithGPUMetering).
+	// Its kernels launched through the SDK (Stream.Launch, TryLaunch, a
+	// Reservation) count as in flight; work run inside Do or as a graph
+	// does not.
+	LatencyCritical
+)
+
+func (p Priority) String() string {
+	switch p {
+	case Normal:
+		return "normal"
+	case LatencyCritical:
+		return "latency-critical"
+	}
+	return fmt.Sprintf("Priority(%d)", int(p))
+}
+
+// priorityConfig is what WithPriority and WithBandwidthFloor asked for.
+type priorityConfig struct {
+	prio  Priority
+	floor float64 // 0: none
+	set   bool    // WithPriority was given
+}
+
+// WithPriority sets the tenant's priority. LatencyCritical meters the
+// tenant's GPU time (its launches' events tell when it has work in flight).
+func WithPriority(p Priority) TenantOption {
+	return func(c *tenantConfig) error {
+		if p != Normal && p != LatencyCritical {
+			return fmt.Errorf("%w: priority %v; want fcsp.Normal or fcsp.LatencyCritical", ErrInvalidArgument, p)
+		}
+		c.prio.prio, c.prio.set = p, true
+		return nil
+	}
+}
+
+// WithBandwidthFloor makes the tenant yield to the pool's LatencyCritical
+// tenants: while one of them has kernels in flight, this tenant's launches
+// are admitted at f (0 < f <= 1) of its GPU share, and at its full share
+// again once they are idle. Each launch is charged 1/f of its predicted GPU
+// time meanwhile; the surcharge is charged on the prediction and not
+// corrected when the launch is measured.
+//
+// The floor acts on a GPU-time bucket: with WithGPUShare(s) the tenant gets
+// f x s of the device's time while the latency tenant is busy; without it,
+// the tenant gets a share of 1, which (as WithGPUShare(1)) costs nothing
+// while no latency tenant is busy. WithSMLimit's launch-rate model cannot
+// be floored (ErrInvalidArgument).
+//
+// What the floor holds back is admission: kernels already queued on the
+// GPU when the latency tenant starts run to their end, and the tenant may
+// still launch what its bucket holds at that moment (one refill period x
+// its share: WithTenantRefillPeriod bounds it). Keep a floored tenant's
+// kernels short and its queue shallow for the floor to take hold quickly.
+// A launch waiting at the floor when the latency tenants are seen idle
+// (by their own poll or Synchronize) is woken and admitted at the full
+// share.
+func WithBandwidthFloor(f float64) TenantOption {
+	return func(c *tenantConfig) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return fmt.Errorf("%w: bandwidth floor %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
+		}
+		c.prio.floor = f
+		return nil
+	}
+}
+
+// checkPriority refuses contradictory priority options and turns on what
+// they need: metering for a latency tenant, a GPU-time bucket for a
+// floored one.
+func (c *tenantConfig) checkPriority() error {
+	switch {
+	case c.prio.prio == LatencyCritical && c.prio.floor > 0:
+		return fmt.Errorf("%w: WithBandwidthFloor on a LatencyCritical tenant; a floor is for the tenants that yield to it", ErrInvalidArgument)
+	case c.prio.floor > 0 && c.smLimit > 0:
+		return fmt.Errorf("%w: WithBandwidthFloor with WithSMLimit; a floor needs a GPU-time bucket: use WithGPUShare", ErrInvalidArgument)
+	}
+	if c.prio.prio == LatencyCritical {
+		c.metered = true
+	}
+	if c.prio.floor > 0 && c.gpuShare == 0 {
+		c.gpuShare, c.metered = 1, true
+	}
+	return nil
+}
+
+// tenantPriority is a tenant's part: its rank, floor and counters.
+type tenantPriority struct {
+	latency bool
+	floor   float64
+	floored atomic.Uint64 // launches admitted at the floor
+	bytes   atomic.Uint64 // declared bytes of completed launches (bandwidth.go)
+}
+
+// poolPriority is the pool's part: which latency streams are busy.
+type poolPriority struct {
+	busy    atomic.Int64              // LatencyCritical streams with launches in flight
+	mu      sync.Mutex                // serialises changes of streams
+	streams atomic.Pointer[[]*Stream] // LatencyCritical metered streams (copy on write)
+	query   atomic.Int32              // probe: may cuEventQuery run with no context current
+	// idle is closed (and replaced) when busy falls to 0, waking launches
+	// waiting at the floor to be admitted at their full share.
+	idle atomic.Pointer[chan struct{}]
+}
+
+// idleChan is the channel the next fall of busy to 0 closes. Take it
+// before looking at busy.
+func (pp *poolPriority) idleChan() <-chan struct{} {
+	for {
+		if c := pp.idle.Load(); c != nil {
+			return *c
+		}
+		c := make(chan struct{})
+		if pp.idle.CompareAndSwap(nil, &c) {
+			return c
+		}
+	}
+}
+
+func (pp *poolPriority) wakeIdle() {
+	c := make(chan struct{})
+	if old := pp.idle.Swap(&c); old != nil {
+		close(*old)
+	}
+}
+
+// add lists s, a metered stream of a LatencyCritical tenant.
+func (pp *poolPriority) add(s *Stream) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	var next []*Stream
+	if cur := pp.streams.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, s)
+	pp.streams.Store(&next)
+}
+
+func (pp *poolPriority) remove(s *Stream) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	cur := pp.streams.Load()
+	if cur == nil {
+		return
+	}
+	next := make([]*Stream, 0, len(*cur))
+	for _, x := range *cur {
+		if x != s {
+			next = append(next, x)
+		}
+	}
+	pp.streams.Store(&next)
+}
+
+// LatencyBusy reports whether a LatencyCritical tenant of the pool has
+// kernels in flight, as last seen (it asks the driver nothing).
+func (p *Pool) LatencyBusy() bool { return p.prio.busy.Load() > 0 }
+
+// markBusy counts s as busy after a launch was queued on it. Called with
+// s.meter.mu held.
+func (s *Stream) markBusy() {
+	if m := s.meter; s.t.prio.latency && !m.busy {
+		m.busy = true
+		s.t.pool.prio.busy.Add(1)
+	}
+}
+
+// markIdle uncounts s. Called with s.meter.mu held, once its launches are
+// all known complete (or forgotten).
+func (s *Stream) markIdle() {
+	if m := s.meter; m.busy {
+		m.busy = false
+		if pp := &s.t.pool.prio; pp.busy.Add(-1) == 0 {
+			pp.wakeIdle()
+		}
+	}
+}
+
+// afterSync folds a latency stream's completed launches in after its
+// Synchronize, so its neighbours are released at once rather than at its
+// next launch.
+func (s *Stream) afterSync() {
+	if s.meter != nil && s.t.prio.latency {
+		_ = s.t.do(s.poll)
+	}
+}
+
+// refresh asks the driver, without waiting, whether the busy latency
+// streams' last launches have completed, and uncounts those that have. It
+// takes no lock it could wait for: a stream whose meter is in use (its
+// owner launching or polling: it will see for itself) is skipped, and so is
+// everything while a Reset rebuilds the pool.
+func (pp *poolPriority) refresh(p *Pool) {
+	if pp.query.Load() == probeNo || !p.fault.resetMu.TryRLock() {
+		return
+	}
+	defer p.fault.resetMu.RUnlock()
+	list := pp.streams.Load()
+	if list == nil {
+		return
+	}
+	for _, s := range *list {
+		m := s.meter
+		if !m.mu.TryLock() {
+			continue
+		}
+		if m.busy {
+			if n := len(m.pending); n == 0 {
+				s.markIdle()
+			} else if pp.queryDone(p, s, m.pending[n-1].end) {
+				// Stream order: the last launch done means all are. Their
+				// times are folded in by the owner's next poll.
+				s.markIdle()
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// queryDone reports whether e (of s's tenant) has completed. It asks with
+// no context current (a green context may be current on one thread at a
+// time, and its owner may hold it): the first answer tells whether the
+// driver accepts that, and if it does not, neighbours stop asking.
+func (pp *poolPriority) queryDone(p *Pool, s *Stream, e cuda.Event) bool {
+	var ctx cuda.Context
+	if s.t.part == nil {
+		ctx = p.dev.Primary() // current on any number of threads
+	}
+	err := p.drv.EventQuery(ctx, e)
+	switch {
+	case err == nil:
+		if ctx == 0 {
+			pp.query.CompareAndSwap(probeUnknown, probeYes)
+		}
+		return true
+	case errors.Is(err, cuda.ErrorNotReady):
+		if ctx == 0 {
+			pp.query.CompareAndSwap(probeUnknown, probeYes)
+		}
+	case ctx == 0 && (errors.Is(err, cuda.ErrorInvalidContext) || errors.Is(err, cuda.ErrorInvalidHandle)):
+		if pp.query.CompareAndSwap(probeUnknown, probeNo) {
+			p.log.Info("driver needs a current context for cuEventQuery; latency tenants are seen idle at their own polls only")
+		}
+	}
+	return false
+}
+
+// admitLaunchFloored is admitLaunch for a tenant with a floor: while a
+// latency tenant is busy the launch is charged its surcharge besides, and
+// a launch waiting at the floor when the latency tenants go idle is woken
+// and admitted at its full share. It returns what it charged: the cost
+// (corrected when the launch is measured) and the surcharge (not).
+func (s *Stream) admitLaunchFloored(ctx context.Context, f *Function, grid, block Dim3) (charged, extra float64, err error) {
+	if s.t.prio.floor == 0 {
+		charged, err = s.admitLaunch(ctx, f, grid, block)
+		return charged, 0, err
+	}
+	// Evaluated again whenever a change of share wakes the waiter; the
+	// last evaluation is what was charged.
+	cost := func() float64 {
+		charged = s.cost(f, grid, block)
+		extra = s.floorSurcharge(f, grid, block, charged)
+		return charged + extra
+	}
+	pp := &s.t.pool.prio
+	idle := pp.idleChan() // before cost looks at busy: a fall to 0 after this closes it
+	if total := cost(); extra == 0 {
+		_, err = s.admitCost(ctx, cost)
+		return charged, extra, err
+	} else if s.bucket.TryAcquire(total) { // no wait: no watcher needed
+		return charged, extra, nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-idle:
+			cancel()
+		case <-stop:
+		}
+	}()
+	_, err = s.admitCost(wctx, cost)
+	close(stop)
+	cancel()
+	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		charged, err = s.admitLaunch(ctx, f, grid, block) // woken by the latency tenants' idling
+		return charged, 0, err
+	}
+	return charged, extra, err
+}
+
+// floorSurcharge is what a launch of f on s costs beyond base (its cost at
+// the tenant's share; 0 at share 1) while a latency tenant is busy: the
+// launch is then charged its predicted GPU time / floor in all.
+func (s *Stream) floorSurcharge(f *Function, grid, block Dim3, base float64) float64 {
+	c := s.t
+	if c.prio.floor == 0 || s.bucket == nil {
+		return 0
+	}
+	pp := &c.pool.prio
+	if pp.busy.Load() == 0 {
+		return 0
+	}
+	pp.refresh(c.pool)
+	if pp.busy.Load() == 0 {
+		return 0
+	}
+	full := base
+	if full == 0 { // share 1 is admitted free: price it as a share below 1 is
+		ns := f.estimateFor(grid, block).get()
+		if ns == 0 {
+			ns = float64(c.limiter.Capacity())
+		}
+		full = ns * s.class.ThrottleScale()
+	}
+	return full/c.prio.floor - base
+}
