@@ -67,7 +67,7 @@ type leases struct {
 // leased admits cost on s's live lease if it holds the tokens now.
 func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 	ls := l.ls.cur.Load()
-	if ls == nil || ls.s != s || l.device.params.Load() != ls.p {
+	if ls == nil || ls.s != s {
 		return false
 	}
 	c := ls.c
@@ -76,12 +76,15 @@ func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 	}
 	d := l.device
 	now := raw - d.start
-	// A debt that a direct charge (a launch that did not wait for a
-	// renewal) left since the grant holds the lease back too, as it holds
-	// back any launch: the device is read, not written. (What such a
-	// charge owes is repaid by the launches after this lease: no lease is
-	// granted while anything is owed.)
-	if d.state.Load()>>genBits-now > ls.p.tau {
+	// One read of the device's word (it is not written) for two checks.
+	// The generation: SetSMLimit returns the lease before it changes the
+	// rate, so this only guards against a change made some other way.
+	// The debt: one that a direct charge (a launch that did not wait for
+	// a renewal) left since the grant holds the lease back too, as it
+	// holds back any launch. (What such a charge owes is repaid by the
+	// launches after this lease: no lease is granted while anything is
+	// owed.)
+	if st := d.state.Load(); st&genMask != ls.p.gen || st>>genBits-now > ls.p.tau {
 		return false
 	}
 	for {

@@ -131,18 +131,24 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if math.IsNaN(cost) || math.IsInf(cost, 0) {
-		return ErrInvalidAmount
-	}
-	if cost <= 0 {
-		s.admitted.Add(1)
-		return nil
-	}
-	raw := s.l.clock()
-	// Fast path of a share-1 stream whose tenant holds the tokens now: what
-	// TryAcquire does (tryAt takes nothing when they are not there).
-	if !s.own && !s.closed.Load() && (s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw)) {
-		return nil
+	var raw int64
+	if cost > 0 && cost <= math.MaxFloat64 && !s.own && !s.closed.Load() {
+		// Fast path of a share-1 stream whose tenant holds the tokens
+		// now: what TryAcquire does (taking nothing when they are not
+		// there). The test above also refuses NaN and ±Inf.
+		raw = s.l.clock()
+		if s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw) {
+			return nil
+		}
+	} else {
+		if math.IsNaN(cost) || math.IsInf(cost, 0) {
+			return ErrInvalidAmount
+		}
+		if cost <= 0 {
+			s.admitted.Add(1)
+			return nil
+		}
+		raw = s.l.clock()
 	}
 	start, waited := raw, false
 	for {
