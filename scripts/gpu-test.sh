@@ -5,6 +5,7 @@
 #   scripts/gpu-test.sh build   # on the CPU machine: cross-build into .bin/
 #   scripts/gpu-test.sh run     # on the GPU machine: run what .bin/ holds
 #   scripts/gpu-test.sh         # build, then run if a GPU is present
+#   scripts/gpu-test.sh hot     # issue 19's admission figures only (~30 s, CPU)
 #   scripts/gpu-test.sh sanitize # on the GPU machine: the GPU tests under
 #                                # compute-sanitizer memcheck (also FCSP_SANITIZE=1 with run)
 #   scripts/gpu-test.sh lag      # on the GPU machine: issue 17's share, lag and P99 runs (~50 s)
@@ -240,13 +241,29 @@ sanitize_only() {
   return $rc
 }
 
+# hot_only: issue 19's CPU figures on the GPU host, about 30 s, no GPU used:
+# the admission benchmarks (limited beside the clock+CAS floor and the
+# unlimited path, 6 rounds) and hotpath's admission table and quota rows.
+hot_only() {
+  OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
+  local rc=0
+  (cd tokenbucket && "../$BIN/tokenbucket.test" -test.run '^$' -test.bench 'Clock|Floor|Admission' -test.count 6 -test.benchtime 2000000x) > "$OUT/bench-admission.txt" 2>&1 || rc=1
+  grep -E '^Benchmark(AdmissionVsFloor|Floor)|^(ok|FAIL|PASS)' "$OUT/bench-admission.txt"
+  "$BIN/hotpath" -md -rounds 6 -g 1,4,16,64 -calls 50000 -admission 1000000 \
+    -only 'clock \+ CAS|quota check\+release|HAMi-style check|launch admission|mutex bucket' > "$OUT/hotpath-hot.txt" 2>&1 || rc=1
+  grep -E '^- Load|^\| (quota check\+release, leases|tokenbucket launch admission) \| (HAMi|clock)' "$OUT/hotpath-hot.txt"; tail -9 "$OUT/hotpath-hot.txt"
+  echo "== hot: $([ $rc = 0 ] && echo ok || echo FAILED) (logs in $OUT/bench-admission.txt, $OUT/hotpath-hot.txt)"
+  return $rc
+}
+
 case "${1:-all}" in
   sanitize) sanitize_only ;;
+  hot) hot_only ;;
   lag) lag_only ;;
   meter) meter_only ;;
   bandwidth) bandwidth_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|lag|meter|bandwidth]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|bandwidth]" >&2; exit 2 ;;
 esac

@@ -54,10 +54,20 @@ func TestBucketWaitDeadlineFailsFast(t *testing.T) {
 // clock and returns its result channel once it has reserved.
 func blockedWaiter(t *testing.T, l *Limiter, s *Stream, cost float64) <-chan error {
 	t.Helper()
-	before := s.bucket.state.Load()
+	first := waitsOn(s)
+	before := first.state.Load()
 	done := waitResult(func() error { return s.Wait(context.Background(), cost) })
-	untilReserved(t, s.bucket, before)
+	untilReserved(t, first, before)
 	return done
+}
+
+// waitsOn is the bucket a wait on s reserves on first: a share-1 stream is
+// charged on the device bucket only.
+func waitsOn(s *Stream) *Bucket {
+	if s.twoTier() {
+		return s.bucket
+	}
+	return s.l.device
 }
 
 func within(t *testing.T, done <-chan error, what string) error {

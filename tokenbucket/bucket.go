@@ -56,7 +56,20 @@ type params struct {
 // charge converts n tokens to nanoseconds, rounding up so that rounding can
 // only ever under-admit.
 func (p *params) charge(n float64) int64 {
-	return clampSpan(math.Ceil(n * p.nsPerToken))
+	// clampSpan(math.Ceil(v)) without math.Ceil's call: it is on every
+	// launch (issue 19). n is finite and > 0 here, so v is not NaN.
+	v := n * p.nsPerToken
+	if v >= maxSpan {
+		return maxSpan
+	}
+	if v < 1 {
+		return 1
+	}
+	i := int64(v)
+	if float64(i) < v {
+		i++
+	}
+	return i
 }
 
 func clampSpan(ns float64) int64 {
@@ -92,9 +105,10 @@ type Bucket struct {
 	owed   atomic.Int64 // ns charged over time: moved into the TAT as the bound allows
 	params atomic.Pointer[params]
 	clock  func() int64
-	start  int64      // clock() at creation; the TAT is relative to it
-	debt   int64      // ns of debt allowed past empty; <0: one burst
-	mu     sync.Mutex // serialises SetRate only; acquires never take it
+	start  int64        // clock() at creation; the TAT is relative to it
+	debt   int64        // ns of debt allowed past empty; <0: one burst
+	mu     sync.Mutex   // serialises SetRate only; acquires never take it
+	keep   atomic.Int64 // refunds leave the TAT at least here (a live lease's end; see lease)
 }
 
 // Option configures a Bucket.
@@ -265,14 +279,18 @@ func (b *Bucket) settle(now int64) (s int64, p *params) {
 }
 
 // took is what one acquire charged: ns added to the backlog, and ns owed
-// (charged over time). Giving both back undoes the acquire exactly.
-type took struct{ charged, owed int64 }
+// (charged over time), at the token interval of p. Giving both back undoes
+// the acquire exactly.
+type took struct {
+	charged, owed int64
+	p             *params
+}
 
 // split bounds a charge of need ns so that the backlog after it stays
 // within the debt bound; the rest is owed.
 func (p *params) split(need int64) took {
 	c := min(need, p.limit)
-	return took{charged: c, owed: need - c}
+	return took{charged: c, owed: need - c, p: p}
 }
 
 // repay takes up to k.charged of what is owed onto this charge: while an
@@ -311,6 +329,15 @@ func (b *Bucket) tryAt(n float64, raw int64) (took, bool) {
 		return took{}, false
 	}
 	now := raw - b.start
+	// Fast path, the launch path's usual case: nothing owed, no rescale
+	// pending, the charge fits. One CAS; anything else takes the loop.
+	if s, p := b.state.Load(), b.params.Load(); s&genMask == p.gen && b.owed.Load() == 0 {
+		tat := max(s>>genBits, now)
+		if c := p.charge(n); c <= p.limit && tat-now+c <= p.tau &&
+			b.state.CompareAndSwap(s, (tat+c)<<genBits|p.gen) {
+			return took{charged: c, p: p}, true
+		}
+	}
 	fresh := false
 	for {
 		s, p := b.settle(now)
@@ -368,6 +395,15 @@ func (b *Bucket) reserveAt(n float64, raw int64) (due, now int64, k took) {
 	if !(n > 0) {
 		return now, now, took{}
 	}
+	// Fast path, as in tryAt: nothing owed, no rescale pending, a charge
+	// within the debt bound. One CAS.
+	if s, p := b.state.Load(), b.params.Load(); s&genMask == p.gen && b.owed.Load() == 0 {
+		tat := max(s>>genBits, now)
+		if c := p.charge(n); c <= p.limit &&
+			b.state.CompareAndSwap(s, min(tat+c, now+maxSpan)<<genBits|p.gen) {
+			return max(tat+c-max(p.tau, c), now), now, took{charged: c, p: p}
+		}
+	}
 	for {
 		s, p := b.settle(now)
 		tat := max(s>>genBits, now)
@@ -390,11 +426,11 @@ func (b *Bucket) reserveAt(n float64, raw int64) (due, now int64, k took) {
 
 // giveBack undoes an acquire that took k: what was owed is no longer owed
 // and the charge leaves the backlog (never past full).
-func (b *Bucket) giveBack(k took) {
+func (b *Bucket) giveBack(k took) (left int64, at *params) {
 	if k.owed != 0 {
 		b.owed.Add(-k.owed)
 	}
-	b.refundNs(k.charged)
+	return b.refundNs(k.charged, k.p)
 }
 
 // Refund returns n tokens taken earlier (by TryAcquire, Reserve or Wait).
@@ -404,25 +440,47 @@ func (b *Bucket) Refund(n float64) {
 	if !(n > 0) || math.IsInf(n, 1) {
 		return
 	}
-	// Round down: a refund may give back a nanosecond less, never more.
-	b.refundNs(int64(min(math.Floor(n*b.params.Load().nsPerToken), maxSpan)))
+	b.refund(n)
 }
 
-func (b *Bucket) refundNs(give int64) {
+// refund is Refund, returning what a live lease kept it from giving back
+// (see refundNs).
+func (b *Bucket) refund(n float64) (left int64, at *params) {
+	// Round down: a refund may give back a nanosecond less, never more.
+	p := b.params.Load()
+	return b.refundNs(int64(min(math.Floor(n*p.nsPerToken), maxSpan)), p)
+}
+
+// refundNs gives back ns charged at the token interval of from (nil: the
+// current one). Charged before a rate change, they are converted: the
+// tokens go back, not the nanoseconds. A refund does not lower the TAT
+// into a live lease's slice (keep); what that kept it from giving back is
+// returned, in ns at the interval of at, for the caller to give once the
+// lease is returned (Limiter.refundDevice).
+func (b *Bucket) refundNs(give int64, from *params) (left int64, at *params) {
 	if give <= 0 {
-		return
+		return 0, nil
 	}
 	now := b.now()
 	for {
 		s, p := b.load()
 		tat := s >> genBits
 		if tat <= now {
-			return // already full
+			return 0, nil // already full
 		}
-		next := max(tat-give, now)
+		g := give
+		if from != nil && from != p {
+			// Rounded down: a nanosecond less, never more.
+			g = int64(min(math.Floor(float64(give)/from.nsPerToken*p.nsPerToken), maxSpan))
+		}
+		next := max(tat-g, now)
+		if k := min(b.keep.Load(), tat); next < k {
+			left, next = k-next, k
+		}
 		if b.state.CompareAndSwap(s, next<<genBits|p.gen) {
-			return
+			return left, p
 		}
+		left = 0
 	}
 }
 

@@ -34,4 +34,19 @@
 // and no allocation. Waiters spin briefly with a CPU pause hint and park on a
 // timer only for waits long enough that the scheduler's latency does not
 // matter.
+//
+// # One CAS per launch
+//
+// A stream of share 1 (every stream fcsp makes) is charged on the device
+// bucket alone: its own bucket could not refuse what the device bucket
+// admits. The only stream of a Limiter goes further and takes a lease: a
+// slice of the device bucket's timeline charged in one go (an eighth of the
+// burst at most), spent launch by launch with one CAS on a word of the
+// stream's own that also counts the launches. The slice drains with time as
+// the device's backlog does, so a lease never lets the tenant pass its rate
+// or burst; it is returned before anything else touches the device bucket
+// for that stream (a refund, a reservation, a wait, an adjustment), when a
+// second stream opens, and when it stops paying for itself. Granting and
+// returning a lease take a mutex, once per slice; a launch never waits for
+// it.
 package tokenbucket

@@ -117,6 +117,16 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
+// clock reads the limiter's clock. The default one is called directly, not
+// through the func value: an indirect call cannot be inlined, and this is
+// on every launch (issue 19).
+func (l *Limiter) clock() int64 {
+	if l.mono {
+		return monotonic()
+	}
+	return l.cfg.Clock()
+}
+
 func checkSMLimit(f float64) error {
 	if !(f > 0 && f <= 1) {
 		return invalid("SMLimit", f, "a fraction in (0, 1] (1 = the whole device)")
@@ -134,6 +144,8 @@ type Limiter struct {
 	cfg      Config // with defaults; SMLimit is the initial one
 	capacity float64
 	device   *Bucket
+	mono     bool // cfg.Clock is the default: call it directly (see clock)
+	ls       leases
 
 	// Read on every launch, written by SetSMLimit: float64 bits.
 	smLimit atomic.Uint64
@@ -167,12 +179,14 @@ func (l *Limiter) Close() error {
 	}
 	l.kick()
 	l.mu.Unlock()
+	l.returnLease()
 	return nil
 }
 
 // New returns a Limiter with full buckets. An invalid cfg yields an error
 // matching ErrInvalidConfig that lists every bad field.
 func New(cfg Config) (*Limiter, error) {
+	mono := cfg.Clock == nil
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -180,6 +194,7 @@ func New(cfg Config) (*Limiter, error) {
 	l := &Limiter{
 		cfg:      cfg,
 		capacity: cfg.capacity(),
+		mono:     mono,
 		streams:  make(map[*Stream]struct{}),
 	}
 	c := make(chan struct{})
@@ -229,6 +244,12 @@ func (l *Limiter) SetSMLimit(f float64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rate, scale := l.rateFor(f), f/l.SMLimit()
+	// A lease's unused tokens are tokens in hand: back into the device
+	// bucket before the change scales them, and no new lease until the
+	// change is done (see lease).
+	l.ls.mu.Lock()
+	defer l.ls.mu.Unlock()
+	l.revokeLocked()
 	if err := l.device.setRate(rate, scale); err != nil {
 		return err
 	}

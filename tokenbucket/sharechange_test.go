@@ -110,13 +110,13 @@ func TestSetSMLimitUpRecomputesWaiterCost(t *testing.T) {
 		cost float64
 		err  error
 	}
-	before := s.bucket.state.Load()
+	before := waitsOn(s).state.Load()
 	done := make(chan result, 1)
 	go func() {
 		c, err := s.WaitCost(context.Background(), cost)
 		done <- result{c, err}
 	}()
-	untilReserved(t, s.bucket, before)
+	untilReserved(t, waitsOn(s), before)
 	if err := l.SetSMLimit(1); err != nil {
 		t.Fatal(err)
 	}
@@ -137,12 +137,12 @@ func TestSetSMLimitUpRecomputesWaiterCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainStream(s)
-	before = s.bucket.state.Load()
+	before = waitsOn(s).state.Load()
 	go func() {
 		c, err := s.WaitCost(context.Background(), func() float64 { return 100 * (1 + (1 - l.SMLimit())) })
 		done <- result{c, err}
 	}()
-	untilReserved(t, s.bucket, before)
+	untilReserved(t, waitsOn(s), before)
 	if err := l.SetSMLimit(1); err != nil {
 		t.Fatal(err)
 	}

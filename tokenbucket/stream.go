@@ -10,10 +10,18 @@ import (
 // Stream is one stream's view of a Limiter: its own bucket, holding a share
 // of the device bucket's capacity and rate, in front of the shared device
 // bucket. Methods are safe for concurrent use.
+//
+// A stream of share 1 is charged on the device bucket alone (one clock read
+// and one CAS per admission): its own bucket would have the device's rate
+// and burst and see a subset of the device's charges, so it could never
+// refuse what the device admits (see twoTier). The only stream of a
+// Limiter admits from a lease of device tokens, one CAS on its own word
+// (see lease).
 type Stream struct {
 	l      *Limiter
-	bucket *Bucket
+	bucket *Bucket // kept at the share's rate by SetSMLimit; charged only if own
 	share  float64
+	own    bool // charge bucket too: share < 1 (see twoTier)
 	closed atomic.Bool
 
 	admitted  atomic.Uint64
@@ -45,13 +53,29 @@ func (l *Limiter) NewStream(share float64) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{l: l, bucket: b, share: share}
+	s := &Stream{l: l, bucket: b, share: share, own: share < 1}
 	l.streams[s] = struct{}{}
+	if l.ls.streams.Add(1) > 1 {
+		// Leases only while there is one stream. Under the lock, so that
+		// a grant decided before the count rose is revoked here too.
+		l.ls.mu.Lock()
+		l.revokeLocked()
+		l.ls.mu.Unlock()
+	}
 	return s, nil
 }
 
 // Share returns the stream's fraction of the device bucket.
 func (s *Stream) Share() float64 { return s.share }
+
+// twoTier reports whether the stream's own bucket is charged at all. At
+// share 1 it has the device bucket's rate, burst and debt bound and sees a
+// subset of the device's charges, so the device tier alone already bounds
+// the stream (TestShareOneMatchesTwoTiers); skipping it saves a CAS on
+// every launch (issue 19). Where the two parted, it was the stream tier
+// refusing tokens the tenant held, after a sibling's refund lowered the
+// device's backlog but not this stream's (TestShareOneNeverRefuses...).
+func (s *Stream) twoTier() bool { return s.own }
 
 // TryAcquire admits a launch of the given cost (from Limiter.Cost) if both
 // the stream bucket and the device bucket hold it now, taking it from both;
@@ -67,7 +91,14 @@ func (s *Stream) TryAcquire(cost float64) bool {
 		s.rejected.Add(1)
 		return false
 	}
-	raw := s.l.cfg.Clock()
+	raw := s.l.clock()
+	if !s.twoTier() {
+		if s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw) {
+			return true
+		}
+		s.rejected.Add(1)
+		return false
+	}
 	ks, ok := s.bucket.tryAt(cost, raw)
 	if !ok {
 		s.rejected.Add(1)
@@ -100,14 +131,25 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if math.IsNaN(cost) || math.IsInf(cost, 0) {
-		return ErrInvalidAmount
+	var raw int64
+	if cost > 0 && cost <= math.MaxFloat64 && !s.own && !s.closed.Load() {
+		// Fast path of a share-1 stream whose tenant holds the tokens
+		// now: what TryAcquire does (taking nothing when they are not
+		// there). The test above also refuses NaN and ±Inf.
+		raw = s.l.clock()
+		if s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw) {
+			return nil
+		}
+	} else {
+		if math.IsNaN(cost) || math.IsInf(cost, 0) {
+			return ErrInvalidAmount
+		}
+		if cost <= 0 {
+			s.admitted.Add(1)
+			return nil
+		}
+		raw = s.l.clock()
 	}
-	if cost <= 0 {
-		s.admitted.Add(1)
-		return nil
-	}
-	raw := s.l.cfg.Clock()
 	start, waited := raw, false
 	for {
 		// wake before closed: a Close after this check closes this channel.
@@ -118,7 +160,7 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 		w, err := s.wait(ctx, cost, raw, wake)
 		waited = waited || w
 		if err == errWoken {
-			raw = s.l.cfg.Clock()
+			raw = s.l.clock()
 			continue // closed, or a new rate: evaluate again
 		}
 		if err != nil {
@@ -128,7 +170,7 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 	}
 	if waited {
 		s.throttled.Add(1)
-		s.waitNanos.Add(s.l.cfg.Clock() - start)
+		s.waitNanos.Add(s.l.clock() - start)
 	}
 	s.admitted.Add(1)
 	return nil
@@ -137,17 +179,12 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 // wait is one attempt of Wait at clock reading raw. On error it has given
 // back everything it took.
 func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan struct{}) (waited bool, err error) {
-	due, now, ks := s.bucket.reserveAt(cost, raw)
-	if due > now {
-		waited = true
-		if err = beforeDeadline(ctx, due-now); err == nil {
-			now, err = s.bucket.sleepUntil(ctx, due, wake)
-		}
-		if err != nil {
-			s.bucket.giveBack(ks)
+	s.l.returnLease() // its tokens are there for this wait (see lease)
+	var ks took
+	if s.twoTier() {
+		if ks, raw, waited, err = s.waitStream(ctx, cost, raw, wake); err != nil {
 			return waited, err
 		}
-		raw = now + s.bucket.start
 	}
 	due, now, kd := s.l.device.reserveAt(cost, raw)
 	if due > now {
@@ -156,12 +193,30 @@ func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan 
 			_, err = s.l.device.sleepUntil(ctx, due, wake)
 		}
 		if err != nil {
-			s.l.device.giveBack(kd)
+			s.l.giveBackDevice(kd)
 			s.bucket.giveBack(ks)
 			return waited, err
 		}
 	}
 	return waited, nil
+}
+
+// waitStream reserves cost on the stream's own bucket at clock reading raw
+// and waits until it is due, returning the clock reading it woke at (raw if
+// it did not wait). On error it has given back what it took.
+func (s *Stream) waitStream(ctx context.Context, cost float64, raw int64, wake <-chan struct{}) (ks took, woke int64, waited bool, err error) {
+	due, now, ks := s.bucket.reserveAt(cost, raw)
+	if due <= now {
+		return ks, raw, false, nil
+	}
+	if err = beforeDeadline(ctx, due-now); err == nil {
+		now, err = s.bucket.sleepUntil(ctx, due, wake)
+	}
+	if err != nil {
+		s.bucket.giveBack(ks)
+		return ks, raw, true, err
+	}
+	return ks, now + s.bucket.start, true, nil
 }
 
 // Adjust corrects what earlier admissions charged once their true cost is
@@ -172,12 +227,20 @@ func (s *Stream) Adjust(delta float64) {
 	switch {
 	case math.IsNaN(delta) || math.IsInf(delta, 0):
 	case delta > 0:
-		raw := s.l.cfg.Clock()
-		s.bucket.reserveAt(delta, raw)
+		// The lease first: a debt must hold back the launches after it,
+		// and the lease's tokens were taken before it.
+		s.l.returnLease()
+		raw := s.l.clock()
+		if s.twoTier() {
+			s.bucket.reserveAt(delta, raw)
+		}
 		s.l.device.reserveAt(delta, raw)
 	case delta < 0:
-		s.bucket.Refund(-delta)
-		s.l.device.Refund(-delta)
+		s.l.returnLease() // a refund may not reach into a live lease
+		if s.twoTier() {
+			s.bucket.Refund(-delta)
+		}
+		s.l.refundDevice(-delta)
 	}
 }
 
@@ -202,15 +265,18 @@ func (s *Stream) Reserve(cost float64) *Reservation {
 	if math.IsNaN(cost) || math.IsInf(cost, 0) || s.closed.Load() {
 		return r
 	}
-	raw := s.l.cfg.Clock()
+	raw := s.l.clock()
 	r.ok, r.due = true, raw
 	if cost <= 0 {
 		return r
 	}
-	due, _, ks := s.bucket.reserveAt(cost, raw)
-	ddue, _, kd := s.l.device.reserveAt(cost, raw)
-	r.ks, r.kd = ks, kd
-	r.due = max(due+s.bucket.start, ddue+s.l.device.start)
+	s.l.returnLease()
+	if s.twoTier() {
+		due, _, ks := s.bucket.reserveAt(cost, raw)
+		r.ks, r.due = ks, due+s.bucket.start
+	}
+	due, _, kd := s.l.device.reserveAt(cost, raw)
+	r.kd, r.due = kd, max(r.due, due+s.l.device.start)
 	return r
 }
 
@@ -219,7 +285,7 @@ func (r *Reservation) OK() bool { return r.ok }
 
 // Delay is how long from now until the reserved tokens are due (0: now).
 func (r *Reservation) Delay() time.Duration {
-	return time.Duration(max(r.due-r.s.l.cfg.Clock(), 0))
+	return time.Duration(max(r.due-r.s.l.clock(), 0))
 }
 
 // Cancel gives back what the reservation took, unless it was used (by
@@ -229,7 +295,8 @@ func (r *Reservation) Cancel() {
 	if !r.ok || r.done.Swap(true) {
 		return
 	}
-	r.s.l.device.giveBack(r.kd)
+	r.s.l.returnLease()
+	r.s.l.giveBackDevice(r.kd)
 	r.s.bucket.giveBack(r.ks)
 }
 
@@ -255,7 +322,7 @@ func (r *Reservation) Wait(ctx context.Context) error {
 			err = ctx.Err()
 		}
 		if err == nil {
-			now := s.l.cfg.Clock()
+			now := s.l.clock()
 			if now >= r.due {
 				if r.done.Swap(true) {
 					return ErrReservationUsed
@@ -282,8 +349,11 @@ func (r *Reservation) Wait(ctx context.Context) error {
 // Stats returns the stream's counters. Each is read atomically; the set is
 // not a consistent snapshot while acquires are in flight.
 func (s *Stream) Stats() Stats {
+	// admitted before the lease: a revocation in between moves the lease's
+	// count into admitted after this load, so nothing is counted twice.
+	admitted := s.admitted.Load()
 	return Stats{
-		Admitted:  s.admitted.Load(),
+		Admitted:  admitted + s.l.leaseCount(s),
 		Rejected:  s.rejected.Load(),
 		Throttled: s.throttled.Load(),
 		WaitNanos: s.waitNanos.Load(),
@@ -299,7 +369,9 @@ func (s *Stream) Close() error {
 	}
 	s.l.mu.Lock()
 	delete(s.l.streams, s)
+	s.l.ls.streams.Add(-1)
 	s.l.kick()
 	s.l.mu.Unlock()
+	s.l.returnLease()
 	return nil
 }

@@ -40,13 +40,19 @@ func (s *Stream) WaitCost(ctx context.Context, cost func() float64) (float64, er
 			return 0, ErrClosed
 		}
 		if !clocked {
-			raw, clocked = s.l.cfg.Clock(), true
+			raw, clocked = s.l.clock(), true
 			start = raw
+			// Wait's fast path (issue 19): a share-1 stream whose tenant
+			// holds the tokens now is admitted, and counted, on its lease
+			// or the device bucket.
+			if !s.own && (s.l.leased(s, c, raw) || s.l.admitDevice(s, c, raw)) {
+				return c, nil
+			}
 		}
 		w, err := s.wait(ctx, c, raw, wake)
 		waited = waited || w
 		if err == errWoken {
-			raw = s.l.cfg.Clock()
+			raw = s.l.clock()
 			continue // closed, or a new limit: evaluate the cost again
 		}
 		if err != nil {
@@ -56,7 +62,7 @@ func (s *Stream) WaitCost(ctx context.Context, cost func() float64) (float64, er
 	}
 	if waited {
 		s.throttled.Add(1)
-		s.waitNanos.Add(s.l.cfg.Clock() - start)
+		s.waitNanos.Add(s.l.clock() - start)
 	}
 	s.admitted.Add(1)
 	return c, nil

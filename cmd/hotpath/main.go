@@ -41,6 +41,7 @@ type config struct {
 	only       *regexp.Regexp
 	md         bool
 	jsonPath   string
+	admission  int // calls per path and round in the admission table; 0: none
 }
 
 func parse(args []string) (config, error) {
@@ -51,10 +52,14 @@ func parse(args []string) (config, error) {
 	only := fs.String("only", "", "run only targets whose name matches this regular expression")
 	md := fs.Bool("md", false, "print markdown tables (default: plain text)")
 	js := fs.String("json", "", "write every round's figures and the medians as JSON to this file ('-': stdout)")
+	adm := fs.Int("admission", 1000000, "calls per path and round in the launch admission table (1 goroutine, block-timed, against the clock+CAS floor); 0: no table")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
-	c := config{rounds: *rounds, calls: *calls, md: *md, jsonPath: *js}
+	c := config{rounds: *rounds, calls: *calls, md: *md, jsonPath: *js, admission: *adm}
+	if c.admission < 0 {
+		return c, fmt.Errorf("-admission %d: a number of calls >= 0 is needed (0: no table)", c.admission)
+	}
 	if c.rounds < 1 {
 		return c, fmt.Errorf("-rounds %d: at least 1 round is needed", c.rounds)
 	}
@@ -123,6 +128,11 @@ func run(args []string, w io.Writer) error {
 			}
 		}
 	}
+	if c.admission > 0 {
+		if rep.Admission, err = measureAdmission(c.rounds, c.admission); err != nil {
+			return fmt.Errorf("admission table: %w", err)
+		}
+	}
 	rep.Seconds = time.Since(start).Seconds()
 	rep.LoadAfter = loadavg()
 	for i, t := range ts {
@@ -155,6 +165,9 @@ func run(args []string, w io.Writer) error {
 		}
 	}
 	rep.write(w, c.md)
+	if len(rep.Admission) > 0 {
+		writeAdmission(w, rep.Admission, c.admission, c.md)
+	}
 	return nil
 }
 

@@ -28,7 +28,7 @@ func TestPercentileAndSpread(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-rounds", "0"}, {"-calls", "10"}, {"-g", "0"}, {"-g", "x"}, {"-only", "("}, {"-only", "no such target"}} {
+	for _, args := range [][]string{{"-rounds", "0"}, {"-calls", "10"}, {"-g", "0"}, {"-g", "x"}, {"-only", "("}, {"-only", "no such target"}, {"-admission", "-1"}} {
 		if err := run(args, new(bytes.Buffer)); err == nil {
 			t.Errorf("run(%q) accepted bad input", args)
 		}
@@ -39,7 +39,7 @@ func TestBadFlags(t *testing.T) {
 // row and the ratios the rows ask for.
 func TestRunAllTargets(t *testing.T) {
 	var out bytes.Buffer
-	if err := run([]string{"-rounds", "2", "-calls", "200", "-g", "1,3", "-md"}, &out); err != nil {
+	if err := run([]string{"-rounds", "2", "-calls", "200", "-g", "1,3", "-md", "-admission", "1000"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -51,7 +51,12 @@ func TestRunAllTargets(t *testing.T) {
 			t.Errorf("no ratio of %q against %q", tg.name, tg.vs)
 		}
 	}
-	for _, want := range []string{"Load (/proc/loadavg): before", "P99 per call", "3 goroutines"} {
+	for _, p := range admissionPaths() {
+		if !strings.Contains(text, "| "+p.name+" |") {
+			t.Errorf("no admission row for %q", p.name)
+		}
+	}
+	for _, want := range []string{"Load (/proc/loadavg): before", "P99 per call", "3 goroutines", "Launch admission, 1 goroutine"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -60,7 +65,7 @@ func TestRunAllTargets(t *testing.T) {
 
 func TestJSON(t *testing.T) {
 	var out bytes.Buffer
-	if err := run([]string{"-rounds", "3", "-calls", "100", "-g", "2", "-only", "atomic", "-json", "-"}, &out); err != nil {
+	if err := run([]string{"-rounds", "3", "-calls", "100", "-g", "2", "-only", "atomic", "-admission", "512", "-json", "-"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	var r report
@@ -69,6 +74,17 @@ func TestJSON(t *testing.T) {
 	}
 	if len(r.Rows) != 1 || len(r.Rows[0].Cells) != 1 || len(r.Rows[0].Cells[0].Rounds) != 3 {
 		t.Fatalf("JSON = %+v; want one row, one cell, three rounds", r)
+	}
+	if len(r.Admission) != len(admissionPaths()) {
+		t.Fatalf("JSON has %d admission rows; want %d", len(r.Admission), len(admissionPaths()))
+	}
+	for _, a := range r.Admission {
+		if len(a.XFloor) != 3 || a.Refused != 0 || !(a.X.Min <= a.X.Median && a.X.Median <= a.X.Max) {
+			t.Errorf("admission row %+v: want 3 rounds, no refusal, figures in order", a)
+		}
+	}
+	if x := r.Admission[0].X; x != (spread{1, 1, 1}) {
+		t.Errorf("the floor against itself = %+v; want 1", x)
 	}
 	c := r.Rows[0].Cells[0]
 	if !(c.P50.Min <= c.P50.Median && c.P50.Median <= c.P50.Max && c.P50.Median <= c.P99.Max) {

@@ -21,6 +21,8 @@ type report struct {
 	LoadAfter  string  `json:"loadavg_after"`
 	Seconds    float64 `json:"seconds"`
 	Rows       []row   `json:"rows"`
+	// Admission is the launch admission table (issue 19), if asked for.
+	Admission []admissionRow `json:"admission,omitempty"`
 }
 
 type row struct {

@@ -107,7 +107,7 @@ func targets() []target {
 				}
 				return func(int, int) error { return refused(b.TryAcquire(1)) }, nil, nil
 			}},
-		{name: "tokenbucket launch admission (Stream.TryAcquire)", group: "rate", vs: "clock + CAS, one shared word", note: "two tiers: the stream's bucket then the device's; one stream per goroutine, 1x1 launch cost",
+		{name: "tokenbucket launch admission (Stream.TryAcquire)", group: "rate", vs: "clock + CAS, one shared word", note: "share-1 streams (fcsp's): the device tier alone, one CAS; one stream per goroutine, 1x1 launch cost",
 			setup: limiterSetup},
 		{name: "mutex bucket (GCRA under sync.Mutex)", group: "rate", vs: "clock + CAS, one shared word", note: "plain mutex baseline",
 			setup: func(int) (func(int, int) error, func(), error) {
