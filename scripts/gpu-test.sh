@@ -185,7 +185,7 @@ lag_only() {
   "$BIN/loadgen" -spawn "$BIN/server" -modes partitioned -rounds 3 -warmup 500ms -duration 2s -- -batch-gpu-share 0.9 > "$OUT/loadgen-rounds.txt" 2>&1
   r=$?; cat "$OUT/loadgen-rounds.txt"
   summary+=("loadgen partitioned, 3 rounds: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
-  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-lag.txt"
   [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.log "$ret/" 2>/dev/null
   return $rc
 }
@@ -206,7 +206,7 @@ meter_only() {
   (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.run '^$' -test.bench '^BenchmarkDo' -test.benchtime 20000x -test.benchmem) > "$OUT/bench-do.txt" 2>&1
   r=$?; grep -E '^Benchmark' "$OUT/bench-do.txt"
   summary+=("BenchmarkDo: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
-  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-meter.txt"
   [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.log "$ret/" 2>/dev/null
   return $rc
 }
