@@ -12,10 +12,12 @@ import (
 // graphs are charged predicted/floor in all, as its kernel launches are;
 // the surcharge over the share's charge is not corrected.
 
-// floorExtra is what work predicted at predicted tokens costs beyond base
-// (its charge at the tenant's share; 0 at share 1) while a latency tenant
-// is busy; 0 for a tenant without a floor or while none is busy.
-func (c *tenantCore) floorExtra(base, predicted float64) float64 {
+// floorExtra is what work costing base tokens at the tenant's share (0 at
+// share 1) costs beyond that while a latency tenant is busy: the work is
+// then charged its predicted GPU time / floor in all. predicted is asked only
+// then (the floored path alone pays for the estimate). 0 for a tenant
+// without a floor or while no latency tenant is busy.
+func (c *tenantCore) floorExtra(base float64, predicted func() float64) float64 {
 	if c.prio.floor == 0 {
 		return 0
 	}
@@ -29,7 +31,7 @@ func (c *tenantCore) floorExtra(base, predicted float64) float64 {
 	}
 	full := base
 	if full == 0 { // share 1 is admitted free: price it as a share below 1 is
-		full = predicted
+		full = predicted()
 	}
 	return full/c.prio.floor - base
 }

@@ -196,7 +196,7 @@ func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try boo
 		if c.limiter.SMLimit() < 1 {
 			base = predicted()
 		}
-		extra = c.floorExtra(base, predicted())
+		extra = c.floorExtra(base, predicted)
 		return base + extra
 	}
 	var total float64

@@ -28,7 +28,7 @@ func (s *Stream) launchGraphMetered(ctx context.Context, e *GraphExec) error {
 			return fixed // as the caller set it: not corrected
 		case c.gpuShare:
 			base := s.graphGPUCost(e)
-			extra = c.floorExtra(base, s.graphPredicted(e))
+			extra = c.floorExtra(base, func() float64 { return s.graphPredicted(e) })
 			return base + extra
 		}
 		return e.costOn(s)

@@ -324,29 +324,19 @@ func (s *Stream) admitLaunchFloored(ctx context.Context, f *Function, grid, bloc
 	return charged, extra, err
 }
 
-// floorSurcharge is what a launch of f on s costs beyond base (its cost at
-// the tenant's share; 0 at share 1) while a latency tenant is busy: the
-// launch is then charged its predicted GPU time / floor in all.
+// floorSurcharge is floorExtra for a launch of f on s, base being its cost
+// at the tenant's share; its prediction is the kernel's estimate (a whole
+// refill period before the first measurement), scaled by the stream's class.
 func (s *Stream) floorSurcharge(f *Function, grid, block Dim3, base float64) float64 {
 	c := s.t
 	if c.prio.floor == 0 || s.bucket == nil {
 		return 0
 	}
-	pp := &c.pool.prio
-	if pp.busy.Load() == 0 {
-		return 0
-	}
-	pp.refresh(c.pool)
-	if pp.busy.Load() == 0 {
-		return 0
-	}
-	full := base
-	if full == 0 { // share 1 is admitted free: price it as a share below 1 is
+	return c.floorExtra(base, func() float64 {
 		ns := f.estimateFor(grid, block).get()
 		if ns == 0 {
 			ns = float64(c.limiter.Capacity())
 		}
-		full = ns * s.class.ThrottleScale()
-	}
-	return full/c.prio.floor - base
+		return ns * s.class.ThrottleScale()
+	})
 }
