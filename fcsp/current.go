@@ -47,10 +47,13 @@ func (cur Current) Context() ContextHandle { return ContextHandle{cur.t.ctx()} }
 // ErrClosed.
 //
 // On a metered tenant, taking the handle starts timing the stream for this
-// Do (an event recorded on it now, another when f returns): take it just
-// before queuing work, since the time in between counts too. Work queued
-// on a handle taken otherwise (Stream.Handle) or on streams the SDK did not
-// make is not metered.
+// Do (an event recorded on it now, another when f returns), and for every
+// later Do of the tenant too, from its start: a library keeps the handle it
+// was given (cuBLAS's cublasSetStream) and queues on it in later calls that
+// take nothing from Current. The time from the start event to the first
+// work queued counts as the Do's (a few microseconds). Work queued on a
+// handle taken otherwise (Stream.Handle), outside Do, or on streams the SDK
+// did not make is not metered.
 func (cur Current) Stream(s *Stream) (StreamHandle, error) {
 	if s == nil {
 		s = cur.t.first
@@ -62,6 +65,7 @@ func (cur Current) Stream(s *Stream) (StreamHandle, error) {
 		return StreamHandle{}, ErrClosed
 	}
 	if cur.run != nil && s.meter != nil {
+		s.bound.Store(true)
 		if err := cur.run.take(s); err != nil {
 			return StreamHandle{}, fmt.Errorf("tenant %q: timing the stream: %w", cur.t.name, err)
 		}

@@ -115,6 +115,9 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 		// when f panics.
 		run.start(thread)
 		defer func() { err = errors.Join(err, run.end(c)) }()
+		if err := run.takeBound(c); err != nil {
+			return fmt.Errorf("tenant %q: Do: timing its streams: %w", c.name, err)
+		}
 	}
 	return f(Current{t: c, ctx: ctx, run: run})
 }

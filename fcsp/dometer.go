@@ -305,6 +305,27 @@ func (r *doRun) take(s *Stream) error {
 	})
 }
 
+// takeBound opens the run's brackets on the tenant's streams that an
+// earlier Do handed out (Stream.bound), before f runs: a library queues on
+// the handle it kept without asking Current again. A stream closed
+// meanwhile is skipped.
+func (r *doRun) takeBound(c *tenantCore) error {
+	c.mu.Lock()
+	var bound []*Stream
+	for _, s := range c.streams {
+		if s.meter != nil && s.bound.Load() {
+			bound = append(bound, s)
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range bound {
+		if err := r.take(s); err != nil && !(s.closed.Load() && errors.Is(err, ErrClosed)) {
+			return err
+		}
+	}
+	return nil
+}
+
 // end closes the run's brackets once f has returned (still on f's thread),
 // and unregisters the run. A bracket whose stream was closed meanwhile was
 // ended as lost by that Close.

@@ -324,3 +324,25 @@ func TestResetForgetsAdoptedStreams(t *testing.T) {
 	require.NoError(t, own.Synchronize(), "a stream made by NewStream is made again")
 	require.Equal(t, 2, c.Stats().Streams)
 }
+
+// A cleanup that is the first to meet a sticky fault loses the device, as
+// any call would, and is forgiven: a partitioned tenant's Close tears its
+// partition down through the raw driver, which the pool does not watch.
+// TestResetRacesCallsAndClose failed on this about once in 60 -race runs
+// (a fault injected after the Close's watched calls and before its
+// partition's: the Close returned cuStreamSynchronize's 700).
+func TestCleanupFirstToMeetAFaultLosesTheDevice(t *testing.T) {
+	p, _ := openSim(t)
+	tn, err := p.NewTenant("a", WithSMs(16))
+	require.NoError(t, err)
+	raw := errors.Join(nil, &cuda.Error{Op: "cuStreamSynchronize", Code: cuda.ErrorIllegalAddress},
+		&cuda.Error{Op: "cuStreamDestroy_v2", Code: cuda.ErrorIllegalAddress})
+	require.NoError(t, p.forgive(raw))
+	require.False(t, p.Health().Healthy())
+	_, err = tn.Alloc(context.Background(), 1)
+	require.ErrorIs(t, err, ErrDeviceLost)
+	// A cleanup error that is not a fault is not forgiven on a healthy pool.
+	q, _ := openSim(t)
+	require.Error(t, q.forgive(&cuda.Error{Op: "cuStreamDestroy_v2", Code: cuda.ErrorInvalidHandle}))
+	require.True(t, q.Health().Healthy())
+}

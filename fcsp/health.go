@@ -125,11 +125,38 @@ func (f *faultState) err() error {
 // forgive drops the errors of cleaning up a lost device: its resources died
 // with its contexts, and the driver says so in many ways.
 func (p *Pool) forgive(err error) error {
+	if err != nil && p.fault.lost.Load() == nil {
+		// A cleanup through the raw driver (a partition's streams) may be
+		// the first to meet a sticky fault: it loses the device as any
+		// call would, rather than failing the Close.
+		if ce := stickyIn(err); ce != nil {
+			_ = p.see(ce, 0, 0)
+		}
+	}
 	if err != nil && p.fault.lost.Load() != nil {
 		p.log.Debug("fcsp: cleanup on a lost device", "err", err)
 		return nil
 	}
 	return err
+}
+
+// stickyIn is the first sticky driver error in err's tree, or nil.
+func stickyIn(err error) *cuda.Error {
+	switch e := err.(type) {
+	case *cuda.Error:
+		if e.Code.Sticky() {
+			return e
+		}
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			if ce := stickyIn(x); ce != nil {
+				return ce
+			}
+		}
+	case interface{ Unwrap() error }:
+		return stickyIn(e.Unwrap())
+	}
+	return nil
 }
 
 // see classifies a driver error: a sticky one turns the pool to lost (the

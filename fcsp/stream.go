@@ -24,6 +24,9 @@ type Stream struct {
 	free     atomic.Pointer[freeList]  // freed pool blocks for reuse on this stream
 	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
 	closed   atomic.Bool
+	// bound: a Do took the handle (Current.Stream), so a library may hold it
+	// and queue on it in any later Do: every later Do times it (dometer.go).
+	bound atomic.Bool
 }
 
 func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
