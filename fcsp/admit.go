@@ -123,6 +123,7 @@ type Reservation struct {
 	f           *Function
 	grid, block Dim3
 	cost        float64
+	extra       float64                  // a bandwidth floor's surcharge (priority.go), in the reservation too
 	r           *tokenbucket.Reservation // nil: the stream is not limited
 }
 
@@ -141,7 +142,8 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 			}
 		}
 		r.cost = s.cost(f, grid, block)
-		r.r = s.bucket.Reserve(r.cost + s.floorSurcharge(f, grid, block, r.cost)) // priority.go
+		r.extra = s.floorSurcharge(f, grid, block, r.cost)
+		r.r = s.bucket.Reserve(r.cost + r.extra)
 		if !r.r.OK() {
 			return nil, ErrClosed
 		}
@@ -190,7 +192,11 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		if !s.t.gpuShare {
 			charged = 0
 		}
-		return s.launchTimed(r.f, r.grid, r.block, shmem, args, charged)
+		err := s.launchTimed(r.f, r.grid, r.block, shmem, args, charged)
+		if err != nil && r.extra > 0 {
+			s.bucket.Adjust(-r.extra) // launchTimed gave back the base: nothing ran
+		}
+		return err
 	}
 	return s.launch(r.f, r.grid, r.block, shmem, args)
 }

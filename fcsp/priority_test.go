@@ -360,3 +360,38 @@ func TestBandwidthFloorWaiterWokenWhenLatencyIdle(t *testing.T) {
 		t.Fatal("a launch waiting at the floor was not woken when the latency tenant went idle")
 	}
 }
+
+// A reservation made while a latency tenant is busy carries the floor's
+// surcharge; a launch of it that the driver refuses gives back the whole
+// charge, surcharge included (only the base was given back before).
+func TestReservationFailedLaunchGivesBackTheSurcharge(t *testing.T) {
+	fits := func(fail bool) int {
+		pp := newPriorityPair(t, WithGPUShare(0.5), WithBandwidthFloor(0.25))
+		// 30 us: 120 us a launch at the floor, 8 to a full bucket of 1 ms with
+		// room to spare (an exact fit would hang on the nanosecond a refund
+		// rounds down); the 90 us surcharge kept would leave 7.
+		s, shape := pp.nb.Stream(), Dim3{X: 3, Y: 1, Z: 1}
+		var a Args
+		a.Uint64(0)
+		require.NoError(t, s.TryLaunch(pp.nbFn, shape, one, 0, &a)) // measured: the estimate is 30 us
+		require.NoError(t, s.Synchronize())
+		pp.clk.advance(10 * time.Millisecond) // the bucket refills
+		pp.busy(t)
+		if fail {
+			r, err := s.Reserve(pp.nbFn, shape, one)
+			require.NoError(t, err)
+			require.Zero(t, r.Delay())
+			pp.drv.FailNext("cuLaunchKernel", cuda.ErrorLaunchOutOfResources)
+			require.ErrorIs(t, r.Launch(t.Context(), 0, &a), cuda.ErrorLaunchOutOfResources)
+		}
+		n := 0
+		for s.TryLaunch(pp.nbFn, shape, one, 0, &a) == nil { // the clock stands still
+			n++
+		}
+		pp.release()
+		return n
+	}
+	base := fits(false)
+	require.Equal(t, 8, base)
+	require.Equal(t, base, fits(true), "a failed reserved launch kept part of its charge")
+}
