@@ -34,7 +34,7 @@ echo "MPS interactive (12%): $(grep '^{' "$OUTDIR/mps-interactive.txt" || tail -
 echo "MPS batch (88%):       $(grep '^{' "$OUTDIR/mps-batch.txt" || tail -3 "$OUTDIR/mps-batch.txt")"
 
 echo "== fcsp in one process: shared baseline and partitions, $DUR each"
-"$GEMM" -cublas "$CUBLAS" -modes alone,shared,part16,part8 -duration "$DUR" -json "$OUTDIR/gemm-vs-mps.json" | tee "$OUTDIR/gemm-vs-mps.txt"
+"$GEMM" -cublas "$CUBLAS" -modes alone,shared,part16,part8 -rounds "${GEMM_ROUNDS:-1}" -duration "$DUR" -json "$OUTDIR/gemm-vs-mps.json" | tee "$OUTDIR/gemm-vs-mps.txt"
 frc=${PIPESTATUS[0]}
 
 echo "== side by side (interactive P99 us, batch TFLOP/s)"

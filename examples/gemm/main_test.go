@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +41,7 @@ func TestWithoutDeviceOrCublasSaysSoAndExitsZero(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-modes", "nope"}, {"-duration", "0s"}, {"-mps-role", "both"}} {
+	for _, args := range [][]string{{"-modes", "nope"}, {"-duration", "0s"}, {"-mps-role", "both"}, {"-rounds", "0"}} {
 		if err := run(context.Background(), args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: no error", args)
 		}
@@ -60,6 +62,40 @@ func TestChartAndJSON(t *testing.T) {
 		}
 	}
 	if !strings.Contains(out.String(), "ratio to linear") {
+		t.Fatal(out.String())
+	}
+}
+
+// Each mode's P99 is divided by the alone P99 of its own round; a round
+// without an alone result adds nothing; the median of an even count is the
+// mean of the middle two.
+func TestRatiosToAlone(t *testing.T) {
+	rounds := [][]Result{
+		{{Mode: "alone", P99us: 40}, {Mode: "part16", P99us: 44}, {Mode: "shared", P99us: 1200}},
+		{{Mode: "alone", P99us: 50}, {Mode: "part16", P99us: 75}, {Mode: "shared", P99us: 1300}},
+		{{Mode: "part16", P99us: 999}}, // no alone: skipped
+		{{Mode: "alone", P99us: 45}, {Mode: "part16", P99us: 45}, {Mode: "shared", P99us: 1350}},
+		{{Mode: "alone", P99us: 40}, {Mode: "part16", P99us: 48}},
+	}
+	got := ratiosToAlone(rounds)
+	if len(got) != 2 || got[0].Mode != "part16" || got[1].Mode != "shared" {
+		t.Fatalf("rows %+v", got)
+	}
+	p := got[0]
+	if want := []float64{1.1, 1.5, 1, 1.2}; !slices.EqualFunc(p.PerRound, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+		t.Fatalf("part16 per round %v, want %v", p.PerRound, want)
+	}
+	if math.Abs(p.Median-1.15) > 1e-9 || p.Min != 1 || p.Max != 1.5 {
+		t.Fatalf("part16 median %v range %v-%v, want 1.15, 1-1.5", p.Median, p.Min, p.Max)
+	}
+	if s := got[1]; len(s.PerRound) != 3 || math.Abs(s.Median-30) > 1e-9 || s.Min != 26 {
+		t.Fatalf("shared %+v, want 3 rounds, median 30, min 26", s)
+	}
+	var out bytes.Buffer
+	if err := (report{ToAlone: got}).write(&out, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "part16  median 1.15x, range 1.00-1.50x over 4 round(s): 1.10 1.50 1.00 1.20") {
 		t.Fatal(out.String())
 	}
 }

@@ -49,6 +49,7 @@ type Result struct {
 	MaxUs       float64 `json:"max_us"`
 	BatchGEMMs  int     `json:"batch_gemms,omitempty"`
 	BatchTFLOPs float64 `json:"batch_tflops,omitempty"`
+	Round       int     `json:"round,omitempty"` // 1-based, with -rounds
 }
 
 func (r Result) String() string {

@@ -9,11 +9,63 @@ import (
 	"image/png"
 	"io"
 	"os"
+	"slices"
+	"strings"
 )
 
 type report struct {
-	Modes []Result   `json:"modes"`
-	Sweep []SweepRow `json:"sweep,omitempty"`
+	Modes   []Result     `json:"modes"`
+	Sweep   []SweepRow   `json:"sweep,omitempty"`
+	ToAlone []RatioAlone `json:"p99_to_alone,omitempty"`
+}
+
+// RatioAlone is one mode's interactive P99 over the alone-on-partition P99
+// of the same round, per round, with the median and range.
+type RatioAlone struct {
+	Mode     string    `json:"mode"`
+	PerRound []float64 `json:"per_round"`
+	Median   float64   `json:"median"`
+	Min      float64   `json:"min"`
+	Max      float64   `json:"max"`
+}
+
+// ratiosToAlone divides each mode's P99 by the alone mode's P99 of the same
+// round (rounds without an alone result are skipped); one row per mode
+// other than alone, in the order the modes ran.
+func ratiosToAlone(rounds [][]Result) []RatioAlone {
+	var out []RatioAlone
+	idx := map[string]int{}
+	for _, rs := range rounds {
+		alone := 0.0
+		for _, r := range rs {
+			if r.Mode == "alone" {
+				alone = r.P99us
+			}
+		}
+		if alone <= 0 {
+			continue
+		}
+		for _, r := range rs {
+			if r.Mode == "alone" {
+				continue
+			}
+			i, ok := idx[r.Mode]
+			if !ok {
+				i = len(out)
+				idx[r.Mode] = i
+				out = append(out, RatioAlone{Mode: r.Mode})
+			}
+			out[i].PerRound = append(out[i].PerRound, r.P99us/alone)
+		}
+	}
+	for i := range out {
+		v := slices.Clone(out[i].PerRound)
+		slices.Sort(v)
+		n := len(v)
+		out[i].Min, out[i].Max = v[0], v[n-1]
+		out[i].Median = (v[(n-1)/2] + v[n/2]) / 2
+	}
+	return out
 }
 
 func (r report) write(out io.Writer, jsonPath, pngPath string) error {
@@ -22,6 +74,16 @@ func (r report) write(out io.Writer, jsonPath, pngPath string) error {
 		fmt.Fprintln(out, "  SMs  partitioned  TFLOP/s  ratio to linear")
 		for _, s := range r.Sweep {
 			fmt.Fprintf(out, "  %3d  %-11v  %7.1f  %.3f\n", s.SMs, s.Partitioned, s.TFLOPs, s.RatioLinear)
+		}
+	}
+	if len(r.ToAlone) > 0 {
+		fmt.Fprintln(out, "\ninteractive P99 / the same round's alone-on-partition (16 SMs) P99:")
+		for _, a := range r.ToAlone {
+			per := make([]string, len(a.PerRound))
+			for i, x := range a.PerRound {
+				per[i] = fmt.Sprintf("%.2f", x)
+			}
+			fmt.Fprintf(out, "  %-7s median %.2fx, range %.2f-%.2fx over %d round(s): %s\n", a.Mode, a.Median, a.Min, a.Max, len(a.PerRound), strings.Join(per, " "))
 		}
 	}
 	if jsonPath != "" {
