@@ -65,8 +65,10 @@ func (p *Pool) takeLayouts(cfg *tenantConfig) (*greenctx.Partition, error) {
 // tenant closes but still name the old layout: work queued on them runs on
 // the old SMs, which another tenant may hold by then, and is not ordered
 // with work queued through the SDK after the switch. Take them again after
-// a Reshape. The tenant's Events and rate limit stay those of the layout
-// and SM count it was made with.
+// a Reshape. The tenant's Events stay those of the layout it was made
+// with. A launch-rate limit (WithSMLimit) is resized to the new SM count,
+// keeping how full its bucket was; a GPU share (WithGPUShare) is of the
+// device's time and does not change.
 //
 // A size the tenant has no layout for is refused with ErrGranularity,
 // growing into SMs another tenant holds with ErrInsufficientSMs, a closed
@@ -108,6 +110,14 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	}
 	if err != nil {
 		return fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	// A launch-rate limit is threads per refill period of the tenant's
+	// SMs: it follows them (a GPU share is of the device's time, whatever
+	// the SMs). sms was checked against the layouts, so this cannot fail.
+	if c.limiter != nil && !c.gpuShare {
+		if err := c.limiter.SetSMs(sms); err != nil {
+			return fmt.Errorf("tenant %q: resizing its launch-rate limit: %w", c.name, err)
+		}
 	}
 	if from != sms {
 		c.pool.log.Debug("tenant reshaped", "tenant", c.name, "from_sms", from, "sms", sms, "took", time.Since(start))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -269,4 +270,42 @@ func TestReshapeSurvivesReset(t *testing.T) {
 	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
 	require.NoError(t, lat.Close())
 	require.Zero(t, drv.Live().GreenCtxs)
+}
+
+// A launch-rate limit is threads per refill period of the tenant's SMs: a
+// tenant that grows from 8 to 32 SMs is admitted four times the threads per
+// period at the same WithSMLimit, and back to 8 a quarter (it stayed the
+// 8-SM budget before). A GPU share is of the device's time: unchanged.
+func TestReshapeResizesTheLaunchRateLimit(t *testing.T) {
+	p, _ := openSim(t)
+	var clk simClock
+	tn, err := p.NewTenant("t", WithSMs(8), WithReshapeSizes(32), WithSMLimit(0.5), withClock(clk.now))
+	require.NoError(t, err)
+	defer tn.Close()
+	fn := spinKernel(t, tn)
+	var a Args
+	a.Uint64(0)
+	block := Dim3{X: 256, Y: 1, Z: 1}
+	fits := func() int { // launches of one block admitted in a full bucket, the clock stopped
+		clk.advance(time.Second)
+		n := 0
+		for tn.Stream().TryLaunch(fn, one, block, 0, &a) == nil {
+			n++
+		}
+		return n
+	}
+	at8 := fits()
+	require.Positive(t, at8)
+	require.NoError(t, tn.Reshape(t.Context(), 32))
+	at32 := fits()
+	// Whole launches: 4x the 8-SM count, up to the remainder 4x leaves.
+	require.True(t, at32 >= 4*at8 && at32 < 4*(at8+1), "at 8 SMs %d launches to a bucket, at 32 SMs %d", at8, at32)
+	require.NoError(t, tn.Reshape(t.Context(), 8))
+	require.Equal(t, at8, fits())
+
+	share, err := p.NewTenant("s", WithSMs(8), WithReshapeSizes(16), WithGPUShare(0.5))
+	require.NoError(t, err)
+	defer share.Close()
+	require.NoError(t, share.Reshape(t.Context(), 16))
+	require.Equal(t, 0.5, share.Stats().GPUShare)
 }

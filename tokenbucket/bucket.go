@@ -48,6 +48,7 @@ type params struct {
 	// acquirer can finish a rescale that SetRate has started.
 	prevGen        int64
 	prevNsPerToken float64
+	prevBurst      float64
 	// scale multiplies the tokens in hand (not debt) on the move from the
 	// previous generation: 1 for SetRate, new/old limit for SetSMLimit.
 	scale float64
@@ -187,9 +188,11 @@ func (b *Bucket) newParams(rate, burst float64, gen int64, prev *params) *params
 		debt = p.tau
 	}
 	p.limit = min(p.tau+debt, maxSpan)
+	p.prevBurst = burst
 	if prev != nil {
 		p.prevGen = prev.gen
 		p.prevNsPerToken = prev.nsPerToken
+		p.prevBurst = prev.burst
 	}
 	return p
 }
@@ -229,8 +232,10 @@ func (b *Bucket) rescale(s int64, p *params) {
 		if tat > now {
 			backlog = float64(tat-now) / p.prevNsPerToken
 		}
-		if p.scale != 1 && backlog < p.burst {
-			backlog = p.burst - min((p.burst-backlog)*p.scale, p.burst)
+		// The tokens in hand, of the old burst, scaled into the new one
+		// (a resize keeps a bucket's fill; SetSMLimit scales the saving).
+		if (p.scale != 1 || p.burst != p.prevBurst) && backlog < p.prevBurst {
+			backlog = p.burst - min((p.prevBurst-backlog)*p.scale, p.burst)
 		}
 		if backlog > 0 {
 			tat = now + clampSpan(math.Ceil(backlog*p.nsPerToken))
@@ -493,14 +498,24 @@ func (b *Bucket) SetRate(rate float64) error { return b.setRate(rate, 1) }
 
 // setRate is SetRate that also multiplies the tokens in hand by scale (> 0;
 // debt is kept): Limiter.SetSMLimit scales them with the limit.
-func (b *Bucket) setRate(rate, scale float64) error {
+func (b *Bucket) setRate(rate, scale float64) error { return b.setRateBurst(rate, 0, scale) }
+
+// setRateBurst is setRate that also resizes the bucket to burst tokens (0:
+// keep its size): Limiter.SetSMs.
+func (b *Bucket) setRateBurst(rate, burst, scale float64) error {
 	if err := checkRate("rate", rate); err != nil {
 		return err
+	}
+	if burst != 0 && (!(burst > 0) || math.IsInf(burst, 0)) {
+		return invalid("burst", burst, "a finite number of tokens > 0")
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old := b.params.Load()
-	p := b.newParams(rate, old.burst, old.gen+1, old)
+	if burst == 0 {
+		burst = old.burst
+	}
+	p := b.newParams(rate, burst, old.gen+1, old)
 	p.scale = scale
 	b.params.Store(p)
 	// Finish the move to the new generation before another SetRate may

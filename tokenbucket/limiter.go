@@ -141,8 +141,8 @@ func (cfg Config) capacity() float64 {
 // Limiter is the two-tier launch limiter of one GPU: a device bucket shared
 // by every stream, and a bucket per stream holding a share of it.
 type Limiter struct {
-	cfg      Config // with defaults; SMLimit is the initial one
-	capacity float64
+	cfg      Config        // with defaults; SMLimit and SMs are the initial ones
+	capacity atomic.Uint64 // float64 bits; SetSMs changes it
 	device   *Bucket
 	mono     bool // cfg.Clock is the default: call it directly (see clock)
 	ls       leases
@@ -192,14 +192,14 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{
-		cfg:      cfg,
-		capacity: cfg.capacity(),
-		mono:     mono,
-		streams:  make(map[*Stream]struct{}),
+		cfg:     cfg,
+		mono:    mono,
+		streams: make(map[*Stream]struct{}),
 	}
 	c := make(chan struct{})
 	l.wake.Store(&c)
-	l.device, err = NewBucket(l.rateFor(cfg.SMLimit), l.capacity, WithClock(cfg.Clock), WithMaxDebt(l.maxDebt()))
+	l.capacity.Store(math.Float64bits(cfg.capacity()))
+	l.device, err = NewBucket(l.rateFor(cfg.SMLimit), l.Capacity(), WithClock(cfg.Clock), WithMaxDebt(l.maxDebt()))
 	if err != nil {
 		return nil, err // unreachable: cfg was validated
 	}
@@ -209,7 +209,7 @@ func New(cfg Config) (*Limiter, error) {
 
 // rateFor is the device refill rate, in tokens per second, under SM limit f.
 func (l *Limiter) rateFor(f float64) float64 {
-	return l.capacity * f / l.cfg.RefillPeriod.Seconds()
+	return l.Capacity() * f / l.cfg.RefillPeriod.Seconds()
 }
 
 func (l *Limiter) storeLimit(f float64) {
@@ -218,7 +218,7 @@ func (l *Limiter) storeLimit(f float64) {
 }
 
 // Capacity returns the device bucket's size in tokens.
-func (l *Limiter) Capacity() float64 { return l.capacity }
+func (l *Limiter) Capacity() float64 { return math.Float64frombits(l.capacity.Load()) }
 
 // Rate returns the device bucket's refill rate in tokens per second.
 func (l *Limiter) Rate() float64 { return l.device.Rate() }
@@ -260,6 +260,43 @@ func (l *Limiter) SetSMLimit(f float64) error {
 	}
 	l.storeLimit(f)
 	l.kick() // waiters re-reserve under the new rate
+	return nil
+}
+
+// SetSMs resizes the limiter for n SMs (a tenant's partition that grew or
+// shrank): the device bucket holds n*ThreadsPerSM*TokenFactor tokens and
+// refills at the current SM limit of that, each stream's bucket its share
+// of both. Each bucket keeps its fill (tokens in hand scaled by new/old
+// size; debt, work already admitted, is kept), and waiters are woken to
+// re-reserve under the new size. n must be > 0.
+func (l *Limiter) SetSMs(n int) error {
+	if n <= 0 {
+		return invalid("SMs", n, "> 0")
+	}
+	cfg := l.cfg
+	cfg.SMs = n
+	capacity := cfg.capacity()
+	if !(capacity > 0) || math.IsInf(capacity, 0) {
+		return invalid("SMs*ThreadsPerSM*TokenFactor", capacity, "finite and > 0")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	scale := capacity / l.Capacity()
+	// As SetSMLimit: the lease's tokens back first, no new lease meanwhile.
+	l.ls.mu.Lock()
+	defer l.ls.mu.Unlock()
+	l.revokeLocked()
+	rate := capacity * l.SMLimit() / l.cfg.RefillPeriod.Seconds()
+	if err := l.device.setRateBurst(rate, capacity, scale); err != nil {
+		return err
+	}
+	for s := range l.streams {
+		if err := s.bucket.setRateBurst(rate*s.share, capacity*s.share, scale); err != nil {
+			return err
+		}
+	}
+	l.capacity.Store(math.Float64bits(capacity))
+	l.kick()
 	return nil
 }
 

@@ -49,7 +49,7 @@ func (l *Limiter) NewStream(share float64) (*Stream, error) {
 	defer l.mu.Unlock()
 	// Under mu, so that a concurrent SetSMLimit cannot leave this stream at
 	// the old rate.
-	b, err := NewBucket(l.device.Rate()*share, l.capacity*share, WithClock(l.cfg.Clock), WithMaxDebt(l.maxDebt()))
+	b, err := NewBucket(l.device.Rate()*share, l.Capacity()*share, WithClock(l.cfg.Clock), WithMaxDebt(l.maxDebt()))
 	if err != nil {
 		return nil, err
 	}
