@@ -36,28 +36,7 @@ func TestConcurrentExactAdmission(t *testing.T) {
 			}
 		})
 	}
-	waitFor := func(want int64) {
-		deadline := time.Now().Add(hangGuard)
-		for admitted.Load() < want && time.Now().Before(deadline) {
-			runtime.Gosched()
-		}
-	}
-	waitFor(burst)
-	for i := 1; i <= steps; i++ {
-		clk.Advance(time.Microsecond)
-		want := int64(burst + i)
-		waitFor(want)
-		if got := admitted.Load(); got != want {
-			stop.Store(true)
-			wg.Wait()
-			t.Fatalf("after %d intervals admitted %d, want exactly %d", i, got, want)
-		}
-	}
-	stop.Store(true)
-	wg.Wait()
-	if got := admitted.Load(); got != burst+steps {
-		t.Fatalf("admitted %d, want %d", got, burst+steps)
-	}
+	stepExactly(t, &clk, &admitted, &stop, &wg, burst, steps)
 }
 
 // TestConcurrentSetRate races acquires, reserves, refunds and rate changes.

@@ -1,7 +1,10 @@
 package tokenbucket
 
 import (
+	"runtime"
+	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -30,5 +33,37 @@ func drain(b *Bucket) {
 	for b.TryAcquire(1) {
 	}
 	for b.TryAcquire(1e-3) {
+	}
+}
+
+// stepExactly runs the check of the exact-admission storms: once the
+// storm's goroutines (in wg, stopped by stop) have taken the burst, it moves
+// clk one token interval (1 us) at a time and requires exactly one more
+// admission per interval: never more (the rate bound) and, once the
+// goroutines catch up, never less (no lost tokens). It stops the storm
+// before it returns or fails.
+func stepExactly(t *testing.T, clk *fakeClock, admitted *atomic.Int64, stop *atomic.Bool, wg *sync.WaitGroup, burst, steps int64) {
+	t.Helper()
+	waitFor := func(want int64) {
+		deadline := time.Now().Add(hangGuard)
+		for admitted.Load() < want && time.Now().Before(deadline) {
+			runtime.Gosched()
+		}
+	}
+	waitFor(burst)
+	for i := int64(1); i <= steps; i++ {
+		clk.Advance(time.Microsecond)
+		want := burst + i
+		waitFor(want)
+		if got := admitted.Load(); got != want {
+			stop.Store(true)
+			wg.Wait()
+			t.Fatalf("after %d intervals admitted %d, want exactly %d", i, got, want)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if got := admitted.Load(); got != burst+steps {
+		t.Fatalf("admitted %d, want %d", got, burst+steps)
 	}
 }

@@ -197,31 +197,7 @@ func TestShareOneStormIsExact(t *testing.T) {
 			})
 		}
 	}
-	waitFor := func(want int64) {
-		deadline := time.Now().Add(hangGuard)
-		for admitted.Load() < want && time.Now().Before(deadline) {
-			runtime.Gosched()
-		}
-	}
-	fail := func(format string, args ...any) {
-		stop.Store(true)
-		wg.Wait()
-		t.Fatalf(format, args...)
-	}
-	waitFor(burst)
-	for i := 1; i <= steps; i++ {
-		clk.Advance(time.Microsecond)
-		want := int64(burst + i)
-		waitFor(want)
-		if got := admitted.Load(); got != want {
-			fail("after %d intervals admitted %d, want exactly %d", i, got, want)
-		}
-	}
-	stop.Store(true)
-	wg.Wait()
-	if got := admitted.Load(); got != burst+steps {
-		t.Fatalf("admitted %d, want %d", got, burst+steps)
-	}
+	stepExactly(t, &clk, &admitted, &stop, &wg, burst, steps)
 }
 
 // charge is clampSpan(math.Ceil(n*nsPerToken)) without math.Ceil.
