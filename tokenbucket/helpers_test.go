@@ -28,6 +28,15 @@ func countWindow(b *Bucket, clk *fakeClock, n float64, window, step time.Duratio
 	return got
 }
 
+// count takes cost from s as often as it admits at the current instant.
+func count(s *Stream, cost float64) int {
+	n := 0
+	for s.TryAcquire(cost) {
+		n++
+	}
+	return n
+}
+
 // drain empties b at the current instant.
 func drain(b *Bucket) {
 	for b.TryAcquire(1) {

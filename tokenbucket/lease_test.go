@@ -100,10 +100,7 @@ func TestLeaseDoesNotOutliveItsTime(t *testing.T) {
 	s := newStream(t, l, 1)
 	s.TryAcquire(1) // leases up to an eighth of the burst
 	clk.Advance(time.Second)
-	n := 0
-	for s.TryAcquire(1) {
-		n++
-	}
+	n := count(s, 1)
 	if n != 1000 {
 		t.Errorf("admitted %d after a full refill; want the burst, 1000", n)
 	}
@@ -258,10 +255,7 @@ func TestLeaseChurnNeverOverAdmits(t *testing.T) {
 	wg.Wait()
 	l.returnLease()
 	clk.Advance(time.Second)
-	n := 0
-	for s.TryAcquire(1) {
-		n++
-	}
+	n := count(s, 1)
 	if n != burst {
 		t.Errorf("after the churn and a full refill %d tokens at one instant; want the burst, %d", n, burst)
 	}
@@ -283,10 +277,7 @@ func TestRefundNeverReachesIntoALiveLease(t *testing.T) {
 	l.giveBackDevice(k) // the cancel, after the grant
 	clk.Advance(110 * time.Microsecond)
 	// 1 launched at 0, the reservation given back, 110 us refilled: full.
-	n := 0
-	for s.TryAcquire(1) {
-		n++
-	}
+	n := count(s, 1)
 	if n != 1000 {
 		t.Errorf("%d tokens at one instant 110 us later; want the burst, 1000", n)
 	}

@@ -176,10 +176,7 @@ func TestNewStreamValidation(t *testing.T) {
 func TestStreamShareRespected(t *testing.T) {
 	l, clk := newSmall(t, 1)
 	s := newStream(t, l, 0.25) // 250 tokens, 250 tokens/ms
-	n := 0
-	for s.TryAcquire(1) {
-		n++
-	}
+	n := count(s, 1)
 	if n != 250 {
 		t.Errorf("a full 0.25 stream admitted %d tokens, want its 250", n)
 	}

@@ -8,15 +8,6 @@ import (
 	"time"
 )
 
-// count takes cost from s as often as it admits at the current instant.
-func count(s *Stream, cost float64) int {
-	n := 0
-	for s.TryAcquire(cost) {
-		n++
-	}
-	return n
-}
-
 // SetSMs resizes the buckets to the new SM count: a full bucket stays full
 // (of the new size), a half-spent one half-spent, and the refill follows the
 // new size at the same limit; one tier (share 1, leased) and two tiers alike.
