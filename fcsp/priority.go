@@ -20,11 +20,12 @@ import (
 // fraction of their GPU share, so they move less memory while it runs.
 //
 // "In flight" is known without waiting and without a polling thread: a
-// per-pool count of LatencyCritical streams with metered launches not yet
-// seen complete, raised when such a launch is queued and lowered when its
-// end event is seen complete, by the stream's own poll (its next launch,
-// Stats, its Synchronize) or by a floored neighbour's admission, which asks
-// the driver with cuEventQuery (it never waits) while the count is raised.
+// per-pool count of LatencyCritical streams with metered work (launches,
+// graphs, Do brackets) not yet seen complete, raised when it is queued and
+// lowered when its end event is seen complete, by the stream's own poll
+// (its next launch, Stats, its Synchronize) or by a floored neighbour's
+// admission, which asks the driver with cuEventQuery (it never waits) while
+// the count is raised.
 
 // Priority is a tenant's rank for memory bandwidth.
 type Priority int
@@ -33,10 +34,11 @@ const (
 	// Normal tenants run as their limits say.
 	Normal Priority = iota
 	// LatencyCritical tenants hold their floored neighbours down while
-	// they have kernels in flight. The tenant is metered (WithGPUMetering).
+	// they have work in flight. The tenant is metered (WithGPUMetering).
 	// Its kernels launched through the SDK (Stream.Launch, TryLaunch, a
-	// Reservation) count as in flight; work run inside Do or as a graph
-	// does not.
+	// Reservation), its graph launches (LaunchGraph) and its work inside Do
+	// on the streams Do times (see Current.Stream) count as in flight; work
+	// on raw handles outside Do does not.
 	LatencyCritical
 )
 
