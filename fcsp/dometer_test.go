@@ -699,3 +699,20 @@ func TestDoAndGraphYieldToTheFloor(t *testing.T) {
 		require.InEpsilon(t, 1, frac(admit), 0.03, "%s: latency tenant done", name)
 	}
 }
+
+// While a latency tenant's Do is running, its bracket is open and nothing of
+// it is queued as pending yet: a floored neighbour's look at the latency
+// streams (refresh) must not count the stream idle then.
+func TestOpenDoBracketStaysBusyForNeighbours(t *testing.T) {
+	pp := newPriorityPair(t, WithBandwidthFloor(0.25))
+	require.NoError(t, pp.lat.Do(t.Context(), func(cur Current) error {
+		if err := libLaunch(cur, nil, pp.latFn, us(100)); err != nil {
+			return err
+		}
+		pp.p.prio.refresh(pp.p) // what a floored neighbour's admission does
+		if !pp.p.LatencyBusy() {
+			return errors.New("the latency tenant was counted idle while its Do ran")
+		}
+		return nil
+	}))
+}

@@ -241,7 +241,7 @@ func (pp *poolPriority) refresh(p *Pool) {
 		if !m.mu.TryLock() {
 			continue
 		}
-		if m.busy {
+		if m.busy && m.open == nil { // an open Do bracket: f may be queuing work
 			if n := len(m.pending); n == 0 {
 				s.markIdle()
 			} else if pp.queryDone(p, s, m.pending[n-1].end) {
