@@ -28,6 +28,20 @@ func countWindow(b *Bucket, clk *fakeClock, n float64, window, step time.Duratio
 	return got
 }
 
+// newMicroLimiter is a limiter of burst tokens that refills one token a
+// microsecond, exactly (burst tokens a refill period of burst us), with
+// launch costs of one token a thread, on a clock that moves when told.
+func newMicroLimiter(t *testing.T, burst int) (*Limiter, *fakeClock) {
+	t.Helper()
+	clk := new(fakeClock)
+	l, err := New(Config{SMs: 1, ThreadsPerSM: burst, SMLimit: 1, RefillPeriod: time.Duration(burst) * time.Microsecond,
+		Dampening: 1, Penalty: NoPenalty, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, clk
+}
+
 // count takes cost from s as often as it admits at the current instant.
 func count(s *Stream, cost float64) int {
 	n := 0

@@ -149,12 +149,7 @@ func TestLeaseStormIsExact(t *testing.T) {
 		burst   = 50
 		steps   = 1000
 	)
-	var clk fakeClock
-	l, err := New(Config{SMs: 1, ThreadsPerSM: burst, SMLimit: 1, RefillPeriod: 50 * time.Microsecond,
-		Dampening: 1, Penalty: NoPenalty, Clock: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, clk := newMicroLimiter(t, burst)
 	s := newStream(t, l, 1)
 	var admitted atomic.Int64
 	var stop atomic.Bool
@@ -178,7 +173,7 @@ func TestLeaseStormIsExact(t *testing.T) {
 			}
 		})
 	}
-	stepExactly(t, &clk, &admitted, &stop, &wg, burst, steps)
+	stepExactly(t, clk, &admitted, &stop, &wg, burst, steps)
 	if got := s.Stats().Admitted; got != burst+steps {
 		t.Fatalf("Stats().Admitted = %d, want %d", got, burst+steps)
 	}
@@ -195,12 +190,7 @@ func TestLeaseChurnNeverOverAdmits(t *testing.T) {
 		burst = 50
 		steps = 400
 	)
-	var clk fakeClock
-	l, err := New(Config{SMs: 1, ThreadsPerSM: burst, SMLimit: 1, RefillPeriod: 50 * time.Microsecond,
-		Dampening: 1, Penalty: NoPenalty, Clock: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, clk := newMicroLimiter(t, burst)
 	s := newStream(t, l, 1)
 	var launched atomic.Int64
 	var stop atomic.Bool

@@ -169,13 +169,7 @@ func TestShareOneStormIsExact(t *testing.T) {
 		burst   = 50
 		steps   = 1000
 	)
-	var clk fakeClock
-	// 50 tokens a refill period of 50 us: one token a microsecond, exactly.
-	l, err := New(Config{SMs: 1, ThreadsPerSM: burst, SMLimit: 1, RefillPeriod: 50 * time.Microsecond,
-		Dampening: 1, Penalty: NoPenalty, Clock: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, clk := newMicroLimiter(t, burst)
 	cost := l.Cost([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0)
 	if cost != 1 {
 		t.Fatalf("cost of one thread = %v; want 1", cost)
@@ -197,7 +191,7 @@ func TestShareOneStormIsExact(t *testing.T) {
 			})
 		}
 	}
-	stepExactly(t, &clk, &admitted, &stop, &wg, burst, steps)
+	stepExactly(t, clk, &admitted, &stop, &wg, burst, steps)
 }
 
 // charge is clampSpan(math.Ceil(n*nsPerToken)) without math.Ceil.
