@@ -199,7 +199,7 @@ func New(cfg Config) (*Limiter, error) {
 	c := make(chan struct{})
 	l.wake.Store(&c)
 	l.capacity.Store(math.Float64bits(cfg.capacity()))
-	l.device, err = NewBucket(l.rateFor(cfg.SMLimit), l.Capacity(), WithClock(cfg.Clock), WithMaxDebt(l.maxDebt()))
+	l.device, err = NewBucket(l.rateFor(l.Capacity(), cfg.SMLimit), l.Capacity(), WithClock(cfg.Clock), WithMaxDebt(l.maxDebt()))
 	if err != nil {
 		return nil, err // unreachable: cfg was validated
 	}
@@ -207,9 +207,10 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// rateFor is the device refill rate, in tokens per second, under SM limit f.
-func (l *Limiter) rateFor(f float64) float64 {
-	return l.Capacity() * f / l.cfg.RefillPeriod.Seconds()
+// rateFor is the device refill rate, in tokens per second, of a bucket of
+// capacity tokens under SM limit f.
+func (l *Limiter) rateFor(capacity, f float64) float64 {
+	return capacity * f / l.cfg.RefillPeriod.Seconds()
 }
 
 func (l *Limiter) storeLimit(f float64) {
@@ -243,7 +244,7 @@ func (l *Limiter) SetSMLimit(f float64) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rate, scale := l.rateFor(f), f/l.SMLimit()
+	rate, scale := l.rateFor(l.Capacity(), f), f/l.SMLimit()
 	// A lease's unused tokens are tokens in hand: back into the device
 	// bucket before the change scales them, and no new lease until the
 	// change is done (see lease).
@@ -286,7 +287,7 @@ func (l *Limiter) SetSMs(n int) error {
 	l.ls.mu.Lock()
 	defer l.ls.mu.Unlock()
 	l.revokeLocked()
-	rate := capacity * l.SMLimit() / l.cfg.RefillPeriod.Seconds()
+	rate := l.rateFor(capacity, l.SMLimit())
 	if err := l.device.setRateBurst(rate, capacity, scale); err != nil {
 		return err
 	}
