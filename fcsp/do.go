@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
 // ErrInsideDo: a call that cannot run from inside the tenant's own Do (its
@@ -75,7 +76,7 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	thread := unix.Gettid()
+	thread := osthread.ID()
 	if c.part != nil {
 		if err := c.part.Hold(ctx, thread); err != nil {
 			if ownRun {
@@ -88,26 +89,19 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 		}
 		defer c.part.Release()
 	}
-	c.dos.enter(thread)
-	defer c.dos.exit(thread)
+	reg := c.dos.enter(thread)
+	defer c.dos.exit(reg, thread)
 
-	drv := c.pool.drv
-	prev, err := drv.CtxGetCurrent()
+	// One cgo call makes the context current and says what was.
+	drv, cur := c.pool.drv, c.ctx()
+	prev, err := drv.CtxSwapCurrent(cur)
 	if err != nil {
 		return fmt.Errorf("tenant %q: Do: %w", c.name, err)
 	}
-	cur := c.ctx()
 	if prev != cur {
-		if err := drv.CtxSetCurrent(cur); err != nil {
-			return fmt.Errorf("tenant %q: Do: %w", c.name, err)
-		}
 		// Deferred after Release, so it runs before it: the context stops
 		// being current here before another thread may make it current.
-		defer func() {
-			if e := drv.CtxSetCurrent(prev); e != nil {
-				err = errors.Join(err, fmt.Errorf("tenant %q: Do: restoring the thread's context: %w", c.name, e))
-			}
-		}()
+		defer c.restoreCurrent(prev, &err)
 	}
 	if ownRun {
 		// Deferred last, so it runs first: the brackets close on this
@@ -122,27 +116,71 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 	return f(Current{t: c, ctx: ctx, run: run})
 }
 
-// doThreads names the OS threads inside the tenant's Do, so that a Close
-// made from one of them can be refused instead of waiting for itself.
-type doThreads struct {
-	mu sync.Mutex
-	n  map[int]int
+// restoreCurrent makes prev current again on Do's thread, joining a
+// failure to *err. A method rather than a closure: deferred, it needs no
+// closure record.
+func (c *tenantCore) restoreCurrent(prev cuda.Context, err *error) {
+	if e := c.pool.drv.CtxSetCurrent(prev); e != nil {
+		*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: restoring the thread's context: %w", c.name, e))
+	}
 }
 
-func (d *doThreads) enter(thread int) {
+// doThreads names the OS threads inside the tenant's Do, so that a Close
+// made from one of them can be refused instead of waiting for itself.
+//
+// Do is the hot path and Close the rare one, so a Do claims a slot of its
+// own (a compare-and-swap from 0 to its thread's id, starting at the slot
+// the id hashes to) and Close reads them all. Slots are padded apart:
+// concurrent Dos of an unpartitioned tenant write different lines. Only
+// when every slot is taken does a Do count itself in the map under mu.
+//
+// A slot holding the calling thread's id can only have been written by
+// that thread (the one goroutine locked to it, inside Do) and is cleared
+// by it before its Do returns: so Close finds its own id exactly when it
+// runs inside a Do on its own thread.
+type doThreads struct {
+	slots [doSlots]struct {
+		thread atomic.Int64
+		_      [56]byte
+	}
+	over atomic.Int32 // Dos counted in n
+	mu   sync.Mutex
+	n    map[int]int // thread -> Dos counted there when no slot was free
+}
+
+const doSlots = 64
+
+// enter counts a Do on thread in and returns its slot, or -1 for the map.
+func (d *doThreads) enter(thread int) int {
+	h := uint(thread) % doSlots
+	for i := range uint(doSlots) {
+		k := (h + i) % doSlots
+		s := &d.slots[k].thread
+		if s.Load() == 0 && s.CompareAndSwap(0, int64(thread)) {
+			return int(k)
+		}
+	}
 	d.mu.Lock()
 	if d.n == nil {
 		d.n = map[int]int{}
 	}
 	d.n[thread]++
+	d.over.Add(1)
 	d.mu.Unlock()
+	return -1
 }
 
-func (d *doThreads) exit(thread int) {
+// exit undoes enter.
+func (d *doThreads) exit(slot, thread int) {
+	if slot >= 0 {
+		d.slots[slot].thread.Store(0)
+		return
+	}
 	d.mu.Lock()
 	if d.n[thread]--; d.n[thread] == 0 {
 		delete(d.n, thread)
 	}
+	d.over.Add(-1)
 	d.mu.Unlock()
 }
 
@@ -150,12 +188,18 @@ func (d *doThreads) exit(thread int) {
 // locked to its thread can be here only if a Do on this thread is running,
 // which then is its own (a locked thread runs no other goroutine).
 func (d *doThreads) here() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.n) == 0 {
+	thread := int64(osthread.ID())
+	for i := range d.slots {
+		if d.slots[i].thread.Load() == thread {
+			return true
+		}
+	}
+	if d.over.Load() == 0 {
 		return false
 	}
-	return d.n[unix.Gettid()] > 0
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[int(thread)] > 0
 }
 
 // checkNotInsideDo is called by Close before it begins.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -247,5 +248,34 @@ func TestMockDriverChild(t *testing.T) {
 	var e *Error
 	if !errors.Is(err, ErrNotAvailable) || !errors.As(err, &e) || e.Op != "cuGreenCtxDestroy" {
 		t.Errorf("GreenCtxDestroy on a driver without it: %v", err)
+	}
+
+	// entry points added for dofast: CtxSwapCurrent is get, then set where
+	// they differ, in one cgo call, on the calling thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ok(l.CtxSetCurrent(0))
+	var prev Context
+	expect("CtxSwapCurrent sets what differs", calls(func() { prev, err = l.CtxSwapCurrent(ctx); ok(err) }),
+		"cuCtxGetCurrent", "cuCtxSetCurrent 0x1000")
+	if prev != 0 {
+		t.Errorf("CtxSwapCurrent: previous %#x, want 0", prev)
+	}
+	expect("CtxSwapCurrent to the current one only looks", calls(func() { prev, err = l.CtxSwapCurrent(ctx); ok(err) }),
+		"cuCtxGetCurrent")
+	if prev != ctx {
+		t.Errorf("CtxSwapCurrent: previous %#x, want %#x", prev, ctx)
+	}
+	if c, err := l.CtxGetCurrent(); c != ctx || err != nil {
+		t.Errorf("after CtxSwapCurrent: current %#x %v", c, err)
+	}
+	expect("CtxSwapCurrent's failed set", calls(func() {
+		_, err := l.CtxSwapCurrent(0xdead)
+		if !errors.Is(err, ErrorInvalidContext) || !strings.HasPrefix(err.Error(), "cuCtxSetCurrent: ") {
+			t.Errorf("CtxSwapCurrent to a refused context: %v", err)
+		}
+	}), "cuCtxGetCurrent", "cuCtxSetCurrent 0xdead refused")
+	if n := testing.AllocsPerRun(50, func() { _, _ = l.CtxSwapCurrent(ctx) }); n != 0 {
+		t.Errorf("CtxSwapCurrent: %v allocations per call, want 0", n)
 	}
 }

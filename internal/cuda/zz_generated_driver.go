@@ -83,6 +83,11 @@ type Driver interface {
 	GraphDestroy(ctx Context, g Graph) error
 	MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) error
 	MemsetD32Async(ctx Context, p DevicePtr, v uint32, n uint64, s Stream) error
+	// CtxSwapCurrent makes ctx current on the calling OS thread and returns the
+	// context that was current before (cuCtxGetCurrent, then cuCtxSetCurrent
+	// unless they are the same), in one call; restore with CtxSetCurrent(prev).
+	// Like CtxSetCurrent, only a caller locked to its thread may rely on it.
+	CtxSwapCurrent(ctx Context) (Context, error)
 }
 
 // Baseline is what only tests, benchmarks and examples call: the ordinary

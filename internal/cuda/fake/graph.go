@@ -90,9 +90,13 @@ func (d *Driver) checkOverlap(c cuda.Context) {
 func (d *Driver) CtxSetCurrent(c cuda.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.setCurrent(c, unix.Gettid())
+}
+
+// setCurrent is cuCtxSetCurrent on thread me. The caller holds d.mu.
+func (d *Driver) setCurrent(c cuda.Context, me int) error {
 	const op = "cuCtxSetCurrent"
 	l := d.lib()
-	me := unix.Gettid()
 	if c == 0 {
 		if err := d.enter(op); err != nil {
 			return err
@@ -115,10 +119,15 @@ func (d *Driver) CtxSetCurrent(c cuda.Context) error {
 func (d *Driver) CtxGetCurrent() (cuda.Context, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.getCurrent(unix.Gettid())
+}
+
+// getCurrent is cuCtxGetCurrent on thread me. The caller holds d.mu.
+func (d *Driver) getCurrent(me int) (cuda.Context, error) {
 	if err := d.enter("cuCtxGetCurrent"); err != nil {
 		return 0, err
 	}
-	c := d.lib().current[unix.Gettid()]
+	c := d.lib().current[me]
 	if x := d.contexts[c]; x != nil && x.destroyed {
 		return 0, cuda.Check("cuCtxGetCurrent", cuda.ErrorContextIsDestroyed)
 	}

@@ -183,6 +183,13 @@ var table = []entry{
 		Method: "MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) error", Iface: driver},
 	{Sym: "cuMemsetD32Async", Params: "CUdeviceptr p, unsigned int v, size_t n, CUstream s", Ctx: pushed,
 		Method: "MemsetD32Async(ctx Context, p DevicePtr, v uint32, n uint64, s Stream) error", Iface: driver},
+
+	// entry points added for dofast: Do's context switch in one cgo call
+	// instead of two (cuCtxGetCurrent, then cuCtxSetCurrent). A composite
+	// of two entry points above, so no pointer of its own: its C body
+	// (ctxswap.c) and Go method (ctxswap.go) are hand-written.
+	{Method: "CtxSwapCurrent(ctx Context) (Context, error)", CustomGo: true, Iface: driver,
+		Doc: "CtxSwapCurrent makes ctx current on the calling OS thread and returns the\ncontext that was current before (cuCtxGetCurrent, then cuCtxSetCurrent\nunless they are the same), in one call; restore with CtxSetCurrent(prev).\nLike CtxSetCurrent, only a caller locked to its thread may rely on it."},
 }
 
 // The interfaces' own comments; %s is the list of the methods whose rows

@@ -12,8 +12,14 @@ typedef int CUresult;
 typedef void *H;
 typedef unsigned long long CUdeviceptr;
 
+// Read once, when the library is loaded: the benchmarks that run through
+// this mock (fcsp's BenchmarkDoCgo) leave MOCK_LOG unset, and should time
+// a cgo crossing, not getenv.
+static const char *log_path;
+__attribute__((constructor)) static void init_log(void) { log_path = getenv("MOCK_LOG"); }
+
 static void logf_(const char *fmt, ...) {
-	const char *path = getenv("MOCK_LOG");
+	const char *path = log_path;
 	if (!path) return;
 	FILE *f = fopen(path, "a");
 	if (!f) return;
@@ -26,7 +32,7 @@ static void logf_(const char *fmt, ...) {
 }
 
 #define BAD_CTX ((H)0xdead)
-static H current;
+static __thread H current; // per thread, as the driver's
 
 CUresult cuInit(unsigned flags) { logf_("cuInit %u", flags); return 0; }
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
@@ -111,3 +117,9 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, H p, H s) { logf_("cu
 CUresult cuMemFreeAsync(CUdeviceptr d, H s) { logf_("cuMemFreeAsync %#llx %p in %p", d, s, current); return 0; }
 CUresult cuMemPoolSetAttribute(H p, int a, void *v) { logf_("cuMemPoolSetAttribute %p a=%d v=%llu in %p", p, a, *(unsigned long long *)v, current); return 0; }
 CUresult cuMemPoolGetAttribute(H p, int a, void *v) { *(unsigned long long *)v = 77; return 0; }
+// entry points added for dofast: the calling thread's current context.
+CUresult cuCtxGetCurrent(H *c) { logf_("cuCtxGetCurrent"); *c = current; return 0; }
+CUresult cuCtxSetCurrent(H c) {
+	if (c == BAD_CTX) { logf_("cuCtxSetCurrent %p refused", c); return 201; }
+	logf_("cuCtxSetCurrent %p", c); current = c; return 0;
+}
