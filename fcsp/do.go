@@ -47,7 +47,7 @@ func (c *tenantCore) Do(ctx context.Context, f func(Current) error) error {
 }
 
 // runDo is Do, or with try TryDo.
-func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool) (err error) {
+func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool) error {
 	if f == nil {
 		return fmt.Errorf("%w: Do with a nil function", ErrInvalidArgument)
 	}
@@ -73,9 +73,17 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 			return err
 		}
 	}
+	return c.doOnThread(ctx, f, run, ownRun)
+}
 
+// doOnThread is Do from taking the thread on. Its undoing is one deferred
+// call (doFrame.unwind) rather than one defer per step: with few defers
+// and returns the compiler open-codes it, where five stack-allocated
+// defers each cost a record and their unwinding a walk (BenchmarkDoCgo).
+func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run *doRun, ownRun bool) (err error) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	fr := doFrame{c: c, slot: -2}
+	defer fr.unwind(&err)
 	thread := osthread.ID()
 	if c.part != nil {
 		if err := c.part.Hold(ctx, thread); err != nil {
@@ -87,28 +95,20 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 			}
 			return err
 		}
-		defer c.part.Release()
+		fr.held = true
 	}
-	reg := c.dos.enter(thread)
-	defer c.dos.exit(reg, thread)
+	fr.thread, fr.slot = thread, c.dos.enter(thread)
 
 	// One cgo call makes the context current and says what was.
-	drv, cur := c.pool.drv, c.ctx()
-	prev, err := drv.CtxSwapCurrent(cur)
+	cur := c.ctx()
+	prev, err := c.pool.drv.CtxSwapCurrent(cur)
 	if err != nil {
 		return fmt.Errorf("tenant %q: Do: %w", c.name, err)
 	}
-	if prev != cur {
-		// Deferred after Release, so it runs before it: the context stops
-		// being current here before another thread may make it current.
-		defer c.restoreCurrent(prev, &err)
-	}
+	fr.prev, fr.restore = prev, prev != cur
 	if ownRun {
-		// Deferred last, so it runs first: the brackets close on this
-		// thread, the context still current and the exclusion held, also
-		// when f panics.
 		run.start(thread)
-		defer func() { err = errors.Join(err, run.end(c)) }()
+		fr.run = run
 		if err := run.takeBound(c); err != nil {
 			return fmt.Errorf("tenant %q: Do: timing its streams: %w", c.name, err)
 		}
@@ -116,13 +116,39 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 	return f(Current{t: c, ctx: ctx, run: run})
 }
 
-// restoreCurrent makes prev current again on Do's thread, joining a
-// failure to *err. A method rather than a closure: deferred, it needs no
-// closure record.
-func (c *tenantCore) restoreCurrent(prev cuda.Context, err *error) {
-	if e := c.pool.drv.CtxSetCurrent(prev); e != nil {
-		*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: restoring the thread's context: %w", c.name, e))
+// doFrame is what doOnThread has taken, for unwind to give back.
+type doFrame struct {
+	c       *tenantCore
+	held    bool // the partition's exclusion
+	slot    int  // in c.dos (see doThreads.enter); -2: not entered
+	thread  int
+	restore bool // prev is to be made current again
+	prev    cuda.Context
+	run     *doRun // a metered run whose brackets are to close
+}
+
+// unwind gives back what the frame holds, in the reverse order of taking,
+// also when f panics: the run's brackets close on this thread with the
+// context still current and the exclusion held; the context stops being
+// current before the exclusion is released, so before another thread may
+// make it current; the thread is unlocked last.
+func (fr *doFrame) unwind(err *error) {
+	c := fr.c
+	if fr.run != nil {
+		*err = errors.Join(*err, fr.run.end(c))
 	}
+	if fr.restore {
+		if e := c.pool.drv.CtxSetCurrent(fr.prev); e != nil {
+			*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: restoring the thread's context: %w", c.name, e))
+		}
+	}
+	if fr.slot != -2 {
+		c.dos.exit(fr.slot, fr.thread)
+	}
+	if fr.held {
+		c.part.Release()
+	}
+	runtime.UnlockOSThread()
 }
 
 // doThreads names the OS threads inside the tenant's Do, so that a Close
