@@ -10,6 +10,7 @@
 #                                # compute-sanitizer memcheck (also FCSP_SANITIZE=1 with run)
 #   scripts/gpu-test.sh lag      # on the GPU machine: issue 17's share, lag and P99 runs (~50 s)
 #   scripts/gpu-test.sh meter    # on the GPU machine: Do and graph GPU shares, BenchmarkDo (~20 s)
+#   scripts/gpu-test.sh dofast   # on the GPU machine: Do's context switch, BenchmarkDo x6 (~20 s)
 #   scripts/gpu-test.sh bandwidth # on the GPU machine: the memory-bandwidth
 #                                # GPU test and examples/bandwidth only (~15 s)
 #
@@ -211,6 +212,27 @@ meter_only() {
   return $rc
 }
 
+# dofast_only is the dofast branch's GPU run (about 20 s): Do's context
+# switch on the driver (TestGPUDoSwapsAndRestoresTheThreadsContext,
+# TestGPUDoMakesTheGreenContextCurrent), then BenchmarkDo six times over, so
+# that Do's overhead (do minus raw, the raw cgo call of the same run beside
+# it) is a range, not one sample.
+dofast_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-dofast; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUDo(SwapsAndRestoresTheThreadsContext|MakesTheGreenContextCurrent)$' -test.timeout 60s) > "$OUT/fcsp-dofast.log" 2>&1
+  r=$?; grep -E '^(--- |ok|FAIL|PASS)|Error' "$OUT/fcsp-dofast.log"
+  summary+=("TestGPUDoSwapsAndRestoresTheThreadsContext, TestGPUDoMakesTheGreenContextCurrent: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.run '^$' -test.bench '^BenchmarkDo$' -test.count 6 -test.benchtime 20000x -test.benchmem) > "$OUT/bench-dofast.txt" 2>&1
+  r=$?; grep -E '^Benchmark|FAIL|panic' "$OUT/bench-dofast.txt"
+  summary+=("BenchmarkDo x6: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-dofast.txt"
+  [ -n "$ret" ] && cp "$OUT"/*.txt "$ret/" 2>/dev/null
+  return $rc
+}
+
 # bandwidth_only runs issue 17's memory-bandwidth work alone (about 15 s):
 # the GPU test that the slowdown shows and the floor buys latency back, then
 # examples/bandwidth's table (its JSON in $OUT/bandwidth.json).
@@ -261,9 +283,10 @@ case "${1:-all}" in
   hot) hot_only ;;
   lag) lag_only ;;
   meter) meter_only ;;
+  dofast) dofast_only ;;
   bandwidth) bandwidth_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|bandwidth]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth]" >&2; exit 2 ;;
 esac
