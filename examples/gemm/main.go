@@ -8,12 +8,13 @@
 //
 //	gemm [-modes whole,alone,shared,part16,part8,sweep] [-rounds 1] [-duration 3s] [-json out.json] [-png out.png]
 //	     [-sweep-sms 8,16,32,64,rest] [-sweep-no-sm-target 8,16] [-sweep-repeats 2]
-//
-// The sweep samples NVML (SM clock, power, clock reasons) every 100 ms
-// while each row runs and reports throughput per SM both raw and per GHz
-// of the mean SM clock, so that a power-capped clock is told apart from
-// what partitioning costs.
 //	gemm -mps-role interactive|batch -duration 10s   # one side on the plain device, for scripts/mps-compare.sh
+//
+// The sweep runs each size alone after an unpartitioned baseline, repeats
+// interleaved, samples NVML (SM clock, power, clock reasons) every 100 ms
+// while each row runs, and reports throughput per SM both raw and per GHz
+// of the mean SM clock: a board at its power limit clocks lower under a
+// whole-chip GEMM than under an 8-SM one, which no partitioning changes.
 package main
 
 import (

@@ -40,9 +40,9 @@ type Job struct {
 	// SmCountTarget is the SM count the cuBLAS handle was told
 	// (cublasSetSmCountTarget); 0 with WithoutSmCountTarget.
 	SmCountTarget int
-	h       cublas.Handle
-	ws      *fcsp.Workspace
-	a, b, c fcsp.DevicePtr
+	h             cublas.Handle
+	ws            *fcsp.Workspace
+	a, b, c       fcsp.DevicePtr
 }
 
 // Option changes how New makes a Job.
