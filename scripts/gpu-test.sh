@@ -184,7 +184,7 @@ lag_only() {
   (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUShareChangeLag$' -test.timeout 60s) > "$OUT/fcsp-lag.log" 2>&1
   r=$?; grep -E 'lag after|spin kernel|^(--- |ok|FAIL|PASS)' "$OUT/fcsp-lag.log"
   summary+=("TestGPUShareChangeLag: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
-  "$BIN/loadgen" -spawn "$BIN/server" -modes partitioned -rounds 3 -warmup 500ms -duration 2s -- -batch-gpu-share 0.9 > "$OUT/loadgen-rounds.txt" 2>&1
+  "$BIN/loadgen" -spawn "$BIN/server" -modes partitioned -rounds 3 -warmup 500ms -duration "${FCSP_LOADGEN_DURATION:-2s}" -- -batch-gpu-share 0.9 > "$OUT/loadgen-rounds.txt" 2>&1
   r=$?; cat "$OUT/loadgen-rounds.txt"
   summary+=("loadgen partitioned, 3 rounds: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-lag.txt"
