@@ -21,20 +21,18 @@ type Lib interface {
 
 // Query asks NVML for the GPU with this UUID ("GPU-..."). A missing library
 // is not an error: the Facts say so.
-func Query(uuid string) Facts {
-	queryMu.Lock()
-	defer queryMu.Unlock()
-	return QueryWith(gonvml.New(), uuid)
-}
+func Query(uuid string) Facts { return QueryWith(gonvml.New(), uuid) }
 
-// queryMu serialises Query: loading and closing a go-nvml library writes
+// queryMu serialises queries: loading and closing a go-nvml library writes
 // go-nvml's package-level state (its versioned symbols, its error-string
 // function), which two instances loaded at once would race on. A sampler
-// beside a metrics scrape calls Query concurrently.
+// beside a metrics scrape queries concurrently.
 var queryMu sync.Mutex
 
 // QueryWith is Query against a given NVML (a mock in tests).
 func QueryWith(lib Lib, uuid string) (f Facts) {
+	queryMu.Lock()
+	defer queryMu.Unlock()
 	if ret := lib.Init(); ret != gonvml.SUCCESS {
 		return Facts{Reason: fmt.Sprintf("nvml init: %v", ret)}
 	}
