@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/internal/clocks"
 	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 )
@@ -102,11 +103,11 @@ type SweepRow struct {
 	// RatioClock the same for PerSMGHz (0 where a clock is missing).
 	RatioLinear float64 `json:"ratio_to_linear"`
 	RatioClock  float64 `json:"ratio_to_linear_clock,omitempty"`
-	Clocks
+	clocks.Clocks
 }
 
 // newSweepRow fills the derived figures of one row from its measurement.
-func newSweepRow(c sweepCase, repeat, sms int, partitioned bool, gemms int, el time.Duration, clk Clocks) SweepRow {
+func newSweepRow(c sweepCase, repeat, sms int, partitioned bool, gemms int, el time.Duration, clk clocks.Clocks) SweepRow {
 	r := SweepRow{Size: sizeName(c.sms), SMs: sms, Partitioned: partitioned, SmTarget: c.hint, Repeat: repeat,
 		GEMMs: gemms, Seconds: el.Seconds(), TFLOPs: tflops(gemms, el), Clocks: clk}
 	if sms > 0 {
@@ -229,7 +230,7 @@ func summarizeSweep(rows []SweepRow) []SweepSummary {
 }
 
 // sweep runs the plan: each row a tenant alone, 8192^3 GEMMs back to back
-// for d, NVML sampled every nvmlEvery meanwhile. Each row is printed as it
+// for d, NVML sampled every clocks.Every meanwhile. Each row is printed as it
 // ends.
 func sweep(ctx context.Context, pool *fcsp.Pool, d time.Duration, plan [][]sweepCase, out io.Writer) ([]SweepRow, error) {
 	var rows []SweepRow
@@ -266,7 +267,7 @@ func sweepOne(ctx context.Context, pool *fcsp.Pool, d time.Duration, c sweepCase
 	if err := errors.Join(w.Run(ctx), w.Check()); err != nil {
 		return SweepRow{}, err
 	}
-	stopNVML := sampleNVML(pool.NVML, nvmlEvery)
+	stopNVML := clocks.Sample(pool.NVML, clocks.Every)
 	stop := make(chan struct{})
 	time.AfterFunc(d, func() { close(stop) })
 	n, el, err := batchLoop(ctx, w, stop)

@@ -8,11 +8,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/examples/internal/clocks"
 )
 
 func TestSweepFlags(t *testing.T) {
@@ -46,55 +45,6 @@ func TestPlanSweepInterleavesRepeats(t *testing.T) {
 	}
 }
 
-// Means are over the samples that have the figure; reasons are the union;
-// refusals and an unavailable NVML become one note each.
-func TestSummarizeClocks(t *testing.T) {
-	s := []fcsp.NVMLFacts{
-		{Available: true, SMClockMHz: 1500, PowerW: 690, PowerLimitW: 700, ClockReasons: fcsp.ClockPowerCap},
-		{Available: true, SMClockMHz: 1700, PowerLimitW: 700, ClockReasons: fcsp.ClockPowerCap | fcsp.ClockHWSlowdown,
-			Refused: []string{"power draw: ERROR_UNKNOWN"}},
-		{Reason: "nvml init: ERROR_TIMEOUT"},
-		{Available: true, SMClockMHz: 1900, PowerW: 650, PowerLimitW: 700, Refused: []string{"power draw: ERROR_UNKNOWN"}},
-	}
-	got := summarizeClocks(s)
-	want := Clocks{Samples: 4, SMClockMHz: 1700, PowerW: 670, PowerLimitW: 700, Reasons: "power cap, hw slowdown",
-		ReasonBits: uint64(fcsp.ClockPowerCap | fcsp.ClockHWSlowdown), Note: "power draw: ERROR_UNKNOWN; nvml init: ERROR_TIMEOUT"}
-	if got != want {
-		t.Fatalf("got  %+v\nwant %+v", got, want)
-	}
-	if got := summarizeClocks([]fcsp.NVMLFacts{{Reason: "simulated device"}}); got.SMClockMHz != 0 || got.Reasons != "unknown" || got.Note != "simulated device" {
-		t.Fatalf("unavailable: %+v", got)
-	}
-}
-
-// The sampler reads on its own goroutine until stopped, and a row shorter
-// than one period still gets one sample.
-func TestSampleNVML(t *testing.T) {
-	var n atomic.Int32
-	third := make(chan struct{})
-	read := func() fcsp.NVMLFacts {
-		if n.Add(1) == 3 {
-			close(third)
-		}
-		return fcsp.NVMLFacts{Available: true, SMClockMHz: uint32(1000 + 100*n.Load())}
-	}
-	stop := sampleNVML(read, time.Millisecond)
-	<-third
-	c := stop()
-	if c.Samples < 3 || int32(c.Samples) != n.Load() {
-		t.Fatalf("%d samples, %d reads", c.Samples, n.Load())
-	}
-	if c.SMClockMHz <= 1000 {
-		t.Fatalf("mean clock %v", c.SMClockMHz)
-	}
-	n.Store(100)
-	if c := sampleNVML(read, time.Hour)(); c.Samples != 1 || c.SMClockMHz != 1000+100*101 {
-		t.Fatalf("short row: %+v", c)
-	}
-}
-
-func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*max(1, math.Abs(b)) }
-
 // Two repeats of baseline, 8 SMs with and without the hint: each ratio is
 // against its own repeat's baseline, raw and per GHz of the SM clock.
 func TestSweepRatiosAndSummary(t *testing.T) {
@@ -104,7 +54,7 @@ func TestSweepRatiosAndSummary(t *testing.T) {
 	row := func(c sweepCase, rep, sms int, tf, mhz float64) SweepRow {
 		gemms := 100
 		el := sec(float64(gemms) * g / tf)
-		return newSweepRow(c, rep, sms, c.sms != whole, gemms, el, Clocks{Samples: 10, SMClockMHz: mhz, PowerW: 600, Reasons: "none"})
+		return newSweepRow(c, rep, sms, c.sms != whole, gemms, el, clocks.Clocks{Samples: 10, SMClockMHz: mhz, PowerW: 600, Reasons: "none"})
 	}
 	rows := []SweepRow{
 		row(sweepCase{whole, true}, 1, 132, 792, 1500),
@@ -174,3 +124,5 @@ func TestSweepRatiosAndSummary(t *testing.T) {
 		t.Fatalf("JSON summary: %v", j.SweepSummary)
 	}
 }
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*max(1, math.Abs(b)) }

@@ -1,4 +1,8 @@
-package main
+// Package clocks samples the device's NVML facts (SM clock, power, clock
+// reasons) while a measurement runs, for the examples that report
+// throughput: the chip's clock moves with its load, and a throughput figure
+// means little without the clock it ran at.
+package clocks
 
 import (
 	"slices"
@@ -8,10 +12,10 @@ import (
 	"github.com/fcsp-go/fcsp-go/fcsp"
 )
 
-// nvmlEvery is how often a sweep row samples the NVML facts.
-const nvmlEvery = 100 * time.Millisecond
+// Every is how often a measurement samples the NVML facts.
+const Every = 100 * time.Millisecond
 
-// Clocks is what NVML said while one sweep row ran: means over its samples.
+// Clocks is what NVML said while one measurement ran: means over its samples.
 type Clocks struct {
 	Samples     int     `json:"nvml_samples"`
 	SMClockMHz  float64 `json:"sm_clock_mhz,omitempty"` // mean over samples that had it
@@ -24,10 +28,10 @@ type Clocks struct {
 	Note string `json:"nvml_note,omitempty"`
 }
 
-// sampleNVML calls read every `every` on a goroutine of its own until the
+// Sample calls read every `every` on a goroutine of its own until the
 // returned stop is called; stop waits for that goroutine and summarises the
-// samples (taking one itself if the row was shorter than a period).
-func sampleNVML(read func() fcsp.NVMLFacts, every time.Duration) (stop func() Clocks) {
+// samples (taking one itself if the run was shorter than a period).
+func Sample(read func() fcsp.NVMLFacts, every time.Duration) (stop func() Clocks) {
 	done := make(chan struct{})
 	got := make(chan []fcsp.NVMLFacts, 1)
 	go func() {
@@ -50,13 +54,13 @@ func sampleNVML(read func() fcsp.NVMLFacts, every time.Duration) (stop func() Cl
 		if len(s) == 0 {
 			s = append(s, read())
 		}
-		return summarizeClocks(s)
+		return Summarize(s)
 	}
 }
 
-// summarizeClocks averages each figure over the samples that have it, so
+// Summarize averages each figure over the samples that have it, so
 // that one refused or unavailable sample does not drag a mean to zero.
-func summarizeClocks(s []fcsp.NVMLFacts) Clocks {
+func Summarize(s []fcsp.NVMLFacts) Clocks {
 	c := Clocks{Samples: len(s)}
 	var mhz, w float64
 	var nMHz, nW, nAvail int
