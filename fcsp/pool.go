@@ -319,12 +319,19 @@ func (p *Pool) wantsSpare(sms int) bool {
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees
 // the whole device, every process included; the pool's own figures are in
 // Stats.
+//
+// Each fact is asked for on its own: one that NVML refuses (a board
+// without power readings, a permission it lacks) is zero and named in
+// Refused, and the others are still filled.
 type NVMLFacts struct {
 	// Available is false where NVML could not be used (no library, no
 	// permission, the simulator); Reason then says why, and the other
 	// fields are zero.
 	Available bool
 	Reason    string
+	// Refused names each fact NVML refused, with its answer, e.g.
+	// "power draw: ERROR_NOT_SUPPORTED"; those fields are zero.
+	Refused []string
 	// Name is the product name, e.g. "NVIDIA H200".
 	Name string
 	// MemoryTotal and MemoryUsed are bytes of device memory, MemoryUsed by
@@ -336,15 +343,23 @@ type NVMLFacts struct {
 	GPUUtil, MemUtil uint32
 	// Driver is the driver's version string, e.g. "580.159.04".
 	Driver string
+	// SMClockMHz is the SM clock now; SMClockMaxMHz the highest it runs at.
+	// Throughput per SM scales with it: compare figures at one clock.
+	SMClockMHz, SMClockMaxMHz uint32
+	// PowerW is the board's power draw and PowerLimitW the limit enforced
+	// now, in watts.
+	PowerW, PowerLimitW float64
+	// ClockReasons says why the clocks are below their maximum now, e.g.
+	// ClockPowerCap while the board is held at PowerLimitW.
+	ClockReasons ClockReasons
 }
 
-// NVML asks NVML for the device's name, memory and utilization now. Where
-// NVML is absent (or on the simulator) the facts say why they are empty.
+// NVML asks NVML for the device's name, memory, utilization, clocks and
+// power now. Where NVML is absent (or on the simulator) the facts say why
+// they are empty.
 func (p *Pool) NVML() NVMLFacts {
 	if p.info.Simulated {
 		return NVMLFacts{Reason: "simulated device"}
 	}
-	f := nvml.Query(p.info.UUID)
-	return NVMLFacts{Available: f.Available, Reason: f.Reason, Name: f.Name, MemoryTotal: f.MemoryTotal,
-		MemoryUsed: f.MemoryUsed, GPUUtil: f.GPUUtil, MemUtil: f.MemUtil, Driver: f.Driver}
+	return nvmlFacts(nvml.Query(p.info.UUID))
 }

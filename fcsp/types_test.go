@@ -36,13 +36,45 @@ func TestPublicTypesConvertAtTheBoundary(t *testing.T) {
 }
 
 // NVMLFacts is the public copy of the NVML glue's facts: a field added there
-// and not here would be dropped silently by Pool.NVML.
+// and not here would be dropped silently by Pool.NVML. Power is converted
+// from milliwatts to watts (renamed) and the reason bits to ClockReasons.
 func TestNVMLFactsHasEveryField(t *testing.T) {
 	pub, in := reflect.TypeOf(NVMLFacts{}), reflect.TypeOf(nvml.Facts{})
 	require.Equal(t, in.NumField(), pub.NumField())
+	converted := map[string]reflect.Type{"PowerMW": reflect.TypeOf(0.0), "PowerLimitMW": reflect.TypeOf(0.0),
+		"ClockReasons": reflect.TypeOf(ClockReasons(0))}
+	renamed := map[string]string{"PowerMW": "PowerW", "PowerLimitMW": "PowerLimitW"}
 	for i := range in.NumField() {
-		f, ok := pub.FieldByName(in.Field(i).Name)
-		require.True(t, ok, "NVMLFacts lacks %s", in.Field(i).Name)
-		require.Equal(t, in.Field(i).Type, f.Type, in.Field(i).Name)
+		name, typ := in.Field(i).Name, in.Field(i).Type
+		if r, ok := renamed[name]; ok {
+			name = r
+		}
+		if c, ok := converted[in.Field(i).Name]; ok {
+			typ = c
+		}
+		f, ok := pub.FieldByName(name)
+		require.True(t, ok, "NVMLFacts lacks %s", name)
+		require.Equal(t, typ, f.Type, name)
+	}
+	// Every field set in the glue's facts comes out set.
+	var src nvml.Facts
+	v := reflect.ValueOf(&src).Elem()
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Uint32, reflect.Uint64:
+			f.SetUint(7)
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{"x"}))
+		default:
+			t.Fatalf("nvml.Facts.%s: kind %v not covered here", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	out := reflect.ValueOf(nvmlFacts(src))
+	for i := range out.NumField() {
+		require.False(t, out.Field(i).IsZero(), "Pool.NVML drops %s", pub.Field(i).Name)
 	}
 }

@@ -13,6 +13,8 @@
 #   scripts/gpu-test.sh dofast   # on the GPU machine: Do's context switch, BenchmarkDo x6 (~20 s)
 #   scripts/gpu-test.sh bandwidth # on the GPU machine: the memory-bandwidth
 #                                # GPU test and examples/bandwidth only (~15 s)
+#   scripts/gpu-test.sh clocks   # on the GPU machine: issue 18's NVML clocks and
+#                                # power, and the gemm sweep with them (~50 s)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -86,7 +88,7 @@ run() {
   export FCSP_ARGS_day94="${FCSP_ARGS_day94:--png $OUT/day94.png}"
   export FCSP_ARGS_bench="${FCSP_ARGS_bench:--md -png $OUT/ratios.png}"
   export FCSP_ARGS_loadgen="${FCSP_ARGS_loadgen:--spawn $BIN/server -duration 5s}"
-  export FCSP_ARGS_gemm="${FCSP_ARGS_gemm:--duration 3s -json $OUT/gemm.json -png $OUT/gemm.png}"
+  export FCSP_ARGS_gemm="${FCSP_ARGS_gemm:--duration 3s -sweep-repeats 1 -json $OUT/gemm.json -png $OUT/gemm.png}"
   export FCSP_ARGS_hotpath="${FCSP_ARGS_hotpath:--md -rounds 6 -json $OUT/hotpath.json}"
   export FCSP_ARGS_reshape="${FCSP_ARGS_reshape:--phase 2s}"
   export FCSP_ARGS_bandwidth="${FCSP_ARGS_bandwidth:--json-out $OUT/bandwidth.json}"
@@ -183,7 +185,7 @@ lag_only() {
   (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUShareChangeLag$' -test.timeout 60s) > "$OUT/fcsp-lag.log" 2>&1
   r=$?; grep -E 'lag after|spin kernel|^(--- |ok|FAIL|PASS)' "$OUT/fcsp-lag.log"
   summary+=("TestGPUShareChangeLag: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
-  "$BIN/loadgen" -spawn "$BIN/server" -modes partitioned -rounds 3 -warmup 500ms -duration 2s -- -batch-gpu-share 0.9 > "$OUT/loadgen-rounds.txt" 2>&1
+  "$BIN/loadgen" -spawn "$BIN/server" -modes partitioned -rounds 3 -warmup 500ms -duration "${FCSP_LOADGEN_DURATION:-2s}" -- -batch-gpu-share 0.9 > "$OUT/loadgen-rounds.txt" 2>&1
   r=$?; cat "$OUT/loadgen-rounds.txt"
   summary+=("loadgen partitioned, 3 rounds: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-lag.txt"
@@ -254,6 +256,31 @@ bandwidth_only() {
   return $rc
 }
 
+# clocks_only is issue 18's short GPU run (about 50 s): the NVML clock and
+# power facts (TestGPUNVMLClocksAndPower), a 4-row sweep through the
+# example's own code (TestGPUSweepReportsClocks, ~4 s), then examples/gemm's
+# full sweep: baseline, 8,16,32,64,rest and 8,16 without the SM count hint,
+# 2 interleaved repeats of FCSP_CLOCKS_DURATION (2s) each, with NVML's SM
+# clock, power and clock reasons per row ($OUT/sweep.json, sweep.png).
+clocks_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-clocks; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUNVMLClocksAndPower$' -test.timeout 60s) > "$OUT/fcsp-nvml.log" 2>&1
+  r=$?; grep -E 'nvml_gpu_test|^(--- |ok|FAIL|PASS)' "$OUT/fcsp-nvml.log"
+  summary+=("TestGPUNVMLClocksAndPower: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  (cd examples/gemm && "$ROOT/$BIN/examples-gemm.test" -test.v -test.count=1 -test.run '^TestGPUSweepReportsClocks$' -test.timeout 120s) > "$OUT/gemm-sweep-test.log" 2>&1
+  r=$?; grep -E 'sweep_gpu_test|^(--- |ok|FAIL|PASS)' "$OUT/gemm-sweep-test.log" | tail -12
+  summary+=("TestGPUSweepReportsClocks: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  "$BIN/gemm" -modes sweep -duration "${FCSP_CLOCKS_DURATION:-2s}" -sweep-repeats 2 -json "$OUT/sweep.json" -png "$OUT/sweep.png" > "$OUT/gemm-sweep.txt" 2>&1
+  r=$?; cat "$OUT/gemm-sweep.txt"
+  summary+=("gemm -modes sweep: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-clocks.txt"
+  [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.log "$OUT"/*.json "$OUT"/*.png "$ret/" 2>/dev/null
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -285,8 +312,9 @@ case "${1:-all}" in
   meter) meter_only ;;
   dofast) dofast_only ;;
   bandwidth) bandwidth_only ;;
+  clocks) clocks_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks]" >&2; exit 2 ;;
 esac

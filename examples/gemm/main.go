@@ -7,7 +7,14 @@
 // quota. Without a GPU or cuBLAS it says so and exits 0.
 //
 //	gemm [-modes whole,alone,shared,part16,part8,sweep] [-rounds 1] [-duration 3s] [-json out.json] [-png out.png]
+//	     [-sweep-sms 8,16,32,64,rest] [-sweep-no-sm-target 8,16] [-sweep-repeats 2]
 //	gemm -mps-role interactive|batch -duration 10s   # one side on the plain device, for scripts/mps-compare.sh
+//
+// The sweep runs each size alone after an unpartitioned baseline, repeats
+// interleaved, samples NVML (SM clock, power, clock reasons) every 100 ms
+// while each row runs, and reports throughput per SM both raw and per GHz
+// of the mean SM clock: a board at its power limit clocks lower under a
+// whole-chip GEMM than under an 8-SM one, which no partitioning changes.
 package main
 
 import (
@@ -41,6 +48,10 @@ type config struct {
 	pngPath  string
 	mpsRole  string
 	rounds   int
+
+	sweepSMs     []int // rest for WithRestOfSMs
+	sweepNoHint  []int // sizes run again without cublasSetSmCountTarget
+	sweepRepeats int
 }
 
 func parse(args []string) (config, error) {
@@ -53,8 +64,21 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.pngPath, "png", "", "write a bar chart to this PNG file")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "run only this side (interactive or batch) on the plain device, for an MPS comparison")
 	fs.IntVar(&c.rounds, "rounds", 1, "run the modes (all but sweep) this many times, interleaved, and report each mode's P99 over the same round's alone P99")
+	sweepSMs := fs.String("sweep-sms", "8,16,32,64,rest", "sweep: tenant sizes (SM counts, rest: the SMs left), each alone after the unpartitioned baseline")
+	noHint := fs.String("sweep-no-sm-target", "8,16", "sweep: sizes run once more per repeat without cublasSetSmCountTarget (empty: none)")
+	fs.IntVar(&c.sweepRepeats, "sweep-repeats", 2, "sweep: run every size this many times, interleaved, and print min-max")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	var err error
+	if c.sweepSMs, err = parseSizes("sweep-sms", *sweepSMs, false); err != nil {
+		return c, err
+	}
+	if c.sweepNoHint, err = parseSizes("sweep-no-sm-target", *noHint, true); err != nil {
+		return c, err
+	}
+	if c.sweepRepeats < 1 {
+		return c, fmt.Errorf("-sweep-repeats %d: want at least 1", c.sweepRepeats)
 	}
 	c.modes = strings.Split(*modes, ",")
 	for _, m := range c.modes {
@@ -125,11 +149,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		rounds = append(rounds, this)
 	}
 	if slices.Contains(cfg.modes, "sweep") {
-		rows, err := sweep(ctx, pool, cfg.duration)
+		if f := pool.NVML(); f.Available {
+			fmt.Fprintf(out, "NVML before the sweep: SM clock %d MHz (max %d), power %.0f W (limit %.0f W), clock reasons: %v%s\n",
+				f.SMClockMHz, f.SMClockMaxMHz, f.PowerW, f.PowerLimitW, f.ClockReasons, noteSuffix(strings.Join(f.Refused, "; ")))
+		} else {
+			fmt.Fprintf(out, "NVML unavailable (%s): the sweep reports no clocks or power\n", f.Reason)
+		}
+		rows, err := sweep(ctx, pool, cfg.duration, planSweep(cfg.sweepSMs, cfg.sweepNoHint, cfg.sweepRepeats), out)
 		if err != nil {
 			return fmt.Errorf("sweep: %w", err)
 		}
 		rep.Sweep = rows
+		rep.SweepSummary = summarizeSweep(rows)
 	}
 	rep.ToAlone = ratiosToAlone(rounds)
 	return rep.write(out, cfg.jsonPath, cfg.pngPath)

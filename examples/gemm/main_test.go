@@ -41,7 +41,8 @@ func TestWithoutDeviceOrCublasSaysSoAndExitsZero(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-modes", "nope"}, {"-duration", "0s"}, {"-mps-role", "both"}, {"-rounds", "0"}} {
+	for _, args := range [][]string{{"-modes", "nope"}, {"-duration", "0s"}, {"-mps-role", "both"}, {"-rounds", "0"},
+		{"-sweep-repeats", "0"}, {"-sweep-sms", ""}, {"-sweep-sms", "8,0"}, {"-sweep-sms", "8,8"}, {"-sweep-no-sm-target", "x"}} {
 		if err := run(context.Background(), args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: no error", args)
 		}
@@ -51,7 +52,8 @@ func TestBadFlags(t *testing.T) {
 func TestChartAndJSON(t *testing.T) {
 	dir := t.TempDir()
 	r := report{Modes: []Result{{Mode: "shared", P99us: 1300, BatchTFLOPs: 770}, {Mode: "part16", P99us: 45, BatchTFLOPs: 700}},
-		Sweep: []SweepRow{{SMs: 132, TFLOPs: 889, RatioLinear: 1}, {SMs: 8, Partitioned: true, TFLOPs: 55, RatioLinear: 0.99}}}
+		SweepSummary: []SweepSummary{{Size: "whole", SMs: 132, TFLOPs: Span{889, 889, 889}, RatioLinear: Span{1, 1, 1}},
+			{Size: "8", SMs: 8, TFLOPs: Span{55, 55, 55}, RatioLinear: Span{0.99, 0.99, 0.99}}}}
 	var out bytes.Buffer
 	if err := r.write(&out, filepath.Join(dir, "g.json"), filepath.Join(dir, "g.png")); err != nil {
 		t.Fatal(err)

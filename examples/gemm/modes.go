@@ -179,56 +179,6 @@ func pct(v []float64, q float64) float64 {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-// SweepRow is the 8192^3 throughput of a tenant of SMs SMs alone.
-type SweepRow struct {
-	SMs         int     `json:"sms"`
-	Partitioned bool    `json:"partitioned"`
-	TFLOPs      float64 `json:"tflops"`
-	RatioLinear float64 `json:"ratio_to_linear"` // (TFLOPs/SMs) / (unpartitioned TFLOPs/device SMs)
-}
-
-func sweep(ctx context.Context, pool *fcsp.Pool, d time.Duration) ([]SweepRow, error) {
-	var rows []SweepRow
-	one := func(sms int) (SweepRow, error) {
-		t, err := pool.NewTenant(fmt.Sprintf("sweep-%d", sms), tenantOpts(sms)...)
-		if err != nil {
-			return SweepRow{}, err
-		}
-		defer t.Close()
-		w, err := gemmjob.New(ctx, t, batchN, batchN, batchN)
-		if err != nil {
-			return SweepRow{}, err
-		}
-		defer w.Close(ctx)
-		if err := errors.Join(w.Run(ctx), w.Check()); err != nil {
-			return SweepRow{}, err
-		}
-		stop := make(chan struct{})
-		time.AfterFunc(d, func() { close(stop) })
-		n, el, err := batchLoop(ctx, w, stop)
-		if err == nil {
-			err = w.Check()
-		}
-		return SweepRow{SMs: t.SMs(), Partitioned: t.Partitioned(), TFLOPs: tflops(n, el)}, err
-	}
-	base, err := one(0)
-	if err != nil {
-		return nil, err
-	}
-	base.RatioLinear = 1
-	rows = append(rows, base)
-	perSM := base.TFLOPs / float64(base.SMs)
-	for _, sms := range []int{8, 16, 32, 64, -1} {
-		r, err := one(sms)
-		if err != nil {
-			return rows, fmt.Errorf("%d SMs: %w", sms, err)
-		}
-		r.RatioLinear = r.TFLOPs / float64(r.SMs) / perSM
-		rows = append(rows, r)
-	}
-	return rows, nil
-}
-
 // runMPSRole runs one side on an unpartitioned tenant (the plain device,
 // where MPS's active-thread percentage applies) and prints one JSON line.
 func runMPSRole(ctx context.Context, pool *fcsp.Pool, cfg config, out io.Writer) error {

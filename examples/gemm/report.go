@@ -14,9 +14,10 @@ import (
 )
 
 type report struct {
-	Modes   []Result     `json:"modes"`
-	Sweep   []SweepRow   `json:"sweep,omitempty"`
-	ToAlone []RatioAlone `json:"p99_to_alone,omitempty"`
+	Modes        []Result       `json:"modes"`
+	Sweep        []SweepRow     `json:"sweep,omitempty"`         // every row of every repeat
+	SweepSummary []SweepSummary `json:"sweep_summary,omitempty"` // per size, over the repeats
+	ToAlone      []RatioAlone   `json:"p99_to_alone,omitempty"`
 }
 
 // RatioAlone is one mode's interactive P99 over the alone-on-partition P99
@@ -69,12 +70,8 @@ func ratiosToAlone(rounds [][]Result) []RatioAlone {
 }
 
 func (r report) write(out io.Writer, jsonPath, pngPath string) error {
-	if len(r.Sweep) > 0 {
-		fmt.Fprintln(out, "\n8192^3 bf16 GEMM throughput by tenant size (each alone; baseline: unpartitioned, same run)")
-		fmt.Fprintln(out, "  SMs  partitioned  TFLOP/s  ratio to linear")
-		for _, s := range r.Sweep {
-			fmt.Fprintf(out, "  %3d  %-11v  %7.1f  %.3f\n", s.SMs, s.Partitioned, s.TFLOPs, s.RatioLinear)
-		}
+	if len(r.SweepSummary) > 0 {
+		writeSweep(out, r.SweepSummary)
 	}
 	if len(r.ToAlone) > 0 {
 		fmt.Fprintln(out, "\ninteractive P99 / the same round's alone-on-partition (16 SMs) P99:")
@@ -109,12 +106,37 @@ func (r report) write(out io.Writer, jsonPath, pngPath string) error {
 	return nil
 }
 
+// writeSweep prints one line per size: the TFLOP/s and ratios as min-max
+// over the repeats, per SM and per SM per GHz as means. The clock-normalised
+// ratio divides out the SM clock NVML saw, so what is left of a gap is the
+// partition's, not the power cap's.
+func writeSweep(out io.Writer, sum []SweepSummary) {
+	fmt.Fprintf(out, "\n8192^3 bf16 GEMM throughput by tenant size (each alone, %d interleaved repeat(s), min-max; ratios to the same repeat's unpartitioned run;\n", sum[0].Repeats)
+	fmt.Fprintln(out, "clock-normalised: TFLOP/s per SM per GHz of the mean SM clock NVML reported during the row; hint: cublasSetSmCountTarget)")
+	fmt.Fprintf(out, "  %-5s  %3s  %-4s  %-13s  %6s  %7s  %-15s  %-16s  %-9s  %-9s  %s\n",
+		"size", "SMs", "hint", "TFLOP/s", "/SM", "/SM/GHz", "ratio to linear", "clock-normalised", "SM MHz", "power W", "clock reasons")
+	for _, s := range sum {
+		fmt.Fprintf(out, "  %-5s  %3d  %-4s  %-13s  %6.3f  %7.3f  %-15s  %-16s  %-9s  %-9s  %s\n",
+			s.Size, s.SMs, yesNo(s.SmTarget), fmtSpan(s.TFLOPs, 1), s.PerSM.Mean, s.PerSMGHz.Mean,
+			fmtSpan(s.RatioLinear, 3), fmtSpan(s.RatioClock, 3), fmtSpan(s.SMClockMHz, 0), fmtSpan(s.PowerW, 0), s.Reasons)
+	}
+}
+
+// fmtSpan is "min-max", or "-" where the figure is missing.
+func fmtSpan(s Span, prec int) string {
+	if s.Max == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f-%.*f", prec, s.Min, prec, s.Max)
+}
+
 // chart draws, per mode, the interactive P99 (blue, log-free linear scale
 // to the largest) and the batch TFLOP/s (orange, to the largest); then the
-// sweep's ratio to linear (green, 1.0 at the grey line). No text: the
-// table and -json carry the numbers.
+// sweep's mean ratio to linear per size, raw (green) and clock-normalised
+// (teal), 1.0 at the grey line. No text: the table and -json carry the
+// numbers.
 func (r report) chart() image.Image {
-	const w, h, bar, gap = 640, 300, 18, 14
+	const w, h, bar, gap = 800, 300, 18, 14
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
 	var maxP99, maxTF float64
@@ -136,12 +158,13 @@ func (r report) chart() image.Image {
 		fill(x+bar, scale(m.BatchTFLOPs, maxTF), color.RGBA{230, 130, 30, 255})
 		x += 2*bar + gap
 	}
-	if len(r.Sweep) > 0 {
+	if len(r.SweepSummary) > 0 {
 		line := h - 20 - scale(1, 1.2)
 		draw.Draw(img, image.Rect(x, line, w-10, line+1), &image.Uniform{color.Gray{160}}, image.Point{}, draw.Src)
-		for _, s := range r.Sweep {
-			fill(x, scale(s.RatioLinear, 1.2), color.RGBA{40, 160, 70, 255})
-			x += bar + 4
+		for _, s := range r.SweepSummary {
+			fill(x, scale(min(s.RatioLinear.Mean, 1.2), 1.2), color.RGBA{40, 160, 70, 255})
+			fill(x+bar, scale(min(s.RatioClock.Mean, 1.2), 1.2), color.RGBA{30, 150, 160, 255})
+			x += 2*bar + 6
 		}
 	}
 	return img

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/examples/internal/clocks"
 	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
 	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/examples/workload"
@@ -35,8 +36,14 @@ type shareWorkload struct {
 
 // ShareRow is one workload's result.
 type ShareRow struct {
-	Workload   string  `json:"workload"`
-	KernelMs   float64 `json:"kernel_ms"`   // mean GPU time per launch (metered; 0: not metered)
+	Workload string  `json:"workload"`
+	KernelMs float64 `json:"kernel_ms"`      // mean GPU time per launch at the share (metered; 0: not metered)
+	FullMs   float64 `json:"full_kernel_ms"` // the same, unlimited
+	// FullMHz and ShareMHz are the mean SM clock NVML saw during each
+	// phase (0: NVML gave none): the chip clocks up when the limited
+	// tenant idles, so its kernels may run faster at the share.
+	FullMHz    float64 `json:"full_sm_mhz"`
+	ShareMHz   float64 `json:"share_sm_mhz"`
 	FullPerS   float64 `json:"full_per_s"`  // kernels/s unlimited (share 1), neighbour busy
 	FullBusy   float64 `json:"full_busy"`   // FullPerS x its kernel ms: device time kept busy unlimited
 	ShareBusy  float64 `json:"share_busy"`  // SharePerS x its kernel ms: device time at the target share
@@ -216,6 +223,7 @@ func runShare(ctx context.Context, share float64, d time.Duration, simulate, gem
 			var perS, nbr float64
 			var n int
 			var stop atomic.Bool
+			stopClocks := clocks.Sample(pool.NVML, clocks.Every)
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
@@ -227,6 +235,7 @@ func runShare(ctx context.Context, share float64, d time.Duration, simulate, gem
 				nbr, _, errF = busyFor(ctx, free.Stream(), theirs[i].launch, 2*d, &stop)
 			}()
 			wg.Wait()
+			clk := stopClocks()
 			if err := errors.Join(errL, errF); err != nil {
 				return res, fmt.Errorf("%s at share %v: %w", w.name, phase, err)
 			}
@@ -235,11 +244,10 @@ func runShare(ctx context.Context, share float64, d time.Duration, simulate, gem
 			if n > 0 { // per workload launch: a GEMM may be several kernels
 				kernelMs = float64(after.GPUTime-before.GPUTime) / float64(n) / 1e6
 			}
-			row.KernelMs = kernelMs
 			if phase == 1 {
-				row.FullPerS, row.FullBusy = perS, perS*kernelMs/1e3
+				row.FullPerS, row.FullBusy, row.FullMs, row.FullMHz = perS, perS*kernelMs/1e3, kernelMs, clk.SMClockMHz
 			} else {
-				row.SharePerS, row.NeighbourS, row.ShareBusy = perS, nbr, perS*kernelMs/1e3
+				row.SharePerS, row.NeighbourS, row.ShareBusy, row.KernelMs, row.ShareMHz = perS, nbr, perS*kernelMs/1e3, kernelMs, clk.SMClockMHz
 			}
 		}
 		row.Fraction = row.SharePerS / row.FullPerS
@@ -384,15 +392,16 @@ func (r ShareResult) lagOK(row ShareRow) bool {
 func printShare(r ShareResult) {
 	fmt.Println(r.Device)
 	fmt.Printf("WithGPUShare(%.2f) on half the device beside an unlimited neighbour on the other half; no per-kernel tuning; refill period %s\n", r.Share, r.Refill)
-	fmt.Printf("%-18s %10s %12s %12s %10s %8s %10s %10s\n", "workload", "kernel ms", "unlimited/s", "share f /s", "fraction", "in band", "busy unl.", "busy f")
+	fmt.Printf("%-18s %16s %12s %12s %10s %8s %10s %10s %14s\n", "workload", "kernel ms unl./f", "unlimited/s", "share f /s", "fraction", "in band", "busy unl.", "busy f", "SM MHz unl./f")
 	for _, row := range r.Rows {
-		fmt.Printf("%-18s %10.3f %12.1f %12.1f %10.4f %8v %10.4f %10.4f\n", row.Workload, row.KernelMs, row.FullPerS, row.SharePerS, row.Fraction, row.InBand, row.FullBusy, row.ShareBusy)
+		fmt.Printf("%-18s %7.3f /%7.3f %12.1f %12.1f %10.4f %8v %10.4f %10.4f %6.0f /%6.0f\n", row.Workload, row.FullMs, row.KernelMs, row.FullPerS, row.SharePerS, row.Fraction, row.InBand, row.FullBusy, row.ShareBusy, row.FullMHz, row.ShareMHz)
 	}
 	for _, sk := range r.Skipped {
 		fmt.Println(sk)
 	}
 	fmt.Printf("fraction = kernels/s at share %.2f / the same tenant's unlimited kernels/s (share 1: no limit), same run, both beside the busy neighbour (band %.4f..%.4f)\n", r.Share, 0.95*r.Share, 1.05*r.Share)
 	fmt.Println("busy = kernels/s x metered kernel ms: the fraction of device time the tenant kept busy (kernel ms 0: that work is not metered)")
+	fmt.Println("SM MHz = the mean SM clock NVML saw in each phase (0: none): a kernel that runs faster at the share than unlimited ran at a higher clock")
 	fmt.Printf("\nlag after a change of share, against the refill period (%s); goal: at most one period each way\n", r.Refill)
 	fmt.Printf("%-18s %16s %18s %14s %14s %8s\n", "workload", "down 1->f ms", "(its return) ms", "up f->1 ms", "waited after", "ok")
 	for _, row := range r.Rows {

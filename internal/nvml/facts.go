@@ -1,6 +1,8 @@
 package nvml
 
-// Facts is what NVML says about one GPU.
+// Facts is what NVML says about one GPU. Each fact is asked for on its own:
+// one that NVML refuses (not supported on this board, no permission) stays
+// zero and is named in Refused, and the others are still filled.
 type Facts struct {
 	Available   bool   // false: NVML could not be used; Reason says why
 	Reason      string //
@@ -10,4 +12,15 @@ type Facts struct {
 	GPUUtil     uint32 // percent of time a kernel ran, last sample period
 	MemUtil     uint32 // percent of time memory was read or written
 	Driver      string // driver version string
+
+	SMClockMHz    uint32 // SM clock now
+	SMClockMaxMHz uint32 // highest SM clock the board runs at
+	PowerMW       uint32 // board power draw, milliwatts
+	PowerLimitMW  uint32 // power limit enforced now, milliwatts
+	// ClockReasons is NVML's bit set of reasons the clocks are below their
+	// maximum (nvmlClocksEventReason*, formerly "throttle reasons").
+	ClockReasons uint64
+	// Refused says, per fact NVML refused, which and NVML's answer, e.g.
+	// "power draw: ERROR_NOT_SUPPORTED".
+	Refused []string
 }

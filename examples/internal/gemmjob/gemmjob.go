@@ -37,15 +37,33 @@ const WorkspaceBytes = 32 << 20
 type Job struct {
 	T       *fcsp.Tenant
 	M, N, K int
-	h       cublas.Handle
-	ws      *fcsp.Workspace
-	a, b, c fcsp.DevicePtr
+	// SmCountTarget is the SM count the cuBLAS handle was told
+	// (cublasSetSmCountTarget); 0 with WithoutSmCountTarget.
+	SmCountTarget int
+	h             cublas.Handle
+	ws            *fcsp.Workspace
+	a, b, c       fcsp.DevicePtr
 }
 
+// Option changes how New makes a Job.
+type Option func(*options)
+
+type options struct{ noSmTarget bool }
+
+// WithoutSmCountTarget leaves the handle without cublasSetSmCountTarget:
+// cuBLAS then picks its kernels as for the whole device, however few SMs
+// the tenant has. For measuring what the hint costs or buys.
+func WithoutSmCountTarget() Option { return func(o *options) { o.noSmTarget = true } }
+
 // New allocates the matrices on t, fills them on t's stream, and makes the
-// job's cuBLAS handle inside t.Do. cuBLAS must have been loaded
-// (cublas.Load or LoadDefault).
-func New(ctx context.Context, t *fcsp.Tenant, m, n, k int) (*Job, error) {
+// job's cuBLAS handle inside t.Do, told the tenant's SM count unless
+// WithoutSmCountTarget is given. cuBLAS must have been loaded (cublas.Load
+// or LoadDefault).
+func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	j := &Job{T: t, M: m, N: n, K: k}
 	var err error
 	alloc := func(words int) fcsp.DevicePtr {
@@ -79,7 +97,13 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int) (*Job, error) {
 		if j.ws, err = cur.Workspace(nil, WorkspaceBytes); err != nil {
 			return err
 		}
-		return errors.Join(h.SetStream(st.Pointer()), h.SetSmCountTarget(cur.SMs()), h.SetWorkspace(j.ws.Pointer(), j.ws.Size()))
+		if !o.noSmTarget {
+			if err := h.SetSmCountTarget(cur.SMs()); err != nil {
+				return err
+			}
+			j.SmCountTarget = cur.SMs()
+		}
+		return errors.Join(h.SetStream(st.Pointer()), h.SetWorkspace(j.ws.Pointer(), j.ws.Size()))
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("tenant %s: cuBLAS handle: %w", t.Name(), err), j.Close(ctx))
