@@ -26,7 +26,9 @@
 // Hand-written are shim_types.h (the C types), shim_internal.h (the GUARD and
 // SCOPED macros), shim.c (dlopen and the wrappers whose bodies are more than
 // push, call, pop) and libcuda.go (Load, and the Go methods that copy
-// buffers, strings or resources). CI regenerates and fails on any difference.
+// buffers, strings or resources), and ctxswap.h/.c/.go (CtxSwapCurrent, a
+// composite of two entry points in one cgo call: its table row has no
+// symbol). CI regenerates and fails on any difference.
 //
 // To add an entry point:
 //
