@@ -84,9 +84,17 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	runtime.LockOSThread()
 	fr := doFrame{c: c, slot: -2}
 	defer fr.unwind(&err)
-	thread := osthread.ID()
+	// A free exclusion is taken before the thread is known (the swap
+	// below says it, in the same cgo call); a taken one, or this thread's
+	// own (a nested Do), needs the thread first, to wait or to nest.
+	thread, named := 0, false
 	if c.part != nil {
-		if err := c.part.Hold(ctx, thread); err != nil {
+		ok, err := c.part.TryHoldUnnamed()
+		if !ok && err == nil {
+			thread, named = osthread.ID(), true
+			err = c.part.Hold(ctx, thread)
+		}
+		if err != nil {
 			if ownRun {
 				run.abandon()
 			}
@@ -97,15 +105,22 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 		}
 		fr.held = true
 	}
-	fr.thread, fr.slot = thread, c.dos.enter(thread)
 
-	// One cgo call makes the context current and says what was.
+	// One cgo call makes the context current, says what was, and which
+	// thread this is.
 	cur := c.ctx()
-	prev, err := c.pool.drv.CtxSwapCurrent(cur)
+	prev, tid, err := c.pool.drv.CtxSwapCurrent(cur)
 	if err != nil {
 		return fmt.Errorf("tenant %q: Do: %w", c.name, err)
 	}
 	fr.prev, fr.restore = prev, prev != cur
+	if !named {
+		thread = tid
+		if c.part != nil {
+			c.part.NameHolder(thread) // before f, the only code that could nest
+		}
+	}
+	fr.thread, fr.slot = thread, c.dos.enter(thread)
 	if ownRun {
 		run.start(thread)
 		fr.run = run

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -47,13 +48,15 @@ func checkDoSwaps(t *testing.T, p *Pool) {
 		// The entry point itself: the previous context back, set only
 		// where it differs.
 		require.NoError(t, drv.CtxSetCurrent(0))
-		prev, err := drv.CtxSwapCurrent(primary)
+		prev, thread, err := drv.CtxSwapCurrent(primary)
 		require.NoError(t, err)
 		require.Zero(t, prev)
+		require.Equal(t, unix.Gettid(), thread)
 		require.Equal(t, primary, current())
-		prev, err = drv.CtxSwapCurrent(primary)
+		prev, thread, err = drv.CtxSwapCurrent(primary)
 		require.NoError(t, err)
 		require.Equal(t, primary, prev)
+		require.Equal(t, unix.Gettid(), thread)
 
 		require.NoError(t, a.Do(context.Background(), func(Current) error {
 			require.Equal(t, green, current())

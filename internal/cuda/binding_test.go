@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -256,26 +257,27 @@ func TestMockDriverChild(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	ok(l.CtxSetCurrent(0))
 	var prev Context
-	expect("CtxSwapCurrent sets what differs", calls(func() { prev, err = l.CtxSwapCurrent(ctx); ok(err) }),
+	var thread int
+	expect("CtxSwapCurrent sets what differs", calls(func() { prev, thread, err = l.CtxSwapCurrent(ctx); ok(err) }),
 		"cuCtxGetCurrent", "cuCtxSetCurrent 0x1000")
-	if prev != 0 {
-		t.Errorf("CtxSwapCurrent: previous %#x, want 0", prev)
+	if prev != 0 || thread != syscall.Gettid() {
+		t.Errorf("CtxSwapCurrent: previous %#x on thread %d, want 0 on %d", prev, thread, syscall.Gettid())
 	}
-	expect("CtxSwapCurrent to the current one only looks", calls(func() { prev, err = l.CtxSwapCurrent(ctx); ok(err) }),
+	expect("CtxSwapCurrent to the current one only looks", calls(func() { prev, thread, err = l.CtxSwapCurrent(ctx); ok(err) }),
 		"cuCtxGetCurrent")
-	if prev != ctx {
-		t.Errorf("CtxSwapCurrent: previous %#x, want %#x", prev, ctx)
+	if prev != ctx || thread != syscall.Gettid() {
+		t.Errorf("CtxSwapCurrent: previous %#x on thread %d, want %#x on %d", prev, thread, ctx, syscall.Gettid())
 	}
 	if c, err := l.CtxGetCurrent(); c != ctx || err != nil {
 		t.Errorf("after CtxSwapCurrent: current %#x %v", c, err)
 	}
 	expect("CtxSwapCurrent's failed set", calls(func() {
-		_, err := l.CtxSwapCurrent(0xdead)
+		_, _, err := l.CtxSwapCurrent(0xdead)
 		if !errors.Is(err, ErrorInvalidContext) || !strings.HasPrefix(err.Error(), "cuCtxSetCurrent: ") {
 			t.Errorf("CtxSwapCurrent to a refused context: %v", err)
 		}
 	}), "cuCtxGetCurrent", "cuCtxSetCurrent 0xdead refused")
-	if n := testing.AllocsPerRun(50, func() { _, _ = l.CtxSwapCurrent(ctx) }); n != 0 {
+	if n := testing.AllocsPerRun(50, func() { _, _, _ = l.CtxSwapCurrent(ctx) }); n != 0 {
 		t.Errorf("CtxSwapCurrent: %v allocations per call, want 0", n)
 	}
 }

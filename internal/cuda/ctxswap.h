@@ -10,6 +10,7 @@ typedef struct {
 	CUcontext prev; // the context current before
 	CUresult r;
 	int set;        // r is cuCtxSetCurrent's (else cuCtxGetCurrent's)
+	int thread;     // the calling OS thread's id
 } fcsp_swap;
 
 fcsp_swap fcsp_ctx_swap(CUcontext c);

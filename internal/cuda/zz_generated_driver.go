@@ -86,8 +86,10 @@ type Driver interface {
 	// CtxSwapCurrent makes ctx current on the calling OS thread and returns the
 	// context that was current before (cuCtxGetCurrent, then cuCtxSetCurrent
 	// unless they are the same), in one call; restore with CtxSetCurrent(prev).
-	// Like CtxSetCurrent, only a caller locked to its thread may rely on it.
-	CtxSwapCurrent(ctx Context) (Context, error)
+	// thread is the calling thread's id (gettid, kept per thread by the shim):
+	// Tenant.Do needs it too, and learns it here without another call. Like
+	// CtxSetCurrent, only a caller locked to its thread may rely on it.
+	CtxSwapCurrent(ctx Context) (prev Context, thread int, err error)
 }
 
 // Baseline is what only tests, benchmarks and examples call: the ordinary

@@ -9,18 +9,20 @@ import (
 // entry points added for dofast.
 
 // CtxSwapCurrent is the real shim's composite: cuCtxGetCurrent, then
-// cuCtxSetCurrent unless ctx is current already. Each counts (Calls) and
-// fails (FailNext) under its own name, as the driver sees them.
-func (d *Driver) CtxSwapCurrent(ctx cuda.Context) (cuda.Context, error) {
+// cuCtxSetCurrent unless ctx is current already, and the thread's id. Each
+// counts (Calls) and fails (FailNext) under its own name, as the driver
+// sees them.
+func (d *Driver) CtxSwapCurrent(ctx cuda.Context) (prev cuda.Context, thread int, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	me := unix.Gettid()
-	prev, err := d.getCurrent(me)
-	if err != nil || prev == ctx {
-		return prev, err
+	if prev, err = d.getCurrent(me); err != nil {
+		return 0, 0, err
 	}
-	if err := d.setCurrent(ctx, me); err != nil {
-		return 0, err
+	if prev != ctx {
+		if err := d.setCurrent(ctx, me); err != nil {
+			return 0, 0, err
+		}
 	}
-	return prev, nil
+	return prev, me, nil
 }

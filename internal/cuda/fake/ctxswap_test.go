@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
@@ -23,29 +24,30 @@ func TestCtxSwapCurrentAsGetThenSet(t *testing.T) {
 	ctx, err := d.PrimaryCtxRetain(dev)
 	require.NoError(t, err)
 
-	prev, err := d.CtxSwapCurrent(ctx)
+	prev, thread, err := d.CtxSwapCurrent(ctx)
 	require.NoError(t, err)
 	require.Zero(t, prev)
+	require.Equal(t, unix.Gettid(), thread)
 	cur, err := d.CtxGetCurrent()
 	require.NoError(t, err)
 	require.Equal(t, ctx, cur)
 	require.Equal(t, 1, d.Calls("cuCtxSetCurrent"))
 
-	prev, err = d.CtxSwapCurrent(ctx)
+	prev, _, err = d.CtxSwapCurrent(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ctx, prev)
 	require.Equal(t, 1, d.Calls("cuCtxSetCurrent"), "already current: nothing set")
 
 	require.NoError(t, d.CtxSetCurrent(0))
 	d.FailNext("cuCtxSetCurrent", cuda.ErrorInvalidContext)
-	_, err = d.CtxSwapCurrent(ctx)
+	_, _, err = d.CtxSwapCurrent(ctx)
 	require.ErrorIs(t, err, cuda.ErrorInvalidContext)
 	d.FailNext("cuCtxGetCurrent", cuda.ErrorInvalidContext)
-	_, err = d.CtxSwapCurrent(ctx)
+	_, _, err = d.CtxSwapCurrent(ctx)
 	require.ErrorIs(t, err, cuda.ErrorInvalidContext)
 	cur, err = d.CtxGetCurrent()
 	require.NoError(t, err)
 	require.Zero(t, cur, "a failed swap leaves the thread as it was")
-	_, err = d.CtxSwapCurrent(0x7777)
+	_, _, err = d.CtxSwapCurrent(0x7777)
 	require.ErrorIs(t, err, cuda.ErrorInvalidContext, "an unknown context")
 }

@@ -188,8 +188,8 @@ var table = []entry{
 	// instead of two (cuCtxGetCurrent, then cuCtxSetCurrent). A composite
 	// of two entry points above, so no pointer of its own: its C body
 	// (ctxswap.c) and Go method (ctxswap.go) are hand-written.
-	{Method: "CtxSwapCurrent(ctx Context) (Context, error)", CustomGo: true, Iface: driver,
-		Doc: "CtxSwapCurrent makes ctx current on the calling OS thread and returns the\ncontext that was current before (cuCtxGetCurrent, then cuCtxSetCurrent\nunless they are the same), in one call; restore with CtxSetCurrent(prev).\nLike CtxSetCurrent, only a caller locked to its thread may rely on it."},
+	{Method: "CtxSwapCurrent(ctx Context) (prev Context, thread int, err error)", CustomGo: true, Iface: driver,
+		Doc: "CtxSwapCurrent makes ctx current on the calling OS thread and returns the\ncontext that was current before (cuCtxGetCurrent, then cuCtxSetCurrent\nunless they are the same), in one call; restore with CtxSetCurrent(prev).\nthread is the calling thread's id (gettid, kept per thread by the shim):\nTenant.Do needs it too, and learns it here without another call. Like\nCtxSetCurrent, only a caller locked to its thread may rely on it."},
 }
 
 // The interfaces' own comments; %s is the list of the methods whose rows
