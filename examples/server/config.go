@@ -43,6 +43,13 @@ type classConfig struct {
 	MaxN    int      `json:"max_n"`    // largest n a request body may ask for; 0: any the quota allows
 
 	GPUShare float64 `json:"gpu_share"` // share of the GPU's time (WithGPUShare); replaces SMLimit when set
+
+	// LatencyCritical holds floored classes down while this class has
+	// work in flight (WithPriority(LatencyCritical)); BandwidthFloor is
+	// the fraction of its GPU share a class keeps meanwhile
+	// (WithBandwidthFloor; 0: it does not yield).
+	LatencyCritical bool    `json:"latency_critical"`
+	BandwidthFloor  float64 `json:"bandwidth_floor"`
 }
 
 // config is everything the server reads from flags and the -config file.
@@ -125,6 +132,8 @@ func bindClass(fs *flag.FlagSet, name string, c *classConfig) {
 	fs.IntVar(&c.SMs, name+"-sms", c.SMs, name+" partition SMs in partitioned mode (a multiple of the partition unit)")
 	fs.Float64Var(&c.SMLimit, name+"-sm-limit", c.SMLimit, name+" launch-rate limit in (0, 1]; 0: none")
 	fs.Float64Var(&c.GPUShare, name+"-gpu-share", c.GPUShare, name+" share of the GPU's time in (0, 1] (WithGPUShare; replaces -"+name+"-sm-limit); 0: none")
+	fs.BoolVar(&c.LatencyCritical, name+"-latency-critical", c.LatencyCritical, name+" holds floored classes down while it has work in flight (WithPriority(LatencyCritical))")
+	fs.Float64Var(&c.BandwidthFloor, name+"-bandwidth-floor", c.BandwidthFloor, name+" keeps this fraction in (0, 1] of its GPU share while a latency-critical class has work in flight (WithBandwidthFloor); 0: none")
 	fs.Uint64Var(&c.Quota, name+"-quota", c.Quota, name+" memory quota in bytes (0: the device)")
 	fs.IntVar(&c.Streams, name+"-streams", c.Streams, name+" requests on the GPU at once (one stream each)")
 	fs.Var(&c.Timeout, name+"-timeout", name+" request deadline")
@@ -193,6 +202,12 @@ func (c *classConfig) validate(name string) error {
 	}
 	if c.GPUShare < 0 || c.GPUShare > 1 {
 		errs = append(errs, fmt.Errorf("-%s-gpu-share %v: want 0 (none) or a fraction in (0, 1]", name, c.GPUShare))
+	}
+	if c.BandwidthFloor < 0 || c.BandwidthFloor > 1 {
+		errs = append(errs, fmt.Errorf("-%s-bandwidth-floor %v: want 0 (none) or a fraction in (0, 1]", name, c.BandwidthFloor))
+	}
+	if c.BandwidthFloor > 0 && c.SMLimit > 0 && c.GPUShare <= 0 {
+		errs = append(errs, fmt.Errorf("-%s-bandwidth-floor with -%s-sm-limit: the launch-rate model cannot be floored; give -%s-gpu-share instead", name, name, name))
 	}
 	if c.Streams <= 0 {
 		errs = append(errs, fmt.Errorf("-%s-streams %d: want at least 1", name, c.Streams))

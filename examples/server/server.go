@@ -132,6 +132,21 @@ func tenantOptions(cfg config, unit, deviceSMs int) (interactive, batch []fcsp.T
 	}
 	interactive = append(interactive, limit(cfg.Interactive)...)
 	batch = append(batch, limit(cfg.Batch)...)
+	// What green contexts do not split (the memory system, the clock): a
+	// latency-critical class holds floored classes to their floor while its
+	// requests are on the GPU.
+	priority := func(c classConfig) []fcsp.TenantOption {
+		var o []fcsp.TenantOption
+		if c.LatencyCritical {
+			o = append(o, fcsp.WithPriority(fcsp.LatencyCritical))
+		}
+		if c.BandwidthFloor > 0 {
+			o = append(o, fcsp.WithBandwidthFloor(c.BandwidthFloor))
+		}
+		return o
+	}
+	interactive = append(interactive, priority(cfg.Interactive)...)
+	batch = append(batch, priority(cfg.Batch)...)
 	if cfg.Mode == modePartitioned {
 		sms := cfg.Interactive.SMs
 		if sms%unit != 0 || sms >= deviceSMs {

@@ -225,6 +225,32 @@ func TestServerModes(t *testing.T) {
 	}
 }
 
+// -interactive-latency-critical and -batch-bandwidth-floor reach the
+// tenants: the metrics show the priority and the floor, and both classes
+// still serve.
+func TestServerPriorityAndFloor(t *testing.T) {
+	cfg := testConfig(t, modePartitioned)
+	cfg.Batch.SMLimit, cfg.Batch.GPUShare = 0, 0.9
+	cfg.Interactive.LatencyCritical, cfg.Batch.BandwidthFloor = true, 0.5
+	s := start(t, cfg)
+	defer s.stop(t)
+	for _, class := range []string{"interactive", "batch"} {
+		if code, body := post(t, s.base+"/v1/"+class, ""); code != http.StatusOK {
+			t.Errorf("%s: status %d: %s", class, code, body)
+		}
+	}
+	m := scrape(t, s.base+"/metrics")
+	if got := m[`fcsp_tenant_latency_critical{tenant="interactive"}`]; got != 1 {
+		t.Errorf("interactive latency_critical %v, want 1", got)
+	}
+	if got := m[`fcsp_tenant_latency_critical{tenant="batch"}`]; got != 0 {
+		t.Errorf("batch latency_critical %v, want 0", got)
+	}
+	if got := m[`fcsp_tenant_bandwidth_floor_ratio{tenant="batch"}`]; got != 0.5 {
+		t.Errorf("batch floor %v, want 0.5", got)
+	}
+}
+
 func TestPartitionMustBeWholeGroups(t *testing.T) {
 	cfg := testConfig(t, modePartitioned)
 	cfg.Interactive.SMs = 12
@@ -258,7 +284,8 @@ func TestConfigFileAndFlags(t *testing.T) {
 	if cfg.Interactive.Streams != 4 {
 		t.Errorf("interactive streams %d: keys missing from the file should keep their defaults", cfg.Interactive.Streams)
 	}
-	for _, bad := range [][]string{{"-mode", "fast"}, {"-batch-sm-limit", "2"}, {"-interactive-streams", "0"}} {
+	for _, bad := range [][]string{{"-mode", "fast"}, {"-batch-sm-limit", "2"}, {"-interactive-streams", "0"},
+		{"-batch-bandwidth-floor", "1.5"}, {"-batch-bandwidth-floor", "-0.1"}, {"-batch-sm-limit", "0.5", "-batch-bandwidth-floor", "0.5"}} {
 		if _, err := parseConfig(bad, io.Discard); err == nil {
 			t.Errorf("parseConfig(%q) accepted", bad)
 		}
