@@ -54,22 +54,8 @@ func BenchmarkDoCgo(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(tc.name+"/raw", func(b *testing.B) {
-			for b.Loop() {
-				if _, err := l.CtxGetCurrent(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		ctx := context.Background()
-		f := func(Current) error { _, err := l.CtxGetCurrent(); return err }
-		b.Run(tc.name+"/do", func(b *testing.B) {
-			for b.Loop() {
-				if err := t.Do(ctx, f); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		raw := func() error { _, err := l.CtxGetCurrent(); return err }
+		benchRawThenDo(b, tc.name, t, raw, func(Current) error { return raw() })
 		if err := t.Close(); err != nil {
 			b.Fatal(err)
 		}

@@ -20,21 +20,8 @@ import (
 // GEMM's result right.
 func TestGPUCublasInDoBesideSDKCalls(t *testing.T) {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0)
-	if errors.Is(err, fcsp.ErrNoDriver) {
-		t.Skipf("no NVIDIA driver on this machine (%v): GPU test skipped", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	path := os.Getenv("GEMM_CUBLAS")
-	if path == "" {
-		path = "/usr/local/cuda/lib64/libcublas.so.13"
-	}
-	if err := cublas.Load(path); err != nil {
-		t.Skipf("no cuBLAS (%v): GPU test skipped", err)
-	}
+	pool, _ := openWithCublas(t)
+	var err error
 	d := 10 * time.Second
 	if s := os.Getenv("GEMM_STORM"); s != "" {
 		if d, err = time.ParseDuration(s); err != nil {
@@ -145,4 +132,27 @@ func TestGPUCublasInDoBesideSDKCalls(t *testing.T) {
 	if used := tn.Stats().MemoryUsed; used != 0 {
 		t.Errorf("%d bytes still counted", used)
 	}
+}
+
+// openWithCublas opens device 0 (closed when the test ends) and loads
+// cuBLAS from GEMM_CUBLAS or the toolkit's path, which it returns; the test
+// is skipped where either is missing.
+func openWithCublas(t *testing.T) (*fcsp.Pool, string) {
+	t.Helper()
+	pool, err := fcsp.Open(context.Background(), 0)
+	if errors.Is(err, fcsp.ErrNoDriver) {
+		t.Skipf("no NVIDIA driver on this machine (%v): GPU test skipped", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	path := os.Getenv("GEMM_CUBLAS")
+	if path == "" {
+		path = "/usr/local/cuda/lib64/libcublas.so.13"
+	}
+	if err := cublas.Load(path); err != nil {
+		t.Skipf("no cuBLAS (%v): GPU test skipped", err)
+	}
+	return pool, path
 }

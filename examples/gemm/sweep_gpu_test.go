@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
 	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 )
@@ -21,21 +20,7 @@ import (
 // 4 s.
 func TestGPUSweepReportsClocks(t *testing.T) {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0)
-	if errors.Is(err, fcsp.ErrNoDriver) {
-		t.Skipf("no NVIDIA driver on this machine (%v): GPU test skipped", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := os.Getenv("GEMM_CUBLAS")
-	if path == "" {
-		path = "/usr/local/cuda/lib64/libcublas.so.13"
-	}
-	if err := cublas.Load(path); err != nil {
-		pool.Close()
-		t.Skipf("no cuBLAS (%v): GPU test skipped", err)
-	}
+	pool, path := openWithCublas(t)
 	tn, err := pool.NewTenant("hint", fcsp.WithSMs(8))
 	if err != nil {
 		t.Fatal(err)
