@@ -2,7 +2,6 @@ package fcsp
 
 import (
 	"context"
-	"errors"
 
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
@@ -51,19 +50,12 @@ func (c *tenantCore) waitFloored(ctx context.Context, b *tokenbucket.Stream, cos
 	} else if b.TryAcquire(total) {
 		return total, nil
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	stop := make(chan struct{})
-	go func() {
-		select {
-		case <-idle:
-			cancel()
-		case <-stop:
-		}
-	}()
-	total, err := b.WaitCost(wctx, cost)
-	close(stop)
-	cancel()
-	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+	var total float64
+	woken, err := untilIdle(ctx, idle, func(wctx context.Context) (err error) {
+		total, err = b.WaitCost(wctx, cost)
+		return err
+	})
+	if woken {
 		return b.WaitCost(ctx, cost) // the latency tenants went idle: evaluated again
 	}
 	return total, err

@@ -307,8 +307,26 @@ func (s *Stream) admitLaunchFloored(ctx context.Context, f *Function, grid, bloc
 	} else if s.bucket.TryAcquire(total) { // no wait: no watcher needed
 		return charged, extra, nil
 	}
+	woken, err := untilIdle(ctx, idle, func(wctx context.Context) error {
+		_, err := s.admitCost(wctx, cost)
+		return err
+	})
+	if woken {
+		charged, err = s.admitLaunch(ctx, f, grid, block) // woken by the latency tenants' idling
+		return charged, 0, err
+	}
+	return charged, extra, err
+}
+
+// untilIdle runs wait under a context that also ends when idle closes (the
+// pool's latency tenants went idle). woken says it ended for that reason
+// and not ctx's: the caller then evaluates its admission again, at its full
+// share.
+func untilIdle(ctx context.Context, idle <-chan struct{}, wait func(context.Context) error) (woken bool, err error) {
 	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stop := make(chan struct{})
+	defer close(stop)
 	go func() {
 		select {
 		case <-idle:
@@ -316,14 +334,8 @@ func (s *Stream) admitLaunchFloored(ctx context.Context, f *Function, grid, bloc
 		case <-stop:
 		}
 	}()
-	_, err = s.admitCost(wctx, cost)
-	close(stop)
-	cancel()
-	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		charged, err = s.admitLaunch(ctx, f, grid, block) // woken by the latency tenants' idling
-		return charged, 0, err
-	}
-	return charged, extra, err
+	err = wait(wctx)
+	return errors.Is(err, context.Canceled) && ctx.Err() == nil, err
 }
 
 // floorSurcharge is floorExtra for a launch of f on s, base being its cost
