@@ -166,6 +166,13 @@ func batchLoop(ctx context.Context, w *gemmjob.Job, stop <-chan struct{}) (int, 
 	}
 }
 
+// batchFor is batchLoop stopped after d.
+func batchFor(ctx context.Context, w *gemmjob.Job, d time.Duration) (int, time.Duration, error) {
+	stop := make(chan struct{})
+	time.AfterFunc(d, func() { close(stop) })
+	return batchLoop(ctx, w, stop)
+}
+
 func tflops(gemms int, d time.Duration) float64 {
 	return float64(gemms) * 2 * batchN * batchN * batchN / d.Seconds() / 1e12
 }
@@ -212,9 +219,7 @@ func runMPSRole(ctx context.Context, pool *fcsp.Pool, cfg config, out io.Writer)
 		if err := errors.Join(w.Run(ctx), w.Check()); err != nil {
 			return err
 		}
-		stop := make(chan struct{})
-		time.AfterFunc(cfg.duration, func() { close(stop) })
-		n, el, err := batchLoop(ctx, w, stop)
+		n, el, err := batchFor(ctx, w, cfg.duration)
 		if err = errors.Join(err, w.Check()); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,10 +42,8 @@ func parseSizes(flagName, s string, allowEmpty bool) ([]int, error) {
 				return nil, fmt.Errorf("-%s: %q is not an SM count above 0 or rest", flagName, f)
 			}
 		}
-		for _, m := range out {
-			if m == n {
-				return nil, fmt.Errorf("-%s: %s twice", flagName, f)
-			}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("-%s: %s twice", flagName, f)
 		}
 		out = append(out, n)
 	}
@@ -124,7 +123,7 @@ func newSweepRow(c sweepCase, repeat, sms int, partitioned bool, gemms int, el t
 func setRatios(rows []SweepRow) {
 	base := map[int]SweepRow{}
 	for _, r := range rows {
-		if r.Size == "whole" && r.SmTarget {
+		if r.Size == sizeName(whole) && r.SmTarget {
 			base[r.Repeat] = r
 		}
 	}
@@ -268,9 +267,7 @@ func sweepOne(ctx context.Context, pool *fcsp.Pool, d time.Duration, c sweepCase
 		return SweepRow{}, err
 	}
 	stopNVML := clocks.Sample(pool.NVML, clocks.Every)
-	stop := make(chan struct{})
-	time.AfterFunc(d, func() { close(stop) })
-	n, el, err := batchLoop(ctx, w, stop)
+	n, el, err := batchFor(ctx, w, d)
 	clk := stopNVML()
 	if err == nil {
 		err = w.Check()
