@@ -274,6 +274,22 @@ type Stats struct {
 
 	// Memory bandwidth and priority (bandwidth.go, priority.go).
 	Bandwidth BandwidthStats
+
+	// ContextWait is how long calls waited for one of the tenant's contexts
+	// (Do, and the few driver calls that need the context current): the
+	// exclusion a partitioned tenant's callers share. Zero for an
+	// unpartitioned tenant, whose context never excludes.
+	ContextWait WaitStats
+}
+
+// WaitStats summarises waits: how many calls waited at all, and quantiles of
+// the wait over the recent calls (those that did not wait count as 0).
+type WaitStats struct {
+	Calls  uint64        // calls that took a context
+	Waited uint64        // of those, calls that found none free
+	P50    time.Duration // over the last calls (a window of a few thousand)
+	P99    time.Duration
+	Max    time.Duration
 }
 
 // Stats reports the tenant's use.
