@@ -14,9 +14,10 @@ import (
 // partition holds, and workspace memory from its quota. It is valid during
 // that call of f.
 type Current struct {
-	t   *tenantCore
-	ctx context.Context
-	run *doRun // the Do's metering (dometer.go); nil: the tenant is not metered
+	t    *tenantCore
+	ctx  context.Context
+	run  *doRun       // the Do's metering (dometer.go); nil: the tenant is not metered
+	gctx cuda.Context // the context Do made current
 }
 
 // ContextHandle is a CUcontext. In cgo, C.CUcontext(h.Pointer()).
@@ -38,9 +39,13 @@ func (h StreamHandle) Pointer() unsafe.Pointer { return cuda.Pointer(h.h) }
 // Uintptr is the handle as an integer.
 func (h StreamHandle) Uintptr() uintptr { return uintptr(h.h) }
 
-// Context is the context Do made current: the tenant's green context (as a
-// CUcontext, from cuCtxFromGreenCtx) or the device's primary context.
-func (cur Current) Context() ContextHandle { return ContextHandle{cur.t.ctx()} }
+// Context is the context Do made current: one of the tenant's green
+// contexts (as a CUcontext, from cuCtxFromGreenCtx) or the device's primary
+// context. A partitioned tenant has several green contexts over the same
+// SMs, one for each Do in flight, so two Dos may see different contexts:
+// library handles (cuBLAS, cuDNN) made in one Do work in any other of the
+// tenant's Dos, as measured on the H200 (docs/CONTEXTS.md).
+func (cur Current) Context() ContextHandle { return ContextHandle{cur.gctx} }
 
 // Stream is the handle of one of the tenant's streams; nil means its first
 // stream. A stream of another tenant is ErrInvalidArgument, a closed one

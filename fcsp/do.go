@@ -84,15 +84,22 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	runtime.LockOSThread()
 	fr := doFrame{c: c, slot: -2}
 	defer fr.unwind(&err)
-	// A free exclusion is taken before the thread is known (the swap
-	// below says it, in the same cgo call); a taken one, or this thread's
-	// own (a nested Do), needs the thread first, to wait or to nest.
+	// A partitioned tenant's Do holds one of its green contexts (a slot,
+	// greenctx/slots.go) while that context is current: a free one is taken
+	// before the thread is known (the swap below says it, in the same cgo
+	// call); when every slot is held, the thread is needed first, to nest
+	// on a slot this thread already holds (a Do inside a Do) or to wait.
 	thread, named := 0, false
+	cur := c.pool.dev.Primary()
 	if c.part != nil {
-		ok, err := c.part.TryHoldUnnamed()
-		if !ok && err == nil {
+		gs, err := c.part.TryAcquire()
+		if gs == nil && err == nil {
 			thread, named = osthread.ID(), true
-			err = c.part.Hold(ctx, thread)
+			if gs = c.part.Holding(thread); gs == nil {
+				gs, err = c.part.Acquire(ctx)
+			} else {
+				fr.nested = true
+			}
 		}
 		if err != nil {
 			if ownRun {
@@ -103,12 +110,11 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 			}
 			return err
 		}
-		fr.held = true
+		fr.gs, cur = gs, gs.Context()
 	}
 
 	// One cgo call makes the context current, says what was, and which
 	// thread this is.
-	cur := c.ctx()
 	prev, tid, err := c.pool.drv.CtxSwapCurrent(cur)
 	if err != nil {
 		return fmt.Errorf("tenant %q: Do: %w", c.name, err)
@@ -116,9 +122,9 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	fr.prev, fr.restore = prev, prev != cur
 	if !named {
 		thread = tid
-		if c.part != nil {
-			c.part.NameHolder(thread) // before f, the only code that could nest
-		}
+	}
+	if fr.gs != nil && !fr.nested {
+		fr.gs.Name(thread) // before f, the only code that could nest
 	}
 	fr.thread, fr.slot = thread, c.dos.enter(thread)
 	if ownRun {
@@ -128,14 +134,15 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 			return fmt.Errorf("tenant %q: Do: timing its streams: %w", c.name, err)
 		}
 	}
-	return f(Current{t: c, ctx: ctx, run: run})
+	return f(Current{t: c, ctx: ctx, run: run, gctx: cur})
 }
 
 // doFrame is what doOnThread has taken, for unwind to give back.
 type doFrame struct {
 	c       *tenantCore
-	held    bool // the partition's exclusion
-	slot    int  // in c.dos (see doThreads.enter); -2: not entered
+	gs      *greenctx.Slot // the green context held; nil: unpartitioned
+	nested  bool           // gs was this thread's already (a Do inside a Do)
+	slot    int            // in c.dos (see doThreads.enter); -2: not entered
 	thread  int
 	restore bool // prev is to be made current again
 	prev    cuda.Context
@@ -160,8 +167,8 @@ func (fr *doFrame) unwind(err *error) {
 	if fr.slot != -2 {
 		c.dos.exit(fr.slot, fr.thread)
 	}
-	if fr.held {
-		c.part.Release()
+	if fr.gs != nil && !fr.nested {
+		fr.gs.Release()
 	}
 	runtime.UnlockOSThread()
 }
@@ -245,6 +252,11 @@ func (d *doThreads) here() bool {
 
 // checkNotInsideDo is called by Close before it begins.
 func (c *tenantCore) checkNotInsideDo() error {
+	// Pinned for the look: a goroutine that moved threads between reading
+	// its thread's id and scanning could find a Do that started on the
+	// thread it left, and refuse a Close made from outside every Do.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if c.dos.here() {
 		return fmt.Errorf("%w: tenant %q's Close; close it after Do returns", ErrInsideDo, c.name)
 	}

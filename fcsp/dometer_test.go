@@ -610,7 +610,7 @@ func TestStatsDuringDoDoesNotDeadlock(t *testing.T) {
 // exclusion another Do holds, still ends when ctx does.
 func TestDoShareHonoursCtxWhileAnotherDoRuns(t *testing.T) {
 	p, _ := openSim(t)
-	tn, err := p.NewTenant("m", WithGPUShare(0.5), WithSMs(16))
+	tn, err := p.NewTenant("m", WithGPUShare(0.5), WithSMs(16), WithConcurrentDos(1))
 	require.NoError(t, err)
 	defer tn.Close()
 	inF, release := make(chan struct{}), make(chan struct{})

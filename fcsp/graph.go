@@ -127,7 +127,9 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 		return nil, ErrClosed
 	}
 	e := &GraphExec{t: g.t, kernels: g.kernels}
-	err := g.t.do(func(ctx cuda.Context) (err error) {
+	// In one of the tenant's green contexts: an executable graph runs on
+	// the SMs of the context it was instantiated in, whatever the stream.
+	err := g.t.doGreen(func(ctx cuda.Context) (err error) {
 		if e.h, err = g.t.pool.drv.GraphInstantiate(ctx, g.h); err != nil {
 			return err
 		}

@@ -174,7 +174,7 @@ func TestQuotaAndMemoryViews(t *testing.T) {
 
 func TestDriverOutOfMemoryRollsTheQuotaBack(t *testing.T) {
 	p, drv := openSim(t)
-	a, err := p.NewTenant("a")
+	a, err := p.NewTenant("a", WithoutMemoryPool())
 	require.NoError(t, err)
 	drv.FailNext("cuMemAlloc_v2", cuda.ErrorOutOfMemory)
 	_, err = a.Alloc(context.Background(), 4096)
@@ -188,7 +188,7 @@ func TestDriverOutOfMemoryRollsTheQuotaBack(t *testing.T) {
 
 func TestCloseFreesLeaks(t *testing.T) {
 	p, drv := openSim(t)
-	a, err := p.NewTenant("a", WithSMs(8))
+	a, err := p.NewTenant("a", WithSMs(8), WithoutMemoryPool())
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
 		_, err := a.Alloc(context.Background(), 1<<20)
@@ -355,7 +355,7 @@ func together(t *testing.T, n int, f func(i int) error) {
 // later Free and the tenant's Close still give everything back.
 func TestRefusedFreeKeepsTracking(t *testing.T) {
 	p, drv := openSim(t)
-	a, err := p.NewTenant("a", WithMemoryQuota(4<<20))
+	a, err := p.NewTenant("a", WithMemoryQuota(4<<20), WithoutMemoryPool())
 	require.NoError(t, err)
 	ptr, err := a.Alloc(context.Background(), 4<<20)
 	require.NoError(t, err)

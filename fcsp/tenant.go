@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,6 +118,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		if c.part, err = p.takePartition(&cfg); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
+		c.part.SetSlots(cmp.Or(cfg.dos, greenctx.DefaultSlots))
 	}
 	undo := func(err error) (*Tenant, error) {
 		if c.part != nil {
@@ -168,7 +170,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		return undo(err)
 	}
 	c.streams, c.first = append(c.streams, first), first
-	if cfg.pool {
+	if !cfg.plain {
 		// The pool's maximum size is the quota, but never more than the
 		// device may hold (a quota of MaxUint64 overflowed the driver's
 		// rounding of the size to whole chunks).
@@ -227,9 +229,29 @@ func (c *tenantCore) ctx() cuda.Context {
 	return c.part.Context()
 }
 
-// do runs f with the tenant's context, serialised per green context.
+// do runs f, counted in the tenant's life lock, with the device's primary
+// context for the driver calls that need one current. Every driver call the
+// SDK makes outside Do (memory figures, allocation, streams, events,
+// modules, copies, memsets) works so on green streams and serves the green
+// contexts (docs/CONTEXTS.md, measured on the H200), and the primary context
+// may be current on any number of threads: none of them waits for a Do.
+// Graph instantiation, whose result keeps the SMs of the context it was
+// made in, takes one of the partition's slots instead (graph.go).
 func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
-	slot, err := c.enter() // a Reset may be replacing the partition's context
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
+	return f(c.pool.dev.Primary())
+}
+
+// doGreen is do with one of the partition's green contexts (a slot, taken
+// in arrival order and held for f alone) where the primary context will
+// not do: the calls whose result keeps the SMs of the context current when
+// they were made (graph instantiation).
+func (c *tenantCore) doGreen(f func(ctx cuda.Context) error) error {
+	slot, err := c.enter()
 	if err != nil {
 		return err
 	}
@@ -298,7 +320,11 @@ func (c *tenantCore) Stats() Stats {
 	if c.limiter != nil {
 		s.SMLimit = c.limiter.SMLimit()
 	}
-	s.GPUTime, s.GPUTimeByClass = c.gpuTimes() // not under c.mu: it may wait for a Do's exclusion
+	if c.part != nil {
+		w := c.part.Waits()
+		s.ContextWait = WaitStats{Calls: w.Calls, Waited: w.Waited, P50: w.P50, P99: w.P99, Max: w.Max}
+	}
+	s.GPUTime, s.GPUTimeByClass = c.gpuTimes()
 	c.doStats(&s)
 	c.mu.Lock()
 	defer c.mu.Unlock()

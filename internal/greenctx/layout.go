@@ -128,10 +128,10 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 	if sh.rem {
 		extra = s.Remainder()
 	}
-	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh}
+	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{})}
 	fail := func(err error) (*Partition, error) {
 		for _, l := range p.layouts {
-			err = errors.Join(err, l.destroy(p.drv))
+			err = errors.Join(err, l.destroy(p.drv, s.dev.Primary()))
 		}
 		s.give(sh.lane[:sh.held], sh.rem)
 		return nil, err
@@ -143,9 +143,9 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 			return fail(fmt.Errorf("building the %d-SM layout: %w", n, err))
 		}
 		l.groups = k
-		e, err := p.drv.EventCreate(l.ctx, cuda.EventDisableTiming)
+		e, err := p.drv.EventCreate(s.dev.Primary(), cuda.EventDisableTiming)
 		if err != nil {
-			return fail(errors.Join(err, l.destroy(p.drv)))
+			return fail(errors.Join(err, l.destroy(p.drv, s.dev.Primary())))
 		}
 		l.events = []cuda.Event{e}
 		p.layouts = append(p.layouts, l)
@@ -183,8 +183,11 @@ func (p *Partition) Layout() int {
 	return 0
 }
 
-// DoIn runs f with the context of layout i (an index into Sizes), under the
-// partition's lock, e.g. to load a module into every layout.
+// DoIn runs f for layout i (an index into Sizes), e.g. to load a module
+// into every layout. f is given the device's primary context: what it
+// makes (modules, events) serves every green context of the device, and
+// the primary context may be current while a slot of layout i is current
+// on another thread, where layout i's own context may not.
 func (p *Partition) DoIn(i int, f func(ctx cuda.Context) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -194,7 +197,7 @@ func (p *Partition) DoIn(i int, f func(ctx cuda.Context) error) error {
 	if i < 0 || i >= len(p.layouts) {
 		return fmt.Errorf("greenctx: layout %d of %d", i, len(p.layouts))
 	}
-	return f(p.layouts[i].ctx)
+	return f(p.dev.Primary())
 }
 
 // Reshape makes the layout of sms SMs current. Work queued on the
@@ -239,10 +242,11 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 			return err
 		}
 	}
+	primary := p.dev.Primary()
 	for j := range old.streams {
-		err := p.drv.EventRecord(old.ctx, old.events[j], old.streams[j])
+		err := p.drv.EventRecord(primary, old.events[j], old.streams[j])
 		if err == nil {
-			err = p.drv.StreamWaitEvent(next.ctx, next.streams[j], old.events[j])
+			err = p.drv.StreamWaitEvent(primary, next.streams[j], old.events[j])
 		}
 		if err != nil {
 			// Streams that already wait lose nothing: the wait is on work
@@ -253,7 +257,11 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 			return err
 		}
 	}
+	fresh := make(chan struct{})
+	next.retired.Store(&fresh)
+	next.slots.max = old.slots.max
 	p.cur.Store(next)
+	close(*old.retired.Load()) // slot waiters on the old layout move to the new one
 	sh.held = next.groups
 	if next.groups < old.groups {
 		sh.split.give(sh.lane[next.groups:old.groups], false)

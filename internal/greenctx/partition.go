@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -18,15 +19,19 @@ type Partition struct {
 	dev *Device
 	cur atomic.Pointer[layout]
 
-	// mu serialises calls that make this context current: the driver lets a
-	// green context be current on one thread at a time and does no locking.
-	// It also orders Reshape against those calls.
-	mu      threadMutex
+	// mu guards the lists of layouts, streams and events, and orders
+	// Reshape and Close. It is never held while a context is current
+	// (slots.go) or across a call that waits for the device.
+	mu      sync.Mutex
 	layouts []*layout // by size, ascending; one for a plain partition
 	shape   *shape    // nil for a plain partition
 	closed  bool
 	lost    bool // abandoned after a device fault, until Rebuild (reset.go)
 	release func()
+
+	shut  atomic.Bool   // closed, read without mu on the slots' path
+	done  chan struct{} // closed by Close: slot waiters leave
+	waits waitLog
 }
 
 // layout is one green context of a partition, with a stream for each of
@@ -40,6 +45,8 @@ type layout struct {
 	groups  int // how many of the lane's groups it holds (layout.go)
 	streams []cuda.Stream
 	events  []cuda.Event
+	slots   slots                         // green contexts over the same SMs (slots.go)
+	retired atomic.Pointer[chan struct{}] // closed when the layout stops being current
 }
 
 func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
@@ -59,6 +66,7 @@ func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
 	if l.ctx, err = drv.CtxFromGreenCtx(g); err != nil {
 		return fail(err)
 	}
+	l.initSlots(desc)
 	s, err := drv.GreenCtxStreamCreate(g, cuda.StreamNonBlocking, 0)
 	if err != nil {
 		return fail(err)
@@ -73,17 +81,20 @@ func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
 }
 
 // destroy waits for the layout's streams and destroys them, its events and
-// its green context.
-func (l *layout) destroy(drv cuda.Driver) error {
+// its green contexts. Streams and events are the driver's whatever context
+// is current (docs/CONTEXTS.md), so the primary context, current on any
+// thread, is used rather than one of the layout's.
+func (l *layout) destroy(drv cuda.Driver, primary cuda.Context) error {
 	var errs []error
 	for _, s := range l.streams {
-		errs = append(errs, drv.StreamSynchronize(l.ctx, s), drv.StreamDestroy(l.ctx, s))
+		errs = append(errs, drv.StreamSynchronize(primary, s), drv.StreamDestroy(primary, s))
 	}
 	for _, e := range l.events {
 		if e != 0 {
-			errs = append(errs, drv.EventDestroy(l.ctx, e))
+			errs = append(errs, drv.EventDestroy(primary, e))
 		}
 	}
+	errs = append(errs, l.destroySlots(drv))
 	return errors.Join(append(errs, drv.GreenCtxDestroy(l.green))...)
 }
 
@@ -92,7 +103,7 @@ func newPartition(d *Device, res []cuda.DevResource) (*Partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{drv: d.drv, dev: d, layouts: []*layout{l}}
+	p := &Partition{drv: d.drv, dev: d, layouts: []*layout{l}, done: make(chan struct{})}
 	p.cur.Store(l)
 	return p, nil
 }
@@ -122,14 +133,15 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 	}
 	made := make([]cuda.Stream, len(p.layouts))
 	var evs []cuda.Event
+	primary := p.dev.Primary()
 	undo := func(err error) (cuda.Stream, error) {
-		for i, s := range made {
+		for _, s := range made {
 			if s != 0 {
-				err = errors.Join(err, p.drv.StreamDestroy(p.layouts[i].ctx, s))
+				err = errors.Join(err, p.drv.StreamDestroy(primary, s))
 			}
 		}
-		for i, e := range evs {
-			err = errors.Join(err, p.drv.EventDestroy(p.layouts[i].ctx, e))
+		for _, e := range evs {
+			err = errors.Join(err, p.drv.EventDestroy(primary, e))
 		}
 		return 0, err
 	}
@@ -141,8 +153,8 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 		made[i] = s
 	}
 	if p.shape != nil {
-		for _, l := range p.layouts {
-			e, err := p.drv.EventCreate(l.ctx, cuda.EventDisableTiming)
+		for range p.layouts {
+			e, err := p.drv.EventCreate(primary, cuda.EventDisableTiming)
 			if err != nil {
 				return undo(err)
 			}
@@ -174,35 +186,37 @@ func (p *Partition) slot(h cuda.Stream) int {
 // partition.
 func (p *Partition) DestroyStream(s cuda.Stream) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed || p.lost {
+		p.mu.Unlock()
 		return ErrClosed
 	}
 	i := p.slot(s)
 	if i <= 0 {
+		p.mu.Unlock()
 		return fmt.Errorf("greenctx: stream %#x was not made by NewStream on %v", uintptr(s), p)
 	}
-	var errs []error
+	var streams []cuda.Stream
+	var events []cuda.Event
 	for _, l := range p.layouts {
-		errs = append(errs, p.drv.StreamSynchronize(l.ctx, l.streams[i]), p.drv.StreamDestroy(l.ctx, l.streams[i]))
+		streams = append(streams, l.streams[i])
 		l.streams = slices.Delete(l.streams, i, i+1)
 		if l.events != nil {
-			errs = append(errs, p.drv.EventDestroy(l.ctx, l.events[i]))
+			events = append(events, l.events[i])
 			l.events = slices.Delete(l.events, i, i+1)
 		}
 	}
-	return errors.Join(errs...)
-}
-
-// Do runs f with the partition's current context while no other caller of
-// Do on this partition runs; f passes ctx to the driver calls that need it.
-func (p *Partition) Do(f func(ctx cuda.Context) error) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || p.lost {
-		return ErrClosed
+	p.mu.Unlock()
+	// Unlisted first, then waited for without the lock: a stream's
+	// synchronisation may take as long as its work.
+	primary := p.dev.Primary()
+	var errs []error
+	for _, h := range streams {
+		errs = append(errs, p.drv.StreamSynchronize(primary, h), p.drv.StreamDestroy(primary, h))
 	}
-	return f(p.cur.Load().ctx)
+	for _, e := range events {
+		errs = append(errs, p.drv.EventDestroy(primary, e))
+	}
+	return errors.Join(errs...)
 }
 
 // Reset readies the partition for another owner: it waits for its streams
@@ -218,10 +232,10 @@ func (p *Partition) Reset() error {
 	if p.shape != nil {
 		return errors.New("greenctx: a reshapable partition is not recycled")
 	}
-	l := p.layouts[0]
-	errs := []error{p.drv.StreamSynchronize(l.ctx, l.streams[0])}
+	l, primary := p.layouts[0], p.dev.Primary()
+	errs := []error{p.drv.StreamSynchronize(primary, l.streams[0])}
 	for _, s := range l.streams[1:] {
-		errs = append(errs, p.drv.StreamSynchronize(l.ctx, s), p.drv.StreamDestroy(l.ctx, s))
+		errs = append(errs, p.drv.StreamSynchronize(primary, s), p.drv.StreamDestroy(primary, s))
 	}
 	l.streams = l.streams[:1]
 	return errors.Join(errs...)
@@ -236,10 +250,12 @@ func (p *Partition) Close() error {
 		return nil
 	}
 	p.closed = true
+	p.shut.Store(true)
+	close(p.done)
 	var errs []error
 	for _, l := range p.layouts {
 		if !p.lost { // abandoned (reset.go): nothing of it is left in the driver
-			errs = append(errs, l.destroy(p.drv))
+			errs = append(errs, l.destroy(p.drv, p.dev.Primary()))
 		}
 	}
 	if p.release != nil {

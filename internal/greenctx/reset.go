@@ -55,12 +55,12 @@ func (p *Partition) Rebuild() error {
 			return err
 		}
 		if q.sms != l.sms {
-			return errors.Join(fmt.Errorf("greenctx: rebuilt partition has %d SMs, had %d", q.sms, l.sms), q.destroy(p.drv))
+			return errors.Join(fmt.Errorf("greenctx: rebuilt partition has %d SMs, had %d", q.sms, l.sms), q.destroy(p.drv, p.dev.Primary()))
 		}
 		if p.shape != nil {
 			e, err := p.drv.EventCreate(q.ctx, cuda.EventDisableTiming)
 			if err != nil {
-				return errors.Join(err, q.destroy(p.drv))
+				return errors.Join(err, q.destroy(p.drv, p.dev.Primary()))
 			}
 			q.events = []cuda.Event{e}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"regexp"
 	"sync"
 	"time"
@@ -21,7 +22,8 @@ type Driver struct {
 	spec Spec
 
 	mu         sync.Mutex
-	next       uintptr // handle counter
+	greenCalls map[string]int // calls that pushed a green context (GreenContextCalls)
+	next       uintptr        // handle counter
 	splitGen   uint64
 	primary    map[cuda.Device]*context
 	contexts   map[cuda.Context]*context
@@ -78,6 +80,7 @@ type streamInfo struct {
 
 type eventInfo struct {
 	ctx cuda.Context
+	on  cuda.Context // the context of the stream it was last recorded on
 	at  time.Time
 	gpu time.Duration // the stream's modelled GPU time when recorded
 	set bool
@@ -346,7 +349,33 @@ func (d *Driver) ctx(op string, c cuda.Context) (*context, error) {
 		return nil, err
 	}
 	d.checkOverlap(c)
+	if x.green != nil {
+		if d.greenCalls == nil {
+			d.greenCalls = map[string]int{}
+		}
+		d.greenCalls[op]++
+	}
 	return x, nil
+}
+
+// family is what a module's functions and a stream must share for a
+// launch: the device, for its primary context and the green contexts built
+// on it; the context itself for one made by cuCtxCreate.
+func (d *Driver) family(c cuda.Context) any {
+	if x := d.contexts[c]; x != nil && (x.primary || x.green != nil) {
+		return x.dev
+	}
+	return c
+}
+
+// GreenContextCalls counts, per entry point, the calls made with a green
+// context as the context to push: what the SDK makes so must hold one of
+// the partition's slots, so a test can check that only the calls that need
+// one do (docs/CONTEXTS.md).
+func (d *Driver) GreenContextCalls() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.greenCalls)
 }
 
 func (d *Driver) CtxSynchronize(c cuda.Context) error {
@@ -547,7 +576,7 @@ func (d *Driver) EventRecord(c cuda.Context, e cuda.Event, s cuda.Stream) error 
 	}
 	ev.at, ev.set = time.Now(), true
 	if st != nil {
-		ev.gpu = st.gpu
+		ev.gpu, ev.on = st.gpu, st.ctx
 	}
 	return nil
 }
@@ -711,8 +740,12 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 		d.mu.Unlock()
 		return err
 	}
-	if s != 0 && st.ctx != fn.mod.ctx {
-		// A function belongs to the context its module was loaded in.
+	if s != 0 && d.family(st.ctx) != d.family(fn.mod.ctx) {
+		// A function belongs to the context its module was loaded in, and
+		// on the H200 also serves the streams of the device's primary
+		// context and of every green context built on it (a module loaded
+		// in the primary context ran on a green stream on that green
+		// context's SMs: docs/CONTEXTS.md).
 		d.mu.Unlock()
 		return cuda.Check(op, cuda.ErrorInvalidHandle)
 	}

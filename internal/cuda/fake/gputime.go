@@ -56,7 +56,7 @@ func (d *Driver) EventQuery(c cuda.Context, e cuda.Event) error {
 	if err != nil {
 		return err
 	}
-	if d.holdEvents || d.heldCtx[ev.ctx] {
+	if d.holdEvents || d.heldCtx[ev.ctx] || d.heldCtx[ev.on] {
 		return cuda.Check(op, cuda.ErrorNotReady)
 	}
 	return nil

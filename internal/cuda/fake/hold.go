@@ -5,7 +5,7 @@ import "github.com/fcsp-go/fcsp-go/internal/cuda"
 // entry points added for bw
 
 // HoldEventsIn makes EventQuery answer ErrorNotReady for the events made in
-// context c while hold is true: one tenant's work seems to be still running
+// context c, or recorded on one of its streams, while hold is true: one tenant's work seems to be still running
 // on the GPU while everyone else's completes.
 func (d *Driver) HoldEventsIn(c cuda.Context, hold bool) {
 	d.mu.Lock()

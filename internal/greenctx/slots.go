@@ -1,0 +1,303 @@
+package greenctx
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// A green context may be current on one OS thread at a time and the driver
+// does no locking of its own, but several green contexts can be built over
+// the same SMs and be current on different threads at once, every block of
+// each running on those SMs (measured on the H200: 1, 2, 4 and 8 contexts
+// over one 16-SM group). So a partition does not serialise the code that
+// needs its context current (a Tenant.Do running cuBLAS) behind one lock:
+// each layout keeps a small set of green contexts over its SMs, its slots,
+// and a caller holds one slot for as long as it keeps a context current.
+// Slots are made on demand up to the partition's limit; past it, callers
+// wait in arrival order (a buffered channel hands a freed slot to the
+// longest waiter, so a newcomer cannot barge past it as it can past a
+// sync.Mutex, which turns fair only after 1 ms of starvation).
+//
+// Nothing else takes a slot: every other driver call the SDK makes
+// (allocation, memory figures, streams, events, modules, copies) works
+// with the device's primary context current (docs/CONTEXTS.md has the table
+// measured on the H200), and the primary context may be current on any
+// number of threads.
+
+// DefaultSlots is how many green contexts a layout may hold when the caller
+// does not say: enough for 16 requests of one class in flight at once.
+const DefaultSlots = 16
+
+// Slot is one green context of a layout, held by one caller at a time.
+type Slot struct {
+	l      *layout
+	green  cuda.GreenCtx
+	ctx    cuda.Context
+	extra  bool         // made by grow: destroyed with the layout's slots
+	holder atomic.Int64 // the OS thread it is current on; 0: not named yet
+}
+
+// Context is the slot's CUcontext, to be made current by its holder only.
+func (s *Slot) Context() cuda.Context { return s.ctx }
+
+// Name records the OS thread the holder made the context current on, so
+// that a nested call on that thread finds it (Holding).
+func (s *Slot) Name(thread int) { s.holder.Store(int64(thread)) }
+
+// slots is a layout's set of green contexts.
+type slots struct {
+	free chan *Slot              // the slots no one holds
+	made atomic.Int32            // slots made, the layout's own included
+	all  atomic.Pointer[[]*Slot] // every slot made, for Holding and Close
+	grow sync.Mutex              // serialises making a slot
+	desc cuda.ResourceDesc       // the layout's SMs, to build more contexts
+	max  int32                   // set before the partition is shared
+}
+
+// SetSlots sets how many green contexts each of the partition's layouts may
+// hold (callers keeping one current at once), 1 to MaxSlots; call it before
+// the partition is shared.
+func (p *Partition) SetSlots(n int) {
+	n = min(max(n, 1), MaxSlots)
+	for _, l := range p.layouts {
+		l.slots.max = int32(n)
+	}
+}
+
+// MaxSlots bounds SetSlots.
+const MaxSlots = 64
+
+func (l *layout) initSlots(desc cuda.ResourceDesc) {
+	own := &Slot{l: l, green: l.green, ctx: l.ctx}
+	l.slots.desc = desc
+	l.slots.max = DefaultSlots
+	l.slots.free = make(chan *Slot, MaxSlots)
+	retired := make(chan struct{})
+	l.retired.Store(&retired)
+	l.slots.free <- own
+	l.slots.made.Store(1)
+	all := []*Slot{own}
+	l.slots.all.Store(&all)
+}
+
+// newSlot makes one more green context over the layout's SMs, or returns
+// nil when the layout has its limit.
+func (p *Partition) newSlot(l *layout) (*Slot, error) {
+	l.slots.grow.Lock()
+	defer l.slots.grow.Unlock()
+	if l.slots.made.Load() >= l.slots.max {
+		return nil, nil
+	}
+	if p.shut.Load() {
+		return nil, ErrClosed
+	}
+	g, err := p.drv.GreenCtxCreate(l.slots.desc, p.dev.dev, cuda.GreenCtxDefaultStream)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := p.drv.CtxFromGreenCtx(g)
+	if err != nil {
+		return nil, errors.Join(err, p.drv.GreenCtxDestroy(g))
+	}
+	s := &Slot{l: l, green: g, ctx: ctx, extra: true}
+	all := append(slices.Clone(*l.slots.all.Load()), s)
+	l.slots.all.Store(&all)
+	l.slots.made.Add(1)
+	return s, nil
+}
+
+// TryAcquire takes a free slot of the current layout without waiting, or
+// makes one while the layout has fewer than its limit. nil, nil: every
+// slot is held; the caller checks whether it holds one itself (Holding)
+// before it waits (Acquire).
+func (p *Partition) TryAcquire() (*Slot, error) {
+	for {
+		if p.shut.Load() {
+			return nil, ErrClosed
+		}
+		l := p.cur.Load()
+		var s *Slot
+		select {
+		case s = <-l.slots.free:
+		default:
+			var err error
+			if s, err = p.newSlot(l); s == nil || err != nil {
+				return nil, err
+			}
+		}
+		if s, ok := p.keep(s); ok {
+			p.waits.record(0)
+			return s, nil
+		} else if s != nil {
+			return nil, ErrClosed
+		}
+	}
+}
+
+// keep checks a slot just taken: it goes back if the partition closed
+// (ok false, s non-nil) or was reshaped meanwhile (ok false, s nil: try the
+// new layout).
+func (p *Partition) keep(s *Slot) (*Slot, bool) {
+	if p.shut.Load() {
+		s.l.slots.free <- s
+		return s, false
+	}
+	if s.l != p.cur.Load() {
+		s.l.slots.free <- s
+		return nil, false
+	}
+	return s, true
+}
+
+// Acquire takes a slot, waiting in arrival order no longer than ctx when
+// every slot is held. The caller must not hold one of this partition's
+// slots on the same thread (it would wait for itself): see Holding.
+func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
+	if s, err := p.TryAcquire(); s != nil || err != nil {
+		return s, err
+	}
+	start := time.Now()
+	for {
+		l := p.cur.Load()
+		var s *Slot
+		select {
+		case s = <-l.slots.free:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.done:
+			return nil, ErrClosed
+		case <-*l.retired.Load():
+			continue
+		}
+		if s, ok := p.keep(s); ok {
+			p.waits.record(time.Since(start))
+			return s, nil
+		} else if s != nil {
+			return nil, ErrClosed
+		}
+	}
+}
+
+// Release gives a slot back. The caller has made another context current
+// on its thread first (the slot's may then be made current elsewhere).
+func (s *Slot) Release() {
+	s.holder.Store(0)
+	s.l.slots.free <- s // never blocks: the channel holds every slot made
+}
+
+// Holding is the slot of the current layout that thread holds, or nil.
+// Slots are written by their holders only, so a thread that finds its own
+// id holds that slot.
+func (p *Partition) Holding(thread int) *Slot {
+	if thread == 0 {
+		return nil
+	}
+	for _, s := range *p.cur.Load().slots.all.Load() {
+		if s.holder.Load() == int64(thread) {
+			return s
+		}
+	}
+	return nil
+}
+
+// Do runs f with one of the partition's green contexts (a slot), for the
+// few driver calls whose result depends on the SMs of the context current
+// when they are made (graph instantiation: an executable graph keeps the
+// SMs of the context it was instantiated in). On a thread that already
+// holds a slot, f gets that one.
+func (p *Partition) Do(f func(ctx cuda.Context) error) error {
+	if s := p.Holding(threadID()); s != nil {
+		return f(s.ctx)
+	}
+	s, err := p.Acquire(context.Background())
+	if err != nil {
+		return err
+	}
+	defer s.Release()
+	return f(s.ctx)
+}
+
+// destroySlots destroys the green contexts grow made (the layout's own is
+// destroyed with it).
+func (l *layout) destroySlots(drv cuda.Driver) error {
+	var errs []error
+	for _, s := range *l.slots.all.Load() {
+		if s.extra {
+			errs = append(errs, drv.GreenCtxDestroy(s.green))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// WaitStats summarises how long callers waited for a slot.
+type WaitStats struct {
+	Calls, Waited uint64
+	P50, P99, Max time.Duration
+}
+
+// Waits reports the waits for a slot over the partition's recent calls.
+func (p *Partition) Waits() WaitStats { return p.waits.stats() }
+
+// waitLog keeps the last waitWindow waits in a ring, written without locks:
+// a reader may see a slot mid-update, which at worst shifts a quantile by
+// one sample.
+type waitLog struct {
+	n, waited atomic.Uint64
+	max       atomic.Int64
+	ring      [waitWindow]atomic.Int64
+}
+
+const waitWindow = 4096
+
+func (w *waitLog) record(d time.Duration) {
+	i := w.n.Add(1) - 1
+	w.ring[i%waitWindow].Store(int64(d))
+	if d <= 0 {
+		return
+	}
+	w.waited.Add(1)
+	for {
+		m := w.max.Load()
+		if int64(d) <= m || w.max.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
+}
+
+func (w *waitLog) stats() WaitStats {
+	n := w.n.Load()
+	s := WaitStats{Calls: n, Waited: w.waited.Load(), Max: time.Duration(w.max.Load())}
+	k := min(n, waitWindow)
+	if k == 0 {
+		return s
+	}
+	v := make([]int64, k)
+	for i := range v {
+		v[i] = w.ring[i].Load()
+	}
+	slices.Sort(v)
+	s.P50 = time.Duration(v[(k-1)/2])
+	s.P99 = time.Duration(v[(k*99+99)/100-1])
+	return s
+}
+
+// Owns reports whether c is one of the partition's green contexts (any
+// layout's, any slot's).
+func (p *Partition) Owns(c cuda.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.layouts {
+		for _, s := range *l.slots.all.Load() {
+			if s.ctx == c {
+				return true
+			}
+		}
+	}
+	return false
+}
