@@ -163,6 +163,8 @@ func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
 		return s, err
 	}
 	start := time.Now()
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
 	for {
 		l := p.cur.Load()
 		var s *Slot
@@ -240,6 +242,9 @@ type WaitStats struct {
 	Calls, Waited uint64
 	P50, P99, Max time.Duration
 }
+
+// Waiting is how many callers wait for a slot now.
+func (p *Partition) Waiting() int32 { return p.waiting.Load() }
 
 // Waits reports the waits for a slot over the partition's recent calls.
 func (p *Partition) Waits() WaitStats { return p.waits.stats() }
