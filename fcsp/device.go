@@ -20,6 +20,10 @@ type DeviceInfo struct {
 	DriverAPI         int    // cuDriverGetVersion
 	Driver            string // which binding: libcuda.so.1 or the fake
 	Simulated         bool
+	// WorkQueues is the number of hardware work queues (connections) the
+	// process's contexts get: CUDA_DEVICE_MAX_CONNECTIONS, which the pool
+	// sets to 32 when it is unset (workqueues.go), else the driver's 8.
+	WorkQueues int
 }
 
 func (d DeviceInfo) String() string {

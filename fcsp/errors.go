@@ -33,6 +33,11 @@ var (
 	// one ErrClosed: a call racing a close fails with it whichever layer
 	// (partition, token bucket, quota account) saw the close first.
 	ErrClosed = errs.ErrClosed
+	// ErrFewWorkQueues: CUDA_DEVICE_MAX_CONNECTIONS leaves the process too
+	// few hardware work queues for a partition to isolate: streams of
+	// different partitions would share a queue, and one class's queued work
+	// would hold up another's however its SMs are split.
+	ErrFewWorkQueues = errors.New("fcsp: too few hardware work queues for SM partitions")
 	// ErrNameTaken: a live tenant of the pool already has this name.
 	ErrNameTaken = errors.New("fcsp: tenant name already in use")
 	// ErrInvalidArgument: an option or argument is out of range; the

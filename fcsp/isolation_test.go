@@ -297,3 +297,65 @@ func TestDosPastTheLimitWaitInArrivalOrder(t *testing.T) {
 
 // waiters counts the goroutines waiting for one of a's green contexts.
 func waiters(a *Tenant) int { return int(a.c.part.Waiting()) }
+
+// With CUDA_DEVICE_MAX_CONNECTIONS=1 every stream shares one hardware work
+// queue, and a partition isolates nothing (measured on the H200): the pool
+// says so when a partition is asked for, and serves unpartitioned tenants.
+func TestOneWorkQueueRefusesPartitions(t *testing.T) {
+	p, _ := openSim(t, WithEnviron([]string{"CUDA_DEVICE_MAX_CONNECTIONS=1"}))
+	require.Equal(t, 1, p.Stats().Device.WorkQueues)
+	_, err := p.NewTenant("a", WithSMs(16))
+	require.ErrorIs(t, err, ErrFewWorkQueues)
+	require.ErrorContains(t, err, "CUDA_DEVICE_MAX_CONNECTIONS=1")
+	shared, err := p.NewTenant("b")
+	require.NoError(t, err)
+	require.NoError(t, shared.Close())
+
+	q, _ := openSim(t, WithEnviron([]string{"CUDA_DEVICE_MAX_CONNECTIONS=16"}))
+	require.Equal(t, 16, q.Stats().Device.WorkQueues)
+	a, err := q.NewTenant("a", WithSMs(16))
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+
+	for _, bad := range []string{"0", "33", "many"} {
+		_, err := openSimErr(0, WithEnviron([]string{"CUDA_DEVICE_MAX_CONNECTIONS=" + bad}))
+		require.ErrorIs(t, err, ErrInvalidArgument, bad)
+		require.ErrorContains(t, err, "1 to 32")
+	}
+}
+
+// A metered partitioned tenant's Stats polls its streams' events with the
+// primary context: a Do that never ends does not stop a scrape (issue 28
+// #4; before, the polling took the partition's exclusion and waited).
+func TestStatsDoNotWaitForAMeteredDo(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(16), WithGPUShare(0.5), WithConcurrentDos(1))
+	require.NoError(t, err)
+	release := make(chan struct{})
+	let := sync.OnceFunc(func() { close(release) })
+	defer let()
+	inF := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Do(context.Background(), func(cur Current) error {
+			if _, err := cur.Stream(nil); err != nil {
+				return err
+			}
+			close(inF)
+			<-release
+			return nil
+		})
+	}()
+	<-inF
+	got := make(chan PoolStats, 1)
+	go func() { got <- p.Stats() }()
+	select {
+	case s := <-got:
+		require.Len(t, s.Tenants, 1)
+	case <-time.After(10 * time.Second):
+		let()
+		t.Fatal("Pool.Stats waited for a metered tenant's Do")
+	}
+	let()
+	require.NoError(t, <-done)
+}

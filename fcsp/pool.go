@@ -69,6 +69,11 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		}
 		p.env = env
 	}
+	// Before the driver makes the device's context, which reads it.
+	queues, err := workQueues(cfg.environ, cfg.newDriver == nil)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.newDriver != nil {
 		p.drv = cfg.newDriver()
 	} else {
@@ -99,7 +104,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(err)
 	}
 	p.info.SMs, p.info.Granularity, p.info.Alignment = dev.SMs(), dev.Granularity(), int(dev.Info().CoscheduledAlignment)
-	p.info.Simulated = cfg.simulated
+	p.info.Simulated, p.info.WorkQueues = cfg.simulated, queues
 	limit := p.info.TotalMemory
 	if cfg.memLimit != 0 {
 		limit = min(limit, cfg.memLimit)

@@ -115,6 +115,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	c.prio.latency, c.prio.floor = cfg.prio.prio == LatencyCritical, cfg.prio.floor
 	var err error
 	if cfg.partitioned() {
+		if err := p.checkWorkQueues(); err != nil {
+			return nil, fmt.Errorf("tenant %q: %w", name, err)
+		}
 		if c.part, err = p.takePartition(&cfg); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
