@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,8 +86,12 @@ func TestOptionsRefuseRemoteAddr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.serverArgs) != 1 || o.serverArgs[0] != "-simulate" || o.load.duration != 2*time.Second {
-		t.Errorf("options %+v", o)
+	if !slices.Equal(o.serverArgs, []string{"-simulate", "-batch-gpu-share", "0.9"}) || o.load.duration != 2*time.Second {
+		t.Errorf("options %+v: want the server's arguments and the batch class's default GPU share", o)
+	}
+	o, err = parseOptions([]string{"-spawn", "./server", "--", "-batch-sm-limit=0.5"}, io.Discard)
+	if err != nil || !slices.Equal(o.serverArgs, []string{"-batch-sm-limit=0.5"}) {
+		t.Errorf("server arguments %q, %v: a limit given is kept, and no share added", o.serverArgs, err)
 	}
 	if _, err := spawn("./server", "shared", []string{"-addr", "0.0.0.0:80"}, nil); err == nil {
 		t.Error("spawn let the server arguments pick the address")

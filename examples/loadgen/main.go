@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -66,8 +67,21 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	o.serverArgs = fs.Args()
+	if o.spawn != "" && !slices.ContainsFunc(o.serverArgs, isBatchLimit) {
+		// The configuration to run: the batch class under a GPU-time share.
+		// The server's own default, a launch-rate limit of 0.5, gave the
+		// batch class 166 req/s on the H200 beside 631 at this share.
+		o.serverArgs = append(o.serverArgs, "-batch-gpu-share", "0.9")
+	}
 	o.modes = strings.Split(*modes, ",")
 	return o, o.validate()
+}
+
+// isBatchLimit reports whether a server argument sets the batch class's
+// limit, so that the loadgen's default does not override it.
+func isBatchLimit(a string) bool {
+	a = strings.TrimLeft(a, "-")
+	return strings.HasPrefix(a, "batch-gpu-share") || strings.HasPrefix(a, "batch-sm-limit") || strings.HasPrefix(a, "config")
 }
 
 func (o *options) validate() error {

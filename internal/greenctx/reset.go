@@ -32,6 +32,7 @@ func (p *Partition) Abandon() error {
 		l.green, l.ctx, l.streams, l.events = 0, 0, nil, nil
 	}
 	p.lost = true
+	p.shut.Store(true) // slots refuse until Rebuild
 	return errors.Join(errs...)
 }
 
@@ -67,6 +68,7 @@ func (p *Partition) Rebuild() error {
 		l.green, l.ctx, l.streams, l.events = q.green, q.ctx, q.streams, q.events
 	}
 	p.lost = false
+	p.shut.Store(p.closed)
 	return nil
 }
 

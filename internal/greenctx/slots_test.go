@@ -1,0 +1,88 @@
+package greenctx_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+)
+
+// Slots: made on demand up to the limit, each a green context of its own;
+// past it callers wait, leave with their ctx, and are woken by Close; a
+// reshape moves waiters to the new layout; Close destroys what was made.
+func TestSlots(t *testing.T) {
+	drv := fake.New(fake.H200())
+	dev, err := greenctx.Open(drv, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	s, err := dev.Split(8)
+	require.NoError(t, err)
+	p, err := s.TakeLayouts(8, []int{16})
+	require.NoError(t, err)
+	p.SetSlots(3)
+
+	var held []*greenctx.Slot
+	for range 3 {
+		x, err := p.TryAcquire()
+		require.NoError(t, err)
+		require.NotNil(t, x)
+		require.True(t, p.Owns(x.Context()))
+		held = append(held, x)
+	}
+	require.NotEqual(t, held[0].Context(), held[1].Context())
+	require.NotEqual(t, held[1].Context(), held[2].Context())
+	x, err := p.TryAcquire()
+	require.NoError(t, err)
+	require.Nil(t, x, "past the limit TryAcquire makes no slot")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	_, err = p.Acquire(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// A waiter on the 8-SM layout moves to the 16-SM one when it becomes
+	// current, and gets one of its slots.
+	got := make(chan *greenctx.Slot, 1)
+	go func() {
+		x, err := p.Acquire(context.Background())
+		require.NoError(t, err)
+		got <- x
+	}()
+	require.Eventually(t, func() bool { return p.Waiting() == 1 }, 5*time.Second, 50*time.Microsecond)
+	require.NoError(t, p.Reshape(16, nil))
+	x = <-got
+	require.Equal(t, 16, p.SMs())
+	require.True(t, p.Owns(x.Context()))
+	for _, h := range held {
+		require.NotEqual(t, h.Context(), x.Context(), "a slot of the old layout")
+		h.Release()
+	}
+	x.Release()
+
+	// Close wakes a waiter with ErrClosed.
+	p.SetSlots(1)
+	y, err := p.Acquire(context.Background())
+	require.NoError(t, err)
+	woken := make(chan error, 1)
+	go func() { _, err := p.Acquire(context.Background()); woken <- err }()
+	require.Eventually(t, func() bool { return p.Waiting() == 1 }, 5*time.Second, 50*time.Microsecond)
+	y.Release()
+	require.NoError(t, <-woken) // the freed slot went to the waiter
+	z, err := p.TryAcquire()
+	require.NoError(t, err)
+	require.Nil(t, z, "the waiter holds the only slot")
+	go func() { _, err := p.Acquire(context.Background()); woken <- err }()
+	require.Eventually(t, func() bool { return p.Waiting() == 1 }, 5*time.Second, 50*time.Microsecond)
+	require.NoError(t, p.Close())
+	require.ErrorIs(t, <-woken, greenctx.ErrClosed)
+	_, err = p.TryAcquire()
+	require.ErrorIs(t, err, greenctx.ErrClosed)
+	require.Zero(t, drv.Live().GreenCtxs, "every slot's green context was destroyed")
+	w := p.Waits()
+	require.Equal(t, uint64(6), w.Calls)
+	require.Equal(t, uint64(2), w.Waited)
+}
