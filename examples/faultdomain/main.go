@@ -275,8 +275,10 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	}
 	r.FinalShared = p.SharedUsed()
 	// The shared total counts every process; the tenant's own count is
-	// this process's alone.
-	if own := srv.tn.Stats().MemoryUsed; r.FinalShared != own {
+	// this process's alone: what it holds and the freed blocks its pool
+	// keeps, which count against the device too.
+	if st := srv.tn.Stats(); r.FinalShared != st.MemoryUsed+st.MemoryCached {
+		own := st.MemoryUsed + st.MemoryCached
 		return r, fmt.Errorf("shared total %d bytes, this process holds %d: the accounting did not heal exactly", r.FinalShared, own)
 	}
 	if h := p.Health(); !h.Healthy() {
