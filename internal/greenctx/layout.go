@@ -259,7 +259,6 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	}
 	fresh := make(chan struct{})
 	next.retired.Store(&fresh)
-	next.slots.max = old.slots.max
 	p.cur.Store(next)
 	close(*old.retired.Load()) // slot waiters on the old layout move to the new one
 	sh.held = next.groups

@@ -3,6 +3,7 @@ package greenctx
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ const DefaultSlots = 16
 // Slot is one green context of a layout, held by one caller at a time.
 type Slot struct {
 	l      *layout
+	idx    int
 	green  cuda.GreenCtx
 	ctx    cuda.Context
 	extra  bool         // made by grow: destroyed with the layout's slots
@@ -50,14 +52,39 @@ func (s *Slot) Context() cuda.Context { return s.ctx }
 // that a nested call on that thread finds it (Holding).
 func (s *Slot) Name(thread int) { s.holder.Store(int64(thread)) }
 
-// slots is a layout's set of green contexts.
+// MaxSlots bounds SetSlots: a layout's free slots are the bits of one word.
+const MaxSlots = 64
+
+// slots is a layout's set of green contexts. The free ones are bits of one
+// word, taken and given back with one atomic operation each, as a
+// sync.Mutex's fast path; callers that find none free queue in arrival
+// order, and a slot given back while one waits goes straight to the
+// longest waiter, so no newcomer barges past a waiter.
 type slots struct {
-	free chan *Slot              // the slots no one holds
+	free atomic.Uint64 // bit i: slot i is free
+	at   [MaxSlots]atomic.Pointer[Slot]
 	made atomic.Int32            // slots made, the layout's own included
 	all  atomic.Pointer[[]*Slot] // every slot made, for Holding and Close
 	grow sync.Mutex              // serialises making a slot
 	desc cuda.ResourceDesc       // the layout's SMs, to build more contexts
-	max  int32                   // set before the partition is shared
+	max  atomic.Int32
+
+	mu sync.Mutex   // guards q
+	q  []chan *Slot // waiters, oldest first
+	nq atomic.Int32 // len(q)
+}
+
+func (l *layout) initSlots(desc cuda.ResourceDesc) {
+	own := &Slot{l: l, green: l.green, ctx: l.ctx}
+	l.slots.desc = desc
+	l.slots.max.Store(DefaultSlots)
+	retired := make(chan struct{})
+	l.retired.Store(&retired)
+	l.slots.at[0].Store(own)
+	l.slots.made.Store(1)
+	all := []*Slot{own}
+	l.slots.all.Store(&all)
+	l.slots.free.Store(1)
 }
 
 // SetSlots sets how many green contexts each of the partition's layouts may
@@ -66,32 +93,101 @@ type slots struct {
 func (p *Partition) SetSlots(n int) {
 	n = min(max(n, 1), MaxSlots)
 	for _, l := range p.layouts {
-		l.slots.max = int32(n)
+		l.slots.max.Store(int32(n))
 	}
 }
 
-// MaxSlots bounds SetSlots.
-const MaxSlots = 64
+// take takes a free slot unless callers are queued (they come first).
+func (q *slots) take() *Slot {
+	if q.nq.Load() != 0 {
+		return nil
+	}
+	for {
+		f := q.free.Load()
+		if f == 0 {
+			return nil
+		}
+		bit := f & -f
+		if q.free.CompareAndSwap(f, f&^bit) {
+			return q.at[bits.TrailingZeros64(bit)].Load()
+		}
+	}
+}
 
-func (l *layout) initSlots(desc cuda.ResourceDesc) {
-	own := &Slot{l: l, green: l.green, ctx: l.ctx}
-	l.slots.desc = desc
-	l.slots.max = DefaultSlots
-	l.slots.free = make(chan *Slot, MaxSlots)
-	retired := make(chan struct{})
-	l.retired.Store(&retired)
-	l.slots.free <- own
-	l.slots.made.Store(1)
-	all := []*Slot{own}
-	l.slots.all.Store(&all)
+// put gives s back: to the longest waiter, or to the free bits.
+func (q *slots) put(s *Slot) {
+	if q.nq.Load() == 0 {
+		q.free.Or(1 << s.idx)
+		if q.nq.Load() != 0 {
+			q.handoff() // a waiter queued meanwhile and may have missed it
+		}
+		return
+	}
+	q.mu.Lock()
+	if len(q.q) > 0 {
+		w := q.q[0]
+		q.q = q.q[1:]
+		q.nq.Add(-1)
+		q.mu.Unlock()
+		w <- s // buffered: never blocks
+		return
+	}
+	q.mu.Unlock()
+	q.free.Or(1 << s.idx)
+	q.handoff()
+}
+
+// handoff gives free slots to the waiters, oldest first. Go's atomics are
+// sequentially consistent, so a slot given back as a waiter queues is seen
+// by one of the two: put reads the queue after setting the bit, the waiter
+// (through handoff) reads the bits after queueing.
+func (q *slots) handoff() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.q) > 0 {
+		f := q.free.Load()
+		if f == 0 {
+			return
+		}
+		bit := f & -f
+		if !q.free.CompareAndSwap(f, f&^bit) {
+			continue
+		}
+		w := q.q[0]
+		q.q = q.q[1:]
+		q.nq.Add(-1)
+		w <- q.at[bits.TrailingZeros64(bit)].Load()
+	}
+}
+
+// enqueue queues a waiter; dequeue takes it out again unless it was served
+// (false: a slot is in, or on its way to, w).
+func (q *slots) enqueue(w chan *Slot) {
+	q.mu.Lock()
+	q.q = append(q.q, w)
+	q.nq.Add(1)
+	q.mu.Unlock()
+	q.handoff()
+}
+
+func (q *slots) dequeue(w chan *Slot) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.Index(q.q, w); i >= 0 {
+		q.q = slices.Delete(q.q, i, i+1)
+		q.nq.Add(-1)
+		return true
+	}
+	return false
 }
 
 // newSlot makes one more green context over the layout's SMs, or returns
-// nil when the layout has its limit.
+// nil when the layout has its limit. The new slot is the caller's.
 func (p *Partition) newSlot(l *layout) (*Slot, error) {
 	l.slots.grow.Lock()
 	defer l.slots.grow.Unlock()
-	if l.slots.made.Load() >= l.slots.max {
+	n := l.slots.made.Load()
+	if n >= l.slots.max.Load() {
 		return nil, nil
 	}
 	if p.shut.Load() {
@@ -105,27 +201,26 @@ func (p *Partition) newSlot(l *layout) (*Slot, error) {
 	if err != nil {
 		return nil, errors.Join(err, p.drv.GreenCtxDestroy(g))
 	}
-	s := &Slot{l: l, green: g, ctx: ctx, extra: true}
+	s := &Slot{l: l, idx: int(n), green: g, ctx: ctx, extra: true}
+	l.slots.at[n].Store(s)
 	all := append(slices.Clone(*l.slots.all.Load()), s)
 	l.slots.all.Store(&all)
-	l.slots.made.Add(1)
+	l.slots.made.Store(n + 1)
 	return s, nil
 }
 
 // TryAcquire takes a free slot of the current layout without waiting, or
 // makes one while the layout has fewer than its limit. nil, nil: every
-// slot is held; the caller checks whether it holds one itself (Holding)
-// before it waits (Acquire).
+// slot is held or callers are queued for one; the caller checks whether
+// it holds one itself (Holding) before it waits (Acquire).
 func (p *Partition) TryAcquire() (*Slot, error) {
 	for {
 		if p.shut.Load() {
 			return nil, ErrClosed
 		}
 		l := p.cur.Load()
-		var s *Slot
-		select {
-		case s = <-l.slots.free:
-		default:
+		s := l.slots.take()
+		if s == nil {
 			var err error
 			if s, err = p.newSlot(l); s == nil || err != nil {
 				return nil, err
@@ -145,11 +240,11 @@ func (p *Partition) TryAcquire() (*Slot, error) {
 // new layout).
 func (p *Partition) keep(s *Slot) (*Slot, bool) {
 	if p.shut.Load() {
-		s.l.slots.free <- s
+		s.Release()
 		return s, false
 	}
 	if s.l != p.cur.Load() {
-		s.l.slots.free <- s
+		s.Release()
 		return nil, false
 	}
 	return s, true
@@ -165,17 +260,38 @@ func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
 	start := time.Now()
 	p.waiting.Add(1)
 	defer p.waiting.Add(-1)
+	w := make(chan *Slot, 1)
 	for {
 		l := p.cur.Load()
-		var s *Slot
-		select {
-		case s = <-l.slots.free:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-p.done:
+		if p.shut.Load() {
 			return nil, ErrClosed
-		case <-*l.retired.Load():
-			continue
+		}
+		s, err := p.newSlot(l)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			l.slots.enqueue(w)
+			select {
+			case s = <-w:
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-p.done:
+				err = ErrClosed
+			case <-*l.retired.Load():
+			}
+			if s == nil && !l.slots.dequeue(w) {
+				s = <-w // served as it left
+			}
+			if err != nil {
+				if s != nil {
+					s.Release()
+				}
+				return nil, err
+			}
+			if s == nil {
+				continue // the layout was retired: wait on the new one
+			}
 		}
 		if s, ok := p.keep(s); ok {
 			p.waits.record(time.Since(start))
@@ -190,7 +306,7 @@ func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
 // on its thread first (the slot's may then be made current elsewhere).
 func (s *Slot) Release() {
 	s.holder.Store(0)
-	s.l.slots.free <- s // never blocks: the channel holds every slot made
+	s.l.slots.put(s)
 }
 
 // Holding is the slot of the current layout that thread holds, or nil.
