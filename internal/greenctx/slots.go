@@ -359,6 +359,9 @@ type WaitStats struct {
 	P50, P99, Max time.Duration
 }
 
+// Slots is how many green contexts the current layout has made.
+func (p *Partition) Slots() int { return int(p.cur.Load().slots.made.Load()) }
+
 // Waiting is how many callers wait for a slot now.
 func (p *Partition) Waiting() int32 { return p.waiting.Load() }
 

@@ -1,0 +1,91 @@
+package fcsp
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// smidPTX: each block writes the SM it ran on (%smid) at out[blockIdx.x].
+const smidPTX = `.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry smid(.param .u64 out) {
+ .reg .u32 %r<4>; .reg .u64 %rd<5>;
+ ld.param.u64 %rd1, [out]; cvta.to.global.u64 %rd2, %rd1;
+ mov.u32 %r1, %smid; mov.u32 %r2, %ctaid.x; mul.wide.u32 %rd3, %r2, 4;
+ add.s64 %rd4, %rd2, %rd3; st.global.u32 [%rd4], %r1; ret; }
+`
+
+// Concurrent Dos of one partitioned tenant each hold a green context of
+// their own (a slot), all built over the tenant's SMs: blocks launched on
+// each Do's current context (the legacy NULL stream of that context, which
+// names no SDK stream) ran on the tenant's SMs only, never the
+// neighbour's, with 8 Dos in flight at once.
+func TestGPUConcurrentDosStayOnTheirSMs(t *testing.T) {
+	p := openGPU(t)
+	a, err := p.NewTenant("a", WithSMs(16))
+	require.NoError(t, err)
+	b, err := p.NewTenant("b", WithRestOfSMs())
+	require.NoError(t, err)
+	mod, err := a.LoadModule([]byte(smidPTX))
+	require.NoError(t, err)
+	fn, err := mod.Function("smid")
+	require.NoError(t, err)
+	smsOf := func(tn *Tenant, viaDo bool) map[uint32]bool {
+		const blocks = 1024
+		ctx := context.Background()
+		buf, err := tn.Alloc(ctx, 4*blocks)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tn.Free(buf)) }()
+		var args Args
+		args.Ptr(buf)
+		if viaDo {
+			require.NoError(t, tn.Do(ctx, func(cur Current) error {
+				// Stream 0 with no context pushed: the thread's current
+				// context, the slot this Do holds.
+				if err := p.drv.LaunchKernel(0, fn.h, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}, 0, 0, &args.a); err != nil {
+					return err
+				}
+				return p.drv.StreamSynchronize(0, 0) // the NULL stream of the current context
+			}))
+		} else {
+			require.NoError(t, tn.Stream().Launch(ctx, fn, Dim3{X: blocks, Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, &args))
+			require.NoError(t, tn.Stream().Synchronize())
+		}
+		out := make([]byte, 4*blocks)
+		require.NoError(t, tn.CopyFromDevice(out, buf))
+		sms := map[uint32]bool{}
+		for i := range blocks {
+			sms[binary.LittleEndian.Uint32(out[4*i:])] = true
+		}
+		return sms
+	}
+	theirs := smsOf(b, false)
+	require.Len(t, theirs, b.SMs())
+	var mu sync.Mutex
+	all := map[uint32]bool{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			got := smsOf(a, true)
+			mu.Lock()
+			defer mu.Unlock()
+			for sm := range got {
+				all[sm] = true
+			}
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, len(all), a.SMs(), "blocks of a's Dos ran on more SMs than a holds")
+	for sm := range all {
+		require.False(t, theirs[sm], "SM %d ran both tenants' work", sm)
+	}
+	made := a.c.part.Slots()
+	t.Logf("8 concurrent Dos: %d green contexts made, blocks on %d SMs (a holds %d, b %d), none of b's", made, len(all), a.SMs(), b.SMs())
+}
