@@ -94,20 +94,36 @@ func (t *Tenant) NewEvent() (*Event, error) {
 	return t.c.NewEvent()
 }
 
-// Alloc allocates n bytes of device memory against the tenant's quota (from
-// its pool, in order on its first stream, with WithMemoryPool). The quota is
-// checked first, without locks; an over-quota request fails with an error
-// that is errors.Is(err, ErrQuotaExceeded) and names requested, used and
-// limit; a driver failure after admission (out of memory) gives the quota
-// back.
+// Alloc allocates n bytes of device memory against the tenant's quota, from
+// the tenant's stream-ordered pool in order on its first stream (with
+// WithoutMemoryPool, cuMemAlloc). It never waits for the device: a freed
+// block of the size is reused at once, and the pool grows without a device
+// synchronisation, where cuMemAlloc+cuMemFree waited for every kernel of
+// the device (50.7 ms beside another partition's 50 ms kernel on the H200).
+// The quota is checked first, without locks; an over-quota request fails
+// with an error that is errors.Is(err, ErrQuotaExceeded) and names
+// requested, used and limit; a driver failure after admission (out of
+// memory) gives the quota back.
+//
+// The memory may be used on any of the tenant's streams and by any
+// goroutine. Its Free is ordered on the first stream, which is what makes
+// it cheap, so the rule is the stream-ordered allocator's: the work that
+// used the memory must have completed (a Synchronize of its stream, as a
+// request does before it answers) or be ordered before the Free (FreeAsync
+// on the stream that used it) when Free is called, from whichever
+// goroutine. A Free from another goroutine after the using stream's
+// Synchronize is safe; a Free while a kernel on another stream still reads
+// the memory lets the next Alloc reuse it under that kernel.
 func (t *Tenant) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	defer runtime.KeepAlive(t)
 	return t.c.Alloc(ctx, n)
 }
 
-// Free frees memory the tenant allocated. A pointer it does not own (never
-// allocated here, another tenant's, already freed) is refused with
-// ErrUnknownPointer and changes nothing.
+// Free frees memory the tenant allocated, in order on its first stream
+// (see Alloc for what must have finished first). A pointer it does not own
+// (never allocated here, another tenant's, already freed) is refused with
+// ErrUnknownPointer and changes nothing. The quota is given back at once,
+// exactly.
 func (t *Tenant) Free(p DevicePtr) error {
 	defer runtime.KeepAlive(t)
 	return t.c.Free(p)
