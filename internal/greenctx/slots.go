@@ -41,8 +41,10 @@ type Slot struct {
 	idx    int
 	green  cuda.GreenCtx
 	ctx    cuda.Context
-	extra  bool         // made by grow: destroyed with the layout's slots
-	holder atomic.Int64 // the OS thread it is current on; 0: not named yet
+	extra  bool          // made by grow: destroyed with the layout's slots
+	holder atomic.Int64  // the OS thread it is current on; 0: not named yet
+	calls  atomic.Uint64 // times taken: written by its holder alone
+	_      [64]byte      // holders of neighbouring slots write apart
 }
 
 // Context is the slot's CUcontext, to be made current by its holder only.
@@ -227,7 +229,7 @@ func (p *Partition) TryAcquire() (*Slot, error) {
 			}
 		}
 		if s, ok := p.keep(s); ok {
-			p.waits.record(0)
+			s.calls.Store(s.calls.Load() + 1) // its holder alone writes it: no locked add
 			return s, nil
 		} else if s != nil {
 			return nil, ErrClosed
@@ -294,6 +296,7 @@ func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
 			}
 		}
 		if s, ok := p.keep(s); ok {
+			s.calls.Store(s.calls.Load() + 1) // its holder alone writes it: no locked add
 			p.waits.record(time.Since(start))
 			return s, nil
 		} else if s != nil {
@@ -365,27 +368,38 @@ func (p *Partition) Slots() int { return int(p.cur.Load().slots.made.Load()) }
 // Waiting is how many callers wait for a slot now.
 func (p *Partition) Waiting() int32 { return p.waiting.Load() }
 
-// Waits reports the waits for a slot over the partition's recent calls.
-func (p *Partition) Waits() WaitStats { return p.waits.stats() }
+// Waits reports the waits for a slot: how many callers took one, how many
+// of them waited, and quantiles over all callers (those that found a slot
+// free count as 0), the waits being the last waitWindow ones.
+func (p *Partition) Waits() WaitStats {
+	var calls uint64
+	p.mu.Lock()
+	for _, l := range p.layouts {
+		for _, s := range *l.slots.all.Load() {
+			calls += s.calls.Load()
+		}
+	}
+	p.mu.Unlock()
+	return p.waits.stats(calls)
+}
 
-// waitLog keeps the last waitWindow waits in a ring, written without locks:
-// a reader may see a slot mid-update, which at worst shifts a quantile by
-// one sample.
+// waitLog keeps the last waitWindow waits in a ring, written without locks
+// (a reader may see an entry mid-update, which at worst shifts a quantile
+// by one sample). Only callers that waited write it: a caller that finds a
+// slot free counts itself in its slot alone, so concurrent Dos share no
+// counter.
 type waitLog struct {
-	n, waited atomic.Uint64
-	max       atomic.Int64
-	ring      [waitWindow]atomic.Int64
+	waited atomic.Uint64
+	max    atomic.Int64
+	ring   [waitWindow]atomic.Int64
 }
 
 const waitWindow = 4096
 
 func (w *waitLog) record(d time.Duration) {
-	i := w.n.Add(1) - 1
+	d = max(d, 1)
+	i := w.waited.Add(1) - 1
 	w.ring[i%waitWindow].Store(int64(d))
-	if d <= 0 {
-		return
-	}
-	w.waited.Add(1)
 	for {
 		m := w.max.Load()
 		if int64(d) <= m || w.max.CompareAndSwap(m, int64(d)) {
@@ -394,10 +408,13 @@ func (w *waitLog) record(d time.Duration) {
 	}
 }
 
-func (w *waitLog) stats() WaitStats {
-	n := w.n.Load()
-	s := WaitStats{Calls: n, Waited: w.waited.Load(), Max: time.Duration(w.max.Load())}
-	k := min(n, waitWindow)
+// stats: of calls callers, the waited ones are spread over the top of the
+// distribution, the others are zeros: quantile q is 0 below the share that
+// did not wait, and the ring's quantile above it.
+func (w *waitLog) stats(calls uint64) WaitStats {
+	waited := w.waited.Load()
+	s := WaitStats{Calls: max(calls, waited), Waited: waited, Max: time.Duration(w.max.Load())}
+	k := min(waited, waitWindow)
 	if k == 0 {
 		return s
 	}
@@ -406,8 +423,15 @@ func (w *waitLog) stats() WaitStats {
 		v[i] = w.ring[i].Load()
 	}
 	slices.Sort(v)
-	s.P50 = time.Duration(v[(k-1)/2])
-	s.P99 = time.Duration(v[(k*99+99)/100-1])
+	frac := float64(waited) / float64(s.Calls)
+	at := func(q float64) time.Duration {
+		if q <= 1-frac {
+			return 0
+		}
+		r := (q - (1 - frac)) / frac // the quantile among the waits
+		return time.Duration(v[min(int(r*float64(k)), int(k)-1)])
+	}
+	s.P50, s.P99 = at(0.50), at(0.99)
 	return s
 }
 
