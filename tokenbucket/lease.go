@@ -192,9 +192,10 @@ func (l *Limiter) giveBackDevice(k took) {
 	}
 }
 
-// refundDevice is Refund on the device bucket, as giveBackDevice.
-func (l *Limiter) refundDevice(n float64) {
-	if left, p := l.device.refund(n); left > 0 {
+// refundDevice gives n tokens taken under from (nil: the current
+// parameters) back to the device bucket, as giveBackDevice.
+func (l *Limiter) refundDevice(n float64, from *params) {
+	if left, p := l.device.refundFrom(n, from); left > 0 {
 		l.giveBackUnderLease(left, p)
 	}
 }
