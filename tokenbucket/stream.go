@@ -24,6 +24,9 @@ type Stream struct {
 	own    bool // charge bucket too: share < 1 (see twoTier)
 	closed atomic.Bool
 
+	// The counters, written by launches on the device word (a stream
+	// without a lease), on a line apart from what every launch reads.
+	_         [64]byte
 	admitted  atomic.Uint64
 	rejected  atomic.Uint64
 	throttled atomic.Uint64
