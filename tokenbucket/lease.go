@@ -88,7 +88,8 @@ const (
 	// A lease that admitted fewer than leaseMinUse launches did not pay
 	// for its grant (launches sparser than its slice lasts, or a burst of
 	// a few ns): the stream then goes without one for leaseBackoff or a
-	// burst's time, whichever is longer.
+	// burst's time, whichever is longer, or until leaseMinUse launches
+	// have come through the device word.
 	leaseMinUse  = 8
 	leaseBackoff = int64(100 * time.Microsecond)
 )
@@ -98,6 +99,9 @@ type leases struct {
 	cur     atomic.Pointer[lease]
 	streams atomic.Int32 // open streams: leases only while there is one
 	skip    atomic.Int64 // device bucket time before which no lease is granted
+	// ... unless leaseMinUse launches have come through the device word
+	// since: the stream's admitted count when the skip began.
+	skipN atomic.Uint64
 }
 
 // leased admits cost on s's live lease if it holds the tokens now.
@@ -162,7 +166,8 @@ func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 // it, or reports false having taken nothing. A single stream renews its
 // lease here (the launch is then counted in the new lease's word).
 func (l *Limiter) admitDevice(s *Stream, cost float64, raw int64) bool {
-	if l.ls.streams.Load() == 1 && raw-l.device.start >= l.ls.skip.Load() && l.ls.mu.TryLock() {
+	if l.ls.streams.Load() == 1 && (raw-l.device.start >= l.ls.skip.Load() ||
+		s.admitted.Load()-l.ls.skipN.Load() >= leaseMinUse) && l.ls.mu.TryLock() {
 		// TryLock: a launch never waits for another's renewal; it is
 		// charged on the device bucket instead, which is always safe.
 		ok := l.renewLocked(s, cost, raw)
@@ -198,6 +203,11 @@ func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
 	}
 	had, n, at := l.revokeLocked()
 	if had && n < leaseMinUse {
+		// Unused, it may only have outlived a pause of the whole process
+		// (a descheduled VM, a GC): launches that keep coming end the
+		// skip early, or a stream of many goroutines spends a burst's
+		// time on the device word (issue 29).
+		l.ls.skipN.Store(s.admitted.Load())
 		l.ls.skip.Store(raw - d.start + max(d.params.Load().tau, leaseBackoff))
 		return false
 	}

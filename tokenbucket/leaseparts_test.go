@@ -133,3 +133,27 @@ func TestStaleReadingDoesNotRevokeTheLease(t *testing.T) {
 		t.Fatalf("leases held off until %d (now %d)", skip, clk.Now()-l.device.start)
 	}
 }
+
+// A lease left unused by a pause of the whole process (a descheduled VM, a
+// GC) looked unpaid, and the stream went without one for a burst's time:
+// every launch on the device word, contended by every goroutine. Launches
+// that keep coming now end that early.
+func TestUnusedLeaseBackoffEndsWhenLaunchesKeepComing(t *testing.T) {
+	l, clk := newLeaseLimiter(t) // 1000 tokens, 1 a us: tau 1 ms
+	s := newStream(t, l, 1)
+	if !s.TryAcquire(1) || l.ls.cur.Load() == nil {
+		t.Fatal("no lease after the first admission")
+	}
+	clk.Advance(500 * time.Microsecond) // the process paused: the lease drained unused
+	for i := range 2 * leaseMinUse {
+		if !s.TryAcquire(1) {
+			t.Fatalf("launch %d refused", i)
+		}
+	}
+	if l.ls.cur.Load() == nil {
+		t.Fatalf("no lease after %d launches at once: still backing off", 2*leaseMinUse)
+	}
+	if got := s.Stats().Admitted; got != 1+2*leaseMinUse {
+		t.Errorf("Admitted = %d, want %d", got, 1+2*leaseMinUse)
+	}
+}
