@@ -99,8 +99,7 @@ type leases struct {
 	cur     atomic.Pointer[lease]
 	streams atomic.Int32 // open streams: leases only while there is one
 	skip    atomic.Int64 // device bucket time before which no lease is granted
-	// ... unless leaseMinUse launches have come through the device word
-	// since: the stream's admitted count when the skip began.
+	// ... unless the stream's admitted count has reached this since.
 	skipN atomic.Uint64
 }
 
@@ -167,7 +166,7 @@ func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 // lease here (the launch is then counted in the new lease's word).
 func (l *Limiter) admitDevice(s *Stream, cost float64, raw int64) bool {
 	if l.ls.streams.Load() == 1 && (raw-l.device.start >= l.ls.skip.Load() ||
-		s.admitted.Load()-l.ls.skipN.Load() >= leaseMinUse) && l.ls.mu.TryLock() {
+		s.admitted.Load() >= l.ls.skipN.Load()) && l.ls.mu.TryLock() {
 		// TryLock: a launch never waits for another's renewal; it is
 		// charged on the device bucket instead, which is always safe.
 		ok := l.renewLocked(s, cost, raw)
@@ -201,13 +200,20 @@ func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
 	if ls := l.ls.cur.Load(); ls != nil && raw-d.start < ls.granted {
 		return false
 	}
-	had, n, at := l.revokeLocked()
-	if had && n < leaseMinUse {
-		// Unused, it may only have outlived a pause of the whole process
-		// (a descheduled VM, a GC): launches that keep coming end the
-		// skip early, or a stream of many goroutines spends a burst's
-		// time on the device word (issue 29).
-		l.ls.skipN.Store(s.admitted.Load())
+	old, n, at := l.revokeLocked()
+	if old != nil && n < leaseMinUse {
+		// A lease that could hold leaseMinUse launches and went unused
+		// may only have outlived a pause of the whole process (a
+		// descheduled VM, a GC): launches that keep coming end the skip
+		// early, or a stream of many goroutines spends a burst's time on
+		// the device word (issue 29). One that could not (a burst of a
+		// few launches) waits the skip out: it would not pay next time
+		// either.
+		skipN := uint64(math.MaxUint64)
+		if old.end-old.base >= leaseMinUse*old.c {
+			skipN = s.admitted.Load() + leaseMinUse
+		}
+		l.ls.skipN.Store(skipN)
 		l.ls.skip.Store(raw - d.start + max(d.params.Load().tau, leaseBackoff))
 		return false
 	}
@@ -252,12 +258,12 @@ func (l *Limiter) returnLease() {
 	l.ls.mu.Unlock()
 }
 
-// revokeLocked returns the live lease, if there was one, what it counted
-// and the device bucket time it read (math.MinInt64 if none).
-func (l *Limiter) revokeLocked() (had bool, count uint64, at int64) {
-	ls := l.ls.cur.Load()
+// revokeLocked returns the live lease, if there was one (else nil), what
+// it counted and the device bucket time it read (math.MinInt64 if none).
+func (l *Limiter) revokeLocked() (ls *lease, count uint64, at int64) {
+	ls = l.ls.cur.Load()
 	if ls == nil {
-		return false, 0, math.MinInt64
+		return nil, 0, math.MinInt64
 	}
 	var ws [maxLeaseParts]uint64
 	for i := range ls.parts {
@@ -279,7 +285,7 @@ func (l *Limiter) revokeLocked() (had bool, count uint64, at int64) {
 		d.refundNs(unused, ls.p) // keep is 0 and mu held: no lease in the way
 	}
 	ls.s.admitted.Add(count)
-	return true, count, at
+	return ls, count, at
 }
 
 // giveBackDevice gives k back to the device bucket, and what a live lease
