@@ -2,6 +2,7 @@ package tokenbucket
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +53,33 @@ type params struct {
 	// scale multiplies the tokens in hand (not debt) on the move from the
 	// previous generation: 1 for SetRate, new/old limit for SetSMLimit.
 	scale float64
+
+	// For tokens taken under earlier parameters and given back under
+	// these (see carry): the parameters these replaced (nil once more
+	// than maxChanges back), the change from them (set by the rescale
+	// that made it), and how many changes up to this one scaled the
+	// tokens in hand or resized the bucket.
+	prev   atomic.Pointer[params]
+	change atomic.Pointer[change]
+	scales int64
 }
+
+// change records one move of a bucket to new parameters: the backlog it
+// found, and the tokens taken before it that have been given back since.
+// Giving g back then gains what giving it back just before the change
+// would have: rescaled(backlog-given) - rescaled(backlog-given-g), in the
+// new parameters' tokens. Summed over any order of give-backs that is
+// rescaled(backlog) - rescaled(backlog-total), so they add up to no more
+// than the change would have left in the bucket, and a give-back cannot
+// dodge the change's scaling (issue 28 #8).
+type change struct {
+	backlog float64       // tokens of the previous parameters
+	given   atomic.Uint64 // float64 bits, tokens of the previous parameters
+}
+
+// maxChanges is how many changes back a give-back is carried; tokens taken
+// further back are not given back at all (only ever under-admitting).
+const maxChanges = 1 << genBits
 
 // charge converts n tokens to nanoseconds, rounding up so that rounding can
 // only ever under-admit.
@@ -222,28 +249,79 @@ func (b *Bucket) load() (s int64, p *params) {
 	}
 }
 
-// rescale moves state s from p's predecessor to p, keeping the backlog in
-// tokens unchanged, except that the tokens in hand (burst - backlog, when
-// positive) are multiplied by p.scale, capped at the burst.
+// rescale moves state s from p's predecessor to p (see rescaled).
 func (b *Bucket) rescale(s int64, p *params) {
 	tat, now := s>>genBits, b.now()
+	var backlog float64 // tokens of the previous parameters
+	if tat > now {
+		backlog = float64(tat-now) / p.prevNsPerToken
+	}
 	if tat > now || p.scale < 1 {
-		var backlog float64 // tokens
-		if tat > now {
-			backlog = float64(tat-now) / p.prevNsPerToken
-		}
-		// The tokens in hand, of the old burst, scaled into the new one
-		// (a resize keeps a bucket's fill; SetSMLimit scales the saving).
-		if (p.scale != 1 || p.burst != p.prevBurst) && backlog < p.prevBurst {
-			backlog = p.burst - min((p.prevBurst-backlog)*p.scale, p.burst)
-		}
-		if backlog > 0 {
-			tat = now + clampSpan(math.Ceil(backlog*p.nsPerToken))
+		if nb := p.rescaled(backlog); nb > 0 {
+			tat = now + clampSpan(math.Ceil(nb*p.nsPerToken))
 		} else {
 			tat = min(tat, now) // full: keep a TAT in the past (idle time repays what is owed)
 		}
 	}
-	b.state.CompareAndSwap(s, tat<<genBits|p.gen)
+	if b.state.CompareAndSwap(s, tat<<genBits|p.gen) {
+		p.change.Store(&change{backlog: backlog}) // one CAS moves to p: one record
+	}
+}
+
+// rescaled is the backlog, in tokens of p, that a backlog of x tokens
+// under p's predecessor becomes: unchanged, except that the tokens in hand
+// (burst - backlog, when positive) are multiplied by p.scale, capped at
+// the burst. A resize keeps a bucket's fill; SetSMLimit scales the saving;
+// debt, work already admitted, is kept.
+func (p *params) rescaled(x float64) float64 {
+	x = max(x, 0)
+	if (p.scale != 1 || p.burst != p.prevBurst) && x < p.prevBurst {
+		x = p.burst - min((p.prevBurst-x)*p.scale, p.burst)
+	}
+	return max(x, 0)
+}
+
+// through carries g tokens, taken before the change to p, across it (see
+// change).
+func (p *params) through(g float64) float64 {
+	c := p.change.Load()
+	for c == nil {
+		// load saw the state moved to p: the rescale that moved it is
+		// between its CAS and the record.
+		runtime.Gosched()
+		c = p.change.Load()
+	}
+	for {
+		old := c.given.Load()
+		given := math.Float64frombits(old)
+		if c.given.CompareAndSwap(old, math.Float64bits(given+g)) {
+			x := c.backlog - given
+			return p.rescaled(x) - p.rescaled(x-g)
+		}
+	}
+}
+
+// carry converts g tokens taken under from into tokens of p, as the
+// changes between them would have left them had they been given back
+// before the first: a lowered share scales them down with the tokens in
+// hand. Changes of rate alone keep tokens as they are.
+func (b *Bucket) carry(g float64, from, p *params) float64 {
+	if from.scales == p.scales {
+		return g
+	}
+	var path [maxChanges]*params
+	n := 0
+	for q := p; q != from; q = q.prev.Load() {
+		if q == nil || n == len(path) {
+			return 0 // older than the bucket remembers
+		}
+		path[n] = q
+		n++
+	}
+	for i := n - 1; i >= 0 && g > 0; i-- {
+		g = path[i].through(g)
+	}
+	return g
 }
 
 // settle returns the state and its parameters at bucket time now, first
@@ -450,15 +528,22 @@ func (b *Bucket) Refund(n float64) {
 
 // refund is Refund, returning what a live lease kept it from giving back
 // (see refundNs).
-func (b *Bucket) refund(n float64) (left int64, at *params) {
+func (b *Bucket) refund(n float64) (left int64, at *params) { return b.refundFrom(n, nil) }
+
+// refundFrom is refund of n tokens taken under from (nil: the current
+// parameters).
+func (b *Bucket) refundFrom(n float64, from *params) (left int64, at *params) {
+	if from == nil {
+		from = b.params.Load()
+	}
 	// Round down: a refund may give back a nanosecond less, never more.
-	p := b.params.Load()
-	return b.refundNs(int64(min(math.Floor(n*p.nsPerToken), maxSpan)), p)
+	return b.refundNs(int64(min(math.Floor(n*from.nsPerToken), maxSpan)), from)
 }
 
 // refundNs gives back ns charged at the token interval of from (nil: the
-// current one). Charged before a rate change, they are converted: the
-// tokens go back, not the nanoseconds. A refund does not lower the TAT
+// current one). Charged before a change, they are carried across it: the
+// tokens go back, not the nanoseconds, and as the change would have left
+// them had they been in the bucket (see carry). A refund does not lower the TAT
 // into a live lease's slice (keep); what that kept it from giving back is
 // returned, in ns at the interval of at, for the caller to give once the
 // lease is returned (Limiter.refundDevice).
@@ -469,16 +554,20 @@ func (b *Bucket) refundNs(give int64, from *params) (left int64, at *params) {
 	now := b.now()
 	for {
 		s, p := b.load()
+		if from != nil && from != p {
+			// Once per change (carry counts what crossed it), before the
+			// test for full: a give-back a full bucket drops still counts.
+			// Rounded down: a nanosecond less, never more.
+			give = int64(min(math.Floor(b.carry(float64(give)/from.nsPerToken, from, p)*p.nsPerToken), maxSpan))
+			if from = p; give <= 0 {
+				return 0, nil
+			}
+		}
 		tat := s >> genBits
 		if tat <= now {
 			return 0, nil // already full
 		}
-		g := give
-		if from != nil && from != p {
-			// Rounded down: a nanosecond less, never more.
-			g = int64(min(math.Floor(float64(give)/from.nsPerToken*p.nsPerToken), maxSpan))
-		}
-		next := max(tat-g, now)
+		next := max(tat-give, now)
 		if k := min(b.keep.Load(), tat); next < k {
 			left, next = k-next, k
 		}
@@ -517,6 +606,20 @@ func (b *Bucket) setRateBurst(rate, burst, scale float64) error {
 	}
 	p := b.newParams(rate, burst, old.gen+1, old)
 	p.scale = scale
+	p.scales = old.scales
+	if scale != 1 || burst != old.burst {
+		p.scales++
+	}
+	p.prev.Store(old)
+	// Remember maxChanges back (carry), no further: what a reservation
+	// holds would otherwise keep every parameter set since alive.
+	q := p
+	for i := 0; i < maxChanges && q != nil; i++ {
+		q = q.prev.Load()
+	}
+	if q != nil {
+		q.prev.Store(nil)
+	}
 	b.params.Store(p)
 	// Finish the move to the new generation before another SetRate may
 	// start, so that every state is always of the current or the previous

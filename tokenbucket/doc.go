@@ -42,7 +42,10 @@
 // admits. The only stream of a Limiter goes further and takes a lease: a
 // slice of the device bucket's timeline charged in one go (an eighth of the
 // burst at most), spent launch by launch with one CAS on a word of the
-// stream's own that also counts the launches. The slice drains with time as
+// stream's own that also counts the launches. With four Ps or more the
+// slice is cut into parts (one per two Ps), a word and cache line each,
+// spent earliest first, so that goroutines sharing the stream do not all
+// fight over one line. The slice drains with time as
 // the device's backlog does, so a lease never lets the tenant pass its rate
 // or burst; it is returned before anything else touches the device bucket
 // for that stream (a refund, a reservation, a wait, an adjustment), when a

@@ -2,6 +2,7 @@ package tokenbucket
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,16 +29,51 @@ import (
 //     are there for it;
 //   - a lease of an older rate generation is not spent: SetRate rescaled
 //     the backlog it lies in; revoking it gives back its unused tokens.
+//
+// The slice is cut into parts, each with a cursor word on a cache line of
+// its own (issue 29): goroutines sharing the stream spread over the parts
+// instead of retrying a CAS on one line that many cores keep in flight
+// (issue 29: 16 to 64 goroutines on one stream, P50 3x a mutex's). Parts are
+// disjoint pieces of the slice, each spent as the slice was, so every
+// admission still takes a distinct c ns of the device's timeline at or
+// after now: the bound is the same. A launch that finds its part spent
+// tries the others before it gives up on the lease, so no token of the
+// slice is held back from it.
 type lease struct {
 	s         *Stream
 	p         *params // the device's parameters it was granted under
 	base, end int64   // device bucket time
+	granted   int64   // device bucket time of the reading it was granted at
 	// The charge of the launch it was granted for: launches mostly repeat
 	// one cost, and the float conversion is a third of the fast path.
 	cost float64
 	c    int64
-	// dead | admissions counted here | cursor - base
+	// parts[i] spends [base+i*size, base+(i+1)*size), the last one up
+	// to end; size is a whole number of launches of c, so that launches
+	// of the lease's cost leave no gap at a part's end.
+	size  int64
+	inv   float64 // 1/size
+	parts []leasePart
+}
+
+// leasePart is one part's word: dead | admissions counted here | cursor -
+// base, alone on its cache line (and the adjacent one, which x86 fetches
+// in pairs).
+type leasePart struct {
+	_    [64]byte
 	word atomic.Uint64
+	_    [56]byte
+}
+
+// maxLeaseParts bounds the parts of a lease: one per two Ps up to here.
+const maxLeaseParts = 16
+
+// limit is the end of part i, relative to base.
+func (ls *lease) limit(i int) int64 {
+	if i == len(ls.parts)-1 {
+		return ls.end - ls.base
+	}
+	return int64(i+1) * ls.size
 }
 
 const (
@@ -52,7 +88,8 @@ const (
 	// A lease that admitted fewer than leaseMinUse launches did not pay
 	// for its grant (launches sparser than its slice lasts, or a burst of
 	// a few ns): the stream then goes without one for leaseBackoff or a
-	// burst's time, whichever is longer.
+	// burst's time, whichever is longer, or until leaseMinUse launches
+	// have come through the device word.
 	leaseMinUse  = 8
 	leaseBackoff = int64(100 * time.Microsecond)
 )
@@ -62,6 +99,8 @@ type leases struct {
 	cur     atomic.Pointer[lease]
 	streams atomic.Int32 // open streams: leases only while there is one
 	skip    atomic.Int64 // device bucket time before which no lease is granted
+	// ... unless the stream's admitted count has reached this since.
+	skipN atomic.Uint64
 }
 
 // leased admits cost on s's live lease if it holds the tokens now.
@@ -87,18 +126,37 @@ func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 	if st := d.state.Load(); st&genMask != ls.p.gen || st>>genBits-now > ls.p.tau {
 		return false
 	}
+	// Earliest first, as one cursor would spend the slice: from the part
+	// now lies in (those below have drained), moving on when a part is
+	// spent or when its CAS fails. A failed CAS means another core has
+	// just written that line: retried, it would be fought over by every
+	// core that failed with it.
+	off := now - ls.base
+	k, first := len(ls.parts), 0
+	if k > 1 && off > 0 {
+		// A float product, not a division: one off near a boundary may
+		// pick the part below, which is then found spent.
+		first = min(int(float64(off)*ls.inv), k-1)
+	}
 	for {
-		w := ls.word.Load()
-		if w&leaseDead != 0 || (w>>leaseOffBits)&leaseCountMask == leaseCountMask {
-			return false
+		busy := false
+		for i := first; i < k; i++ {
+			pt := &ls.parts[i]
+			w := pt.word.Load()
+			if w&leaseDead != 0 || (w>>leaseOffBits)&leaseCountMask == leaseCountMask {
+				return false
+			}
+			at := max(int64(w&leaseOffMask), off)
+			if at+c > ls.limit(i) {
+				continue // spent
+			}
+			if pt.word.CompareAndSwap(w, (w>>leaseOffBits+1)<<leaseOffBits|uint64(at+c)) {
+				return true
+			}
+			busy = true
 		}
-		at := max(ls.base+int64(w&leaseOffMask), now)
-		if at+c > ls.end {
+		if !busy {
 			return false
-		}
-		next := (w>>leaseOffBits+1)<<leaseOffBits | uint64(at+c-ls.base)
-		if ls.word.CompareAndSwap(w, next) {
-			return true
 		}
 	}
 }
@@ -107,7 +165,8 @@ func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 // it, or reports false having taken nothing. A single stream renews its
 // lease here (the launch is then counted in the new lease's word).
 func (l *Limiter) admitDevice(s *Stream, cost float64, raw int64) bool {
-	if l.ls.streams.Load() == 1 && raw-l.device.start >= l.ls.skip.Load() && l.ls.mu.TryLock() {
+	if l.ls.streams.Load() == 1 && (raw-l.device.start >= l.ls.skip.Load() ||
+		s.admitted.Load() >= l.ls.skipN.Load()) && l.ls.mu.TryLock() {
 		// TryLock: a launch never waits for another's renewal; it is
 		// charged on the device bucket instead, which is always safe.
 		ok := l.renewLocked(s, cost, raw)
@@ -127,11 +186,41 @@ func (l *Limiter) admitDevice(s *Stream, cost float64, raw int64) bool {
 // launch, if the limiter has one stream, nothing is owed, and the device
 // holds the launch now. Called with l.ls.mu held.
 func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
+	// Another launch may have renewed the lease since this one found it
+	// spent: spend that one. Revoked this young it would look unpaid and
+	// hold leases off for a burst's time, every launch on the device word
+	// meanwhile: with many goroutines on one stream, launches that found
+	// the old lease spent together did that at every renewal (issue 29).
+	// A launch whose reading predates the live lease's grant (one
+	// descheduled between the two) cannot judge it either.
 	d := l.device
-	if had, n := l.revokeLocked(); had && n < leaseMinUse {
+	if l.leased(s, cost, raw) {
+		return true
+	}
+	if ls := l.ls.cur.Load(); ls != nil && raw-d.start < ls.granted {
+		return false
+	}
+	old, n, at := l.revokeLocked()
+	if old != nil && n < leaseMinUse {
+		// A lease that could hold leaseMinUse launches and went unused
+		// may only have outlived a pause of the whole process (a
+		// descheduled VM, a GC): launches that keep coming end the skip
+		// early, or a stream of many goroutines spends a burst's time on
+		// the device word (issue 29). One that could not (a burst of a
+		// few launches) waits the skip out: it would not pay next time
+		// either.
+		skipN := uint64(math.MaxUint64)
+		if old.end-old.base >= leaseMinUse*old.c {
+			skipN = s.admitted.Load() + leaseMinUse
+		}
+		l.ls.skipN.Store(skipN)
 		l.ls.skip.Store(raw - d.start + max(d.params.Load().tau, leaseBackoff))
 		return false
 	}
+	// The new slice starts no earlier than the revocation's reading: one
+	// granted at a reading taken before a descheduling would lie in the
+	// past, spent before any launch could use it.
+	raw = max(raw, at+d.start)
 	if l.ls.streams.Load() != 1 || s.closed.Load() {
 		return false
 	}
@@ -142,8 +231,18 @@ func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
 		return false
 	}
 	d.keep.Store(end)
-	ls := &lease{s: s, p: p, base: base, end: end, cost: cost, c: p.charge(cost)}
-	ls.word.Store(1<<leaseOffBits | uint64(ls.c))
+	ls := &lease{s: s, p: p, base: base, end: end, granted: raw - d.start, cost: cost, c: p.charge(cost)}
+	// One part per two Ps (two cores on one line cost little: on two,
+	// two parts cost more than they saved), each worth at least
+	// leaseMinUse launches.
+	k := min(int64(runtime.GOMAXPROCS(0)/2), maxLeaseParts, max((end-base)/(ls.c*leaseMinUse), 1))
+	ls.size = (end - base) / ls.c / k * ls.c
+	ls.inv = 1 / float64(ls.size)
+	ls.parts = make([]leasePart, k)
+	for i := range ls.parts {
+		ls.parts[i].word.Store(uint64(int64(i) * ls.size))
+	}
+	ls.parts[0].word.Store(1<<leaseOffBits | uint64(ls.c)) // the launch it was granted for
 	l.ls.cur.Store(ls)
 	return true
 }
@@ -159,29 +258,34 @@ func (l *Limiter) returnLease() {
 	l.ls.mu.Unlock()
 }
 
-// revokeLocked returns the live lease, if there was one, and what it
-// counted.
-func (l *Limiter) revokeLocked() (had bool, count uint64) {
-	ls := l.ls.cur.Load()
+// revokeLocked returns the live lease, if there was one (else nil), what
+// it counted and the device bucket time it read (math.MinInt64 if none).
+func (l *Limiter) revokeLocked() (ls *lease, count uint64, at int64) {
+	ls = l.ls.cur.Load()
 	if ls == nil {
-		return false, 0
+		return nil, 0, math.MinInt64
 	}
-	var w uint64
-	for {
-		w = ls.word.Load()
-		if ls.word.CompareAndSwap(w, w|leaseDead) {
-			break
-		}
+	var ws [maxLeaseParts]uint64
+	for i := range ls.parts {
+		ws[i] = ls.parts[i].word.Or(leaseDead)
+	}
+	// What the parts hold at or after now (read once all are dead): the
+	// rest has drained.
+	d := l.device
+	var unused int64
+	at = d.now()
+	off := at - ls.base
+	for i, w := range ws[:len(ls.parts)] {
+		count += (w >> leaseOffBits) & leaseCountMask
+		unused += max(ls.limit(i)-max(int64(w&leaseOffMask), off), 0)
 	}
 	l.ls.cur.Store(nil)
-	d := l.device
 	d.keep.Store(0)
-	if unused := ls.end - max(ls.base+int64(w&leaseOffMask), d.now()); unused > 0 {
+	if unused > 0 {
 		d.refundNs(unused, ls.p) // keep is 0 and mu held: no lease in the way
 	}
-	count = (w >> leaseOffBits) & leaseCountMask
 	ls.s.admitted.Add(count)
-	return true, count
+	return ls, count, at
 }
 
 // giveBackDevice gives k back to the device bucket, and what a live lease
@@ -192,9 +296,10 @@ func (l *Limiter) giveBackDevice(k took) {
 	}
 }
 
-// refundDevice is Refund on the device bucket, as giveBackDevice.
-func (l *Limiter) refundDevice(n float64) {
-	if left, p := l.device.refund(n); left > 0 {
+// refundDevice gives n tokens taken under from (nil: the current
+// parameters) back to the device bucket, as giveBackDevice.
+func (l *Limiter) refundDevice(n float64, from *params) {
+	if left, p := l.device.refundFrom(n, from); left > 0 {
 		l.giveBackUnderLease(left, p)
 	}
 }
@@ -215,11 +320,15 @@ func (l *Limiter) leaseCount(s *Stream) uint64 {
 	if ls == nil || ls.s != s {
 		return 0
 	}
-	w := ls.word.Load()
-	if w&leaseDead != 0 {
-		return 0 // being revoked: the count moves to s.admitted
+	var n uint64
+	for i := range ls.parts {
+		w := ls.parts[i].word.Load()
+		if w&leaseDead != 0 {
+			return 0 // being revoked: the count moves to s.admitted
+		}
+		n += (w >> leaseOffBits) & leaseCountMask
 	}
-	return (w >> leaseOffBits) & leaseCountMask
+	return n
 }
 
 // grab charges a slice for a lease holding a launch of n tokens at

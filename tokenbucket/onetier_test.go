@@ -61,8 +61,10 @@ func TestShareOneMatchesTwoTiers(t *testing.T) {
 // The one tier admits whenever the two did; where they part, it is the two
 // tiers that refused (a false refusal, gone with the stream tier).
 func TestShareOneNeverRefusesWhatTwoTiersAdmit(t *testing.T) {
+	// Since give-backs across a change of limit are carried across it
+	// (issue 28 #8) the paths part less often: a few seeds in a hundred.
 	parted := 0
-	for seed := range uint64(20) {
+	for seed := uint64(0); seed < 300 && parted < 3; seed++ {
 		diffTiers(t, seed, 3, func(step int, one, two bool) bool {
 			if !one {
 				t.Fatalf("seed %d step %d: one tier refused what two tiers admitted", seed, step)

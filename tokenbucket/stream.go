@@ -24,6 +24,9 @@ type Stream struct {
 	own    bool // charge bucket too: share < 1 (see twoTier)
 	closed atomic.Bool
 
+	// The counters, written by launches on the device word (a stream
+	// without a lease), on a line apart from what every launch reads.
+	_         [64]byte
 	admitted  atomic.Uint64
 	rejected  atomic.Uint64
 	throttled atomic.Uint64
@@ -222,8 +225,28 @@ func (s *Stream) waitStream(ctx context.Context, cost float64, raw int64, wake <
 // Adjust corrects what earlier admissions charged once their true cost is
 // known: a positive delta is taken from both buckets at once, going into
 // (bounded) debt if they do not hold it; a negative one is given back.
-// Nothing waits.
-func (s *Stream) Adjust(delta float64) {
+// Nothing waits. What it gives back is taken as charged under the current
+// SM limit; for a charge that a change of limit or size may have come
+// after, use AdjustSince.
+func (s *Stream) Adjust(delta float64) { s.AdjustSince(delta, Mark{}) }
+
+// A Mark is a stream's parameters at one instant, so that what was charged
+// after it can be given back at its worth after any change of SM limit or
+// size since: tokens given back after the limit fell are scaled down as
+// the tokens in hand were, or a charge held across the change would
+// escape it. The zero Mark stands for the current parameters.
+type Mark struct{ s, d *params }
+
+// Mark returns the stream's mark now. Take it just before the charge it is
+// for: a change between the two then only makes a give-back smaller.
+func (s *Stream) Mark() Mark {
+	return Mark{s: s.bucket.params.Load(), d: s.l.device.params.Load()}
+}
+
+// AdjustSince is Adjust for admissions charged after mark m: a negative
+// delta is given back as it would have been before the changes of SM
+// limit or size made since m (see Mark). A positive one is Adjust's.
+func (s *Stream) AdjustSince(delta float64, m Mark) {
 	switch {
 	case math.IsNaN(delta) || math.IsInf(delta, 0):
 	case delta > 0:
@@ -238,9 +261,9 @@ func (s *Stream) Adjust(delta float64) {
 	case delta < 0:
 		s.l.returnLease() // a refund may not reach into a live lease
 		if s.twoTier() {
-			s.bucket.Refund(-delta)
+			s.bucket.refundFrom(-delta, m.s)
 		}
-		s.l.refundDevice(-delta)
+		s.l.refundDevice(-delta, m.d)
 	}
 }
 

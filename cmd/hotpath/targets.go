@@ -109,6 +109,8 @@ func targets() []target {
 			}},
 		{name: "tokenbucket launch admission (Stream.TryAcquire)", group: "rate", vs: "clock + CAS, one shared word", note: "share-1 streams (fcsp's): the device tier alone, one CAS; one stream per goroutine, 1x1 launch cost",
 			setup: limiterSetup},
+		{name: "tokenbucket launch admission, one stream shared (Stream.TryAcquire)", group: "rate", vs: "mutex bucket (GCRA under sync.Mutex)", note: "issue 29: every goroutine on ONE share-1 stream (its lease), 1x1 launch cost",
+			setup: sharedStreamSetup},
 		{name: "mutex bucket (GCRA under sync.Mutex)", group: "rate", vs: "clock + CAS, one shared word", note: "plain mutex baseline",
 			setup: func(int) (func(int, int) error, func(), error) {
 				m := &mutexBucket{interval: 1, burst: int64(time.Hour)}
@@ -251,6 +253,21 @@ func limiterSetup(goroutines int) (func(int, int) error, func(), error) {
 			s.Close()
 		}
 	}, nil
+}
+
+// sharedStreamSetup is limiterSetup with one stream for all goroutines:
+// the only stream of its limiter, so it admits from a lease.
+func sharedStreamSetup(int) (func(int, int) error, func(), error) {
+	l, err := tokenbucket.New(tokenbucket.Config{SMs: 132, ThreadsPerSM: 2048, SMLimit: 1})
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := l.NewStream(1)
+	if err != nil {
+		return nil, nil, err
+	}
+	cost := l.Cost([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, stream.Default)
+	return func(int, int) error { return refused(s.TryAcquire(cost)) }, func() { s.Close() }, nil
 }
 
 // mutexBucket is the plain baseline the issue names: GCRA (a theoretical
