@@ -3,7 +3,6 @@ module github.com/fcsp-go/fcsp-go
 go 1.26.0
 
 require (
-	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/ratelimit v0.3.1

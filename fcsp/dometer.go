@@ -386,6 +386,7 @@ func (s *Stream) closeBracket(br *bracket) error {
 func (c *tenantCore) doStats(s *Stats) {
 	if dm := c.dm.Load(); dm != nil && dm.bucket != nil {
 		bs := dm.bucket.Stats()
+		s.DoAdmitted, s.DoThrottled, s.DoThrottleWait = bs.Admitted, bs.Throttled, time.Duration(bs.WaitNanos)
 		s.Throttled += bs.Throttled
 		s.ThrottleWait += time.Duration(bs.WaitNanos)
 	}

@@ -10,9 +10,15 @@ import (
 type PoolStats struct {
 	Device      DeviceInfo
 	Health      Health // as Pool.Health reports it
-	MemoryUsed  uint64 // what all tenants hold, in bytes
+	MemoryUsed  uint64 // bytes counted against MemoryLimit: the tenants' allocations and MemoryCached (under WithSharedRegion, every process's)
 	MemoryLimit uint64 // the device's limit: its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT, whichever is smallest
 	Tenants     []Stats
+
+	// MemoryCached is the sum of the tenants' Stats.MemoryCached: freed
+	// pool blocks kept on their free lists. They still hold device memory,
+	// so they count in MemoryUsed and against the device limit, but in no
+	// tenant's MemoryUsed or quota.
+	MemoryCached uint64
 }
 
 // Stats takes a snapshot of the pool. The tenants' figures are read one
@@ -27,7 +33,9 @@ func (p *Pool) Stats() PoolStats {
 	}
 	p.mu.Unlock()
 	for _, c := range cores {
-		s.Tenants = append(s.Tenants, c.Stats())
+		st := c.Stats()
+		s.MemoryCached += st.MemoryCached
+		s.Tenants = append(s.Tenants, st)
 	}
 	sort.Slice(s.Tenants, func(i, j int) bool { return s.Tenants[i].Name < s.Tenants[j].Name })
 	return s

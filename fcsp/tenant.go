@@ -284,9 +284,18 @@ type Stats struct {
 	MemoryCached uint64        // freed pool blocks kept on the streams' free lists (WithMemoryPool)
 	SMLimit      float64       // 0: unlimited
 	Launches     uint64        // admitted kernel launches, all streams
-	Throttled    uint64        // launches that had to wait for tokens
-	ThrottleWait time.Duration // time spent waiting for tokens
+	Throttled    uint64        // launches and Do calls that had to wait for tokens
+	ThrottleWait time.Duration // time both spent waiting for tokens
 	Streams      int
+
+	// Do's part of Throttled and ThrottleWait, and the Do calls the GPU
+	// share's bucket admitted (WithGPUShare below 1, or with a bandwidth
+	// floor; other Dos are not rate-limited and not counted). The ratios
+	// that stay within 0..1 are DoThrottled/DoAdmitted for Do and
+	// (Throttled-DoThrottled)/Launches for kernel launches.
+	DoAdmitted     uint64
+	DoThrottled    uint64
+	DoThrottleWait time.Duration
 
 	// GPU time (WithGPUMetering, WithGPUShare): run time measured on the
 	// GPU clock, once its events have completed, of kernels and graphs
@@ -416,7 +425,11 @@ func (c *tenantCore) close(why string) error {
 		errs = append(errs, c.part.Close())
 	}
 	if why != "" || len(leaks) > 0 {
-		p.log.Warn("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
+		logf := p.log.Warn
+		if why == "pool closed" && len(leaks) == 0 {
+			logf = p.log.Info // Pool.Close closes open tenants, as documented: not a reclaim
+		}
+		logf("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
 	}
 	return p.forgive(errors.Join(errs...))
 }

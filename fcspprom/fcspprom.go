@@ -5,6 +5,29 @@
 //
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(fcspprom.NewCollector(pool))
+//
+// With several pools (one per GPU) in one registry, label each collector's
+// metrics with its GPU:
+//
+//	gpu := prometheus.Labels{"gpu": strconv.Itoa(pool.Device().Index)}
+//	reg.MustRegister(fcspprom.NewCollector(pool, fcspprom.WithConstLabels(gpu)))
+//
+// # Ratios
+//
+// Kernel launches and Do calls are counted apart, each against its own
+// admissions: launches_throttled_total/launches_admitted_total is the
+// fraction of kernel launches that waited for tokens, and
+// do_throttled_total/do_admitted_total the fraction of rate-limited Do
+// calls that did; both stay within 0..1.
+//
+// # Memory
+//
+// fcsp_pool_memory_used_bytes is what counts against the device limit: the
+// tenants' allocations plus the freed pool blocks cached on their free lists
+// (fcsp_pool_memory_cached_bytes). A tenant's fcsp_tenant_memory_used_bytes
+// is its allocations only, what its quota bounds; its cached blocks are
+// fcsp_tenant_memory_cached_bytes. So the pool's used bytes exceed the sum
+// of the tenants' by the pool's cached bytes.
 package fcspprom
 
 import (
@@ -16,101 +39,174 @@ import (
 // Collector collects one pool's metrics.
 type Collector struct {
 	pool *fcsp.Pool
+	d    descs
+	all  []*prometheus.Desc
+}
+
+// Option configures a Collector.
+type Option func(*options)
+
+type options struct {
+	constLabels prometheus.Labels
+}
+
+// WithConstLabels adds labels with fixed values to every metric of the
+// collector: the pool's GPU (an index, a UUID, a node-local name), so that
+// one registry holds the collectors of several pools. Each collector in a
+// registry needs its own values; names must not be "tenant" or "class",
+// which the metrics use.
+func WithConstLabels(l prometheus.Labels) Option {
+	return func(o *options) {
+		o.constLabels = make(prometheus.Labels, len(l))
+		for k, v := range l {
+			o.constLabels[k] = v
+		}
+	}
 }
 
 // NewCollector returns a collector of pool's figures. Register it once per
-// pool; two pools in one registry need distinct registries or a
-// prometheus.WrapRegistererWith label.
-func NewCollector(pool *fcsp.Pool) *Collector { return &Collector{pool: pool} }
+// pool; two pools in one registry need WithConstLabels telling them apart
+// (or distinct registries, or a prometheus.WrapRegistererWith label).
+func NewCollector(pool *fcsp.Pool, opts ...Option) *Collector {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c := &Collector{pool: pool}
+	c.all = c.d.init(o.constLabels)
+	return c
+}
 
-var (
-	tenant = []string{"tenant"}
+// descs are a collector's metric descriptions, made with its const labels.
+type descs struct {
+	sms, part, memUsed, memLimit, memCache, smLimit, share    *prometheus.Desc
+	launches, throttle, wait, doAdmitted, doThrottle, doWait  *prometheus.Desc
+	gpu, streams                                              *prometheus.Desc
+	ctxP50, ctxP99, ctxMax, ctxWaits, ctxCalls                *prometheus.Desc
+	poolUsed, poolCached, poolLim, poolFree, tenants          *prometheus.Desc
+	lost, resets                                              *prometheus.Desc
+	bandwidth, slowdown, bytes, latency, floor, floored, busy *prometheus.Desc
+}
 
-	descSMs      = prometheus.NewDesc("fcsp_tenant_sms", "SMs the tenant runs on (the whole device when not partitioned).", tenant, nil)
-	descPart     = prometheus.NewDesc("fcsp_tenant_partitioned", "1 if the tenant has SMs of its own (a green context).", tenant, nil)
-	descMemUsed  = prometheus.NewDesc("fcsp_tenant_memory_used_bytes", "Device memory the tenant holds.", tenant, nil)
-	descMemLimit = prometheus.NewDesc("fcsp_tenant_memory_limit_bytes", "The tenant's memory quota.", tenant, nil)
-	descMemCache = prometheus.NewDesc("fcsp_tenant_memory_cached_bytes", "Freed pool blocks kept on the tenant's free lists (WithMemoryPool).", tenant, nil)
-	descSMLimit  = prometheus.NewDesc("fcsp_tenant_sm_limit_ratio", "The tenant's launch-rate limit as a fraction of the device (0: none).", tenant, nil)
-	descLaunches = prometheus.NewDesc("fcsp_tenant_launches_admitted_total", "Kernel launches admitted.", tenant, nil)
-	descThrottle = prometheus.NewDesc("fcsp_tenant_launches_throttled_total", "Launches that had to wait for launch tokens.", tenant, nil)
-	descWait     = prometheus.NewDesc("fcsp_tenant_throttle_wait_seconds_total", "Time launches spent waiting for launch tokens.", tenant, nil)
-	descGPU      = prometheus.NewDesc("fcsp_tenant_gpu_seconds_total", "Kernel time on the GPU clock of the tenant's completed launches, by stream class (WithGPUMetering or WithGPUShare; absent otherwise).", []string{"tenant", "class"}, nil)
-	descStreams  = prometheus.NewDesc("fcsp_tenant_streams", "Open streams of the tenant.", tenant, nil)
-	descPoolUsed = prometheus.NewDesc("fcsp_pool_memory_used_bytes", "Device memory all tenants hold.", nil, nil)
-	descPoolLim  = prometheus.NewDesc("fcsp_pool_memory_limit_bytes", "The device's memory limit (its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT).", nil, nil)
-	descPoolFree = prometheus.NewDesc("fcsp_pool_free_sms", "SMs not yet given to a partition.", nil, nil)
-	descTenants  = prometheus.NewDesc("fcsp_pool_tenants", "Live tenants.", nil, nil)
-	descLost     = prometheus.NewDesc("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until the process restarts).", nil, nil)
-	descResets   = prometheus.NewDesc("fcsp_pool_resets_total", "Successful Pool.Reset calls.", nil, nil)
-
-	all = []*prometheus.Desc{descSMs, descPart, descMemUsed, descMemLimit, descMemCache, descSMLimit,
-		descLaunches, descThrottle, descWait, descGPU, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants, descLost, descResets,
-		descBandwidth, descSlowdown, descBytes, descLatency, descFloor, descFloored, descBusy}
-)
-
-// Memory bandwidth and priority (fcsp.Stats.Bandwidth).
-var (
-	descBandwidth = prometheus.NewDesc("fcsp_tenant_bandwidth_bytes_per_second", "Achieved memory bandwidth of the tenant's recent launches with declared bytes (Function.SetBytesMoved), on the GPU clock; absent until measured.", tenant, nil)
-	descSlowdown  = prometheus.NewDesc("fcsp_tenant_slowdown_ratio", "Recent kernel durations over the best each kernel shape has run, weighted by GPU time (1: as fast as ever seen); absent until measured.", tenant, nil)
-	descBytes     = prometheus.NewDesc("fcsp_tenant_bytes_moved_total", "Declared bytes (Function.SetBytesMoved) of the tenant's completed launches.", tenant, nil)
-	descLatency   = prometheus.NewDesc("fcsp_tenant_latency_critical", "1 if the tenant is WithPriority(fcsp.LatencyCritical).", tenant, nil)
-	descFloor     = prometheus.NewDesc("fcsp_tenant_bandwidth_floor_ratio", "WithBandwidthFloor: the fraction of its GPU share the tenant keeps while a latency-critical tenant is busy; absent without a floor.", tenant, nil)
-	descFloored   = prometheus.NewDesc("fcsp_tenant_floored_launches_total", "Launches admitted at the floor (a latency-critical tenant was busy); absent without a floor.", tenant, nil)
-	descBusy      = prometheus.NewDesc("fcsp_pool_latency_busy", "1 while a latency-critical tenant has kernels in flight, as last seen.", nil, nil)
-)
+func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
+	var all []*prometheus.Desc
+	mk := func(name, help string, labels ...string) *prometheus.Desc {
+		desc := prometheus.NewDesc(name, help, labels, cl)
+		all = append(all, desc)
+		return desc
+	}
+	const t = "tenant"
+	d.sms = mk("fcsp_tenant_sms", "SMs the tenant runs on (the whole device when not partitioned).", t)
+	d.part = mk("fcsp_tenant_partitioned", "1 if the tenant has SMs of its own (a green context).", t)
+	d.memUsed = mk("fcsp_tenant_memory_used_bytes", "Device memory the tenant's live allocations hold: what its quota bounds. Freed blocks it keeps cached are not in it (fcsp_tenant_memory_cached_bytes).", t)
+	d.memLimit = mk("fcsp_tenant_memory_limit_bytes", "The tenant's memory quota.", t)
+	d.memCache = mk("fcsp_tenant_memory_cached_bytes", "Freed pool blocks kept on the tenant's free lists (WithMemoryPool): device memory counted in fcsp_pool_memory_used_bytes and against the device limit, not in the tenant's used bytes or quota.", t)
+	d.smLimit = mk("fcsp_tenant_sm_limit_ratio", "WithSMLimit: the tenant's launch-rate limit as a fraction of what its own SMs (fcsp_tenant_sms) can take; 0: none. A WithGPUShare tenant's limit is fcsp_tenant_gpu_share_ratio.", t)
+	d.share = mk("fcsp_tenant_gpu_share_ratio", "WithGPUShare: the fraction of the device's time the tenant's kernels and Do calls may use; 0: none.", t)
+	d.launches = mk("fcsp_tenant_launches_admitted_total", "Kernel launches admitted. Do calls are counted apart (fcsp_tenant_do_admitted_total).", t)
+	d.throttle = mk("fcsp_tenant_launches_throttled_total", "Of the kernel launches admitted, those that had to wait for tokens: over fcsp_tenant_launches_admitted_total, the fraction throttled.", t)
+	d.wait = mk("fcsp_tenant_throttle_wait_seconds_total", "Time kernel launches spent waiting for tokens (Do's: fcsp_tenant_do_throttle_wait_seconds_total).", t)
+	d.doAdmitted = mk("fcsp_tenant_do_admitted_total", "Do calls admitted by the tenant's GPU-share bucket (WithGPUShare below 1, or with a bandwidth floor; other Do calls are not rate-limited and not counted).", t)
+	d.doThrottle = mk("fcsp_tenant_do_throttled_total", "Of the Do calls admitted, those that had to wait for tokens: over fcsp_tenant_do_admitted_total, the fraction throttled.", t)
+	d.doWait = mk("fcsp_tenant_do_throttle_wait_seconds_total", "Time Do calls spent waiting for GPU-share tokens.", t)
+	d.gpu = mk("fcsp_tenant_gpu_seconds_total", "Kernel time on the GPU clock of the tenant's completed launches, by stream class (WithGPUMetering or WithGPUShare; absent otherwise).", t, "class")
+	d.streams = mk("fcsp_tenant_streams", "Open streams of the tenant.", t)
+	// Quantiles of a window, as gauges of their own: a quantile label is
+	// for summaries, which need the sum of all waits that WaitStats does
+	// not keep (promlint refuses the label on a gauge).
+	const ctxWaitHelp = " of how long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, over the recent calls (a window of a few thousand; calls that did not wait count as 0)."
+	d.ctxP50 = mk("fcsp_tenant_context_wait_p50_seconds", "The median"+ctxWaitHelp, t)
+	d.ctxP99 = mk("fcsp_tenant_context_wait_p99_seconds", "The 99th percentile"+ctxWaitHelp, t)
+	d.ctxMax = mk("fcsp_tenant_context_wait_max_seconds", "The longest"+ctxWaitHelp, t)
+	d.ctxWaits = mk("fcsp_tenant_context_waits_total", "Calls that found none of the tenant's contexts free and waited (0 for an unpartitioned tenant, whose context never excludes).", t)
+	d.ctxCalls = mk("fcsp_tenant_context_calls_total", "Calls that took one of the tenant's contexts (the denominator of fcsp_tenant_context_waits_total).", t)
+	d.bandwidth = mk("fcsp_tenant_bandwidth_bytes_per_second", "Achieved memory bandwidth of the tenant's recent launches with declared bytes (Function.SetBytesMoved), on the GPU clock; absent until measured.", t)
+	d.slowdown = mk("fcsp_tenant_slowdown_ratio", "Recent kernel durations over the best each kernel shape has run, weighted by GPU time (1: as fast as ever seen); absent until measured.", t)
+	d.bytes = mk("fcsp_tenant_bytes_moved_total", "Declared bytes (Function.SetBytesMoved) of the tenant's completed launches.", t)
+	d.latency = mk("fcsp_tenant_latency_critical", "1 if the tenant is WithPriority(fcsp.LatencyCritical).", t)
+	d.floor = mk("fcsp_tenant_bandwidth_floor_ratio", "WithBandwidthFloor: the fraction of its GPU share the tenant keeps while a latency-critical tenant is busy; absent without a floor.", t)
+	d.floored = mk("fcsp_tenant_floored_launches_total", "Launches admitted at the floor (a latency-critical tenant was busy); absent without a floor.", t)
+	d.poolUsed = mk("fcsp_pool_memory_used_bytes", "Device memory counted against the device limit: the tenants' allocations plus the freed pool blocks cached on their free lists (fcsp_pool_memory_cached_bytes), so it exceeds the sum of fcsp_tenant_memory_used_bytes by those; under WithSharedRegion, every process's on the node.")
+	d.poolCached = mk("fcsp_pool_memory_cached_bytes", "Freed pool blocks cached on all tenants' free lists: in fcsp_pool_memory_used_bytes, in no tenant's fcsp_tenant_memory_used_bytes.")
+	d.poolLim = mk("fcsp_pool_memory_limit_bytes", "The device's memory limit (its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT).")
+	d.poolFree = mk("fcsp_pool_free_sms", "SMs not yet given to a partition.")
+	d.tenants = mk("fcsp_pool_tenants", "Live tenants.")
+	d.lost = mk("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until the process restarts).")
+	d.resets = mk("fcsp_pool_resets_total", "Successful Pool.Reset calls.")
+	d.busy = mk("fcsp_pool_latency_busy", "1 while a latency-critical tenant has kernels in flight, as last seen.")
+	return all
+}
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range all {
+	for _, d := range c.all {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.collect(ch, c.pool.Stats(), c.pool.FreeSMs(), c.pool.LatencyBusy())
+}
+
+// collect sends the metrics of one snapshot (apart from the pool, for tests).
+func (c *Collector) collect(ch chan<- prometheus.Metric, ps fcsp.PoolStats, freeSMs int, latencyBusy bool) {
 	gauge := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
 	counter := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
 	}
-	ps := c.pool.Stats()
+	d := &c.d
 	for _, s := range ps.Tenants {
-		gauge(descSMs, float64(s.SMs), s.Name)
-		gauge(descPart, b2f(s.Partitioned), s.Name)
-		gauge(descMemUsed, float64(s.MemoryUsed), s.Name)
-		gauge(descMemLimit, float64(s.MemoryLimit), s.Name)
-		gauge(descMemCache, float64(s.MemoryCached), s.Name)
-		gauge(descSMLimit, s.SMLimit, s.Name)
-		counter(descLaunches, float64(s.Launches), s.Name)
-		counter(descThrottle, float64(s.Throttled), s.Name)
-		counter(descWait, s.ThrottleWait.Seconds(), s.Name)
-		gauge(descStreams, float64(s.Streams), s.Name)
-		for class, d := range s.GPUTimeByClass {
-			counter(descGPU, d.Seconds(), s.Name, class.String())
+		gauge(d.sms, float64(s.SMs), s.Name)
+		gauge(d.part, b2f(s.Partitioned), s.Name)
+		gauge(d.memUsed, float64(s.MemoryUsed), s.Name)
+		gauge(d.memLimit, float64(s.MemoryLimit), s.Name)
+		gauge(d.memCache, float64(s.MemoryCached), s.Name)
+		gauge(d.smLimit, s.SMLimit, s.Name)
+		gauge(d.share, s.GPUShare, s.Name)
+		// Stats.Throttled and ThrottleWait hold Do's waits too: the
+		// launch series take them out, so each ratio has its own
+		// denominator.
+		counter(d.launches, float64(s.Launches), s.Name)
+		counter(d.throttle, float64(s.Throttled-s.DoThrottled), s.Name)
+		counter(d.wait, (s.ThrottleWait - s.DoThrottleWait).Seconds(), s.Name)
+		counter(d.doAdmitted, float64(s.DoAdmitted), s.Name)
+		counter(d.doThrottle, float64(s.DoThrottled), s.Name)
+		counter(d.doWait, s.DoThrottleWait.Seconds(), s.Name)
+		gauge(d.streams, float64(s.Streams), s.Name)
+		for class, t := range s.GPUTimeByClass {
+			counter(d.gpu, t.Seconds(), s.Name, class.String())
 		}
+		cw := s.ContextWait
+		gauge(d.ctxP50, cw.P50.Seconds(), s.Name)
+		gauge(d.ctxP99, cw.P99.Seconds(), s.Name)
+		gauge(d.ctxMax, cw.Max.Seconds(), s.Name)
+		counter(d.ctxWaits, float64(cw.Waited), s.Name)
+		counter(d.ctxCalls, float64(cw.Calls), s.Name)
 		bw := s.Bandwidth
 		if bw.BytesPerSecond > 0 {
-			gauge(descBandwidth, bw.BytesPerSecond, s.Name)
+			gauge(d.bandwidth, bw.BytesPerSecond, s.Name)
 		}
 		if bw.Slowdown > 0 {
-			gauge(descSlowdown, bw.Slowdown, s.Name)
+			gauge(d.slowdown, bw.Slowdown, s.Name)
 		}
-		counter(descBytes, float64(bw.BytesMoved), s.Name)
-		gauge(descLatency, b2f(bw.Priority == fcsp.LatencyCritical), s.Name)
+		counter(d.bytes, float64(bw.BytesMoved), s.Name)
+		gauge(d.latency, b2f(bw.Priority == fcsp.LatencyCritical), s.Name)
 		if bw.Floor > 0 {
-			gauge(descFloor, bw.Floor, s.Name)
-			counter(descFloored, float64(bw.FlooredLaunches), s.Name)
+			gauge(d.floor, bw.Floor, s.Name)
+			counter(d.floored, float64(bw.FlooredLaunches), s.Name)
 		}
 	}
-	gauge(descPoolUsed, float64(ps.MemoryUsed))
-	gauge(descPoolLim, float64(ps.MemoryLimit))
-	gauge(descPoolFree, float64(c.pool.FreeSMs()))
-	gauge(descTenants, float64(len(ps.Tenants)))
-	gauge(descLost, b2f(!ps.Health.Healthy()))
-	counter(descResets, float64(ps.Health.Resets))
-	gauge(descBusy, b2f(c.pool.LatencyBusy()))
+	gauge(d.poolUsed, float64(ps.MemoryUsed))
+	gauge(d.poolCached, float64(ps.MemoryCached))
+	gauge(d.poolLim, float64(ps.MemoryLimit))
+	gauge(d.poolFree, float64(freeSMs))
+	gauge(d.tenants, float64(len(ps.Tenants)))
+	gauge(d.lost, b2f(!ps.Health.Healthy()))
+	counter(d.resets, float64(ps.Health.Resets))
+	gauge(d.busy, b2f(latencyBusy))
 }
 
 func b2f(b bool) float64 {

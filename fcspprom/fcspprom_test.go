@@ -42,7 +42,7 @@ func TestCollectorReportsEachTenant(t *testing.T) {
 		t.Fatalf("lint: %v %v", err, problems)
 	}
 	want := `
-# HELP fcsp_tenant_memory_used_bytes Device memory the tenant holds.
+# HELP fcsp_tenant_memory_used_bytes Device memory the tenant's live allocations hold: what its quota bounds. Freed blocks it keeps cached are not in it (fcsp_tenant_memory_cached_bytes).
 # TYPE fcsp_tenant_memory_used_bytes gauge
 fcsp_tenant_memory_used_bytes{tenant="batch"} 0
 fcsp_tenant_memory_used_bytes{tenant="interactive"} 1.048576e+06
@@ -54,7 +54,7 @@ fcsp_tenant_memory_limit_bytes{tenant="interactive"} 6.7108864e+07
 # TYPE fcsp_tenant_sms gauge
 fcsp_tenant_sms{tenant="batch"} 132
 fcsp_tenant_sms{tenant="interactive"} 8
-# HELP fcsp_tenant_sm_limit_ratio The tenant's launch-rate limit as a fraction of the device (0: none).
+# HELP fcsp_tenant_sm_limit_ratio WithSMLimit: the tenant's launch-rate limit as a fraction of what its own SMs (fcsp_tenant_sms) can take; 0: none. A WithGPUShare tenant's limit is fcsp_tenant_gpu_share_ratio.
 # TYPE fcsp_tenant_sm_limit_ratio gauge
 fcsp_tenant_sm_limit_ratio{tenant="batch"} 0.5
 fcsp_tenant_sm_limit_ratio{tenant="interactive"} 0

@@ -2,7 +2,8 @@
 
 package nvml
 
-// Query reports that NVML is unavailable: go-nvml needs cgo on linux.
+// Query reports that NVML is unavailable: loading libnvidia-ml needs cgo
+// on linux.
 func Query(uuid string) Facts {
-	return Facts{Reason: "built without cgo: go-nvml unavailable"}
+	return Facts{Reason: "built without cgo: NVML is loaded through cgo"}
 }

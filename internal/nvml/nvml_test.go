@@ -1,79 +1,73 @@
-//go:build cgo && linux
-
 package nvml
 
 import (
 	"reflect"
 	"testing"
-
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 )
 
-func TestQueryWithMock(t *testing.T) {
-	dev := h200()
-	nv := &mock.Interface{
-		InitFunc:     func() gonvml.Return { return gonvml.SUCCESS },
-		ShutdownFunc: func() gonvml.Return { return gonvml.SUCCESS },
-		DeviceGetHandleByUUIDFunc: func(uuid string) (gonvml.Device, gonvml.Return) {
-			if uuid != "GPU-1" {
-				return nil, gonvml.ERROR_NOT_FOUND
-			}
-			return dev, gonvml.SUCCESS
-		},
-		SystemGetDriverVersionFunc: func() (string, gonvml.Return) { return "580.159.04", gonvml.SUCCESS },
+// fakeLib is an NVML in Go: init succeeds, the one device is GPU-1.
+type fakeLib struct {
+	dev        Device
+	init, down int
+}
+
+func (l *fakeLib) Init() Return     { l.init++; return SUCCESS }
+func (l *fakeLib) Shutdown() Return { l.down++; return SUCCESS }
+func (l *fakeLib) DeviceGetHandleByUUID(uuid string) (Device, Return) {
+	if uuid != "GPU-1" {
+		return nil, ERROR_NOT_FOUND
 	}
+	return l.dev, SUCCESS
+}
+func (l *fakeLib) SystemGetDriverVersion() (string, Return) { return "580.159.04", SUCCESS }
+
+// fakeDev answers every fact as a power-capped H200 under a whole-chip GEMM
+// would, except those named in refuse.
+type fakeDev struct{ refuse map[string]Return }
+
+func (d fakeDev) ret(fact string) Return { return d.refuse[fact] } // SUCCESS when absent
+
+func (d fakeDev) GetName() (string, Return) { return "NVIDIA H200 ", d.ret("name") }
+func (d fakeDev) GetMemoryInfo() (Memory, Return) {
+	return Memory{Total: 100, Free: 60, Used: 40}, d.ret("memory")
+}
+func (d fakeDev) GetUtilizationRates() (Utilization, Return) {
+	return Utilization{Gpu: 100, Memory: 30}, d.ret("utilization")
+}
+func (d fakeDev) GetClockInfo(c ClockType) (uint32, Return) {
+	if c != CLOCK_SM {
+		return 0, ERROR_INVALID_ARGUMENT
+	}
+	return 1755, d.ret("clock")
+}
+func (d fakeDev) GetMaxClockInfo(c ClockType) (uint32, Return) {
+	if c != CLOCK_SM {
+		return 0, ERROR_INVALID_ARGUMENT
+	}
+	return 1980, d.ret("max clock")
+}
+func (d fakeDev) GetPowerUsage() (uint32, Return)         { return 698_500, d.ret("power") }
+func (d fakeDev) GetEnforcedPowerLimit() (uint32, Return) { return 700_000, d.ret("power limit") }
+func (d fakeDev) GetCurrentClocksEventReasons() (uint64, Return) {
+	return 4 | 8, d.ret("reasons") // SW power cap, HW slowdown
+}
+
+func TestQueryWithFake(t *testing.T) {
+	nv := &fakeLib{dev: fakeDev{}}
 	f := QueryWith(nv, "GPU-1")
 	if !f.Available || f.Name != "NVIDIA H200" || f.MemoryUsed != 40 || f.GPUUtil != 100 || f.Driver != "580.159.04" {
 		t.Fatalf("%+v", f)
 	}
-	if f := QueryWith(nv, "GPU-2"); f.Available || f.Reason == "" {
+	if f := QueryWith(nv, "GPU-2"); f.Available || f.Reason != "nvml has no device GPU-2: ERROR_NOT_FOUND" {
 		t.Fatalf("unknown device: %+v", f)
 	}
-}
-
-// h200 is a mock device answering every fact, as a power-capped H200 under
-// a whole-chip GEMM would.
-func h200() *mock.Device {
-	return &mock.Device{
-		GetNameFunc:       func() (string, gonvml.Return) { return "NVIDIA H200 ", gonvml.SUCCESS },
-		GetMemoryInfoFunc: func() (gonvml.Memory, gonvml.Return) { return gonvml.Memory{Total: 100, Used: 40}, gonvml.SUCCESS },
-		GetUtilizationRatesFunc: func() (gonvml.Utilization, gonvml.Return) {
-			return gonvml.Utilization{Gpu: 100, Memory: 30}, gonvml.SUCCESS
-		},
-		GetClockInfoFunc: func(c gonvml.ClockType) (uint32, gonvml.Return) {
-			if c != gonvml.CLOCK_SM {
-				return 0, gonvml.ERROR_INVALID_ARGUMENT
-			}
-			return 1755, gonvml.SUCCESS
-		},
-		GetMaxClockInfoFunc: func(c gonvml.ClockType) (uint32, gonvml.Return) {
-			if c != gonvml.CLOCK_SM {
-				return 0, gonvml.ERROR_INVALID_ARGUMENT
-			}
-			return 1980, gonvml.SUCCESS
-		},
-		GetPowerUsageFunc:         func() (uint32, gonvml.Return) { return 698_500, gonvml.SUCCESS },
-		GetEnforcedPowerLimitFunc: func() (uint32, gonvml.Return) { return 700_000, gonvml.SUCCESS },
-		GetCurrentClocksThrottleReasonsFunc: func() (uint64, gonvml.Return) {
-			return gonvml.ClocksThrottleReasonSwPowerCap | gonvml.ClocksThrottleReasonHwSlowdown, gonvml.SUCCESS
-		},
-	}
-}
-
-func lib(dev gonvml.Device) *mock.Interface {
-	return &mock.Interface{
-		InitFunc:     func() gonvml.Return { return gonvml.SUCCESS },
-		ShutdownFunc: func() gonvml.Return { return gonvml.SUCCESS },
-		DeviceGetHandleByUUIDFunc: func(string) (gonvml.Device, gonvml.Return) {
-			return dev, gonvml.SUCCESS
-		},
-		SystemGetDriverVersionFunc: func() (string, gonvml.Return) { return "580.159.04", gonvml.SUCCESS },
+	if nv.init != 2 || nv.down != 2 {
+		t.Fatalf("Init %d times, Shutdown %d: each query must pair them", nv.init, nv.down)
 	}
 }
 
 func TestQueryClocksAndPower(t *testing.T) {
-	f := QueryWith(lib(h200()), "GPU-1")
+	f := QueryWith(&fakeLib{dev: fakeDev{}}, "GPU-1")
 	want := Facts{Available: true, Name: "NVIDIA H200", MemoryTotal: 100, MemoryUsed: 40, GPUUtil: 100, MemUtil: 30,
 		Driver: "580.159.04", SMClockMHz: 1755, SMClockMaxMHz: 1980, PowerMW: 698_500, PowerLimitMW: 700_000,
 		ClockReasons: 4 | 8}
@@ -85,11 +79,8 @@ func TestQueryClocksAndPower(t *testing.T) {
 // A fact NVML refuses is zero and named in Refused; every other fact is
 // still there.
 func TestQueryRefusedFactsLeaveTheOthers(t *testing.T) {
-	dev := h200()
-	dev.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
-	dev.GetCurrentClocksThrottleReasonsFunc = func() (uint64, gonvml.Return) { return 0, gonvml.ERROR_NO_PERMISSION }
-	dev.GetNameFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_UNKNOWN }
-	f := QueryWith(lib(dev), "GPU-1")
+	dev := fakeDev{refuse: map[string]Return{"power": ERROR_NOT_SUPPORTED, "reasons": ERROR_NO_PERMISSION, "name": ERROR_UNKNOWN}}
+	f := QueryWith(&fakeLib{dev: dev}, "GPU-1")
 	if !f.Available || f.SMClockMHz != 1755 || f.SMClockMaxMHz != 1980 || f.PowerLimitMW != 700_000 || f.MemoryUsed != 40 || f.Driver == "" {
 		t.Fatalf("a refusal took other facts with it: %+v", f)
 	}
@@ -99,6 +90,15 @@ func TestQueryRefusedFactsLeaveTheOthers(t *testing.T) {
 	want := []string{"name: ERROR_UNKNOWN", "power draw: ERROR_NOT_SUPPORTED", "clock reasons: ERROR_NO_PERMISSION"}
 	if !reflect.DeepEqual(f.Refused, want) {
 		t.Fatalf("Refused %q, want %q", f.Refused, want)
+	}
+}
+
+func TestReturnString(t *testing.T) {
+	for r, want := range map[Return]string{SUCCESS: "SUCCESS", ERROR_FUNCTION_NOT_FOUND: "ERROR_FUNCTION_NOT_FOUND",
+		ERROR_UNKNOWN: "ERROR_UNKNOWN", 77: "unknown return value: 77"} {
+		if got := r.String(); got != want {
+			t.Errorf("Return(%d) = %q, want %q", int32(r), got, want)
+		}
 	}
 }
 

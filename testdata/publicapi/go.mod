@@ -6,9 +6,6 @@ go 1.26.0
 
 require github.com/fcsp-go/fcsp-go v0.0.0
 
-require (
-	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-)
+require golang.org/x/sys v0.50.0 // indirect
 
 replace github.com/fcsp-go/fcsp-go => ../..

@@ -1,0 +1,94 @@
+package fcspprom
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fcsp-go/fcsp-go/fcsp"
+)
+
+// snapshot collects a given PoolStats through c's collect, so that figures
+// the simulator does not produce yet can be checked.
+type snapshot struct {
+	c  *Collector
+	ps fcsp.PoolStats
+}
+
+func (s snapshot) Describe(ch chan<- *prometheus.Desc) { s.c.Describe(ch) }
+func (s snapshot) Collect(ch chan<- prometheus.Metric) { s.c.collect(ch, s.ps, 0, false) }
+
+// The exclusion's waits (Stats.ContextWait): the quantiles as gauges in
+// seconds, the counts as counters.
+func TestCollectContextWait(t *testing.T) {
+	ps := fcsp.PoolStats{Tenants: []fcsp.Stats{
+		{Name: "part", Partitioned: true, ContextWait: fcsp.WaitStats{Calls: 1000, Waited: 37,
+			P50: 0, P99: 1500 * time.Microsecond, Max: 4 * time.Millisecond}},
+		{Name: "whole"},
+	}}
+	s := snapshot{NewCollector(nil), ps}
+	if problems, err := testutil.CollectAndLint(s); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+	want := `
+# HELP fcsp_tenant_context_wait_p99_seconds The 99th percentile of how long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, over the recent calls (a window of a few thousand; calls that did not wait count as 0).
+# TYPE fcsp_tenant_context_wait_p99_seconds gauge
+fcsp_tenant_context_wait_p99_seconds{tenant="part"} 0.0015
+fcsp_tenant_context_wait_p99_seconds{tenant="whole"} 0
+# HELP fcsp_tenant_context_wait_p50_seconds The median of how long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, over the recent calls (a window of a few thousand; calls that did not wait count as 0).
+# TYPE fcsp_tenant_context_wait_p50_seconds gauge
+fcsp_tenant_context_wait_p50_seconds{tenant="part"} 0
+fcsp_tenant_context_wait_p50_seconds{tenant="whole"} 0
+# HELP fcsp_tenant_context_wait_max_seconds The longest of how long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, over the recent calls (a window of a few thousand; calls that did not wait count as 0).
+# TYPE fcsp_tenant_context_wait_max_seconds gauge
+fcsp_tenant_context_wait_max_seconds{tenant="part"} 0.004
+fcsp_tenant_context_wait_max_seconds{tenant="whole"} 0
+# HELP fcsp_tenant_context_waits_total Calls that found none of the tenant's contexts free and waited (0 for an unpartitioned tenant, whose context never excludes).
+# TYPE fcsp_tenant_context_waits_total counter
+fcsp_tenant_context_waits_total{tenant="part"} 37
+fcsp_tenant_context_waits_total{tenant="whole"} 0
+# HELP fcsp_tenant_context_calls_total Calls that took one of the tenant's contexts (the denominator of fcsp_tenant_context_waits_total).
+# TYPE fcsp_tenant_context_calls_total counter
+fcsp_tenant_context_calls_total{tenant="part"} 1000
+fcsp_tenant_context_calls_total{tenant="whole"} 0
+`
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "fcsp_tenant_context_wait_p50_seconds",
+		"fcsp_tenant_context_wait_p99_seconds", "fcsp_tenant_context_wait_max_seconds",
+		"fcsp_tenant_context_waits_total", "fcsp_tenant_context_calls_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stats.Throttled holds Do's waits too; the launch series take them out,
+// and the Do series carry them (the run of TestThrottleRatiosStayWithinOne,
+// as numbers).
+func TestCollectSplitsLaunchAndDoThrottling(t *testing.T) {
+	ps := fcsp.PoolStats{Tenants: []fcsp.Stats{{Name: "share", Launches: 20, Throttled: 37, ThrottleWait: 90 * time.Millisecond,
+		DoAdmitted: 20, DoThrottled: 18, DoThrottleWait: 60 * time.Millisecond}}}
+	s := snapshot{NewCollector(nil), ps}
+	want := `
+# HELP fcsp_tenant_launches_throttled_total Of the kernel launches admitted, those that had to wait for tokens: over fcsp_tenant_launches_admitted_total, the fraction throttled.
+# TYPE fcsp_tenant_launches_throttled_total counter
+fcsp_tenant_launches_throttled_total{tenant="share"} 19
+# HELP fcsp_tenant_throttle_wait_seconds_total Time kernel launches spent waiting for tokens (Do's: fcsp_tenant_do_throttle_wait_seconds_total).
+# TYPE fcsp_tenant_throttle_wait_seconds_total counter
+fcsp_tenant_throttle_wait_seconds_total{tenant="share"} 0.03
+# HELP fcsp_tenant_do_admitted_total Do calls admitted by the tenant's GPU-share bucket (WithGPUShare below 1, or with a bandwidth floor; other Do calls are not rate-limited and not counted).
+# TYPE fcsp_tenant_do_admitted_total counter
+fcsp_tenant_do_admitted_total{tenant="share"} 20
+# HELP fcsp_tenant_do_throttled_total Of the Do calls admitted, those that had to wait for tokens: over fcsp_tenant_do_admitted_total, the fraction throttled.
+# TYPE fcsp_tenant_do_throttled_total counter
+fcsp_tenant_do_throttled_total{tenant="share"} 18
+# HELP fcsp_tenant_do_throttle_wait_seconds_total Time Do calls spent waiting for GPU-share tokens.
+# TYPE fcsp_tenant_do_throttle_wait_seconds_total counter
+fcsp_tenant_do_throttle_wait_seconds_total{tenant="share"} 0.06
+`
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "fcsp_tenant_launches_throttled_total",
+		"fcsp_tenant_throttle_wait_seconds_total", "fcsp_tenant_do_admitted_total", "fcsp_tenant_do_throttled_total",
+		"fcsp_tenant_do_throttle_wait_seconds_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,164 @@
+package fcspprom_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcspprom"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
+)
+
+func openPool(t *testing.T) *fcsp.Pool {
+	t.Helper()
+	pool, err := fcsp.Open(context.Background(), 0, fcsptest.SimulatedH200())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pool.Close() })
+	return pool
+}
+
+func newTenant(t *testing.T, pool *fcsp.Pool, name string, opts ...fcsp.TenantOption) *fcsp.Tenant {
+	t.Helper()
+	tn, err := pool.NewTenant(name, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed by the test: a tenant nothing refers to is closed when
+	// collected, and leaves the pool's Stats.
+	t.Cleanup(func() { _ = tn.Close() })
+	return tn
+}
+
+// A WithGPUShare tenant shows its share; before, it read as unlimited
+// (fcsp_tenant_sm_limit_ratio 0, no share anywhere).
+func TestCollectorReportsGPUShare(t *testing.T) {
+	pool := openPool(t)
+	newTenant(t, pool, "share", fcsp.WithGPUShare(0.3))
+	newTenant(t, pool, "rate", fcsp.WithSMLimit(0.5))
+	newTenant(t, pool, "free")
+	c := fcspprom.NewCollector(pool)
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+	want := `
+# HELP fcsp_tenant_gpu_share_ratio WithGPUShare: the fraction of the device's time the tenant's kernels and Do calls may use; 0: none.
+# TYPE fcsp_tenant_gpu_share_ratio gauge
+fcsp_tenant_gpu_share_ratio{tenant="free"} 0
+fcsp_tenant_gpu_share_ratio{tenant="rate"} 0
+fcsp_tenant_gpu_share_ratio{tenant="share"} 0.3
+# HELP fcsp_tenant_sm_limit_ratio WithSMLimit: the tenant's launch-rate limit as a fraction of what its own SMs (fcsp_tenant_sms) can take; 0: none. A WithGPUShare tenant's limit is fcsp_tenant_gpu_share_ratio.
+# TYPE fcsp_tenant_sm_limit_ratio gauge
+fcsp_tenant_sm_limit_ratio{tenant="free"} 0
+fcsp_tenant_sm_limit_ratio{tenant="rate"} 0.5
+fcsp_tenant_sm_limit_ratio{tenant="share"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "fcsp_tenant_gpu_share_ratio", "fcsp_tenant_sm_limit_ratio"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The pool's used bytes include the freed blocks cached on the tenants'
+// free lists, the tenants' do not: the cached bytes are a metric of their
+// own, and the pool's used bytes are the tenants' plus those.
+func TestCollectorReportsCachedBytes(t *testing.T) {
+	ctx := context.Background()
+	pool := openPool(t)
+	pooled := newTenant(t, pool, "pooled", fcsp.WithMemoryPool(64<<20))
+	plain := newTenant(t, pool, "plain")
+	for range 2 {
+		p, err := pooled.Alloc(ctx, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pooled.Free(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pooled.Alloc(ctx, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Alloc(ctx, 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	c := fcspprom.NewCollector(pool)
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+	cached := value(t, c, "fcsp_tenant_memory_cached_bytes", "pooled")
+	if cached < 1<<20 {
+		t.Fatalf("pooled tenant caches %v bytes, want its freed 1 MiB block", cached)
+	}
+	used := value(t, c, "fcsp_tenant_memory_used_bytes", "pooled") + value(t, c, "fcsp_tenant_memory_used_bytes", "plain")
+	poolUsed, poolCached := poolValue(t, c, "fcsp_pool_memory_used_bytes"), poolValue(t, c, "fcsp_pool_memory_cached_bytes")
+	if poolCached != cached || poolUsed != used+poolCached {
+		t.Fatalf("pool: used %v, cached %v; tenants: used %v, cached %v; want pool used = tenants' used + cached", poolUsed, poolCached, used, cached)
+	}
+}
+
+// poolValue reads c's pool-wide metric named name.
+func poolValue(t *testing.T, c prometheus.Collector, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.Metric) == 1 {
+			return mf.Metric[0].Gauge.GetValue()
+		}
+	}
+	t.Fatalf("no single %s", name)
+	return 0
+}
+
+// Two pools (two GPUs) in one registry: each collector's const labels tell
+// their series apart. Without them the second registration is refused.
+func TestCollectorConstLabels(t *testing.T) {
+	p0, p1 := openPool(t), openPool(t)
+	newTenant(t, p0, "a")
+	newTenant(t, p1, "a")
+	newTenant(t, p1, "b")
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(fcspprom.NewCollector(p0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(fcspprom.NewCollector(p1)); err == nil {
+		t.Fatal("a second unlabelled pool registered: its series would collide")
+	}
+	reg = prometheus.NewPedanticRegistry()
+	reg.MustRegister(fcspprom.NewCollector(p0, fcspprom.WithConstLabels(prometheus.Labels{"gpu": "0"})))
+	reg.MustRegister(fcspprom.NewCollector(p1, fcspprom.WithConstLabels(prometheus.Labels{"gpu": "1"})))
+	want := `
+# HELP fcsp_pool_tenants Live tenants.
+# TYPE fcsp_pool_tenants gauge
+fcsp_pool_tenants{gpu="0"} 1
+fcsp_pool_tenants{gpu="1"} 2
+# HELP fcsp_tenant_partitioned 1 if the tenant has SMs of its own (a green context).
+# TYPE fcsp_tenant_partitioned gauge
+fcsp_tenant_partitioned{gpu="0",tenant="a"} 0
+fcsp_tenant_partitioned{gpu="1",tenant="a"} 0
+fcsp_tenant_partitioned{gpu="1",tenant="b"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fcsp_pool_tenants", "fcsp_tenant_partitioned"); err != nil {
+		t.Fatal(err)
+	}
+	// The caller's map is copied: changing it later changes nothing.
+	l := prometheus.Labels{"gpu": "2"}
+	c := fcspprom.NewCollector(p0, fcspprom.WithConstLabels(l))
+	l["gpu"] = "3"
+	if err := testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP fcsp_pool_tenants Live tenants.
+# TYPE fcsp_pool_tenants gauge
+fcsp_pool_tenants{gpu="2"} 1
+`), "fcsp_pool_tenants"); err != nil {
+		t.Fatal(err)
+	}
+}
