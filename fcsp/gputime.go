@@ -242,14 +242,9 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 		return err
 	}
 	defer c.life.exit(slot)
-	// The green context's lock, then the meter's: the order poll takes them.
-	// The primary context needs no lock: no closure on that path.
-	if c.part == nil {
-		err = s.recordTimed(c.pool.dev.Primary(), f, grid, block, shmem, args, charged)
-	} else {
-		err = c.do(func(ctx cuda.Context) error { return s.recordTimed(ctx, f, grid, block, shmem, args, charged) })
-	}
-	if err != nil {
+	// The events are recorded with the primary context, which serves every
+	// green stream (docs/CONTEXTS.md): no green context is taken.
+	if err = s.recordTimed(c.pool.dev.Primary(), f, grid, block, shmem, args, charged); err != nil {
 		if s.t.gpuShare && s.bucket != nil && charged > 0 {
 			s.bucket.Adjust(-charged) // nothing ran
 		}
