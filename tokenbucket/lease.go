@@ -235,7 +235,7 @@ func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
 	// One part per two Ps (two cores on one line cost little: on two,
 	// two parts cost more than they saved), each worth at least
 	// leaseMinUse launches.
-	k := min(int64(runtime.GOMAXPROCS(0)/2), maxLeaseParts, max((end-base)/(ls.c*leaseMinUse), 1))
+	k := min(max(int64(runtime.GOMAXPROCS(0)/2), 1), maxLeaseParts, max((end-base)/(max(ls.c, 1)*leaseMinUse), 1)) // GOMAXPROCS may be 1 (testing.AllocsPerRun sets it)
 	ls.size = (end - base) / ls.c / k * ls.c
 	ls.inv = 1 / float64(ls.size)
 	ls.parts = make([]leasePart, k)
