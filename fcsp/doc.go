@@ -16,6 +16,14 @@
 // charged from grid x block, no feedback loop). Streams carry a class: NCCL
 // streams are never throttled, attention streams 20% less, copies 50% less.
 //
+// Library code (cuBLAS, cuDNN, a cgo backend) runs through Tenant.Do with
+// one of the tenant's green contexts current; a tenant keeps one per Do in
+// flight, all over its SMs. Nothing else takes a green context: the calls a
+// server makes between requests (Alloc and Free, from a stream-ordered pool
+// per tenant that never waits for the device; streams; memory figures;
+// Stats) use the device's primary context, so they never queue a class's
+// requests behind each other (docs/CONTEXTS.md).
+//
 // SMs are split; memory bandwidth is not: every partition's kernels share
 // the device's memory. Stats.Bandwidth shows what a metered tenant gets
 // (achieved bytes/s, slowdown), and WithPriority(LatencyCritical) with
