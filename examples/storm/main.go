@@ -88,9 +88,10 @@ var (
 	ErrSMOverlap = errors.New("the classes' SM sets overlap in a partitioned layout")
 )
 
-func parse(args []string) (config, error) {
+func parse(args []string, usage io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
+	fs.SetOutput(usage)
 	fs.StringVar(&c.cublas, "cublas", "", "path of libcublas, used as given (default: "+strings.Join(gemmjob.DefaultCublas, ", then ")+"); without it the requests are chain kernels")
 	fs.BoolVar(&c.simulate, "simulate", false, "use the simulated H200 even where a GPU is present")
 	layouts := fs.String("layouts", "alone,partitioned,shared", "layouts to run each round, comma-separated: alone, partitioned, shared, mps")
@@ -274,7 +275,7 @@ func loadCublas(cfg *config, out io.Writer) bool {
 }
 
 func run(ctx context.Context, args []string, out, errw io.Writer) error {
-	cfg, err := parse(args)
+	cfg, err := parse(args, errw)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func (w workKind) String() string {
 func chainWork(simulated bool) workKind {
 	if simulated {
 		// The simulator computes the chain in Go: keep it small.
-		return workKind{interN: 1024, interSteps: 16, batchN: 16384, batchSteps: 64}
+		return workKind{interN: 1024, interSteps: 16, batchN: 4096, batchSteps: 32}
 	}
 	return workKind{interN: 64 << 10, interSteps: 1024, batchN: 16 << 20, batchSteps: 4096}
 }
