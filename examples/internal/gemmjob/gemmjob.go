@@ -65,9 +65,9 @@ func WithoutSmCountTarget() Option { return func(o *options) { o.noSmTarget = tr
 // as a server that serves requests from many goroutines has them.
 func WithStream(s *fcsp.Stream) Option { return func(o *options) { o.stream = s } }
 
-// New allocates the matrices on t, fills them on t's stream, and makes the
-// job's cuBLAS handle inside t.Do, told the tenant's SM count unless
-// WithoutSmCountTarget is given. cuBLAS must have been loaded (cublas.Load
+// New allocates the matrices on t, fills them on t's stream (WithStream's,
+// if given), and makes the job's cuBLAS handle inside t.Do, told the
+// tenant's SM count unless WithoutSmCountTarget is given. cuBLAS must have been loaded (cublas.Load
 // or LoadDefault).
 func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job, error) {
 	var o options
