@@ -40,6 +40,14 @@ type Cell struct {
 	// goroutines together: what the pacing achieved.
 	StormPerS map[string]float64 `json:"storm_calls_per_s,omitempty"`
 	Seconds   float64            `json:"seconds"`
+	// CtxWait is the interactive tenant's Stats().ContextWait over the
+	// window: calls that took one of its contexts, how many found none
+	// free, and the P99 and max wait the SDK reports at the window's end
+	// (over its recent calls).
+	CtxWaitCalls uint64  `json:"ctx_wait_calls"`
+	CtxWaited    uint64  `json:"ctx_waited"`
+	CtxWaitP99us float64 `json:"ctx_wait_p99_us"`
+	CtxWaitMaxUs float64 `json:"ctx_wait_max_us"`
 
 	// Ratios to the cell with no storm of the same layout, K and round.
 	P99ToNoStorm   float64 `json:"p99_to_no_storm,omitempty"`
@@ -186,12 +194,20 @@ func runCell(ctx context.Context, env cellEnv, o cellOpts, w window) (Cell, erro
 		}
 	}
 
+	ctxWait := func() (w fcsp.WaitStats) {
+		if env.inter != nil {
+			w = env.inter.t.Stats().ContextWait
+		}
+		return w
+	}
 	werr := w.waitStart(ctx)
-	t0, cpu0, b0, s0 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot()
+	t0, cpu0, b0, s0, cw0 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait()
 	if werr == nil {
 		werr = w.waitEnd(ctx)
 	}
-	t1, cpu1, b1, s1 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot()
+	t1, cpu1, b1, s1, cw1 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait()
+	c.CtxWaitCalls, c.CtxWaited = cw1.Calls-cw0.Calls, cw1.Waited-cw0.Waited
+	c.CtxWaitP99us, c.CtxWaitMaxUs = float64(cw1.P99.Nanoseconds())/1e3, float64(cw1.Max.Nanoseconds())/1e3
 	close(stop)
 	wg.Wait()
 	fail(st.wait())

@@ -237,9 +237,19 @@ type opener struct {
 	errw io.Writer
 	out  io.Writer
 	said bool
+	// device is the last pool's device, for the report.
+	device string
 }
 
 func (o *opener) open(ctx context.Context) (*fcsp.Pool, error) {
+	p, err := o.open1(ctx)
+	if err == nil {
+		o.device = p.Device().String()
+	}
+	return p, err
+}
+
+func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
 	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw))}
 	if o.cfg.simulate {
 		return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
@@ -288,7 +298,7 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell: about %v\n",
 		strings.Join(cfg.layouts, ","), cfg.ks, strings.Join(cfg.storms, ","), cfg.stormG, cfg.pace, cfg.rounds, cfg.duration, cfg.warmup, est.Round(time.Second))
 
-	var rep report
+	rep := report{Args: args}
 	start := time.Now()
 	for round := 1; round <= cfg.rounds; round++ {
 		for _, layout := range cfg.layouts {
@@ -304,6 +314,9 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 				return fmt.Errorf("round %d, %s: %w", round, layout, err)
 			}
 			rep.Cells = append(rep.Cells, cells...)
+			if op.device != "" {
+				rep.Device = op.device
+			}
 			rep.SMChecks = append(rep.SMChecks, chk)
 			fmt.Fprintln(out, chk)
 		}
@@ -320,17 +333,18 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	return rep.smError()
 }
 
-// estimate is the run's wall time, roughly: every cell's warm-up and
-// duration, a second per cell for setting up (a process per side under
-// MPS: three), and three seconds per layout and round for the tenants.
+// estimate is the run's wall time, roughly, as measured on the H200: every
+// cell's warm-up and duration and 0.4 s more (1.5 s more under MPS, where
+// each side is a process that loads cuBLAS), and two seconds per layout and
+// round (the pool, the tenants, the daemon).
 func (c config) estimate() time.Duration {
 	var d time.Duration
 	for _, l := range c.layouts {
-		per := c.warmup + c.duration + 300*time.Millisecond
+		per := c.warmup + c.duration + 400*time.Millisecond
 		if l == "mps" {
-			per += 3 * time.Second
+			per += 1500 * time.Millisecond
 		}
-		d += time.Duration(len(c.plan(l)))*per + 3*time.Second
+		d += time.Duration(len(c.plan(l)))*per + 2*time.Second
 	}
 	d *= time.Duration(c.rounds)
 	if c.maxConn {

@@ -11,6 +11,8 @@ import (
 // report is the whole run: every cell of every round, the %smid checks,
 // the CUDA_DEVICE_MAX_CONNECTIONS row, and what finish derives from them.
 type report struct {
+	Args        []string    `json:"args"`
+	Device      string      `json:"device,omitempty"`
 	Simulated   bool        `json:"simulated"`
 	Cells       []Cell      `json:"cells"`
 	SMChecks    []SMCheck   `json:"smid_checks"`
@@ -35,6 +37,7 @@ type Summary struct {
 	BatchTFLOPs    float64 `json:"batch_tflops,omitempty"`
 	CPU            float64 `json:"cpu_cores"`
 	StormPerS      float64 `json:"storm_calls_per_s,omitempty"`
+	CtxWaitP99us   float64 `json:"ctx_wait_p99_us"`
 	P99ToNoStorm   float64 `json:"p99_to_no_storm,omitempty"`   // median of the per-round ratios
 	BatchToNoStorm float64 `json:"batch_to_no_storm,omitempty"` // median of the per-round ratios
 }
@@ -130,6 +133,7 @@ func (r *report) finish(cfg config) {
 			CPU:            pick(cs, func(c Cell) float64 { return c.CPU }),
 			P99ToNoStorm:   pick(cs, func(c Cell) float64 { return c.P99ToNoStorm }),
 			BatchToNoStorm: pick(cs, func(c Cell) float64 { return c.BatchToNoStorm }),
+			CtxWaitP99us:   pick(cs, func(c Cell) float64 { return c.CtxWaitP99us }),
 			StormPerS: pick(cs, func(c Cell) float64 {
 				var t float64
 				for _, v := range c.StormPerS {
@@ -220,15 +224,18 @@ func ratio(x float64) string {
 func (r *report) write(out io.Writer, jsonPath string) error {
 	fmt.Fprintln(out, "\n### Interactive latency under the storm (medians over rounds)")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| layout | K | storm | work | P50 us | P99 us | max us | req/s | batch TFLOP/s | CPU cores | storm calls/s | P99 / no storm | batch / no storm | rounds |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| layout | K | storm | work | P50 us | P99 us | max us | req/s | batch TFLOP/s | CPU cores | storm calls/s | ctx wait P99 us | P99 / no storm | batch / no storm | rounds |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range r.Summary {
 		tf := "-"
 		if s.BatchTFLOPs > 0 {
 			tf = fmt.Sprintf("%.1f", s.BatchTFLOPs)
+			if s.BatchTFLOPs < 1 {
+				tf = fmt.Sprintf("%.3g", s.BatchTFLOPs) // the simulator's chain
+			}
 		}
-		fmt.Fprintf(out, "| %s | %d | %s | %s | %.1f | %.1f | %.1f | %.0f | %s | %.2f | %.0f | %s | %s | %d |\n",
-			s.Layout, s.K, s.Storm, s.Work, s.P50us, s.P99us, s.MaxUs, s.ReqPerS, tf, s.CPU, s.StormPerS,
+		fmt.Fprintf(out, "| %s | %d | %s | %s | %.1f | %.1f | %.1f | %.0f | %s | %.2f | %.0f | %.1f | %s | %s | %d |\n",
+			s.Layout, s.K, s.Storm, s.Work, s.P50us, s.P99us, s.MaxUs, s.ReqPerS, tf, s.CPU, s.StormPerS, s.CtxWaitP99us,
 			ratio(s.P99ToNoStorm), ratio(s.BatchToNoStorm), s.Rounds)
 	}
 	if len(r.Scaling) > 0 {
