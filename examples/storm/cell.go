@@ -18,6 +18,7 @@ type Cell struct {
 	Round     int    `json:"round"`
 	Layout    string `json:"layout"`
 	K         int    `json:"k"`
+	BatchK    int    `json:"batch_k,omitempty"` // batch goroutines: K unless -batch-k
 	Storm     string `json:"storm"`
 	StormG    int    `json:"storm_goroutines_per_class_per_kind"`
 	Work      string `json:"work"` // cublas or chain
@@ -91,6 +92,7 @@ type cellEnv struct {
 // cellOpts is a cell's shape.
 type cellOpts struct {
 	k      int
+	batchK int // batch goroutines (the interactive class has k)
 	kind   string
 	stormG int
 	pace   time.Duration
@@ -106,7 +108,10 @@ type sample struct {
 // runCell runs the requests, the storm and the probes together and
 // measures inside w's window.
 func runCell(ctx context.Context, env cellEnv, o cellOpts, w window) (Cell, error) {
-	c := Cell{K: o.k, Storm: o.kind, StormG: o.stormG}
+	c := Cell{K: o.k, BatchK: o.batchK, Storm: o.kind, StormG: o.stormG}
+	if env.batch == nil {
+		c.BatchK = 0
+	}
 	if o.kind == stormNone {
 		c.StormG = 0
 	}
@@ -164,7 +169,7 @@ func runCell(ctx context.Context, env cellEnv, o cellOpts, w window) (Cell, erro
 	// Batch: two requests in flight per goroutine, back to back.
 	var batchDone atomic.Int64
 	if env.batch != nil {
-		for _, wk := range env.batch.workers[:o.k] {
+		for _, wk := range env.batch.workers[:o.batchK] {
 			wg.Go(func() {
 				for !stopped() {
 					if err := errors.Join(wk.Run(ctx), wk.Run(ctx), wk.Stream().Synchronize()); err != nil {

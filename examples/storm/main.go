@@ -65,6 +65,7 @@ type config struct {
 	kindKs     []int // Ks at which the single kinds run (partitioned; every layout with -full)
 	full       bool
 	stormG     int
+	batchK     int // 0: K
 	pace       time.Duration
 	duration   time.Duration
 	warmup     time.Duration
@@ -99,6 +100,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	storms := fs.String("storm", "none,"+strings.Join(stormKinds, ",")+",all", "storm rows: none, "+strings.Join(stormKinds, ", ")+", all")
 	kindKs := fs.String("kind-k", "1", "the K values at which single storm kinds run in the partitioned layout (none and all run at every K; -full: every kind at every K in every layout)")
 	fs.BoolVar(&c.full, "full", false, "run every storm row at every K in every layout (several times longer)")
+	fs.IntVar(&c.batchK, "batch-k", 0, "batch goroutines (0: the same K as the interactive class); each waits for its GEMMs in a stream synchronisation that may spin a core")
 	fs.IntVar(&c.stormG, "storm-g", 16, "racing goroutines per class per storm kind (0: K)")
 	fs.DurationVar(&c.pace, "pace", 100*time.Microsecond, "each storm goroutine makes one call per this period")
 	fs.DurationVar(&c.duration, "duration", 2*time.Second, "measurement per cell")
@@ -133,6 +135,8 @@ func parse(args []string, usage io.Writer) (config, error) {
 		return c, err
 	}
 	switch {
+	case c.batchK < 0:
+		return c, fmt.Errorf("%w: -batch-k %d: want 0 (K) or more", ErrBadValue, c.batchK)
 	case c.stormG < 0:
 		return c, fmt.Errorf("%w: -storm-g %d: want 0 (K) or more", ErrBadValue, c.stormG)
 	case c.pace <= 0:
@@ -215,6 +219,13 @@ func (c config) plan(layout string) []cellKey {
 		}
 	}
 	return out
+}
+
+func (c config) batchKFor(k int) int {
+	if c.batchK == 0 {
+		return k
+	}
+	return c.batchK
 }
 
 func (c config) stormGFor(k int) int {
@@ -395,7 +406,7 @@ func runLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, lay
 			return nil, chk, e
 		}
 		defer func() { err = errors.Join(err, bt.Close()) }()
-		if batch, err = newClass(ctx, "batch", bt, true, maxK, wk); err != nil {
+		if batch, err = newClass(ctx, "batch", bt, true, cfg.batchKFor(maxK), wk); err != nil {
 			return nil, chk, err
 		}
 		defer func() { err = errors.Join(err, batch.close(ctx)) }()
@@ -407,7 +418,7 @@ func runLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, lay
 	}
 	env := cellEnv{inter: inter, batch: batch, storm: newStormEnv(pool)}
 	for _, key := range cfg.plan(layout) {
-		c, err := runCell(ctx, env, cellOpts{k: key.k, kind: key.storm, stormG: cfg.stormGFor(key.k), pace: cfg.pace, probe: cfg.probeEvery},
+		c, err := runCell(ctx, env, cellOpts{k: key.k, batchK: cfg.batchKFor(key.k), kind: key.storm, stormG: cfg.stormGFor(key.k), pace: cfg.pace, probe: cfg.probeEvery},
 			timed{cfg.warmup, cfg.duration})
 		if err != nil {
 			return cells, chk, fmt.Errorf("K=%d storm %s: %w", key.k, key.storm, err)

@@ -112,6 +112,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-k", "4,4"}, ErrBadList},
 		{[]string{"-kind-k", "x"}, ErrBadList},
 		{[]string{"-storm-g", "-1"}, ErrBadValue},
+		{[]string{"-batch-k", "-1"}, ErrBadValue},
 		{[]string{"-pace", "0s"}, ErrBadValue},
 		{[]string{"-duration", "0s"}, ErrBadValue},
 		{[]string{"-warmup", "-1s"}, ErrBadValue},

@@ -87,7 +87,11 @@ func runRole(ctx context.Context, cfg config, out, errw io.Writer) error {
 	env := cellEnv{storm: newStormEnv(pool), stormTenants: []*fcsp.Tenant{t}}
 	var cl *class
 	if cfg.mpsRole != "storm" {
-		if cl, err = newClass(ctx, cfg.mpsRole, t, cfg.mpsRole == "batch", k, wk); err != nil {
+		n := k
+		if cfg.mpsRole == "batch" {
+			n = cfg.batchKFor(k)
+		}
+		if cl, err = newClass(ctx, cfg.mpsRole, t, cfg.mpsRole == "batch", n, wk); err != nil {
 			return err
 		}
 		defer cl.close(ctx)
@@ -106,7 +110,7 @@ func runRole(ctx context.Context, cfg config, out, errw io.Writer) error {
 		fmt.Fprintln(out, "ready")
 		w = stdinWindow{bufio.NewScanner(os.Stdin)}
 	}
-	c, err := runCell(ctx, env, cellOpts{k: k, kind: kind, stormG: cfg.stormGFor(k), pace: cfg.pace, probe: cfg.probeEvery}, w)
+	c, err := runCell(ctx, env, cellOpts{k: k, batchK: cfg.batchKFor(k), kind: kind, stormG: cfg.stormGFor(k), pace: cfg.pace, probe: cfg.probeEvery}, w)
 	if err != nil {
 		return err
 	}
@@ -274,7 +278,7 @@ func sortedKeys(m map[int]bool) []int {
 // before the interactive side starts; their windows open when the
 // interactive side starts measuring and close when it is done.
 func mpsCell(ctx context.Context, exe string, cfg config, key cellKey) (c Cell, ri, rb roleResult, err error) {
-	args := []string{"-k", strconv.Itoa(key.k), "-storm", key.storm, "-storm-g", strconv.Itoa(cfg.stormG),
+	args := []string{"-k", strconv.Itoa(key.k), "-batch-k", strconv.Itoa(cfg.batchK), "-storm", key.storm, "-storm-g", strconv.Itoa(cfg.stormG),
 		"-pace", cfg.pace.String(), "-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(),
 		"-probe-every", cfg.probeEvery.String(), "-maxconn=false"}
 	if cfg.cublas != "" {
@@ -381,7 +385,7 @@ func runMaxConn(ctx context.Context, cfg config, out io.Writer) MaxConnRow {
 	}
 	f.Close()
 	defer os.Remove(f.Name())
-	args := []string{"-layouts", "partitioned", "-k", "1", "-storm", "none", "-rounds", "1", "-maxconn=false",
+	args := []string{"-layouts", "partitioned", "-k", "1", "-batch-k", strconv.Itoa(cfg.batchK), "-storm", "none", "-rounds", "1", "-maxconn=false",
 		"-duration", cfg.duration.String(), "-warmup", cfg.warmup.String(), "-probe-every", "0",
 		"-inter-sms", strconv.Itoa(cfg.interSMs), "-json", f.Name()}
 	if cfg.cublas != "" {
