@@ -297,7 +297,7 @@ storm_only() {
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
   local summary=() rc=0 r
   OUT=$OUT bash scripts/storm-mps.sh "$BIN/storm" ${FCSP_STORM_ARGS:-} > "$OUT/storm-run.txt" 2>&1
-  r=$?; sed -n '/^### Interactive latency/,$p' "$OUT/storm-run.txt"; tail -3 "$OUT/storm-run.txt"
+  r=$?; sed -n '/^### Interactive latency/,$p' "$OUT/storm-run.txt"; [ $r = 0 ] || tail -5 "$OUT/storm-run.txt"
   summary+=("examples/storm (storm-mps.sh): $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
   echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-storm.txt"
   [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.json "$ret/" 2>/dev/null
