@@ -15,6 +15,8 @@
 #                                # GPU test and examples/bandwidth only (~15 s)
 #   scripts/gpu-test.sh clocks   # on the GPU machine: issue 18's NVML clocks and
 #                                # power, and the gemm sweep with them (~50 s)
+#   scripts/gpu-test.sh storm    # on the GPU machine: issue 29's server storm,
+#                                # every layout with MPS (examples/storm, ~7 min)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -43,6 +45,7 @@ build() {
   fi
   cp kernels/chain.cu "$BIN/"
   cp scripts/mps-compare.sh "$BIN/"
+  cp scripts/storm-mps.sh "$BIN/"
   set +e
   echo "built into $BIN: $(ls "$BIN" | tr '\n' ' ')"
 }
@@ -281,6 +284,26 @@ clocks_only() {
   return $rc
 }
 
+# storm_only is issue 29's run (about 7 minutes): examples/storm through
+# scripts/storm-mps.sh, every layout (alone, partitioned, shared, mps) in
+# STORM_ROUNDS (3) interleaved rounds, K 1,4,16, the storm rows none and all
+# at every K and each kind at K=1, the %smid check and the
+# CUDA_DEVICE_MAX_CONNECTIONS=1 row. Exit non-zero only for an error or SM
+# sets that meet in the partitioned layout; the must-show checks print
+# PASS/FAIL. Output in $OUT/storm.txt and storm.json.
+storm_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-storm; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r
+  OUT=$OUT bash scripts/storm-mps.sh "$BIN/storm" ${FCSP_STORM_ARGS:-} > "$OUT/storm-run.txt" 2>&1
+  r=$?; sed -n '/^### Interactive latency/,$p' "$OUT/storm-run.txt"; [ $r = 0 ] || tail -5 "$OUT/storm-run.txt"
+  summary+=("examples/storm (storm-mps.sh): $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-storm.txt"
+  [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.json "$ret/" 2>/dev/null
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -313,8 +336,9 @@ case "${1:-all}" in
   dofast) dofast_only ;;
   bandwidth) bandwidth_only ;;
   clocks) clocks_only ;;
+  storm) storm_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm]" >&2; exit 2 ;;
 esac

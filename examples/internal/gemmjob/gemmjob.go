@@ -40,6 +40,7 @@ type Job struct {
 	// SmCountTarget is the SM count the cuBLAS handle was told
 	// (cublasSetSmCountTarget); 0 with WithoutSmCountTarget.
 	SmCountTarget int
+	s             *fcsp.Stream // nil: the tenant's first stream
 	h             cublas.Handle
 	ws            *fcsp.Workspace
 	a, b, c       fcsp.DevicePtr
@@ -48,23 +49,32 @@ type Job struct {
 // Option changes how New makes a Job.
 type Option func(*options)
 
-type options struct{ noSmTarget bool }
+type options struct {
+	noSmTarget bool
+	stream     *fcsp.Stream
+}
 
 // WithoutSmCountTarget leaves the handle without cublasSetSmCountTarget:
 // cuBLAS then picks its kernels as for the whole device, however few SMs
 // the tenant has. For measuring what the hint costs or buys.
 func WithoutSmCountTarget() Option { return func(o *options) { o.noSmTarget = true } }
 
-// New allocates the matrices on t, fills them on t's stream, and makes the
-// job's cuBLAS handle inside t.Do, told the tenant's SM count unless
-// WithoutSmCountTarget is given. cuBLAS must have been loaded (cublas.Load
+// WithStream makes the job fill its matrices, bind its cuBLAS handle and
+// its workspace, and synchronise in Check, on s (one of t's streams) rather
+// than on the tenant's first stream: one stream and handle per goroutine,
+// as a server that serves requests from many goroutines has them.
+func WithStream(s *fcsp.Stream) Option { return func(o *options) { o.stream = s } }
+
+// New allocates the matrices on t, fills them on t's stream (WithStream's,
+// if given), and makes the job's cuBLAS handle inside t.Do, told the
+// tenant's SM count unless WithoutSmCountTarget is given. cuBLAS must have been loaded (cublas.Load
 // or LoadDefault).
 func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	j := &Job{T: t, M: m, N: n, K: k}
+	j := &Job{T: t, M: m, N: n, K: k, s: o.stream}
 	var err error
 	alloc := func(words int) fcsp.DevicePtr {
 		if err != nil {
@@ -80,7 +90,7 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 	}
 	// Inputs written in order on the tenant's own stream: a fill on the
 	// legacy NULL stream would race the GEMM on this non-blocking stream.
-	s := t.Stream()
+	s := j.Stream()
 	if err := errors.Join(s.MemsetD16(j.a, BF16One, uint64(m*k)), s.MemsetD16(j.b, BF16Half, uint64(k*n)), s.MemsetD16(j.c, 0, uint64(m*n))); err != nil {
 		return nil, errors.Join(err, j.Close(ctx))
 	}
@@ -90,11 +100,11 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 			return err
 		}
 		j.h = h
-		st, err := cur.Stream(nil)
+		st, err := cur.Stream(o.stream)
 		if err != nil {
 			return err
 		}
-		if j.ws, err = cur.Workspace(nil, WorkspaceBytes); err != nil {
+		if j.ws, err = cur.Workspace(o.stream, WorkspaceBytes); err != nil {
 			return err
 		}
 		if !o.noSmTarget {
@@ -111,7 +121,16 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 	return j, nil
 }
 
-// Run queues one C = A B on the tenant's stream, inside Do.
+// Stream is the stream the job queues on: WithStream's, or the tenant's
+// first.
+func (j *Job) Stream() *fcsp.Stream {
+	if j.s != nil {
+		return j.s
+	}
+	return j.T.Stream()
+}
+
+// Run queues one C = A B on the job's stream, inside Do.
 func (j *Job) Run(ctx context.Context) error {
 	return j.T.Do(ctx, func(fcsp.Current) error {
 		return j.h.GemmBF16(j.M, j.N, j.K, uint64(j.a), uint64(j.b), uint64(j.c), 1, 0)
@@ -122,7 +141,7 @@ func (j *Job) Run(ctx context.Context) error {
 // of C back: every element is k * 1.0 * 0.5, exact in bf16 for the powers
 // of two used here.
 func (j *Job) Check() error {
-	if err := j.T.Stream().Synchronize(); err != nil {
+	if err := j.Stream().Synchronize(); err != nil {
 		return err
 	}
 	words := min(j.M*j.N, 64*1024)

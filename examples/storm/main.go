@@ -1,0 +1,481 @@
+// Command storm measures whether a partitioned tenant's isolation holds
+// inside a busy server (issue 29): an interactive class (m=64, n=k=4096
+// bf16 cuBLAS GEMMs, one request at a time per goroutine, each through
+// Tenant.Do on the goroutine's own stream and handle) beside a batch class
+// (8192^3 GEMMs back to back), while other goroutines make the calls a
+// server makes between requests, each paced at one call per -pace:
+//
+//	alloc      Alloc + Free of 1 MiB (the default allocator)
+//	allocpool  AllocAsync + FreeAsync of 1 MiB on the goroutine's own stream
+//	stream     NewStream + Close
+//	meminfo    Tenant.MemGetInfo
+//	stats      Tenant.Stats and Pool.Stats
+//	scrape     Gather of a Prometheus registry holding fcspprom's collector
+//	tenant     a third tenant (unpartitioned, 64 MiB quota) made and closed
+//
+// in four layouts: alone (interactive on its 16 SMs, no batch), partitioned
+// (16 SMs + the rest), shared (both unpartitioned) and mps (each class a
+// process of this binary on the plain device under NVIDIA MPS at 12% / 88%
+// active threads, the storm in those processes and a third one). Rounds
+// interleave the layouts so that drift meets all alike. A %smid probe runs
+// on each class every -probe-every during the storm; in the partitioned
+// layout the SM sets must not meet (exit 1 if they do).
+//
+//	storm [-layouts alone,partitioned,shared] [-k 1,4,16] [-storm none,...,all] [-rounds 3]
+//	      [-duration 2s] [-warmup 300ms] [-storm-g 16] [-pace 100us] [-full] [-json out.json]
+//
+// Without cuBLAS (or on the simulator, where there is no GPU) the requests
+// are launches of the chain kernel instead, and the figures say "chain".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
+	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
+	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcsptest"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "storm:", err)
+		os.Exit(1)
+	}
+}
+
+var layoutNames = []string{"alone", "partitioned", "shared", "mps"}
+
+type config struct {
+	cublas     string
+	simulate   bool
+	layouts    []string
+	ks         []int
+	storms     []string
+	kindKs     []int // Ks at which the single kinds run (partitioned; every layout with -full)
+	full       bool
+	stormG     int
+	batchK     int // 0: K
+	pace       time.Duration
+	duration   time.Duration
+	warmup     time.Duration
+	rounds     int
+	interSMs   int
+	probeEvery time.Duration
+	jsonPath   string
+	maxConn    bool
+
+	mpsRole            string
+	mpsStart, mpsStop  string
+	mpsInter, mpsBatch int
+}
+
+// Errors of flag validation, one per meaning.
+var (
+	ErrBadList   = errors.New("bad list")
+	ErrBadValue  = errors.New("bad value")
+	ErrUnknown   = errors.New("unknown name")
+	ErrNeedsOne  = errors.New("an -mps-role process runs one cell")
+	ErrSMOverlap = errors.New("the classes' SM sets overlap in a partitioned layout")
+)
+
+func parse(args []string, usage io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	fs.StringVar(&c.cublas, "cublas", "", "path of libcublas, used as given (default: "+strings.Join(gemmjob.DefaultCublas, ", then ")+"); without it the requests are chain kernels")
+	fs.BoolVar(&c.simulate, "simulate", false, "use the simulated H200 even where a GPU is present")
+	layouts := fs.String("layouts", "alone,partitioned,shared", "layouts to run each round, comma-separated: alone, partitioned, shared, mps")
+	ks := fs.String("k", "1,4,16", "request goroutines per class, one row set per value")
+	storms := fs.String("storm", "none,"+strings.Join(stormKinds, ",")+",all", "storm rows: none, "+strings.Join(stormKinds, ", ")+", all")
+	kindKs := fs.String("kind-k", "1", "the K values at which single storm kinds run in the partitioned layout (none and all run at every K; -full: every kind at every K in every layout)")
+	fs.BoolVar(&c.full, "full", false, "run every storm row at every K in every layout (several times longer)")
+	fs.IntVar(&c.batchK, "batch-k", 0, "batch goroutines (0: the same K as the interactive class); each waits for its GEMMs in a stream synchronisation that may spin a core")
+	fs.IntVar(&c.stormG, "storm-g", 16, "racing goroutines per class per storm kind (0: K)")
+	fs.DurationVar(&c.pace, "pace", 100*time.Microsecond, "each storm goroutine makes one call per this period")
+	fs.DurationVar(&c.duration, "duration", 2*time.Second, "measurement per cell")
+	fs.DurationVar(&c.warmup, "warmup", 300*time.Millisecond, "time each cell runs before it measures")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every layout in turn")
+	fs.IntVar(&c.interSMs, "inter-sms", 16, "the interactive partition's SMs (alone, partitioned)")
+	fs.DurationVar(&c.probeEvery, "probe-every", 50*time.Millisecond, "a %smid probe on each class every this long (0: none)")
+	fs.StringVar(&c.jsonPath, "json", "", "write every cell, the summary and the checks as JSON to this file")
+	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
+	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
+	fs.StringVar(&c.mpsStart, "mps-start", "nvidia-cuda-mps-control -d", "shell command that starts the MPS daemon before each round's mps layout (empty: none)")
+	fs.StringVar(&c.mpsStop, "mps-stop", "echo quit | nvidia-cuda-mps-control", "shell command that stops it after (empty: none)")
+	fs.IntVar(&c.mpsInter, "mps-inter-pct", 12, "mps: the interactive process's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+	fs.IntVar(&c.mpsBatch, "mps-batch-pct", 88, "mps: the batch process's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected arguments %q", ErrBadValue, fs.Args())
+	}
+	var err error
+	if c.layouts, err = parseNames("layouts", *layouts, layoutNames); err != nil {
+		return c, err
+	}
+	if c.storms, err = parseNames("storm", *storms, append([]string{stormNone, stormAll}, stormKinds...)); err != nil {
+		return c, err
+	}
+	if c.ks, err = parseInts("k", *ks); err != nil {
+		return c, err
+	}
+	if c.kindKs, err = parseInts("kind-k", *kindKs); err != nil {
+		return c, err
+	}
+	switch {
+	case c.batchK < 0:
+		return c, fmt.Errorf("%w: -batch-k %d: want 0 (K) or more", ErrBadValue, c.batchK)
+	case c.stormG < 0:
+		return c, fmt.Errorf("%w: -storm-g %d: want 0 (K) or more", ErrBadValue, c.stormG)
+	case c.pace <= 0:
+		return c, fmt.Errorf("%w: -pace %v: want more than 0", ErrBadValue, c.pace)
+	case c.duration <= 0:
+		return c, fmt.Errorf("%w: -duration %v: want more than 0", ErrBadValue, c.duration)
+	case c.warmup < 0:
+		return c, fmt.Errorf("%w: -warmup %v: want 0 or more", ErrBadValue, c.warmup)
+	case c.rounds < 1:
+		return c, fmt.Errorf("%w: -rounds %d: want at least 1", ErrBadValue, c.rounds)
+	case c.interSMs < 1:
+		return c, fmt.Errorf("%w: -inter-sms %d: want at least 1", ErrBadValue, c.interSMs)
+	case c.probeEvery < 0:
+		return c, fmt.Errorf("%w: -probe-every %v: want 0 (none) or more", ErrBadValue, c.probeEvery)
+	case c.mpsInter < 1 || c.mpsInter > 100 || c.mpsBatch < 1 || c.mpsBatch > 100:
+		return c, fmt.Errorf("%w: -mps-inter-pct %d, -mps-batch-pct %d: want 1 to 100", ErrBadValue, c.mpsInter, c.mpsBatch)
+	}
+	switch c.mpsRole {
+	case "":
+	case "interactive", "batch", "storm":
+		if len(c.ks) != 1 || len(c.storms) != 1 {
+			return c, fmt.Errorf("%w: -mps-role %s wants one -k and one -storm, got %v and %v", ErrNeedsOne, c.mpsRole, c.ks, c.storms)
+		}
+	default:
+		return c, fmt.Errorf("%w: -mps-role %q: want interactive, batch or storm", ErrUnknown, c.mpsRole)
+	}
+	return c, nil
+}
+
+func parseNames(flagName, s string, allowed []string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(allowed, f) {
+			return nil, fmt.Errorf("%w: -%s: %q (want some of %s)", ErrUnknown, flagName, f, strings.Join(allowed, ", "))
+		}
+		if slices.Contains(out, f) {
+			return nil, fmt.Errorf("%w: -%s: %s twice", ErrBadList, flagName, f)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func parseInts(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: -%s: %q is not a count above 0", ErrBadList, flagName, f)
+		}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("%w: -%s: %d twice", ErrBadList, flagName, n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// cellKey is one row of the plan.
+type cellKey struct {
+	k     int
+	storm string
+}
+
+// plan is the cells one layout runs each round, in order: alone has no
+// neighbour to race with but the storm, so it gives the no-storm floor
+// only; partitioned runs the single kinds at -kind-k; every layout runs
+// none and all at every K. -full runs everything everywhere.
+func (c config) plan(layout string) []cellKey {
+	var out []cellKey
+	for _, k := range c.ks {
+		for _, s := range c.storms {
+			ok := c.full || s == stormNone ||
+				(s == stormAll && layout != "alone") ||
+				(layout == "partitioned" && slices.Contains(c.kindKs, k))
+			if ok {
+				out = append(out, cellKey{k, s})
+			}
+		}
+	}
+	return out
+}
+
+func (c config) batchKFor(k int) int {
+	if c.batchK == 0 {
+		return k
+	}
+	return c.batchK
+}
+
+func (c config) stormGFor(k int) int {
+	if c.stormG == 0 {
+		return k
+	}
+	return c.stormG
+}
+
+// logger sends the pool's warnings (and worse) to w, so that what the SDK
+// says at Open (CUDA_DEVICE_MAX_CONNECTIONS, say) is seen.
+func logger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// opener opens the pool for each layout; it falls back to the simulator
+// where there is no driver, and says so once.
+type opener struct {
+	cfg  config
+	errw io.Writer
+	out  io.Writer
+	said bool
+	// device is the last pool's device, for the report.
+	device string
+}
+
+func (o *opener) open(ctx context.Context) (*fcsp.Pool, error) {
+	p, err := o.open1(ctx)
+	if err == nil {
+		o.device = p.Device().String()
+	}
+	return p, err
+}
+
+func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
+	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw))}
+	if o.cfg.simulate {
+		return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
+	}
+	p, err := fcsp.Open(ctx, 0, opts...)
+	if errors.Is(err, fcsp.ErrNoDriver) {
+		if !o.said {
+			fmt.Fprintf(o.out, "no GPU here (%v): running on the simulated H200; its timings mean nothing\n", err)
+			o.said = true
+		}
+		return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	return p, nil
+}
+
+// loadCublas loads cuBLAS once for the process; without it the requests
+// are chain kernels.
+func loadCublas(cfg *config, out io.Writer) bool {
+	var err error
+	if cfg.cublas != "" {
+		err = cublas.Load(cfg.cublas)
+	} else {
+		cfg.cublas, err = cublas.LoadDefault(gemmjob.DefaultCublas...)
+	}
+	if err != nil {
+		fmt.Fprintf(out, "no cuBLAS (%v): the requests are chain kernels, not GEMMs\n", err)
+		return false
+	}
+	return true
+}
+
+func run(ctx context.Context, args []string, out, errw io.Writer) error {
+	cfg, err := parse(args, errw)
+	if err != nil {
+		return err
+	}
+	if cfg.mpsRole != "" {
+		return runRole(ctx, cfg, out, errw)
+	}
+	op := &opener{cfg: cfg, errw: errw, out: out}
+	haveCublas := loadCublas(&cfg, out)
+	est := cfg.estimate()
+	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell: about %v\n",
+		strings.Join(cfg.layouts, ","), cfg.ks, strings.Join(cfg.storms, ","), cfg.stormG, cfg.pace, cfg.rounds, cfg.duration, cfg.warmup, est.Round(time.Second))
+
+	rep := report{Args: args}
+	start := time.Now()
+	for round := 1; round <= cfg.rounds; round++ {
+		for _, layout := range cfg.layouts {
+			var cells []Cell
+			var chk SMCheck
+			var err error
+			if layout == "mps" {
+				cells, chk, err = runMPSLayout(ctx, cfg, round, out, errw)
+			} else {
+				cells, chk, err = runLayout(ctx, op, cfg, haveCublas, layout, round, out)
+			}
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", round, layout, err)
+			}
+			rep.Cells = append(rep.Cells, cells...)
+			if op.device != "" {
+				rep.Device = op.device
+			}
+			rep.SMChecks = append(rep.SMChecks, chk)
+			fmt.Fprintln(out, chk)
+		}
+	}
+	if cfg.maxConn {
+		row := runMaxConn(ctx, cfg, out)
+		rep.MaxConn = &row
+	}
+	rep.WallSeconds = time.Since(start).Seconds()
+	rep.finish(cfg)
+	if err := rep.write(out, cfg.jsonPath); err != nil {
+		return err
+	}
+	return rep.smError()
+}
+
+// estimate is the run's wall time, roughly, as measured on the H200: every
+// cell's warm-up and duration and 0.4 s more (1.5 s more under MPS, where
+// each side is a process that loads cuBLAS), and two seconds per layout and
+// round (the pool, the tenants, the daemon).
+func (c config) estimate() time.Duration {
+	var d time.Duration
+	for _, l := range c.layouts {
+		per := c.warmup + c.duration + 400*time.Millisecond
+		if l == "mps" {
+			per += 1500 * time.Millisecond
+		}
+		d += time.Duration(len(c.plan(l)))*per + 2*time.Second
+	}
+	d *= time.Duration(c.rounds)
+	if c.maxConn {
+		d += c.warmup + c.duration + 5*time.Second
+	}
+	return d
+}
+
+// runLayout runs one in-process layout's cells in one round, on a pool of
+// its own (opened here and closed after, so that no context is left when
+// the mps layout starts the daemon).
+func runLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, layout string, round int, out io.Writer) (cells []Cell, chk SMCheck, err error) {
+	chk = SMCheck{Round: round, Layout: layout, MustBeDisjoint: layout == "partitioned"}
+	pool, err := op.open(ctx)
+	if err != nil {
+		return nil, chk, err
+	}
+	defer func() { err = errors.Join(err, pool.Close()) }()
+	wk := workKind{cublas: haveCublas && !pool.Device().Simulated}
+	if !wk.cublas {
+		wk = chainWork(pool.Device().Simulated)
+	}
+	var interOpts, batchOpts []fcsp.TenantOption
+	if layout != "shared" {
+		interOpts = append(interOpts, fcsp.WithSMs(cfg.interSMs))
+		batchOpts = append(batchOpts, fcsp.WithRestOfSMs())
+	}
+	maxK := slices.Max(cfg.ks)
+	it, err := pool.NewTenant("interactive", interOpts...)
+	if err != nil {
+		return nil, chk, err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	inter, err := newClass(ctx, "interactive", it, false, maxK, wk)
+	if err != nil {
+		return nil, chk, err
+	}
+	defer func() { err = errors.Join(err, inter.close(ctx)) }()
+	if cfg.probeEvery > 0 {
+		if inter.probe, err = newProbe(ctx, it, pool.Device().SMs); err != nil {
+			return nil, chk, err
+		}
+	}
+	var batch *class
+	if layout != "alone" {
+		bt, e := pool.NewTenant("batch", batchOpts...)
+		if e != nil {
+			return nil, chk, e
+		}
+		defer func() { err = errors.Join(err, bt.Close()) }()
+		if batch, err = newClass(ctx, "batch", bt, true, cfg.batchKFor(maxK), wk); err != nil {
+			return nil, chk, err
+		}
+		defer func() { err = errors.Join(err, batch.close(ctx)) }()
+		if cfg.probeEvery > 0 {
+			if batch.probe, err = newProbe(ctx, bt, pool.Device().SMs); err != nil {
+				return nil, chk, err
+			}
+		}
+	}
+	env := cellEnv{inter: inter, batch: batch, storm: newStormEnv(pool)}
+	for _, key := range cfg.plan(layout) {
+		c, err := runCell(ctx, env, cellOpts{k: key.k, batchK: cfg.batchKFor(key.k), kind: key.storm, stormG: cfg.stormGFor(key.k), pace: cfg.pace, probe: cfg.probeEvery},
+			timed{cfg.warmup, cfg.duration})
+		if err != nil {
+			return cells, chk, fmt.Errorf("K=%d storm %s: %w", key.k, key.storm, err)
+		}
+		c.Round, c.Layout, c.Work, c.InterSMs, c.Simulated = round, layout, wk.String(), it.SMs(), pool.Device().Simulated
+		if batch != nil {
+			c.BatchSMs = batch.t.SMs()
+		}
+		fmt.Fprintln(out, c)
+		cells = append(cells, c)
+	}
+	if inter.probe != nil {
+		var n int
+		chk.Interactive, n, chk.NotComputed = inter.probe.take()
+		chk.Launches += n
+	}
+	if batch != nil && batch.probe != nil {
+		var n int
+		var nc bool
+		chk.Batch, n, nc = batch.probe.take()
+		chk.Launches += n
+		chk.NotComputed = chk.NotComputed || nc
+	}
+	chk.Overlap = intersect(chk.Interactive, chk.Batch)
+	return cells, chk, nil
+}
+
+func (c Cell) String() string {
+	s := fmt.Sprintf("round %d %-11s K=%-2d storm %-9s interactive %3d SMs: P50 %7.1f us  P99 %8.1f us  max %9.1f us  %8.0f req/s",
+		c.Round, c.Layout, c.K, c.Storm, c.InterSMs, c.P50us, c.P99us, c.MaxUs, c.ReqPerS)
+	if c.BatchGEMMs > 0 {
+		s += fmt.Sprintf("  batch %6.1f TFLOP/s", c.BatchTFLOPs)
+	}
+	s += fmt.Sprintf("  CPU %5.2f cores", c.CPU)
+	if len(c.StormPerS) > 0 {
+		var tot float64
+		for _, v := range c.StormPerS {
+			tot += v
+		}
+		s += fmt.Sprintf("  storm %.0f calls/s", tot)
+	}
+	return s + " [" + c.Work + "]"
+}
+
+func (s SMCheck) String() string {
+	switch {
+	case s.NotComputed:
+		return fmt.Sprintf("round %d %s: %%smid probe launched %d times on the simulator, which does not run it: no SM sets", s.Round, s.Layout, s.Launches)
+	case s.Launches == 0:
+		return fmt.Sprintf("round %d %s: no %%smid probes", s.Round, s.Layout)
+	}
+	v := fmt.Sprintf("round %d %s: %%smid (%d probes): interactive ran on %d SMs, batch on %d, overlap %d", s.Round, s.Layout, s.Launches, len(s.Interactive), len(s.Batch), len(s.Overlap))
+	if s.MustBeDisjoint {
+		if len(s.Overlap) > 0 {
+			return v + fmt.Sprintf(" FAIL: SMs %v ran both classes", s.Overlap)
+		}
+		return v + " PASS"
+	}
+	return v
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The mps layout and the CUDA_DEVICE_MAX_CONNECTIONS row run this program
+// again as child processes; under go test the program is the test binary,
+// which runs main instead of the tests when the parent marks it so.
+func TestMain(m *testing.M) {
+	if os.Getenv("STORM_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A tiny matrix on the simulator, every layout (mps as real child
+// processes, with no daemon to start): the table, the checks, the %smid
+// lines and the JSON come out, with one cell per planned row.
+func TestTinyMatrixOnSimulator(t *testing.T) {
+	dir := t.TempDir()
+	js := filepath.Join(dir, "storm.json")
+	args := []string{"-simulate", "-duration", "50ms", "-warmup", "10ms", "-rounds", "1", "-k", "1,2",
+		"-storm", "none,alloc,allocpool,stream,meminfo,stats,scrape,tenant,all", "-storm-g", "1",
+		"-layouts", "alone,partitioned,shared,mps", "-mps-start=", "-mps-stop=", "-json", js}
+	var out, errw bytes.Buffer
+	if err := run(context.Background(), args, &out, &errw); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errw.String())
+	}
+	s := out.String()
+	for _, want := range []string{"| layout | K | storm |", "| partitioned | 1 | tenant | chain |", "| mps | 2 | all | chain |",
+		"Must-show checks", "partitioned K=1 storm all: P99 <= 80 us", "CUDA_DEVICE_MAX_CONNECTIONS=1 (partitioned",
+		"round 1 partitioned: %smid probe launched"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := parse(args, io.Discard)
+	want := 0
+	for _, l := range cfg.layouts {
+		want += len(cfg.plan(l))
+	}
+	// alone: none at 2 Ks; partitioned: 7 kinds at K=1 + none, all at 2
+	// Ks; shared and mps: none, all at 2 Ks.
+	if want != 2+11+4+4 || len(rep.Cells) != want {
+		t.Fatalf("%d cells, planned %d, want 21", len(rep.Cells), want)
+	}
+	// On the simulator under -race, with two cores shared, one request
+	// can outlast a 50 ms window in a storm cell: every cell without a
+	// storm must have requests, and every layout's storm cells some.
+	stormReqs := map[string]int{}
+	for _, c := range rep.Cells {
+		if !c.Simulated || c.Work != "chain" {
+			t.Errorf("cell %+v: not the simulator's chain", c)
+		}
+		if c.Storm == stormNone && (c.Requests == 0 || c.P99us <= 0) {
+			t.Errorf("cell %s K=%d: no requests measured", c.Layout, c.K)
+		}
+		if c.Layout != "alone" && c.Storm == stormNone && c.BatchGEMMs == 0 {
+			t.Errorf("cell %s K=%d %s: no batch work", c.Layout, c.K, c.Storm)
+		}
+		if c.Storm == stormNone {
+			continue
+		}
+		stormReqs[c.Layout] += c.Requests
+		if len(c.StormPerS) == 0 {
+			t.Errorf("cell %s K=%d %s: no storm calls counted", c.Layout, c.K, c.Storm)
+		}
+		if c.Requests > 0 && c.P99ToNoStorm == 0 {
+			t.Errorf("cell %s K=%d %s: no ratio to the no-storm cell", c.Layout, c.K, c.Storm)
+		}
+	}
+	for _, l := range []string{"partitioned", "shared", "mps"} {
+		if stormReqs[l] == 0 {
+			t.Errorf("%s: no request measured in any storm cell", l)
+		}
+	}
+	if len(rep.SMChecks) != 4 || len(rep.Summary) != want || len(rep.Checks) == 0 {
+		t.Fatalf("%d smid checks, %d summary rows, %d checks", len(rep.SMChecks), len(rep.Summary), len(rep.Checks))
+	}
+	if rep.MaxConn == nil || rep.MaxConn.Exit != 0 || rep.MaxConn.P99us <= 0 {
+		t.Fatalf("max connections row %+v", rep.MaxConn)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want error
+	}{
+		{[]string{"-layouts", "alone,nope"}, ErrUnknown},
+		{[]string{"-layouts", "alone,alone"}, ErrBadList},
+		{[]string{"-storm", "none,rain"}, ErrUnknown},
+		{[]string{"-k", "1,0"}, ErrBadList},
+		{[]string{"-k", "4,4"}, ErrBadList},
+		{[]string{"-kind-k", "x"}, ErrBadList},
+		{[]string{"-storm-g", "-1"}, ErrBadValue},
+		{[]string{"-batch-k", "-1"}, ErrBadValue},
+		{[]string{"-pace", "0s"}, ErrBadValue},
+		{[]string{"-duration", "0s"}, ErrBadValue},
+		{[]string{"-warmup", "-1s"}, ErrBadValue},
+		{[]string{"-rounds", "0"}, ErrBadValue},
+		{[]string{"-inter-sms", "0"}, ErrBadValue},
+		{[]string{"-probe-every", "-1ms"}, ErrBadValue},
+		{[]string{"-mps-inter-pct", "0"}, ErrBadValue},
+		{[]string{"-mps-batch-pct", "101"}, ErrBadValue},
+		{[]string{"-mps-role", "both"}, ErrUnknown},
+		{[]string{"-mps-role", "batch", "-k", "1,4", "-storm", "none"}, ErrNeedsOne},
+		{[]string{"stray"}, ErrBadValue},
+	} {
+		err := run(context.Background(), c.args, &bytes.Buffer{}, &bytes.Buffer{})
+		if !errors.Is(err, c.want) {
+			t.Errorf("%v: %v, want %v", c.args, err, c.want)
+		}
+	}
+	if err := run(context.Background(), []string{"-no-such-flag"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+		t.Error("an unknown flag was accepted")
+	}
+}
+
+// The default matrix: none and all at every K, the single kinds at K=1 in
+// the partitioned layout only, and the alone layout without a storm.
+func TestDefaultPlanAndEstimate(t *testing.T) {
+	cfg, err := parse([]string{"-layouts", "alone,partitioned,shared,mps"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, l := range cfg.layouts {
+		n[l] = len(cfg.plan(l))
+	}
+	if n["alone"] != 3 || n["partitioned"] != 7+2+2+2 || n["shared"] != 6 || n["mps"] != 6 {
+		t.Fatalf("plan sizes %v", n)
+	}
+	// The whole default run must fit in about 8 minutes.
+	if d := cfg.estimate(); d.Minutes() > 8 {
+		t.Fatalf("default run estimated at %v", d)
+	}
+	full, _ := parse([]string{"-full"}, io.Discard)
+	if got := len(full.plan("alone")); got != 3*9 {
+		t.Fatalf("-full alone plan: %d cells, want 27", got)
+	}
+}
+
+// Ratios are taken against the no-storm cell of the same layout, K and
+// round; the checks judge the medians; an overlap of SM sets in a
+// partitioned layout is the run's error, in a shared one it is not.
+func TestRatiosChecksAndOverlap(t *testing.T) {
+	r := report{Cells: []Cell{
+		{Round: 1, Layout: "partitioned", K: 1, Storm: "none", P50us: 40, P99us: 60, ReqPerS: 100, BatchTFLOPs: 700},
+		{Round: 1, Layout: "partitioned", K: 1, Storm: "all", P50us: 40, P99us: 66, BatchTFLOPs: 693},
+		{Round: 2, Layout: "partitioned", K: 1, Storm: "none", P50us: 40, P99us: 50, ReqPerS: 100, BatchTFLOPs: 700},
+		{Round: 2, Layout: "partitioned", K: 1, Storm: "all", P50us: 40, P99us: 100, BatchTFLOPs: 600},
+		{Round: 1, Layout: "partitioned", K: 4, Storm: "none", P50us: 50, P99us: 80, ReqPerS: 400},
+		{Round: 1, Layout: "partitioned", K: 16, Storm: "none", P50us: 60, P99us: 150, ReqPerS: 380},
+	}}
+	r.finish(config{})
+	if r.Cells[1].P99ToNoStorm != 66.0/60 || r.Cells[3].P99ToNoStorm != 2 {
+		t.Fatalf("ratios %v, %v", r.Cells[1].P99ToNoStorm, r.Cells[3].P99ToNoStorm)
+	}
+	got := map[string]bool{}
+	for _, c := range r.Checks {
+		got[c.Name] = c.Pass
+	}
+	want := map[string]bool{
+		"partitioned K=1 storm all: P99 <= 1.2x no-storm P99": false, // median of 1.1 and 2.0
+		"partitioned K=1 storm all: P99 <= 80 us":             false, // median (66+100)/2 = 83 us
+		"partitioned K=1 storm all: batch >= 95% of no-storm": false, // median of 0.99 and 0.857
+		"partitioned no storm: K=16 throughput >= 90% of K=4": true,
+		"partitioned no storm: K=16 P99 <= 2x P50":            false,
+	}
+	for name, pass := range want {
+		if p, ok := got[name]; !ok || p != pass {
+			t.Errorf("check %q: pass %v (present %v), want %v", name, p, ok, pass)
+		}
+	}
+	if err := r.write(&bytes.Buffer{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	r.SMChecks = []SMCheck{{Layout: "shared", Overlap: []int{3}}, {Layout: "partitioned", MustBeDisjoint: true}}
+	if err := r.smError(); err != nil {
+		t.Fatal(err)
+	}
+	r.SMChecks = append(r.SMChecks, SMCheck{Layout: "partitioned", MustBeDisjoint: true, Overlap: []int{7}})
+	if err := r.smError(); !errors.Is(err, ErrSMOverlap) {
+		t.Fatalf("overlap: %v", err)
+	}
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/fcsp"
+	"github.com/fcsp-go/fcsp-go/fcspprom"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// stormKinds are the calls a server makes between requests, each raced
+// against the requests by goroutines of its own.
+var stormKinds = []string{"alloc", "allocpool", "stream", "meminfo", "stats", "scrape", "tenant"}
+
+const (
+	stormNone = "none"
+	stormAll  = "all"
+	// stormBytes is what alloc and allocpool take and give back per call.
+	stormBytes = 1 << 20
+	// stormQuota is the third tenant's quota (tenant).
+	stormQuota = 64 << 20
+)
+
+// kindsOf is the calls a -storm entry makes: none, one kind, or all.
+func kindsOf(storm string) []string {
+	switch storm {
+	case stormNone:
+		return nil
+	case stormAll:
+		return stormKinds
+	}
+	return []string{storm}
+}
+
+// stormEnv is what the racing calls need beyond their class's tenant.
+type stormEnv struct {
+	pool    *fcsp.Pool
+	reg     *prometheus.Registry // scrape: fcspprom's collector in it
+	tenants atomic.Int64         // tenant: names the third tenants
+}
+
+func newStormEnv(pool *fcsp.Pool) *stormEnv {
+	e := &stormEnv{pool: pool, reg: prometheus.NewRegistry()}
+	e.reg.MustRegister(fcspprom.NewCollector(pool))
+	return e
+}
+
+// stormer is one racing goroutine: one kind of call on one class's tenant,
+// paced at one call per pace.
+type stormer struct {
+	kind  string
+	t     *fcsp.Tenant
+	env   *stormEnv
+	calls *atomic.Int64
+	s     *fcsp.Stream // allocpool's own stream
+}
+
+// call makes one storm call (a pair where the call is a make and a free).
+func (st *stormer) call(ctx context.Context) error {
+	switch st.kind {
+	case "alloc":
+		p, err := st.t.Alloc(ctx, stormBytes)
+		if err != nil {
+			return err
+		}
+		return st.t.Free(p)
+	case "allocpool":
+		p, err := st.t.AllocAsync(st.s, stormBytes)
+		if err != nil {
+			return err
+		}
+		return st.t.FreeAsync(st.s, p)
+	case "stream":
+		s, err := st.t.NewStream(fcsp.ClassDefault)
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	case "meminfo":
+		_, _, err := st.t.MemGetInfo()
+		return err
+	case "stats":
+		_ = st.t.Stats()
+		_ = st.env.pool.Stats()
+		return nil
+	case "scrape":
+		_, err := st.env.reg.Gather()
+		return err
+	case "tenant":
+		n := st.env.tenants.Add(1)
+		t, err := st.env.pool.NewTenant(fmt.Sprintf("storm-%d", n), fcsp.WithMemoryQuota(stormQuota))
+		if err != nil {
+			return err
+		}
+		return t.Close()
+	}
+	return fmt.Errorf("unknown storm kind %q", st.kind)
+}
+
+// run calls until stop, one call every pace: sleep-until pacing, so that
+// a slow call is not followed by a burst (a goroutine that falls more
+// than one period behind starts counting again from now).
+func (st *stormer) run(ctx context.Context, pace time.Duration, stop <-chan struct{}) error {
+	if st.kind == "allocpool" {
+		s, err := st.t.NewStream(fcsp.ClassDefault)
+		if err != nil {
+			return err
+		}
+		st.s = s
+		defer func() { _ = s.Close() }()
+	}
+	next := time.Now()
+	for {
+		select {
+		case <-stop:
+			if st.s != nil {
+				return st.s.Synchronize()
+			}
+			return nil
+		default:
+		}
+		if err := st.call(ctx); err != nil {
+			return fmt.Errorf("storm %s on %s: %w", st.kind, st.t.Name(), err)
+		}
+		st.calls.Add(1)
+		next = next.Add(pace)
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		} else if d < -pace {
+			next = time.Now()
+		}
+	}
+}
+
+// storm is the racing goroutines of one cell.
+type storm struct {
+	calls map[string]*atomic.Int64
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error
+}
+
+// startStorm starts g goroutines per kind per tenant.
+func startStorm(ctx context.Context, env *stormEnv, tenants []*fcsp.Tenant, kinds []string, g int, pace time.Duration, stop <-chan struct{}) *storm {
+	s := &storm{calls: map[string]*atomic.Int64{}}
+	for _, k := range kinds {
+		s.calls[k] = new(atomic.Int64)
+	}
+	for _, t := range tenants {
+		for _, k := range kinds {
+			for range g {
+				st := &stormer{kind: k, t: t, env: env, calls: s.calls[k]}
+				s.wg.Go(func() {
+					if err := st.run(ctx, pace, stop); err != nil {
+						s.mu.Lock()
+						s.err = errors.Join(s.err, err)
+						s.mu.Unlock()
+					}
+				})
+			}
+		}
+	}
+	return s
+}
+
+func (s *storm) snapshot() map[string]int64 {
+	m := map[string]int64{}
+	for k, c := range s.calls {
+		m[k] = c.Load()
+	}
+	return m
+}
+
+func (s *storm) wait() error {
+	s.wg.Wait()
+	return s.err
+}

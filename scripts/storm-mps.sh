@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Issue 29's server-storm benchmark in one call on the GPU machine (run as
+# root): examples/storm with every layout, MPS included. The binary starts
+# and quits the MPS daemon itself around each round's mps layout (through
+# -mps-start / -mps-stop, the commands below), so that the in-process
+# layouts of the same round never run as MPS clients; this script gives it
+# the daemon's directories and makes sure no daemon is left behind.
+#
+#   bash scripts/storm-mps.sh [STORM_BINARY] [extra storm flags...]   # default .bin/storm; ~7 min
+#   STORM_ROUNDS=1 STORM_DURATION=1s bash scripts/storm-mps.sh        # a quicker look (~2 min)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+STORM=${1:-.bin/storm}; shift || true
+CUBLAS=${STORM_CUBLAS:-/usr/local/cuda/lib64/libcublas.so.13}
+OUTDIR=${OUT:-.bin/out}; mkdir -p "$OUTDIR"
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/fcsp-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/fcsp-mps/log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+
+quit_mps() { echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true; }
+trap quit_mps EXIT
+quit_mps # a daemon left by an earlier run would make every layout an MPS client
+sleep 1
+
+"$STORM" -cublas "$CUBLAS" -layouts "${STORM_LAYOUTS:-alone,partitioned,shared,mps}" \
+  -rounds "${STORM_ROUNDS:-3}" -duration "${STORM_DURATION:-2s}" -warmup "${STORM_WARMUP:-300ms}" \
+  -mps-start 'nvidia-cuda-mps-control -d' -mps-stop 'echo quit | nvidia-cuda-mps-control' \
+  -json "$OUTDIR/storm.json" "$@" 2> "$OUTDIR/storm-stderr.txt" | tee "$OUTDIR/storm.txt"
+rc=${PIPESTATUS[0]}
+[ -s "$OUTDIR/storm-stderr.txt" ] && { echo "== stderr (last 20 lines)"; tail -20 "$OUTDIR/storm-stderr.txt"; }
+exit "$rc"
