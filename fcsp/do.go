@@ -129,7 +129,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	}
 	fr.thread, fr.slot = thread, c.dos.enter(thread)
 	if ownRun {
-		run.start(thread)
+		run.start(thread, cur)
 		fr.run = run
 		if err := run.takeBound(c); err != nil {
 			return fmt.Errorf("tenant %q: Do: timing its streams: %w", c.name, err)

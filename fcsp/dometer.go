@@ -93,6 +93,7 @@ func (dm *doMeter) estimate(key uintptr) *estimate {
 
 // doRun is one metered call of Do.
 type doRun struct {
+	gctx cuda.Context // the context the Do made current on its thread: its events use it (no switch)
 	dm      *doMeter
 	est     *estimate
 	charged float64 // tokens charged at admission; 0: nothing to correct
@@ -236,9 +237,10 @@ func (c *tenantCore) pollStreams() error {
 	})
 }
 
-// start registers the run as the one on this (locked) thread.
-func (r *doRun) start(thread int) {
-	r.thread = thread
+// start registers the run as the one on this (locked) thread, where ctx is
+// current.
+func (r *doRun) start(thread int, ctx cuda.Context) {
+	r.thread, r.gctx = thread, ctx
 	r.dm.mu.Lock()
 	r.dm.runs[thread] = r
 	r.dm.mu.Unlock()
@@ -267,7 +269,9 @@ func (r *doRun) take(s *Stream) error {
 	}
 	r.mu.Unlock()
 	m, drv := s.meter, s.t.pool.drv
-	return s.t.do(func(ctx cuda.Context) error {
+	// With the Do's own context, current on this thread: pushing another
+	// (the primary) would switch the thread's context twice per call.
+	return s.t.doWith(r.gctx, func(ctx cuda.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		// Fold in what completed: a stream used only through Do has no
@@ -339,7 +343,7 @@ func (r *doRun) end(c *tenantCore) error {
 	r.mu.Unlock()
 	var errs []error
 	for _, u := range used {
-		errs = append(errs, u.s.closeBracket(u.br))
+		errs = append(errs, u.s.closeBracket(u.br, r.gctx))
 	}
 	r.done(0, false) // f returned
 	if c.part != nil && r.dm.bucket != nil {
@@ -353,9 +357,9 @@ func (r *doRun) end(c *tenantCore) error {
 
 // closeBracket ends one Do's use of br, recording its end event when it is
 // the last.
-func (s *Stream) closeBracket(br *bracket) error {
+func (s *Stream) closeBracket(br *bracket, gctx cuda.Context) error {
 	m, drv := s.meter, s.t.pool.drv
-	return s.t.do(func(ctx cuda.Context) error {
+	return s.t.doWith(gctx, func(ctx cuda.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.open != br {

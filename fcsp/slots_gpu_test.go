@@ -33,11 +33,15 @@ func TestGPUConcurrentDosStayOnTheirSMs(t *testing.T) {
 	require.NoError(t, err)
 	b, err := p.NewTenant("b", WithRestOfSMs())
 	require.NoError(t, err)
-	mod, err := a.LoadModule([]byte(smidPTX))
-	require.NoError(t, err)
-	fn, err := mod.Function("smid")
-	require.NoError(t, err)
+	fns := map[*Tenant]*Function{}
+	for _, tn := range []*Tenant{a, b} {
+		mod, err := tn.LoadModule([]byte(smidPTX))
+		require.NoError(t, err)
+		fns[tn], err = mod.Function("smid")
+		require.NoError(t, err)
+	}
 	smsOf := func(tn *Tenant, viaDo bool) map[uint32]bool {
+		fn := fns[tn]
 		const blocks = 1024
 		ctx := context.Background()
 		buf, err := tn.Alloc(ctx, 4*blocks)

@@ -249,6 +249,17 @@ func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
 	return f(c.pool.dev.Primary())
 }
 
+// doWith is do with ctx, a context current on the calling thread (a Do's),
+// which the binding then pushes at no cost.
+func (c *tenantCore) doWith(ctx cuda.Context, f func(ctx cuda.Context) error) error {
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.exit(slot)
+	return f(ctx)
+}
+
 // doGreen is do with one of the partition's green contexts (a slot, taken
 // in arrival order and held for f alone) where the primary context will
 // not do: the calls whose result keeps the SMs of the context current when

@@ -349,7 +349,7 @@ func (d *Driver) ctx(op string, c cuda.Context) (*context, error) {
 		return nil, err
 	}
 	d.checkOverlap(c)
-	if x.green != nil {
+	if x.green != nil && !d.currentHere(c) {
 		if d.greenCalls == nil {
 			d.greenCalls = map[string]int{}
 		}
@@ -369,9 +369,11 @@ func (d *Driver) family(c cuda.Context) any {
 }
 
 // GreenContextCalls counts, per entry point, the calls made with a green
-// context as the context to push: what the SDK makes so must hold one of
-// the partition's slots, so a test can check that only the calls that need
-// one do (docs/CONTEXTS.md).
+// context as the context to push, where that context is not already current
+// on the calling thread (inside a Do it is, and pushing it again is free
+// and safe): what the SDK makes so must hold one of the partition's slots,
+// so a test can check that only the calls that need one do
+// (docs/CONTEXTS.md).
 func (d *Driver) GreenContextCalls() map[string]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()

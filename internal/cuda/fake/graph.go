@@ -87,6 +87,13 @@ func (d *Driver) checkOverlap(c cuda.Context) {
 	}
 }
 
+// currentHere reports whether c is current on the calling thread. The
+// caller holds d.mu.
+func (d *Driver) currentHere(c cuda.Context) bool {
+	l := d.lib()
+	return len(l.current) > 0 && l.current[unix.Gettid()] == c
+}
+
 func (d *Driver) CtxSetCurrent(c cuda.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
