@@ -58,22 +58,27 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// Counted in the life lock: Close waits for f instead of destroying the
-	// context under it.
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.exit(slot)
-	// Metered: admitted (under a GPU share) before taking the thread and
-	// the exclusion, so a Do waiting for tokens holds neither.
+	// Metered: admitted (under a GPU share) before anything is held, so a
+	// Do waiting for tokens holds nothing, and a Reshape that holds new
+	// calls back (its admission's included) waits for no Do of this one.
 	var run *doRun
 	ownRun := false
+	var err error
 	if c.metered {
 		if run, ownRun, err = c.beginDo(ctx, f, try); err != nil {
 			return err
 		}
 	}
+	// Counted in the life lock: Close waits for f instead of destroying the
+	// context under it.
+	slot, err := c.enter()
+	if err != nil {
+		if ownRun {
+			run.abandon()
+		}
+		return err
+	}
+	defer c.life.exit(slot)
 	return c.doOnThread(ctx, f, run, ownRun)
 }
 
@@ -251,15 +256,17 @@ func (d *doThreads) here() bool {
 	return d.n[int(thread)] > 0
 }
 
-// checkNotInsideDo is called by Close before it begins.
-func (c *tenantCore) checkNotInsideDo() error {
+// checkNotInsideDo is called by what would wait for the tenant's Dos to
+// end (Close, Shutdown, Reshape; the pool's Close and Shutdown) before it
+// begins: from inside one it would wait for itself.
+func (c *tenantCore) checkNotInsideDo(what string) error {
 	// Pinned for the look: a goroutine that moved threads between reading
 	// its thread's id and scanning could find a Do that started on the
 	// thread it left, and refuse a Close made from outside every Do.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if c.dos.here() {
-		return fmt.Errorf("%w: tenant %q's Close; close it after Do returns", ErrInsideDo, c.name)
+		return fmt.Errorf("%w: %s from inside tenant %q's Do would wait for that Do; call it after Do returns", ErrInsideDo, what, c.name)
 	}
 	return nil
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
 // Graph is work captured from one of a tenant's streams (a decode step, say)
@@ -75,6 +77,14 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 		return nil, err
 	}
 	defer c.life.exit(slot)
+	// f's calls on the tenant are made on behalf of a call in the life lock,
+	// as a Do's are: pinned and named as one, they pass a Reshape's gate (the
+	// Reshape waits for this capture) and a Close from f is ErrInsideDo.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	thread := osthread.ID()
+	inside := c.dos.enter(thread)
+	defer c.dos.exit(inside, thread)
 	inCtx := func(f func(cuda.Context) error) error {
 		if c.part == nil {
 			return f(c.pool.dev.Primary())

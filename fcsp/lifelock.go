@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -30,8 +31,10 @@ type lifeLock struct {
 const lifeSlots = 32
 
 // enter counts a call in; ok is false once end has begun. A call that got
-// ok passes its slot to exit.
-func (l *lifeLock) enter() (slot uint32, ok bool) {
+// ok passes its slot to exit. While a reshape holds new calls back, those
+// for which pass says yes go through all the same: the calls a Do in flight
+// makes on its own thread, which the reshape is waiting for.
+func (l *lifeLock) enter(pass func() bool) (slot uint32, ok bool) {
 	for {
 		slot = rand.Uint32() % lifeSlots
 		l.slots[slot].n.Add(1)
@@ -39,7 +42,7 @@ func (l *lifeLock) enter() (slot uint32, ok bool) {
 			l.slots[slot].n.Add(-1)
 			return 0, false
 		}
-		if !l.gate.held.Load() {
+		if !l.gate.held.Load() || pass() {
 			return slot, true
 		}
 		// A reshape is draining the calls in flight: back out, wait for it.
@@ -55,26 +58,29 @@ func (l *lifeLock) exit(slot uint32) { l.slots[slot].n.Add(-1) }
 func (l *lifeLock) end() {
 	l.ending.Store(true)
 	l.gate.wait() // a reshape under way finishes first
-	l.drain()
+	l.drain(context.Background())
 }
 
-// drain waits until no call is counted in.
-func (l *lifeLock) drain() {
+// drain waits until no call is counted in, or ctx ends (false).
+func (l *lifeLock) drain(ctx context.Context) bool {
 	for i := range l.slots {
 		for spins := 0; l.slots[i].n.Load() != 0; spins++ {
 			if spins < 100 {
 				runtime.Gosched()
+			} else if ctx.Err() != nil {
+				return false
 			} else {
 				time.Sleep(50 * time.Microsecond)
 			}
 		}
 	}
+	return true
 }
 
 // enter admits a call while the tenant lives; ErrClosed once Close began.
 // The caller passes the slot to c.life.exit when done.
 func (c *tenantCore) enter() (uint32, error) {
-	slot, ok := c.life.enter()
+	slot, ok := c.life.enter(c.insideDoHere)
 	if !ok {
 		if lost := c.pool.fault.err(); lost != nil && !c.closed.Load() {
 			return 0, fmt.Errorf("tenant %q: %w", c.name, lost) // a Reset is under way
@@ -90,4 +96,13 @@ func (c *tenantCore) enter() (uint32, error) {
 		return 0, fmt.Errorf("tenant %q: %w", c.name, lost)
 	}
 	return slot, nil
+}
+
+// insideDoHere reports whether the caller runs inside one of the tenant's
+// Dos (or Captures) on its thread: the slow path of enter, while a reshape
+// waits. Pinned for the look, as checkNotInsideDo is.
+func (c *tenantCore) insideDoHere() bool {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return c.dos.here()
 }

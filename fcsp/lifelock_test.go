@@ -16,7 +16,7 @@ func TestLifeLockEndWaitsForCallsInFlight(t *testing.T) {
 	held := make(chan struct{})
 	release := make(chan struct{})
 	go func() {
-		slot, ok := l.enter()
+		slot, ok := l.enter(func() bool { return false })
 		if !ok {
 			panic("refused before end")
 		}
@@ -35,7 +35,7 @@ func TestLifeLockEndWaitsForCallsInFlight(t *testing.T) {
 	for !l.ending.Load() {
 		time.Sleep(time.Millisecond)
 	}
-	_, ok := l.enter()
+	_, ok := l.enter(func() bool { return false })
 	require.False(t, ok, "a call got in after end began")
 	close(release)
 	<-ended
@@ -52,7 +52,7 @@ func TestLifeLockStorm(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for {
-					slot, ok := l.enter()
+					slot, ok := l.enter(func() bool { return false })
 					if !ok {
 						return
 					}

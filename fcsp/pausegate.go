@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 )
@@ -28,9 +29,9 @@ func (g *pauseGate) wait() {
 }
 
 // pause holds new calls back and waits for those in flight. It returns
-// false, holding nothing, once end has begun. Pauses are serialised by the
-// caller.
-func (l *lifeLock) pause() bool {
+// ErrClosed, holding nothing, once end has begun, and ctx's error, holding
+// nothing, if ctx ends first. Pauses are serialised by the caller.
+func (l *lifeLock) pause(ctx context.Context) error {
 	g := &l.gate
 	g.mu.Lock()
 	if g.cond == nil {
@@ -40,10 +41,13 @@ func (l *lifeLock) pause() bool {
 	g.mu.Unlock()
 	if l.ending.Load() {
 		l.resume()
-		return false
+		return ErrClosed
 	}
-	l.drain()
-	return true
+	if !l.drain(ctx) {
+		l.resume()
+		return ctx.Err()
+	}
+	return nil
 }
 
 // resume lets the held calls in.

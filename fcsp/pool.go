@@ -24,7 +24,9 @@ type Pool struct {
 	cfg  poolConfig
 	mem  *memtrack.Tracker
 	log  *slog.Logger
-	env  hamienv.Config
+
+	closeDone chan struct{} // closed when the first Close has finished
+	env       hamienv.Config
 
 	// NCCL and other foreign streams, labelled by handle.
 	registry stream.Registry
@@ -58,7 +60,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{})}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
@@ -242,12 +244,17 @@ func (p *Pool) UnregisterStream(handle uintptr) { p.registry.Unregister(handle) 
 // Close closes every tenant, releases spare partitions and the device. It
 // is idempotent.
 func (p *Pool) Close() error {
+	if err := p.checkNotInsideDo("Pool.Close"); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		<-p.closeDone // a close under way (a Shutdown's, say) finishes first
 		return nil
 	}
 	p.closed = true
+	defer close(p.closeDone)
 	cores := make([]*tenantCore, 0, len(p.tenants))
 	for _, c := range p.tenants {
 		cores = append(cores, c)
@@ -367,4 +374,21 @@ func (p *Pool) NVML() NVMLFacts {
 		return NVMLFacts{Reason: "simulated device"}
 	}
 	return nvmlFacts(nvml.Query(p.info.UUID))
+}
+
+// checkNotInsideDo refuses, with ErrInsideDo, a call made from inside a Do
+// of one of the pool's tenants that would wait for that Do to end.
+func (p *Pool) checkNotInsideDo(what string) error {
+	p.mu.Lock()
+	cores := make([]*tenantCore, 0, len(p.tenants))
+	for _, c := range p.tenants {
+		cores = append(cores, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cores {
+		if err := c.checkNotInsideDo(what); err != nil {
+			return err
+		}
+	}
+	return nil
 }

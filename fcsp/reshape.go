@@ -75,8 +75,14 @@ func (p *Pool) takeLayouts(cfg *tenantConfig) (*greenctx.Partition, error) {
 // tenant with ErrClosed, a tenant made without WithReshapeSizes with
 // ErrInvalidArgument; none of them changes anything.
 func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Reshape with a nil context", ErrInvalidArgument)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if err := c.checkNotInsideDo("Reshape"); err != nil {
+		return err // it would wait for the Do it is called from
 	}
 	if c.closed.Load() {
 		return ErrClosed
@@ -87,8 +93,8 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	c.reshape.Lock()
 	defer c.reshape.Unlock()
 	start := time.Now()
-	if !c.life.pause() {
-		return ErrClosed
+	if err := c.life.pause(ctx); err != nil {
+		return err
 	}
 	defer c.life.resume()
 	if c.closed.Load() {

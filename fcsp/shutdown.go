@@ -1,16 +1,21 @@
 package fcsp
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
 // closes the tenant (waiting for calls in flight and synchronising its
 // streams) and returns Close's error, or ctx.Err() if ctx ends first. The
 // close then carries on in the background and the tenant still ends
 // closed. The waiting is Close's own, so Shutdown waits for what Close
-// waits for.
+// waits for. A ctx that has already ended still starts the close (the usual
+// defer t.Shutdown(r.Context()) of a handler whose client left must not
+// leak the tenant) and returns ctx's error.
 func (c *tenantCore) Shutdown(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx == nil {
+		return fmt.Errorf("%w: Shutdown with a nil context", ErrInvalidArgument)
 	}
 	return within(ctx, func() error {
 		c.cleanup.Stop()
@@ -19,10 +24,13 @@ func (c *tenantCore) Shutdown(ctx context.Context) error {
 }
 
 // Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
-// returns Close's error, or ctx.Err() if ctx ends first, while the close
-// carries on in the background.
+// returns Close's error, or ctx.Err() if ctx ends first (or had ended),
+// while the close carries on in the background; a later Close waits for it.
 func (p *Pool) Shutdown(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
+	if ctx == nil {
+		return fmt.Errorf("%w: Shutdown with a nil context", ErrInvalidArgument)
+	}
+	if err := p.checkNotInsideDo("Pool.Shutdown"); err != nil {
 		return err
 	}
 	return within(ctx, p.Close)
@@ -62,6 +70,9 @@ func (c *tenantCore) FreeContext(ctx context.Context, p DevicePtr) error {
 func within(ctx context.Context, f func() error) error {
 	done := make(chan error, 1)
 	go func() { done <- f() }()
+	if ctx.Err() != nil {
+		return ctx.Err() // started, not waited for
+	}
 	select {
 	case err := <-done:
 		return err

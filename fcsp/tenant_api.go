@@ -187,7 +187,7 @@ func (t *Tenant) Scope(ctx context.Context, f func(s *Scope) error) error {
 // later call on the tenant returns ErrClosed.
 func (t *Tenant) Close() error {
 	defer runtime.KeepAlive(t)
-	if err := t.c.checkNotInsideDo(); err != nil {
+	if err := t.c.checkNotInsideDo("Close"); err != nil {
 		return err
 	}
 	t.c.cleanup.Stop()
@@ -311,7 +311,7 @@ func (t *Tenant) FreeContext(ctx context.Context, p DevicePtr) error {
 // waits for.
 func (t *Tenant) Shutdown(ctx context.Context) error {
 	defer runtime.KeepAlive(t)
-	if err := t.c.checkNotInsideDo(); err != nil {
+	if err := t.c.checkNotInsideDo("Shutdown"); err != nil {
 		return err
 	}
 	return t.c.Shutdown(ctx)
