@@ -19,14 +19,20 @@ type PoolStats struct {
 	// so they count in MemoryUsed and against the device limit, but in no
 	// tenant's MemoryUsed or quota.
 	MemoryCached uint64
+	// Closed: the pool is closed (or closing); the figures are what was
+	// left, and Tenants is empty once every tenant's close has finished.
+	Closed bool
 }
 
 // Stats takes a snapshot of the pool. The tenants' figures are read one
 // tenant at a time, so their sum may differ from MemoryUsed by allocations
 // in flight.
 func (p *Pool) Stats() PoolStats {
-	s := PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.mem.Used(), MemoryLimit: p.mem.Limit()}
+	// MemoryUsed, not the tracker: with a shared region it reads the region,
+	// which a Close racing this scrape may be unmapping.
+	s := PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit()}
 	p.mu.Lock()
+	s.Closed = p.closed
 	cores := make([]*tenantCore, 0, len(p.tenants))
 	for _, c := range p.tenants {
 		cores = append(cores, c)

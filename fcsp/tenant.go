@@ -288,6 +288,7 @@ func (c *tenantCore) SetSMLimit(f float64) error {
 // Stats is a snapshot of a tenant's use.
 type Stats struct {
 	Name         string
+	Closed       bool // the tenant is closed (or closing): the figures are what was left
 	SMs          int
 	Partitioned  bool
 	MemoryUsed   uint64
@@ -339,7 +340,7 @@ type WaitStats struct {
 
 // Stats reports the tenant's use.
 func (c *tenantCore) Stats() Stats {
-	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.part != nil, MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit()}
+	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.part != nil, MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
 	if c.limiter != nil {
 		s.SMLimit = c.limiter.SMLimit()
 	}
