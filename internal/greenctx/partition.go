@@ -29,10 +29,9 @@ type Partition struct {
 	lost    bool // abandoned after a device fault, until Rebuild (reset.go)
 	release func()
 
-	shut    atomic.Bool   // closed, read without mu on the slots' path
-	done    chan struct{} // closed by Close: slot waiters leave
-	waits   waitLog
-	waiting atomic.Int32 // callers in Acquire's wait
+	shut  atomic.Bool   // closed, read without mu on the slots' path
+	done  chan struct{} // closed by Close: slot waiters leave
+	waits waitLog
 }
 
 // layout is one green context of a partition, with a stream for each of

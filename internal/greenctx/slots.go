@@ -260,8 +260,6 @@ func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
 		return s, err
 	}
 	start := time.Now()
-	p.waiting.Add(1)
-	defer p.waiting.Add(-1)
 	w := make(chan *Slot, 1)
 	for {
 		l := p.cur.Load()
@@ -365,8 +363,9 @@ type WaitStats struct {
 // Slots is how many green contexts the current layout has made.
 func (p *Partition) Slots() int { return int(p.cur.Load().slots.made.Load()) }
 
-// Waiting is how many callers wait for a slot now.
-func (p *Partition) Waiting() int32 { return p.waiting.Load() }
+// Waiting is how many callers are queued for a slot of the current layout
+// now.
+func (p *Partition) Waiting() int32 { return p.cur.Load().slots.nq.Load() }
 
 // Waits reports the waits for a slot: how many callers took one, how many
 // of them waited, and quantiles over all callers (those that found a slot
