@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -47,4 +48,22 @@ func TestStatsRacingPoolClose(t *testing.T) {
 		require.Equal(t, "a", st.Name)
 		require.True(t, st.Closed)
 	}
+}
+
+// Issue 28 #15: NewTenant with WithContext of a ctx that has already ended
+// raced: the close context.AfterFunc started read a field NewTenant was
+// still writing. The tenant is made and closed at once, nothing leaks.
+func TestNewTenantWithAnEndedContext(t *testing.T) {
+	p, drv := openSim(t)
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		tn, err := p.NewTenant(fmt.Sprint("t", i), WithSMs(8), WithContext(ctx))
+		require.NoError(t, err)
+		<-tn.c.done
+		_, err = tn.Alloc(context.Background(), 4096)
+		require.ErrorIs(t, err, ErrClosed)
+	}
+	require.Empty(t, p.Tenants())
+	require.Zero(t, drv.Live().Streams)
 }

@@ -185,10 +185,10 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	p.tenants[name] = c
 	t := &Tenant{c}
 	c.handle = weak.Make(t)
-	if cfg.ctx != nil {
-		c.closeWhenDone(cfg.ctx)
-	}
 	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) { _ = c.close("tenant handle garbage-collected without Close") }, c)
+	if cfg.ctx != nil {
+		c.closeWhenDone(cfg.ctx) // last: a ctx already done closes the tenant at once
+	}
 	p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.smLimit)
 	return t, nil
 }
@@ -384,8 +384,11 @@ func (c *tenantCore) close(why string) error {
 	c.pool.fault.resetMu.RLock() // not while a Reset rebuilds the tenant
 	defer c.pool.fault.resetMu.RUnlock()
 	c.life.end() // wait for launches and synchronisations in flight
-	if c.stop != nil {
-		c.stop()
+	c.mu.Lock()
+	stop := c.stop // written by closeWhenDone, maybe as this close starts
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 	p := c.pool
 	var errs []error
@@ -448,5 +451,8 @@ func (c *tenantCore) close(why string) error {
 
 // closeWhenDone closes the tenant when ctx is done (used by WithContext).
 func (c *tenantCore) closeWhenDone(ctx context.Context) {
-	c.stop = context.AfterFunc(ctx, func() { _ = c.close("context done: " + context.Cause(ctx).Error()) })
+	stop := context.AfterFunc(ctx, func() { _ = c.close("context done: " + context.Cause(ctx).Error()) })
+	c.mu.Lock()
+	c.stop = stop
+	c.mu.Unlock()
 }
