@@ -38,6 +38,10 @@ var (
 	// different partitions would share a queue, and one class's queued work
 	// would hold up another's however its SMs are split.
 	ErrFewWorkQueues = errors.New("fcsp: too few hardware work queues for SM partitions")
+	// ErrBadRegion: a shared region file of another version, or corrupt;
+	// the message says which. Remove it (with every process that used it
+	// stopped) or give another path.
+	ErrBadRegion = shm.ErrBadRegion
 	// ErrNameTaken: a live tenant of the pool already has this name.
 	ErrNameTaken = errors.New("fcsp: tenant name already in use")
 	// ErrInvalidArgument: an option or argument is out of range; the

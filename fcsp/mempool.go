@@ -157,6 +157,9 @@ func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
 // free lists, then its pool's cache, after waiting for the streams that
 // freed blocks (and the first). It is a no-op without a pool.
 func (c *tenantCore) Trim() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
 	if c.mpool == nil {
 		return nil
 	}

@@ -52,7 +52,10 @@ type Pool struct {
 // driver).
 func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	cfg := poolConfig{dampening: 0.9}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: Open's option %d is nil", ErrInvalidArgument, i)
+		}
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
@@ -194,6 +197,12 @@ func (p *Pool) FreeSMs() int {
 // (predicted, from the simulated split that performs nothing) and what it
 // made when asked (measured). Nothing is provisioned.
 func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, nil, ErrClosed
+	}
 	pr, me, err := p.dev.Table(minCounts...)
 	return splitRows(pr), splitRows(me), err
 }

@@ -20,8 +20,14 @@ type Scope struct {
 
 // scope is Tenant.Scope; h is the handle it was called on.
 func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) error) (err error) {
+	if f == nil || ctx == nil {
+		return fmt.Errorf("%w: Scope with a nil function or context", ErrInvalidArgument)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if c.closed.Load() {
+		return ErrClosed
 	}
 	s := &Scope{h: h, t: c, ctx: ctx, live: map[DevicePtr]struct{}{}}
 	defer func() {

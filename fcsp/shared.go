@@ -3,6 +3,7 @@ package fcsp
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -24,6 +25,12 @@ func WithSharedRegion(path string) Option {
 	return func(c *poolConfig) error {
 		if path == "" {
 			return fmt.Errorf("%w: empty shared region path (the default is %s)", ErrInvalidArgument, shm.DefaultPath)
+		}
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			return fmt.Errorf("%w: shared region path %q is a directory; give a file in it (such as %s)", ErrInvalidArgument, path, filepath.Join(path, "fcsp"))
+		}
+		if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("%w: shared region path %q: its folder %q does not exist", ErrInvalidArgument, path, filepath.Dir(path))
 		}
 		c.region = path
 		return nil

@@ -78,7 +78,10 @@ type tenantCore struct {
 // rate limits still apply).
 func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	var cfg tenantConfig
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: NewTenant's option %d is nil", ErrInvalidArgument, i)
+		}
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}

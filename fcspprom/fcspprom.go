@@ -70,7 +70,9 @@ func WithConstLabels(l prometheus.Labels) Option {
 func NewCollector(pool *fcsp.Pool, opts ...Option) *Collector {
 	var o options
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	c := &Collector{pool: pool}
 	c.all = c.d.init(o.constLabels)
@@ -146,6 +148,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.pool == nil {
+		return // NewCollector(nil): no pool, no metrics (a registry must not panic on a scrape)
+	}
 	c.collect(ch, c.pool.Stats(), c.pool.FreeSMs(), c.pool.LatencyBusy())
 }
 

@@ -188,3 +188,17 @@ fcsp_pool_latency_busy 0
 		t.Fatalf("slowdown series: %d, want the latency tenant's", n)
 	}
 }
+
+// Issue 28 #16: NewCollector(nil) and a nil option do not panic; a scrape of
+// a nil pool's collector reports nothing.
+func TestCollectorOfNoPool(t *testing.T) {
+	c := fcspprom.NewCollector(nil, nil)
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 0 {
+		t.Fatalf("Gather: %v metric families, %v; want none", len(mfs), err)
+	}
+}
