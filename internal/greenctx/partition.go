@@ -28,6 +28,7 @@ type Partition struct {
 	closed  bool
 	lost    bool // abandoned after a device fault, until Rebuild (reset.go)
 	release func()
+	idle    []int // indices of streams closed by their owner, kept for reuse
 
 	shut  atomic.Bool   // closed, read without mu on the slots' path
 	done  chan struct{} // closed by Close: slot waiters leave
@@ -131,6 +132,12 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 	if p.closed || p.lost { // closed, or abandoned (reset.go)
 		return 0, ErrClosed
 	}
+	if n := len(p.idle); n > 0 && priority == 0 {
+		// A stream an earlier owner closed, idle since: no driver call.
+		i := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return p.cur.Load().streams[i], nil
+	}
 	made := make([]cuda.Stream, len(p.layouts))
 	var evs []cuda.Event
 	primary := p.dev.Primary()
@@ -181,11 +188,35 @@ func (p *Partition) slot(h cuda.Stream) int {
 	return -1
 }
 
+// maxIdleStreams is how many closed streams a partition keeps for reuse.
+// A server that makes a stream per request and closes it after would
+// otherwise create and destroy one in the driver per request, and on the
+// H200 that storm raised a neighbouring request's P99 by half.
+const maxIdleStreams = 8
+
 // DestroyStream waits for a stream made by NewStream and destroys it (in
-// every layout). The partition's first stream lives as long as the
-// partition.
+// every layout), or keeps it idle for the next NewStream. The partition's
+// first stream lives as long as the partition.
 func (p *Partition) DestroyStream(s cuda.Stream) error {
 	p.mu.Lock()
+	gone := p.closed || p.lost
+	p.mu.Unlock()
+	if gone {
+		return ErrClosed
+	}
+	if err := p.drv.StreamSynchronize(p.dev.Primary(), s); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if i := p.slot(s); slices.Contains(p.idle, i) {
+		p.mu.Unlock()
+		return fmt.Errorf("greenctx: stream %#x was destroyed already", uintptr(s))
+	}
+	if i := p.slot(s); i > 0 && !p.closed && !p.lost && len(p.idle) < maxIdleStreams {
+		p.idle = append(p.idle, i)
+		p.mu.Unlock()
+		return nil
+	}
 	if p.closed || p.lost {
 		p.mu.Unlock()
 		return ErrClosed
@@ -197,6 +228,11 @@ func (p *Partition) DestroyStream(s cuda.Stream) error {
 	}
 	var streams []cuda.Stream
 	var events []cuda.Event
+	for k, j := range p.idle { // the indices after i move down one
+		if j > i {
+			p.idle[k] = j - 1
+		}
+	}
 	for _, l := range p.layouts {
 		streams = append(streams, l.streams[i])
 		l.streams = slices.Delete(l.streams, i, i+1)
@@ -238,6 +274,7 @@ func (p *Partition) Reset() error {
 		errs = append(errs, p.drv.StreamSynchronize(primary, s), p.drv.StreamDestroy(primary, s))
 	}
 	l.streams = l.streams[:1]
+	p.idle = nil
 	return errors.Join(errs...)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
@@ -142,4 +143,42 @@ func TestSlotsUnderContention(t *testing.T) {
 	wg.Wait()
 	require.LessOrEqual(t, most.Load(), int32(3))
 	require.Equal(t, uint64(16*500), p.Waits().Calls)
+}
+
+// A stream closed by its owner is kept idle (up to a few) and handed to the
+// next NewStream, so a server making a stream per request makes no driver
+// call for it; past the few, it is destroyed; Close destroys the idle ones.
+func TestIdleStreamsAreReused(t *testing.T) {
+	drv := fake.New(fake.H200())
+	dev, err := greenctx.Open(drv, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	s, err := dev.Split(8)
+	require.NoError(t, err)
+	p, err := s.Take(16)
+	require.NoError(t, err)
+	a, err := p.NewStream(0)
+	require.NoError(t, err)
+	require.NoError(t, p.DestroyStream(a))
+	b, err := p.NewStream(0)
+	require.NoError(t, err)
+	require.Equal(t, a, b, "the idle stream is reused")
+	var made []cuda.Stream
+	for range 12 {
+		x, err := p.NewStream(0)
+		require.NoError(t, err)
+		made = append(made, x)
+	}
+	before := drv.Live().Streams
+	for _, x := range made {
+		require.NoError(t, p.DestroyStream(x))
+	}
+	require.Equal(t, before-4, drv.Live().Streams, "8 kept idle, 4 destroyed")
+	for range 8 {
+		_, err := p.NewStream(0)
+		require.NoError(t, err)
+	}
+	require.Equal(t, before-4, drv.Live().Streams, "8 reused, none made")
+	require.NoError(t, p.Close())
+	require.Zero(t, drv.Live().Streams)
 }
