@@ -81,6 +81,21 @@ func checkArgs(f *Function, args *Args) error {
 	if args == nil {
 		return fmt.Errorf("%w: launch of %q with nil *Args; pass &fcsp.Args{} for a kernel without parameters", ErrInvalidArgument, f.name)
 	}
+	if f.offs == nil && f.sig == "" {
+		return nil // not PTX text: the driver's to check
+	}
+	// The parameters Args packed must lie where the kernel reads them: a
+	// wrong count or size reaches the device otherwise, and a kernel that
+	// reads a pointer where an int was put faults it for every tenant.
+	got := args.a.Offsets()
+	ok := len(got) == len(f.offs) && uint32(len(args.a.Bytes())) == f.end
+	for i := 0; ok && i < len(got); i++ {
+		ok = got[i] == f.offs[i]
+	}
+	if !ok {
+		return fmt.Errorf("%w: launch of %q with %d parameters in %d bytes; the kernel takes %s, %d parameters in %d bytes (Ptr, Uint64: 8 bytes; Int32, Uint32, Float32: 4)",
+			ErrInvalidArgument, f.name, len(got), len(args.a.Bytes()), f.sig, len(f.offs), f.end)
+	}
 	return nil
 }
 

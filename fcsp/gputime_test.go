@@ -89,7 +89,11 @@ func TestGPUShareHoldsAcrossKernelShapes(t *testing.T) {
 			fn, err := mod.Function(tc.kern)
 			require.NoError(t, err)
 			var a Args
-			a.Uint64(0).Uint64(0).Uint64(0)
+			if tc.kern == "spin" {
+				a.Uint64(0) // spin(unsigned long long cycles)
+			} else {
+				a.Ptr(0).Int32(0).Int32(0) // chain(float *x, int n, int steps): n 0 touches nothing
+			}
 			const window = 500 * time.Millisecond
 			for el := time.Duration(0); el < window; el += 10 * time.Microsecond {
 				clk.advance(10 * time.Microsecond)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/ptxsig"
 )
 
 // Module is code loaded into a tenant's context.
@@ -19,6 +20,8 @@ type Module struct {
 	funcs []*Function // looked up so far, found again after Pool.Reset (under t.mu)
 
 	hs []cuda.Module // per layout of a reshapable tenant (reshape.go)
+
+	sigs map[string]ptxsig.Signature // the kernels' parameters, from PTX text; nil for a cubin
 }
 
 // Function is a kernel of a Module.
@@ -31,11 +34,18 @@ type Function struct {
 	// lastEst is the shape est was last asked for (gputime.go).
 	lastEst atomic.Pointer[shapeEstimate]
 	bytes   atomic.Uint64 // declared bytes per launch (bandwidth.go)
+
+	// The parameters' layout the PTX declares, checked at each launch
+	// (checkArgs); nil where the module was not PTX text.
+	offs []uint32
+	end  uint32
+	sig  string
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m := &Module{t: c, image: bytes.Clone(image)}
+	m.sigs, _ = ptxsig.Parse(image)
 	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
@@ -49,6 +59,10 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name}
+	if sig, ok := m.sigs[name]; ok {
+		f.offs, f.end = sig.Offsets()
+		f.sig = sig.String()
+	}
 	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)

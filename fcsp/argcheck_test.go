@@ -1,0 +1,49 @@
+package fcsp
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/kernels"
+)
+
+// Issue 27 #1: a launch whose Args do not match the kernel's PTX parameters
+// (one Int32 for chain(float*, int, int)) reached the device and, on the
+// H200, faulted it for every tenant (CUDA_ERROR_ILLEGAL_ADDRESS). It is
+// refused before the driver sees it, naming the signature; a match passes.
+func TestLaunchRefusesArgsThatDoNotMatchThePTX(t *testing.T) {
+	p, drv := openSim(t)
+	tn, err := p.NewTenant("a", WithSMs(8))
+	require.NoError(t, err)
+	mod, err := tn.LoadModule(kernels.ChainPTX)
+	require.NoError(t, err)
+	fn, err := mod.Function("chain")
+	require.NoError(t, err)
+	ctx := context.Background()
+	one := Dim3{X: 1, Y: 1, Z: 1}
+	s := tn.Stream()
+	before := drv.StreamLaunches(s.h())
+	for _, bad := range []func(a *Args){
+		func(a *Args) { a.Int32(1000) },                       // the issue's: one int
+		func(a *Args) { a.Ptr(0).Int32(1) },                   // one short
+		func(a *Args) { a.Ptr(0).Int32(1).Int32(1).Int32(1) }, // one more
+		func(a *Args) { a.Int32(0).Ptr(0).Int32(1) },          // a pointer where an int goes
+		func(a *Args) { a.Ptr(0).Uint64(1).Int32(1) },         // 8 bytes where 4 go
+	} {
+		var a Args
+		bad(&a)
+		err := s.Launch(ctx, fn, one, one, 0, &a)
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		require.ErrorContains(t, err, "(.u64, .u32, .u32)")
+		require.ErrorIs(t, s.TryLaunch(fn, one, one, 0, &a), ErrInvalidArgument)
+	}
+	require.Equal(t, before, drv.StreamLaunches(s.h()), "a refused launch reached the driver")
+	ptr, err := tn.Alloc(ctx, 4*256)
+	require.NoError(t, err)
+	var a Args
+	a.Ptr(ptr).Int32(256).Int32(2)
+	require.NoError(t, s.Launch(ctx, fn, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 256, Y: 1, Z: 1}, 0, &a))
+	require.Equal(t, before+1, drv.StreamLaunches(s.h()))
+}
