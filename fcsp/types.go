@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -16,6 +17,12 @@ type DevicePtr uint64
 
 // String formats p as a hexadecimal address.
 func (p DevicePtr) String() string { return fmt.Sprintf("%#x", uint64(p)) }
+
+// Pointer is the address as the void* a cgo call takes (device memory, not
+// Go memory: the C side must not dereference it on the host). In cgo,
+// C.some_library_call(p.Pointer()), which go vet accepts where
+// unsafe.Pointer(uintptr(p)) is "possible misuse of unsafe.Pointer".
+func (p DevicePtr) Pointer() unsafe.Pointer { return cuda.Pointer(uintptr(p)) }
 
 // Dim3 is the shape of a launch's grid (blocks) or of a block (threads), as
 // CUDA's dim3. Every dimension must be at least 1: a one-dimensional
