@@ -325,6 +325,22 @@ func TestEnvironConfiguresLimits(t *testing.T) {
 	a, err := p.NewTenant("a")
 	require.NoError(t, err)
 	require.Equal(t, 0.25, a.Stats().SMLimit)
+
+	// Issue 27 #2: the node's limit binds every kind of tenant. Before,
+	// WithGPUShare(1) gave a share of 1 and no limit, and a floor (a share
+	// of 1) escaped it too.
+	b, err := p.NewTenant("b", WithGPUShare(1))
+	require.NoError(t, err)
+	require.Equal(t, 0.25, b.Stats().GPUShare)
+	c, err := p.NewTenant("c", WithBandwidthFloor(0.5))
+	require.NoError(t, err)
+	require.Equal(t, 0.25, c.Stats().GPUShare)
+	d, err := p.NewTenant("d", WithSMLimit(0.9))
+	require.NoError(t, err)
+	require.Equal(t, 0.25, d.Stats().SMLimit)
+	e, err := p.NewTenant("e", WithGPUShare(0.1))
+	require.NoError(t, err)
+	require.Equal(t, 0.1, e.Stats().GPUShare, "a share under the limit stays")
 }
 
 func TestStreamOfACollectedTenantSaysClosed(t *testing.T) {

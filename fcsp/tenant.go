@@ -98,8 +98,15 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if cfg.gpuShare > 0 && cfg.smLimit > 0 {
 		return nil, fmt.Errorf("%w: WithGPUShare and WithSMLimit together; choose one", ErrInvalidArgument)
 	}
-	if cfg.smLimit == 0 && cfg.gpuShare == 0 {
-		if f, ok := p.env.SMLimit(p.info.Index); ok {
+	// The node's CUDA_DEVICE_SM_LIMIT binds every kind of tenant: the
+	// launch-rate limit where none was asked for, and a GPU share (also the
+	// share 1 a bandwidth floor implies) no larger than it.
+	if f, ok := p.env.SMLimit(p.info.Index); ok {
+		switch {
+		case cfg.gpuShare > f:
+			p.log.Info("GPU share bound by CUDA_DEVICE_SM_LIMIT", "tenant", name, "asked", cfg.gpuShare, "limit", f)
+			cfg.gpuShare = f
+		case cfg.gpuShare == 0 && (cfg.smLimit == 0 || cfg.smLimit > f):
 			cfg.smLimit = f
 		}
 	}
