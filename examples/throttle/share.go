@@ -49,7 +49,7 @@ type ShareRow struct {
 	ShareBusy  float64 `json:"share_busy"`  // SharePerS x its kernel ms: device time at the target share
 	SharePerS  float64 `json:"share_per_s"` // kernels/s at the target share, neighbour busy
 	Fraction   float64 `json:"fraction"`    // SharePerS / FullPerS
-	InBand     bool    `json:"in_band"`     // |Fraction - share| <= 0.05 share
+	InBand     bool    `json:"in_band"`     // |ShareBusy - share| <= 0.05 share (|Fraction - share| where not metered)
 	NeighbourS float64 `json:"neighbour_per_s"`
 	Lag        Lag     `json:"lag"`
 }
@@ -251,7 +251,19 @@ func runShare(ctx context.Context, share float64, d time.Duration, simulate, gem
 			}
 		}
 		row.Fraction = row.SharePerS / row.FullPerS
-		row.InBand = row.Fraction >= share*0.95 && row.Fraction <= share*1.05
+		// What the SDK promises is GPU time: the device time the tenant
+		// kept busy at the share. Its throughput moves with the SM clock,
+		// which rises when the tenant is held back (GEMM 1024^3 on the H200:
+		// 0.2242 of its unlimited kernels/s, 8192^3 0.2759, each at exactly
+		// 0.250 of the device's time, 1784 against 1978 MHz), so the
+		// fraction of kernels/s is reported beside it with the clocks, not
+		// asserted. Work the SDK does not meter (kernel ms 0) falls back to
+		// the fraction.
+		if row.KernelMs > 0 {
+			row.InBand = row.ShareBusy >= share*0.95 && row.ShareBusy <= share*1.05
+		} else {
+			row.InBand = row.Fraction >= share*0.95 && row.Fraction <= share*1.05
+		}
 		if row.Lag, err = shareLag(ctx, lim, w, share); err != nil {
 			return res, fmt.Errorf("%s: lag: %w", w.name, err)
 		}
@@ -399,8 +411,8 @@ func printShare(r ShareResult) {
 	for _, sk := range r.Skipped {
 		fmt.Println(sk)
 	}
-	fmt.Printf("fraction = kernels/s at share %.2f / the same tenant's unlimited kernels/s (share 1: no limit), same run, both beside the busy neighbour (band %.4f..%.4f)\n", r.Share, 0.95*r.Share, 1.05*r.Share)
-	fmt.Println("busy = kernels/s x metered kernel ms: the fraction of device time the tenant kept busy (kernel ms 0: that work is not metered)")
+	fmt.Printf("fraction = kernels/s at share %.2f / the same tenant's unlimited kernels/s (share 1: no limit), same run, both beside the busy neighbour: reported, not asserted (it moves with the SM clock)\n", r.Share)
+	fmt.Printf("busy = kernels/s x metered kernel ms: the fraction of device time the tenant kept busy, what the share promises; in band: busy f within %.4f..%.4f (kernel ms 0, not metered: the fraction instead)\n", 0.95*r.Share, 1.05*r.Share)
 	fmt.Println("SM MHz = the mean SM clock NVML saw in each phase (0: none): a kernel that runs faster at the share than unlimited ran at a higher clock")
 	fmt.Printf("\nlag after a change of share, against the refill period (%s); goal: at most one period each way\n", r.Refill)
 	fmt.Printf("%-18s %16s %18s %14s %14s %8s\n", "workload", "down 1->f ms", "(its return) ms", "up f->1 ms", "waited after", "ok")
