@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -48,7 +49,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m.sigs, _ = ptxsig.Parse(image)
 	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
-		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
+		return nil, c.wrap(err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -155,4 +156,13 @@ func (s *Stream) launchLocked(f *Function, grid, block cuda.Dim3, shmem uint32, 
 	return c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
 		return drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
 	})
+}
+
+// wrap names the tenant in err once: errors from the life lock (a lost
+// device) name it already.
+func (c *tenantCore) wrap(err error) error {
+	if strings.Contains(err.Error(), fmt.Sprintf("tenant %q", c.name)) {
+		return err
+	}
+	return fmt.Errorf("tenant %q: %w", c.name, err)
 }

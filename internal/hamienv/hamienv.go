@@ -23,7 +23,7 @@ const DefaultSharedCache = "/tmp/cudevshr.cache"
 const MaxDevices = 1024
 
 // ErrInvalid is matched by every error Parse returns.
-var ErrInvalid = errors.New("hamienv: invalid HAMi-core setting")
+var ErrInvalid = errors.New("invalid HAMi-core setting") // no package prefix: fcsp wraps it as its own
 
 // Config is HAMi-core's configuration for this process. The zero Config
 // means no limits and the default shared cache path.
