@@ -9,10 +9,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
-// ErrThrottled: TryLaunch found the stream's or the tenant's bucket without
-// the tokens the launch costs; nothing was launched or charged.
-var ErrThrottled = errors.New("fcsp: launch throttled (its tokens are not available now)")
-
 // launchCost is what a launch of grid x block costs on s, in tokens.
 func (s *Stream) launchCost(grid, block Dim3) float64 {
 	return s.t.limiter.Cost([3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z}, s.class)
@@ -214,16 +210,4 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		return err
 	}
 	return s.launch(r.f, r.grid, r.block, shmem, args)
-}
-
-// WithTenantRefillPeriod sets the tenant's own refill period, overriding
-// the pool's WithRefillPeriod for its launch-rate limit.
-func WithTenantRefillPeriod(d time.Duration) TenantOption {
-	return func(c *tenantConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: refill period %v; want a positive duration", ErrInvalidArgument, d)
-		}
-		c.refill = d
-		return nil
-	}
 }

@@ -13,10 +13,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
-// ErrInsideDo: a call that cannot run from inside the tenant's own Do (its
-// Close, which would wait for that Do to finish) was made there.
-var ErrInsideDo = errors.New("fcsp: called from inside the tenant's own Do")
-
 // Do runs f on a locked OS thread with one of the tenant's contexts
 // current on it, for code that uses the current context rather than taking
 // one: cuBLAS, cuDNN, TensorRT, a cgo backend. For a partitioned tenant that

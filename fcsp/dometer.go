@@ -93,7 +93,7 @@ func (dm *doMeter) estimate(key uintptr) *estimate {
 
 // doRun is one metered call of Do.
 type doRun struct {
-	gctx cuda.Context // the context the Do made current on its thread: its events use it (no switch)
+	gctx    cuda.Context // the context the Do made current on its thread: its events use it (no switch)
 	dm      *doMeter
 	est     *estimate
 	charged float64 // tokens charged at admission; 0: nothing to correct

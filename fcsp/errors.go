@@ -42,6 +42,31 @@ var (
 	// the message says which. Remove it (with every process that used it
 	// stopped) or give another path.
 	ErrBadRegion = shm.ErrBadRegion
+	// ErrThrottled: TryLaunch found the stream's or the tenant's bucket
+	// without the tokens the launch costs; nothing was launched or charged.
+	ErrThrottled = errors.New("fcsp: launch throttled (its tokens are not available now)")
+	// ErrInsideDo: a call that would wait for the tenant's Dos to end
+	// (Close, Shutdown, Reshape; the pool's Close and Shutdown) was made
+	// from inside one, where it would wait for itself.
+	ErrInsideDo = errors.New("fcsp: called from inside the tenant's own Do")
+	// ErrDeviceLost: a sticky device error (illegal address, illegal
+	// instruction, misaligned address, launch failure, hardware stack
+	// error, device assert, watchdog timeout) poisoned the device for every
+	// tenant of this process. The *DeviceLostError says which error, where
+	// it was first seen. On a real driver the way back is a new process
+	// (Pool.Reset then says NeedsRestart); Pool.Reset recovers only where
+	// the driver clears the fault.
+	ErrDeviceLost = errors.New("fcsp: device lost")
+	// ErrStale: a device pointer or event made before a Pool.Reset; it
+	// died with the reset. Tenants, their first streams, streams made by
+	// NewStream, modules and functions are rebuilt and stay valid.
+	ErrStale = errors.New("fcsp: handle from before Pool.Reset")
+	// ErrNotComputed: on the simulator (fcsptest), a launch of a kernel
+	// the simulator has no model for. The launch is admitted, ordered and
+	// counted like any other, but no memory was written: the simulator runs
+	// only the sample kernels (chain, spin) for real. On a GPU it never
+	// occurs.
+	ErrNotComputed = errs.ErrNotComputed
 	// ErrNameTaken: a live tenant of the pool already has this name.
 	ErrNameTaken = errors.New("fcsp: tenant name already in use")
 	// ErrInvalidArgument: an option or argument is out of range; the

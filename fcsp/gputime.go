@@ -25,32 +25,6 @@ import (
 // ewmaWeight is the weight of a new measurement in a kernel's estimate.
 const ewmaWeight = 0.25
 
-// WithGPUMetering measures the tenant's GPU time on the GPU clock (events
-// around each launch), reported in Stats as GPUTime and GPUTimeByClass.
-func WithGPUMetering() TenantOption {
-	return func(c *tenantConfig) error { c.metered = true; return nil }
-}
-
-// WithGPUShare limits the tenant to fraction f (0 < f <= 1) of the
-// device's time: its bucket holds one refill period of GPU time and refills
-// at f. Each launch is charged its kernel's predicted run time (a running
-// average of its measured durations for that launch shape; a first launch
-// is charged one refill period), and the charge is corrected when the
-// launch's events complete, so the share holds whatever the kernels' shapes.
-// Stream classes keep their factors (NCCL free, attention 20% less, copies
-// 50% less). It implies WithGPUMetering and replaces WithSMLimit's
-// launch-rate model for the tenant; SetSMLimit changes the share. A share of
-// 1 is no limit at all: its launches never wait, whatever their length.
-func WithGPUShare(f float64) TenantOption {
-	return func(c *tenantConfig) error {
-		if math.IsNaN(f) || f <= 0 || f > 1 {
-			return fmt.Errorf("%w: GPU share %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
-		}
-		c.gpuShare, c.metered = f, true
-		return nil
-	}
-}
-
 // withClock makes the tenant's limiter read clock (tests).
 func withClock(clock func() int64) TenantOption {
 	return func(c *tenantConfig) error { c.clock = clock; return nil }

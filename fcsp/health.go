@@ -18,21 +18,6 @@ import (
 // answers every tenant's call with the same *DeviceLostError without
 // calling the driver, until Reset.
 
-var (
-	// ErrDeviceLost: a sticky device error (illegal address, illegal
-	// instruction, misaligned address, launch failure, hardware stack
-	// error, device assert, watchdog timeout) poisoned the device for every
-	// tenant of this process. The *DeviceLostError says which error, where
-	// it was first seen. On a real driver the way back is a new process
-	// (Pool.Reset then says NeedsRestart); Pool.Reset recovers only where
-	// the driver clears the fault.
-	ErrDeviceLost = errors.New("fcsp: device lost")
-	// ErrStale: a device pointer or event made before a Pool.Reset; it
-	// died with the reset. Tenants, their first streams, streams made by
-	// NewStream, modules and functions are rebuilt and stay valid.
-	ErrStale = errors.New("fcsp: handle from before Pool.Reset")
-)
-
 // DeviceLostError is a sticky device error as the pool first saw it.
 // errors.Is(err, ErrDeviceLost) holds, and errors.As gives the *CUDAError.
 type DeviceLostError struct {

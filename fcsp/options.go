@@ -3,13 +3,16 @@ package fcsp
 import (
 	"context"
 	"fmt"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/driverhook"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
@@ -272,6 +275,191 @@ func WithStreamClass(cl Class) TenantOption {
 			return fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 		}
 		c.class = cl
+		return nil
+	}
+}
+
+// WithoutCoscheduling cuts the device with
+// CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, which reaches more of the
+// device: on the H200 a split by 8 makes 16 groups of 8 and leaves 4 SMs
+// instead of 15 groups and 12. The cost: the driver no longer promises that
+// a group's SMs can be co-scheduled, so a kernel launched with thread-block
+// clusters may not fit in a partition (or may run fewer clusters at once);
+// ordinary kernels are unaffected. See docs/BENCHMARKS.md for what was
+// measured on the H200 (TestGPUWithoutCoscheduling).
+func WithoutCoscheduling() Option {
+	return func(c *poolConfig) error { c.splitFlag |= cuda.SplitIgnoreCoscheduling; return nil }
+}
+
+// WithSMShare gives the tenant a partition of about fraction f of the
+// device's SMs (0 < f <= 1): the legal size nearest f x SMs, a whole number
+// of partition units between one unit and every group the split made. The
+// tenant's SMs and SMShare say what was picked, and the pool logs it.
+func WithSMShare(f float64) TenantOption {
+	return func(c *tenantConfig) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return fmt.Errorf("%w: SM share %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
+		}
+		c.shape.share = f
+		return nil
+	}
+}
+
+// WithRemainderSMs gives the tenant the SMs that the pool's split leaves
+// over, which no group holds (12 on the H200 split by 8; 4 with
+// WithoutCoscheduling): small, but otherwise idle. A WithRestOfSMs tenant
+// made while the remainder is free includes it.
+func WithRemainderSMs() TenantOption {
+	return func(c *tenantConfig) error { c.shape.remainder = true; return nil }
+}
+
+// WithPriority sets the tenant's priority. LatencyCritical meters the
+// tenant's GPU time (its launches' events tell when it has work in flight).
+func WithPriority(p Priority) TenantOption {
+	return func(c *tenantConfig) error {
+		if p != Normal && p != LatencyCritical {
+			return fmt.Errorf("%w: priority %v; want fcsp.Normal or fcsp.LatencyCritical", ErrInvalidArgument, p)
+		}
+		c.prio.prio, c.prio.set = p, true
+		return nil
+	}
+}
+
+// WithBandwidthFloor makes the tenant yield to the pool's LatencyCritical
+// tenants: while one of them has kernels in flight, this tenant's launches
+// are admitted at f (0 < f <= 1) of its GPU share, and at its full share
+// again once they are idle. Each launch is charged 1/f of its predicted GPU
+// time meanwhile; the surcharge is charged on the prediction and not
+// corrected when the launch is measured.
+//
+// The floor acts on a GPU-time bucket: with WithGPUShare(s) the tenant gets
+// f x s of the device's time while the latency tenant is busy; without it,
+// the tenant gets a share of 1, which (as WithGPUShare(1)) costs nothing
+// while no latency tenant is busy. WithSMLimit's launch-rate model cannot
+// be floored (ErrInvalidArgument).
+//
+// What the floor holds back is admission: kernels already queued on the
+// GPU when the latency tenant starts run to their end, and the tenant may
+// still launch what its bucket holds at that moment (one refill period x
+// its share: WithTenantRefillPeriod bounds it). Keep a floored tenant's
+// kernels short and its queue shallow for the floor to take hold quickly.
+// A launch waiting at the floor when the latency tenants are seen idle
+// (by their own poll or Synchronize) is woken and admitted at the full
+// share.
+func WithBandwidthFloor(f float64) TenantOption {
+	return func(c *tenantConfig) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return fmt.Errorf("%w: bandwidth floor %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
+		}
+		c.prio.floor = f
+		return nil
+	}
+}
+
+// WithReshapeSizes lets the tenant change its SM count at run time
+// (Tenant.Reshape) between the sizes given and the one it starts with
+// (WithSMs, WithSMShare or WithRestOfSMs). A green context for each size is
+// built at NewTenant, from groups next to the tenant's own, so that a
+// reshape on the request path costs an event and a wait per stream, not a
+// green context. A WithRestOfSMs tenant's sizes include the split's
+// remainder if it got it, and it shrinks away from the groups the tenants
+// made before it grow into: made in that order, an interactive tenant
+// WithSMs(8), WithReshapeSizes(32) and a batch tenant WithRestOfSMs(),
+// WithReshapeSizes(100) on the H200 can trade 24 SMs (batch 124 <-> 100,
+// interactive 8 <-> 32). Modules are loaded into every layout.
+func WithReshapeSizes(sms ...int) TenantOption {
+	return func(c *tenantConfig) error {
+		if len(sms) == 0 {
+			return fmt.Errorf("%w: WithReshapeSizes with no sizes; give the SM counts the tenant may take", ErrInvalidArgument)
+		}
+		for _, n := range sms {
+			if n <= 0 {
+				return fmt.Errorf("%w: reshape size %d SMs; want positive SM counts", ErrInvalidArgument, n)
+			}
+		}
+		c.shape.sizes = append(c.shape.sizes, sms...)
+		return nil
+	}
+}
+
+// WithTenantRefillPeriod sets the tenant's own refill period, overriding
+// the pool's WithRefillPeriod for its launch-rate limit.
+func WithTenantRefillPeriod(d time.Duration) TenantOption {
+	return func(c *tenantConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: refill period %v; want a positive duration", ErrInvalidArgument, d)
+		}
+		c.refill = d
+		return nil
+	}
+}
+
+// WithSharedRegion makes the pool one of several processes sharing the
+// device's memory limit through a node-wide region (a file under /dev/shm,
+// mapped and locked): every process's allocations count against one device
+// total, and when a process dies (SIGKILL included) the survivors' reaper
+// gives its usage back once its PID is gone or its heartbeat is older than
+// the timeout. A region with a bad magic, version or size is refused.
+func WithSharedRegion(path string) Option {
+	return func(c *poolConfig) error {
+		if path == "" {
+			return fmt.Errorf("%w: empty shared region path (the default is %s)", ErrInvalidArgument, shm.DefaultPath)
+		}
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			return fmt.Errorf("%w: shared region path %q is a directory; give a file in it (such as %s)", ErrInvalidArgument, path, filepath.Join(path, "fcsp"))
+		}
+		if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("%w: shared region path %q: its folder %q does not exist", ErrInvalidArgument, path, filepath.Dir(path))
+		}
+		c.region = path
+		return nil
+	}
+}
+
+// WithForeignSharedRegion accepts a shared region file that another user
+// owns, or that every user may write (containers of different users sharing
+// /dev/shm). Without it such a file is refused with ErrUnsafeRegion: whoever
+// can write the region can make every process refuse allocations or pass
+// the device limit. A symbolic link is refused either way.
+func WithForeignSharedRegion() Option {
+	return func(c *poolConfig) error { c.foreign = true; return nil }
+}
+
+// WithHeartbeat sets how often this process marks itself alive in the
+// shared region (default 1 s) and after how long without a beat a process
+// is reaped (default 5 s).
+func WithHeartbeat(every, timeout time.Duration) Option {
+	return func(c *poolConfig) error {
+		if every <= 0 || timeout <= every {
+			return fmt.Errorf("%w: heartbeat every %v, timeout %v; want 0 < every < timeout", ErrInvalidArgument, every, timeout)
+		}
+		c.beat, c.reapAfter = every, timeout
+		return nil
+	}
+}
+
+// WithGPUMetering measures the tenant's GPU time on the GPU clock (events
+// around each launch), reported in Stats as GPUTime and GPUTimeByClass.
+func WithGPUMetering() TenantOption {
+	return func(c *tenantConfig) error { c.metered = true; return nil }
+}
+
+// WithGPUShare limits the tenant to fraction f (0 < f <= 1) of the
+// device's time: its bucket holds one refill period of GPU time and refills
+// at f. Each launch is charged its kernel's predicted run time (a running
+// average of its measured durations for that launch shape; a first launch
+// is charged one refill period), and the charge is corrected when the
+// launch's events complete, so the share holds whatever the kernels' shapes.
+// Stream classes keep their factors (NCCL free, attention 20% less, copies
+// 50% less). It implies WithGPUMetering and replaces WithSMLimit's
+// launch-rate model for the tenant; SetSMLimit changes the share. A share of
+// 1 is no limit at all: its launches never wait, whatever their length.
+func WithGPUShare(f float64) TenantOption {
+	return func(c *tenantConfig) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return fmt.Errorf("%w: GPU share %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
+		}
+		c.gpuShare, c.metered = f, true
 		return nil
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
@@ -57,49 +56,6 @@ type priorityConfig struct {
 	prio  Priority
 	floor float64 // 0: none
 	set   bool    // WithPriority was given
-}
-
-// WithPriority sets the tenant's priority. LatencyCritical meters the
-// tenant's GPU time (its launches' events tell when it has work in flight).
-func WithPriority(p Priority) TenantOption {
-	return func(c *tenantConfig) error {
-		if p != Normal && p != LatencyCritical {
-			return fmt.Errorf("%w: priority %v; want fcsp.Normal or fcsp.LatencyCritical", ErrInvalidArgument, p)
-		}
-		c.prio.prio, c.prio.set = p, true
-		return nil
-	}
-}
-
-// WithBandwidthFloor makes the tenant yield to the pool's LatencyCritical
-// tenants: while one of them has kernels in flight, this tenant's launches
-// are admitted at f (0 < f <= 1) of its GPU share, and at its full share
-// again once they are idle. Each launch is charged 1/f of its predicted GPU
-// time meanwhile; the surcharge is charged on the prediction and not
-// corrected when the launch is measured.
-//
-// The floor acts on a GPU-time bucket: with WithGPUShare(s) the tenant gets
-// f x s of the device's time while the latency tenant is busy; without it,
-// the tenant gets a share of 1, which (as WithGPUShare(1)) costs nothing
-// while no latency tenant is busy. WithSMLimit's launch-rate model cannot
-// be floored (ErrInvalidArgument).
-//
-// What the floor holds back is admission: kernels already queued on the
-// GPU when the latency tenant starts run to their end, and the tenant may
-// still launch what its bucket holds at that moment (one refill period x
-// its share: WithTenantRefillPeriod bounds it). Keep a floored tenant's
-// kernels short and its queue shallow for the floor to take hold quickly.
-// A launch waiting at the floor when the latency tenants are seen idle
-// (by their own poll or Synchronize) is woken and admitted at the full
-// share.
-func WithBandwidthFloor(f float64) TenantOption {
-	return func(c *tenantConfig) error {
-		if math.IsNaN(f) || f <= 0 || f > 1 {
-			return fmt.Errorf("%w: bandwidth floor %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
-		}
-		c.prio.floor = f
-		return nil
-	}
 }
 
 // checkPriority refuses contradictory priority options and turns on what

@@ -10,32 +10,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
-// WithReshapeSizes lets the tenant change its SM count at run time
-// (Tenant.Reshape) between the sizes given and the one it starts with
-// (WithSMs, WithSMShare or WithRestOfSMs). A green context for each size is
-// built at NewTenant, from groups next to the tenant's own, so that a
-// reshape on the request path costs an event and a wait per stream, not a
-// green context. A WithRestOfSMs tenant's sizes include the split's
-// remainder if it got it, and it shrinks away from the groups the tenants
-// made before it grow into: made in that order, an interactive tenant
-// WithSMs(8), WithReshapeSizes(32) and a batch tenant WithRestOfSMs(),
-// WithReshapeSizes(100) on the H200 can trade 24 SMs (batch 124 <-> 100,
-// interactive 8 <-> 32). Modules are loaded into every layout.
-func WithReshapeSizes(sms ...int) TenantOption {
-	return func(c *tenantConfig) error {
-		if len(sms) == 0 {
-			return fmt.Errorf("%w: WithReshapeSizes with no sizes; give the SM counts the tenant may take", ErrInvalidArgument)
-		}
-		for _, n := range sms {
-			if n <= 0 {
-				return fmt.Errorf("%w: reshape size %d SMs; want positive SM counts", ErrInvalidArgument, n)
-			}
-		}
-		c.shape.sizes = append(c.shape.sizes, sms...)
-		return nil
-	}
-}
-
 // takeLayouts builds a reshapable partition. The caller holds p.mu.
 func (p *Pool) takeLayouts(cfg *tenantConfig) (*greenctx.Partition, error) {
 	switch {

@@ -3,7 +3,6 @@ package fcsp
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,50 +13,6 @@ import (
 // regionLayout is the shape every process must agree on: 16 GPUs, 1024
 // processes (about 4 MiB mapped).
 var regionLayout = shm.Layout{Devices: 16, Slots: 1024}
-
-// WithSharedRegion makes the pool one of several processes sharing the
-// device's memory limit through a node-wide region (a file under /dev/shm,
-// mapped and locked): every process's allocations count against one device
-// total, and when a process dies (SIGKILL included) the survivors' reaper
-// gives its usage back once its PID is gone or its heartbeat is older than
-// the timeout. A region with a bad magic, version or size is refused.
-func WithSharedRegion(path string) Option {
-	return func(c *poolConfig) error {
-		if path == "" {
-			return fmt.Errorf("%w: empty shared region path (the default is %s)", ErrInvalidArgument, shm.DefaultPath)
-		}
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			return fmt.Errorf("%w: shared region path %q is a directory; give a file in it (such as %s)", ErrInvalidArgument, path, filepath.Join(path, "fcsp"))
-		}
-		if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-			return fmt.Errorf("%w: shared region path %q: its folder %q does not exist", ErrInvalidArgument, path, filepath.Dir(path))
-		}
-		c.region = path
-		return nil
-	}
-}
-
-// WithForeignSharedRegion accepts a shared region file that another user
-// owns, or that every user may write (containers of different users sharing
-// /dev/shm). Without it such a file is refused with ErrUnsafeRegion: whoever
-// can write the region can make every process refuse allocations or pass
-// the device limit. A symbolic link is refused either way.
-func WithForeignSharedRegion() Option {
-	return func(c *poolConfig) error { c.foreign = true; return nil }
-}
-
-// WithHeartbeat sets how often this process marks itself alive in the
-// shared region (default 1 s) and after how long without a beat a process
-// is reaped (default 5 s).
-func WithHeartbeat(every, timeout time.Duration) Option {
-	return func(c *poolConfig) error {
-		if every <= 0 || timeout <= every {
-			return fmt.Errorf("%w: heartbeat every %v, timeout %v; want 0 < every < timeout", ErrInvalidArgument, every, timeout)
-		}
-		c.beat, c.reapAfter = every, timeout
-		return nil
-	}
-}
 
 // sharedState is the pool's membership of a shared region.
 type sharedState struct {

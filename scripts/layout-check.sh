@@ -32,5 +32,16 @@ for p in $(go list ./... | grep -v -E "/internal(/|$)|/examples(/|$)"); do
     echo "public package $p names internal types:"; echo "$sigs"; bad=1
   fi
 done
+# The engines live in internal packages that never import the public face.
+if deps=$(go list -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/... | grep -E " $mod/fcsp( |$)"); then
+  echo "internal packages import fcsp (the engines must not know the face): $deps"; bad=1
+fi
+# One file says every option, one every sentinel.
+if opts=$(grep -ln '^func With' fcsp/*.go | grep -v -E '_test\.go$|^fcsp/options\.go$'); then
+  echo "fcsp options defined outside fcsp/options.go: $opts"; bad=1
+fi
+if errs=$(grep -n -E '^(var )?\s*Err[A-Z][A-Za-z]* +=' fcsp/*.go | grep -v -E '_test\.go:|^fcsp/errors\.go:'); then
+  echo "fcsp sentinels defined outside fcsp/errors.go: $errs"; bad=1
+fi
 [ $bad = 0 ] && echo "layout ok"
 exit $bad
