@@ -81,7 +81,7 @@ func TestThrottleRatiosStayWithinOne(t *testing.T) {
 		// A shape not launched before is charged a whole refill period:
 		// each launch costs enough to wait.
 		grid := fcsp.Dim3{X: 1 + i, Y: 1, Z: 1}
-		if err := tn.Stream().Launch(ctx, fn, grid, one, 0, args.Uint64(1)); err != nil {
+		if err := tn.Stream().Launch(ctx, fn, grid, one, 0, args.Reset().Uint64(1)); err != nil {
 			t.Fatal(err)
 		}
 		if err := tn.Do(ctx, lib); err != nil {
