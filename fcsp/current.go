@@ -14,10 +14,22 @@ import (
 // partition holds, and workspace memory from its quota. It is valid during
 // that call of f.
 type Current struct {
-	t    *tenantCore
-	ctx  context.Context
-	run  *doRun       // the Do's metering (dometer.go); nil: the tenant is not metered
-	gctx cuda.Context // the context Do made current
+	t      *tenantCore
+	ctx    context.Context
+	run    *doRun       // the Do's metering (dometer.go); nil: the tenant is not metered
+	gctx   cuda.Context // the context Do made current
+	slot   int          // the Do's entry in t.dos, and its thread: while the
+	thread int          // entry names the thread, the Do is running
+}
+
+// live reports whether the Do that made cur is still running (one atomic
+// load): a Current kept after its Do must hand out nothing, since what it
+// names may be gone.
+func (cur Current) live() bool {
+	if cur.slot >= 0 {
+		return cur.t.dos.slots[cur.slot].thread.Load() == int64(cur.thread)
+	}
+	return cur.t.dos.here()
 }
 
 // ContextHandle is a CUcontext. In cgo, C.CUcontext(h.Pointer()).
@@ -60,6 +72,9 @@ func (cur Current) Context() ContextHandle { return ContextHandle{cur.gctx} }
 // handle taken otherwise (Stream.Handle), outside Do, or on streams the SDK
 // did not make is not metered.
 func (cur Current) Stream(s *Stream) (StreamHandle, error) {
+	if !cur.live() {
+		return StreamHandle{}, errTakenAfterDo
+	}
 	if s == nil {
 		s = cur.t.first
 	}
@@ -87,6 +102,9 @@ func (cur Current) SMs() int { return cur.t.SMs() }
 // (nil: the first stream), counted against the tenant's quota; see
 // Tenant.AllocWorkspace.
 func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
+	if !cur.live() {
+		return nil, errTakenAfterDo
+	}
 	return cur.t.AllocWorkspace(cur.ctx, s, n)
 }
 

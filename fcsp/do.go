@@ -136,7 +136,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 			return fmt.Errorf("tenant %q: Do: timing its streams: %w", c.name, err)
 		}
 	}
-	return f(Current{t: c, ctx: ctx, run: run, gctx: cur})
+	return f(Current{t: c, ctx: ctx, run: run, gctx: cur, slot: fr.slot, thread: thread})
 }
 
 // doFrame is what doOnThread has taken, for unwind to give back.
@@ -163,6 +163,10 @@ func (fr *doFrame) unwind(err *error) {
 	}
 	if fr.restore {
 		if e := c.pool.drv.CtxSetCurrent(fr.prev); e != nil {
+			// A lost device may refuse the previous context: leave none
+			// current rather than the green one, which another Do may make
+			// current on its thread once this one gives its slot back.
+			_ = c.pool.drv.CtxSetCurrent(0)
 			*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: restoring the thread's context: %w", c.name, e))
 		}
 	}

@@ -43,11 +43,15 @@ func TestDoMakesTheTenantCurrentAndRestores(t *testing.T) {
 	primary := p.dev.Primary()
 	var inside cuda.Context
 	var cur Current
+	var h StreamHandle
 	after := onLockedThread(t, drv, primary, func() {
 		require.NoError(t, a.Do(context.Background(), func(c Current) error {
 			var err error
 			inside, err = drv.CtxGetCurrent()
 			cur = c
+			if err == nil {
+				h, err = c.Stream(nil)
+			}
 			return err
 		}))
 	})
@@ -55,9 +59,9 @@ func TestDoMakesTheTenantCurrentAndRestores(t *testing.T) {
 	require.Equal(t, primary, after, "the thread's context is restored")
 	require.Equal(t, a.Context(), cur.Context().Uintptr())
 	require.Equal(t, 16, cur.SMs())
-	h, err := cur.Stream(nil)
-	require.NoError(t, err)
 	require.Equal(t, a.Stream().Handle(), h.Uintptr())
+	_, err = cur.Stream(nil)
+	require.ErrorIs(t, err, ErrInvalidArgument, "a Current used after its Do (issue 28 #13)")
 	require.Equal(t, a.Stream().Handle(), uintptr(h.Pointer()))
 	require.Equal(t, 0, drv.Overlaps())
 
