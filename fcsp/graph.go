@@ -20,6 +20,7 @@ type Graph struct {
 	h       cuda.Graph
 	kernels []launchShape // the kernels launched through the SDK during capture
 	closed  atomic.Bool
+	mu      sync.Mutex // Close against an instantiation's use of h
 }
 
 // GraphExec is an instantiated Graph, launched with Stream.LaunchGraph.
@@ -29,8 +30,13 @@ type GraphExec struct {
 	kernels []launchShape
 	cost    atomic.Uint64 // math.Float64bits of the tokens charged per launch; 0: derived from kernels
 	est     estimate      // its measured GPU time per launch, on metered streams
-	mu      sync.RWMutex  // launches (read) against Close (write)
+	mu      sync.RWMutex  // launches (read) against Close and re-instantiation (write)
 	closed  bool
+	// The graph it was instantiated from and the partition's layout then:
+	// an executable graph runs on the SMs of the context it was
+	// instantiated in, so after a Reshape it is instantiated again.
+	g      *Graph
+	layout atomic.Int32
 }
 
 type launchShape struct{ grid, block Dim3 }
@@ -136,7 +142,12 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	if g.closed.Load() {
 		return nil, ErrClosed
 	}
-	e := &GraphExec{t: g.t, kernels: g.kernels}
+	e := &GraphExec{t: g.t, kernels: g.kernels, g: g}
+	if g.t.part != nil {
+		e.layout.Store(int32(g.t.part.Layout()))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	// In one of the tenant's green contexts: an executable graph runs on
 	// the SMs of the context it was instantiated in, whatever the stream.
 	err := g.t.doGreen(func(ctx cuda.Context) (err error) {
@@ -157,6 +168,8 @@ func (g *Graph) Close() error {
 	if !g.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	err := g.t.do(func(ctx cuda.Context) error {
 		// Unlisted and destroyed in one call in the life lock: the
 		// tenant's Close destroys what is listed after the calls end.
@@ -226,6 +239,9 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	if e.t != s.t {
 		return fmt.Errorf("%w: a graph of tenant %q launched on tenant %q's stream", ErrInvalidArgument, e.t.name, s.t.name)
 	}
+	if err := e.onCurrentSMs(); err != nil {
+		return err
+	}
 	// e.mu before the life lock, as GraphExec.Close takes them.
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -278,4 +294,42 @@ func (s *Stream) recordCapture(grid, block Dim3) bool {
 	rec.kernels = append(rec.kernels, launchShape{grid, block})
 	rec.mu.Unlock()
 	return true
+}
+
+// onCurrentSMs instantiates e again when the tenant has been reshaped since
+// it was instantiated: on the H200 a graph instantiated while its tenant
+// held 32 SMs, launched after it shrank to 8, ran on the 32, 24 of them by
+// then the neighbour's. The check is one load on the launch path.
+func (e *GraphExec) onCurrentSMs() error {
+	c := e.t
+	if c.part == nil || !c.part.Reshapable() {
+		return nil
+	}
+	at := int32(c.part.Layout())
+	if e.layout.Load() == at {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	if e.layout.Load() == at {
+		return nil // another launch did it
+	}
+	g := e.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed.Load() {
+		return fmt.Errorf("%w: tenant %q was reshaped since this graph was instantiated, and its Graph was closed, so it cannot be instantiated for the new SMs; keep the Graph open while its instantiation is launched across Reshapes", ErrStaleGraph, c.name)
+	}
+	drv := c.pool.drv
+	var h cuda.GraphExec
+	if err := c.doGreen(func(ctx cuda.Context) (err error) { h, err = drv.GraphInstantiate(ctx, g.h); return err }); err != nil {
+		return fmt.Errorf("tenant %q: instantiating a graph for its new SMs: %w", c.name, err)
+	}
+	old := e.h
+	e.h = h
+	e.layout.Store(at)
+	return c.do(func(ctx cuda.Context) error { return drv.GraphExecDestroy(ctx, old) })
 }

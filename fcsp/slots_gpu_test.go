@@ -3,6 +3,7 @@ package fcsp
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"testing"
 
@@ -92,4 +93,72 @@ func TestGPUConcurrentDosStayOnTheirSMs(t *testing.T) {
 	}
 	made := a.c.part.Slots()
 	t.Logf("8 concurrent Dos: %d green contexts made, blocks on %d SMs (a holds %d, b %d), none of b's", made, len(all), a.SMs(), b.SMs())
+}
+
+// Issue 28: a CUDA graph keeps the SMs of the context it was instantiated
+// in. Instantiated while the interactive tenant held 32 SMs and launched
+// after it shrank to 8 (the neighbour grown to 124), it ran on 32 SMs, 24
+// of them the neighbour's. Now it is instantiated again at its next launch:
+// every block runs on the tenant's SMs of the moment, none on the
+// neighbour's.
+func TestGPUGraphFollowsAReshape(t *testing.T) {
+	p := openGPU(t)
+	ctx := context.Background()
+	a, err := p.NewTenant("a", WithSMs(8), WithReshapeSizes(32))
+	require.NoError(t, err)
+	b, err := p.NewTenant("b", WithRestOfSMs(), WithReshapeSizes(100))
+	require.NoError(t, err)
+	require.NoError(t, b.Reshape(ctx, 100))
+	require.NoError(t, a.Reshape(ctx, 32))
+	const blocks = 1024
+	kernel := func(tn *Tenant) (*Function, DevicePtr) {
+		mod, err := tn.LoadModule([]byte(smidPTX))
+		require.NoError(t, err)
+		fn, err := mod.Function("smid")
+		require.NoError(t, err)
+		buf, err := tn.Alloc(ctx, 4*blocks)
+		require.NoError(t, err)
+		return fn, buf
+	}
+	read := func(tn *Tenant, buf DevicePtr) map[uint32]bool {
+		require.NoError(t, tn.Stream().Synchronize())
+		out := make([]byte, 4*blocks)
+		require.NoError(t, tn.CopyFromDevice(out, buf))
+		sms := map[uint32]bool{}
+		for i := range blocks {
+			sms[binary.LittleEndian.Uint32(out[4*i:])] = true
+		}
+		return sms
+	}
+	fa, bufA := kernel(a)
+	var args Args
+	args.Ptr(bufA)
+	s := a.Stream()
+	g, err := s.Capture(ctx, func() error {
+		return s.Launch(ctx, fa, Dim3{X: blocks, Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, &args)
+	})
+	require.NoError(t, err)
+	x, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, s.LaunchGraph(ctx, x))
+	at32 := read(a, bufA)
+	require.Len(t, at32, 32, "the graph instantiated at 32 SMs")
+
+	require.NoError(t, a.Reshape(ctx, 8))
+	require.NoError(t, b.Reshape(ctx, 124))
+	fb, bufB := kernel(b)
+	var argsB Args
+	argsB.Ptr(bufB)
+	require.NoError(t, b.Stream().Launch(ctx, fb, Dim3{X: blocks, Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, &argsB))
+	theirs := read(b, bufB)
+	require.Len(t, theirs, 124)
+
+	require.NoError(t, s.LaunchGraph(ctx, x))
+	after := read(a, bufA)
+	require.LessOrEqual(t, len(after), 8, "the graph ran on more SMs than the tenant holds after the Reshape")
+	for sm := range after {
+		require.False(t, theirs[sm], "the graph ran on SM %d, the neighbour's", sm)
+	}
+	t.Logf("graph instantiated at 32 SMs (%d seen), launched after shrinking to %d: %d SMs, none of the neighbour's %d", len(at32), a.SMs(), len(after), len(theirs))
+	require.NoError(t, errors.Join(x.Close(), g.Close(), a.Free(bufA), b.Free(bufB)))
 }
