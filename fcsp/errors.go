@@ -67,10 +67,10 @@ var (
 	// only the sample kernels (chain, spin) for real. On a GPU it never
 	// occurs.
 	ErrNotComputed = errs.ErrNotComputed
-	// ErrStaleGraph: an instantiated graph launched after its tenant's
-	// Reshape, whose Graph was closed: it would run on the SMs the tenant
-	// had when it was instantiated, and cannot be instantiated again.
-	ErrStaleGraph = errors.New("fcsp: graph instantiated for the tenant's SMs before a Reshape")
+	// ErrStaleGraph: a graph captured before its tenant's Reshape: it would
+	// run on the SMs the tenant had then, by now perhaps a neighbour's.
+	// Capture it again.
+	ErrStaleGraph = errors.New("fcsp: graph captured for the tenant's SMs before a Reshape")
 	// ErrNameTaken: a live tenant of the pool already has this name.
 	ErrNameTaken = errors.New("fcsp: tenant name already in use")
 	// ErrInvalidArgument: an option or argument is out of range; the

@@ -21,6 +21,7 @@ type Graph struct {
 	kernels []launchShape // the kernels launched through the SDK during capture
 	closed  atomic.Bool
 	mu      sync.Mutex // Close against an instantiation's use of h
+	layout  int32      // the tenant's layout during the capture (onCurrentSMs)
 }
 
 // GraphExec is an instantiated Graph, launched with Stream.LaunchGraph.
@@ -32,10 +33,8 @@ type GraphExec struct {
 	est     estimate      // its measured GPU time per launch, on metered streams
 	mu      sync.RWMutex  // launches (read) against Close and re-instantiation (write)
 	closed  bool
-	// The graph it was instantiated from and the partition's layout then:
-	// an executable graph runs on the SMs of the context it was
-	// instantiated in, so after a Reshape it is instantiated again.
-	g      *Graph
+	// The partition's layout when it was captured: an executable graph runs
+	// on the SMs it was captured for (onCurrentSMs).
 	layout atomic.Int32
 }
 
@@ -101,6 +100,9 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	g = &Graph{t: c}
+	if c.part != nil {
+		g.layout = int32(c.part.Layout())
+	}
 	// end ends the capture; with keep, the graph is listed for the tenant's
 	// Close in the same call, so a Close cannot miss it.
 	end := func(keep bool) error {
@@ -142,10 +144,8 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	if g.closed.Load() {
 		return nil, ErrClosed
 	}
-	e := &GraphExec{t: g.t, kernels: g.kernels, g: g}
-	if g.t.part != nil {
-		e.layout.Store(int32(g.t.part.Layout()))
-	}
+	e := &GraphExec{t: g.t, kernels: g.kernels}
+	e.layout.Store(g.layout)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// In one of the tenant's green contexts: an executable graph runs on
@@ -296,40 +296,21 @@ func (s *Stream) recordCapture(grid, block Dim3) bool {
 	return true
 }
 
-// onCurrentSMs instantiates e again when the tenant has been reshaped since
-// it was instantiated: on the H200 a graph instantiated while its tenant
-// held 32 SMs, launched after it shrank to 8, ran on the 32, 24 of them by
-// then the neighbour's. The check is one load on the launch path.
+// onCurrentSMs refuses e when the tenant has been reshaped since it was
+// captured: an executable graph runs on the SMs it was captured for, and
+// instantiating it again in the new layout does not move it (measured on
+// the H200: instantiated at 32 SMs, re-instantiated after shrinking to 8,
+// it still ran on the 32, 24 of them by then the neighbour's; the kernel
+// nodes keep the context they were captured in). The check is one load on
+// the launch path.
 func (e *GraphExec) onCurrentSMs() error {
 	c := e.t
 	if c.part == nil || !c.part.Reshapable() {
 		return nil
 	}
-	at := int32(c.part.Layout())
-	if e.layout.Load() == at {
+	if e.layout.Load() == int32(c.part.Layout()) {
 		return nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return ErrClosed
-	}
-	if e.layout.Load() == at {
-		return nil // another launch did it
-	}
-	g := e.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed.Load() {
-		return fmt.Errorf("%w: tenant %q was reshaped since this graph was instantiated, and its Graph was closed, so it cannot be instantiated for the new SMs; keep the Graph open while its instantiation is launched across Reshapes", ErrStaleGraph, c.name)
-	}
-	drv := c.pool.drv
-	var h cuda.GraphExec
-	if err := c.doGreen(func(ctx cuda.Context) (err error) { h, err = drv.GraphInstantiate(ctx, g.h); return err }); err != nil {
-		return fmt.Errorf("tenant %q: instantiating a graph for its new SMs: %w", c.name, err)
-	}
-	old := e.h
-	e.h = h
-	e.layout.Store(at)
-	return c.do(func(ctx cuda.Context) error { return drv.GraphExecDestroy(ctx, old) })
+	return fmt.Errorf("%w: tenant %q was reshaped to %d SMs since this graph was captured, and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
+		ErrStaleGraph, c.name, c.part.SMs())
 }

@@ -95,12 +95,12 @@ func TestGPUConcurrentDosStayOnTheirSMs(t *testing.T) {
 	t.Logf("8 concurrent Dos: %d green contexts made, blocks on %d SMs (a holds %d, b %d), none of b's", made, len(all), a.SMs(), b.SMs())
 }
 
-// Issue 28: a CUDA graph keeps the SMs of the context it was instantiated
-// in. Instantiated while the interactive tenant held 32 SMs and launched
-// after it shrank to 8 (the neighbour grown to 124), it ran on 32 SMs, 24
-// of them the neighbour's. Now it is instantiated again at its next launch:
-// every block runs on the tenant's SMs of the moment, none on the
-// neighbour's.
+// Issue 28: a CUDA graph runs on the SMs it was captured for. Captured
+// while the interactive tenant held 32 SMs and launched after it shrank to
+// 8 (the neighbour grown to 124), it ran on 32 SMs, 24 of them the
+// neighbour's; instantiating it again in the new layout did not move it
+// (run M). So it is refused (ErrStaleGraph), and one captured again after
+// the Reshape runs on the tenant's 8 SMs only, none of the neighbour's.
 func TestGPUGraphFollowsAReshape(t *testing.T) {
 	p := openGPU(t)
 	ctx := context.Background()
@@ -153,12 +153,19 @@ func TestGPUGraphFollowsAReshape(t *testing.T) {
 	theirs := read(b, bufB)
 	require.Len(t, theirs, 124)
 
-	require.NoError(t, s.LaunchGraph(ctx, x))
+	require.ErrorIs(t, s.LaunchGraph(ctx, x), ErrStaleGraph, "a graph captured at 32 SMs, launched at 8")
+	g2, err := s.Capture(ctx, func() error {
+		return s.Launch(ctx, fa, Dim3{X: blocks, Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, &args)
+	})
+	require.NoError(t, err)
+	x2, err := g2.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, s.LaunchGraph(ctx, x2))
 	after := read(a, bufA)
-	require.LessOrEqual(t, len(after), 8, "the graph ran on more SMs than the tenant holds after the Reshape")
+	require.LessOrEqual(t, len(after), 8, "the graph captured after the Reshape ran on more SMs than the tenant holds")
 	for sm := range after {
 		require.False(t, theirs[sm], "the graph ran on SM %d, the neighbour's", sm)
 	}
-	t.Logf("graph instantiated at 32 SMs (%d seen), launched after shrinking to %d: %d SMs, none of the neighbour's %d", len(at32), a.SMs(), len(after), len(theirs))
-	require.NoError(t, errors.Join(x.Close(), g.Close(), a.Free(bufA), b.Free(bufB)))
+	t.Logf("graph captured at 32 SMs (%d seen) refused after shrinking to %d; captured again: %d SMs, none of the neighbour's %d", len(at32), a.SMs(), len(after), len(theirs))
+	require.NoError(t, errors.Join(x.Close(), g.Close(), x2.Close(), g2.Close(), a.Free(bufA), b.Free(bufB)))
 }
