@@ -71,6 +71,8 @@ type tenantCore struct {
 	prio              tenantPriority              // WithPriority, WithBandwidthFloor (priority.go)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
+
+	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -394,6 +396,7 @@ func (c *tenantCore) close(why string) error {
 	c.pool.fault.resetMu.RLock() // not while a Reset rebuilds the tenant
 	defer c.pool.fault.resetMu.RUnlock()
 	c.life.end() // wait for launches and synchronisations in flight
+	hookErr := c.runOnClose()
 	c.mu.Lock()
 	stop := c.stop // written by closeWhenDone, maybe as this close starts
 	c.mu.Unlock()
@@ -416,7 +419,7 @@ func (c *tenantCore) close(why string) error {
 			errs = append(errs, p.drv.MemFree(p.dev.Primary(), cuda.DevicePtr(a.Ptr)))
 		}
 	}
-	errs = append(errs, c.closeMemPool(ctx, streams))
+	errs = append(errs, hookErr, c.closeMemPool(ctx, streams))
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
@@ -465,4 +468,81 @@ func (c *tenantCore) closeWhenDone(ctx context.Context) {
 	c.mu.Lock()
 	c.stop = stop
 	c.mu.Unlock()
+}
+
+// OnClose registers f to run when the tenant closes (Close, Shutdown,
+// WithContext's end, the garbage collector, the pool's Close), before its
+// streams, memory and context go: on a locked OS thread with one of the
+// tenant's contexts current, as in Do, so that library handles made inside
+// Do (a cuBLAS handle, a cuDNN handle, a TensorRT context) are destroyed on
+// the context they belong to, as net/http's Server.RegisterOnShutdown runs
+// a server's. The functions run in the order registered, each once; their
+// errors are joined to Close's. f must not call the tenant's Do or Close.
+// A nil f is ErrInvalidArgument; on a closed tenant, ErrClosed.
+func (c *tenantCore) OnClose(f func(Current) error) error {
+	if f == nil {
+		return fmt.Errorf("%w: OnClose with a nil function", ErrInvalidArgument)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	c.onClose = append(c.onClose, f)
+	return nil
+}
+
+// runOnClose runs the OnClose functions on the tenant's context, after the
+// calls in flight have ended (so a green context is free) and before
+// anything is destroyed.
+func (c *tenantCore) runOnClose() error {
+	c.mu.Lock()
+	hooks := c.onClose
+	c.onClose = nil
+	c.mu.Unlock()
+	if len(hooks) == 0 {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cur := c.pool.dev.Primary()
+	if c.part != nil {
+		s, err := c.part.Acquire(context.Background())
+		if err != nil {
+			return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
+		}
+		defer s.Release()
+		cur = s.Context()
+	}
+	prev, thread, err := c.pool.drv.CtxSwapCurrent(cur)
+	if err != nil {
+		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
+	}
+	slot := c.dos.enter(thread) // Current.Stream's check, and a Close inside is ErrInsideDo
+	var errs []error
+	for _, f := range hooks {
+		errs = append(errs, runHook(f, Current{t: c, ctx: context.Background(), gctx: cur, slot: slot, thread: thread}))
+	}
+	c.dos.exit(slot, thread)
+	if prev != cur {
+		if err := c.pool.drv.CtxSetCurrent(prev); err != nil {
+			_ = c.pool.drv.CtxSetCurrent(0)
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
+	}
+	return nil
+}
+
+// runHook runs one OnClose function, turning a panic into an error: the
+// close must go on and give everything back.
+func runHook(f func(Current) error, cur Current) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("OnClose function panicked: %v", r)
+		}
+	}()
+	return f(cur)
 }

@@ -316,3 +316,18 @@ func (t *Tenant) Shutdown(ctx context.Context) error {
 	}
 	return t.c.Shutdown(ctx)
 }
+
+// OnClose registers f to run when the tenant closes (Close, Shutdown,
+// WithContext's end, the garbage collector, the pool's Close), before its
+// streams, memory and context go: on a locked OS thread with one of the
+// tenant's contexts current, as in Do, so that library handles made inside
+// Do (a cuBLAS handle, a cuDNN handle, a TensorRT context) are destroyed on
+// the context they belong to, as net/http's Server.RegisterOnShutdown runs
+// a server's. The functions run in the order registered, each once; their
+// errors (and panics, as errors) are joined to Close's. f must not call the
+// tenant's Do; its Close there is ErrInsideDo. A nil f is
+// ErrInvalidArgument; on a closed tenant, ErrClosed.
+func (t *Tenant) OnClose(f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.OnClose(f)
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
 	"github.com/fcsp-go/fcsp-go/fcsp"
@@ -41,6 +42,7 @@ type Job struct {
 	// (cublasSetSmCountTarget); 0 with WithoutSmCountTarget.
 	SmCountTarget int
 	s             *fcsp.Stream // nil: the tenant's first stream
+	destroyed     sync.Once    // the handle's destroy (Close or the tenant's OnClose)
 	h             cublas.Handle
 	ws            *fcsp.Workspace
 	a, b, c       fcsp.DevicePtr
@@ -100,6 +102,11 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 			return err
 		}
 		j.h = h
+		// However the tenant ends (Close, its context, the pool closing),
+		// the handle is destroyed on its context first.
+		if err := t.OnClose(func(fcsp.Current) error { return j.destroy() }); err != nil {
+			return err
+		}
 		st, err := cur.Stream(o.stream)
 		if err != nil {
 			return err
@@ -163,7 +170,10 @@ func (j *Job) Check() error {
 func (j *Job) Close(ctx context.Context) error {
 	var errs []error
 	if j.h != (cublas.Handle{}) {
-		errs = append(errs, j.T.Do(ctx, func(fcsp.Current) error { return j.h.Destroy() }))
+		err := j.T.Do(ctx, func(fcsp.Current) error { return j.destroy() })
+		if !errors.Is(err, fcsp.ErrClosed) { // closed: its OnClose destroyed the handle
+			errs = append(errs, err)
+		}
 	}
 	if j.ws != nil {
 		errs = append(errs, j.ws.Close())
@@ -174,4 +184,12 @@ func (j *Job) Close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// destroy destroys the cuBLAS handle once, on the tenant's context (from
+// Close inside Do, or from the tenant's OnClose).
+func (j *Job) destroy() error {
+	var err error
+	j.destroyed.Do(func() { err = j.h.Destroy() })
+	return err
 }
