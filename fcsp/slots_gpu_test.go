@@ -63,13 +63,7 @@ func TestGPUConcurrentDosStayOnTheirSMs(t *testing.T) {
 			require.NoError(t, tn.Stream().Launch(ctx, fn, Dim3{X: blocks, Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, &args))
 			require.NoError(t, tn.Stream().Synchronize())
 		}
-		out := make([]byte, 4*blocks)
-		require.NoError(t, tn.CopyFromDevice(out, buf))
-		sms := map[uint32]bool{}
-		for i := range blocks {
-			sms[binary.LittleEndian.Uint32(out[4*i:])] = true
-		}
-		return sms
+		return smsIn(t, tn, buf, blocks)
 	}
 	theirs := smsOf(b, false)
 	require.Len(t, theirs, b.SMs())
@@ -122,13 +116,7 @@ func TestGPUGraphFollowsAReshape(t *testing.T) {
 	}
 	read := func(tn *Tenant, buf DevicePtr) map[uint32]bool {
 		require.NoError(t, tn.Stream().Synchronize())
-		out := make([]byte, 4*blocks)
-		require.NoError(t, tn.CopyFromDevice(out, buf))
-		sms := map[uint32]bool{}
-		for i := range blocks {
-			sms[binary.LittleEndian.Uint32(out[4*i:])] = true
-		}
-		return sms
+		return smsIn(t, tn, buf, blocks)
 	}
 	fa, bufA := kernel(a)
 	var args Args
@@ -168,4 +156,16 @@ func TestGPUGraphFollowsAReshape(t *testing.T) {
 	}
 	t.Logf("graph captured at 32 SMs (%d seen) refused after shrinking to %d; captured again: %d SMs, none of the neighbour's %d", len(at32), a.SMs(), len(after), len(theirs))
 	require.NoError(t, errors.Join(x.Close(), g.Close(), x2.Close(), g2.Close(), a.Free(bufA), b.Free(bufB)))
+}
+
+// smsIn reads the SM ids the smid kernel wrote for blocks blocks at buf.
+func smsIn(t *testing.T, tn *Tenant, buf DevicePtr, blocks int) map[uint32]bool {
+	t.Helper()
+	out := make([]byte, 4*blocks)
+	require.NoError(t, tn.CopyFromDevice(out, buf))
+	sms := map[uint32]bool{}
+	for i := range blocks {
+		sms[binary.LittleEndian.Uint32(out[4*i:])] = true
+	}
+	return sms
 }
