@@ -88,7 +88,7 @@ run() {
     summary+=("benchmarks fcsp: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
   fi
   # Examples, each with the arguments FCSP_ARGS_<name> gives.
-  export FCSP_ARGS_day94="${FCSP_ARGS_day94:--png $OUT/day94.png}"
+  export FCSP_ARGS_day94="${FCSP_ARGS_day94:--svg $OUT/day94.svg}"
   export FCSP_ARGS_bench="${FCSP_ARGS_bench:--md -png $OUT/ratios.png}"
   export FCSP_ARGS_loadgen="${FCSP_ARGS_loadgen:--spawn $BIN/server -duration 5s}"
   export FCSP_ARGS_gemm="${FCSP_ARGS_gemm:--duration 3s -sweep-repeats 1 -json $OUT/gemm.json -png $OUT/gemm.png}"

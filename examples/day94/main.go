@@ -8,7 +8,7 @@
 //
 //	go run ./examples/day94            # the GPU if there is one, else simulated
 //	go run ./examples/day94 -json      # machine-readable
-//	go run ./examples/day94 -png day94.png   # and the schedule bands as a chart
+//	go run ./examples/day94 -svg day94.svg   # and the schedule bands as a chart
 package main
 
 import (
@@ -67,7 +67,7 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 5, "repetitions of each schedule (the median is reported)")
 	flag.BoolVar(&c.simulate, "simulate", false, "use the simulated H200 even if a GPU is present")
 	flag.BoolVar(&c.asJSON, "json", false, "print JSON instead of tables")
-	flag.StringVar(&c.png, "png", "", "also draw the schedules as bands into this PNG file")
+	flag.StringVar(&c.png, "svg", "", "also draw the schedules as bands into this SVG file")
 	flag.Parse()
 	c.minCounts = []int{1, 2, 4, 8, 9, 16, 24, 32, 64, 66}
 	if err := run(context.Background(), c); err != nil {
