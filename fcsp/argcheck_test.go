@@ -47,3 +47,52 @@ func TestLaunchRefusesArgsThatDoNotMatchThePTX(t *testing.T) {
 	require.NoError(t, s.Launch(ctx, fn, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 256, Y: 1, Z: 1}, 0, &a))
 	require.Equal(t, before+1, drv.StreamLaunches(s.h()))
 }
+
+// BenchmarkCheckArgs: what the argument check adds to a launch (chain's
+// three parameters), beside the nil check it replaced and a launch of the
+// simulator in the same run (the H200's cuLaunchKernel through the SDK is
+// 3.3-3.5 us, docs/BENCHMARKS.md).
+func BenchmarkCheckArgs(b *testing.B) {
+	p, _ := openSim(b)
+	tn, err := p.NewTenant("a", WithSMs(8))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mod, err := tn.LoadModule(kernels.ChainPTX)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fn, err := mod.Function("chain")
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf, err := tn.Alloc(context.Background(), 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var a Args
+	a.Ptr(buf).Int32(1).Int32(1)
+	b.Run("check", func(b *testing.B) {
+		for b.Loop() {
+			if err := checkArgs(fn, &a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("nil-check-only", func(b *testing.B) {
+		unchecked := &Function{name: fn.name}
+		for b.Loop() {
+			if err := checkArgs(unchecked, &a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("launch-simulated", func(b *testing.B) {
+		ctx := context.Background()
+		for b.Loop() {
+			if err := tn.Stream().Launch(ctx, fn, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 1, Y: 1, Z: 1}, 0, &a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
