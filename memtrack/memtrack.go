@@ -1,6 +1,7 @@
 package memtrack
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -51,6 +52,7 @@ type Tracker struct {
 	accts  []*Account // open accounts by id, for reclaim (lease.go)
 	nextID uint16
 	n      atomic.Int64 // number of open accounts
+	closed atomic.Bool  // set by Close, under mu
 	// chunks taken from the device and not yet in a lease (lease.go);
 	// written only when a chunk is taken, off the hot path
 	grabbing atomic.Int64
@@ -83,7 +85,13 @@ func New(deviceLimit uint64, opts ...Option) (*Tracker, error) {
 // Used returns the bytes currently reserved on the device. With WithShared
 // this is the node-wide total of all processes sharing the region, which
 // may transiently include reservations that are being rolled back.
+//
+// After Close it is 0: the tracker no longer looks at the device (nor at
+// WithShared's region, which its owner may unmap).
 func (t *Tracker) Used() uint64 {
+	if t.closed.Load() {
+		return 0
+	}
 	if t.share != nil {
 		return t.share.Used()
 	}
@@ -96,8 +104,40 @@ func (t *Tracker) Used() uint64 {
 // Limit returns the device limit in bytes.
 func (t *Tracker) Limit() uint64 { return t.limit }
 
-// Accounts returns the number of open accounts.
-func (t *Tracker) Accounts() int { return int(t.n.Load()) }
+// Accounts returns the number of open accounts (0 after Close).
+func (t *Tracker) Accounts() int {
+	if t.closed.Load() {
+		return 0
+	}
+	return int(t.n.Load())
+}
+
+// Close closes every open account (see Account.Close) and refuses new ones
+// and device reservations with ErrClosed; it returns the bytes the accounts
+// still held. After Close the tracker's reads report a closed, empty device
+// (Used and Accounts 0, Reaped false) and it never again touches
+// WithShared's device, so that its owner may release it. A second Close
+// returns ErrClosed.
+func (t *Tracker) Close() (leaked uint64, err error) {
+	t.mu.Lock()
+	if t.closed.Load() {
+		t.mu.Unlock()
+		return 0, ErrClosed
+	}
+	t.closed.Store(true)
+	open := make([]*Account, 0, len(t.accts))
+	for _, a := range t.accts {
+		if a != nil {
+			open = append(open, a)
+		}
+	}
+	t.mu.Unlock()
+	for _, a := range open {
+		n, _ := a.Close() // ErrClosed: its owner closed it first
+		leaked += n
+	}
+	return leaked, nil
+}
 
 // NewAccount opens an account for a tenant. limit may exceed the device
 // limit, in which case the device limit is the effective bound.
@@ -106,6 +146,10 @@ func (t *Tracker) NewAccount(name string, limit uint64) (*Account, error) {
 		return nil, fmt.Errorf("%w: tenant %q limit is 0 bytes; it must be at least 1 byte", ErrInvalidLimit, name)
 	}
 	t.mu.Lock()
+	if t.closed.Load() {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w: tenant %q: the device's tracker is closed", ErrClosed, name)
+	}
 	var id uint16
 	switch {
 	case len(t.free) > 0:
@@ -194,7 +238,7 @@ func (t *Tracker) devRelease(n uint64) {
 // reaper (always false without WithShared); Reserve then fails with
 // ErrReaped.
 func (t *Tracker) Reaped() bool {
-	return t.share != nil && t.share.Add(0) != nil
+	return t.share != nil && !t.closed.Load() && errors.Is(t.share.Add(0), ErrReaped)
 }
 
 // Account is one tenant's share of a device. It is safe for concurrent use.
@@ -433,6 +477,9 @@ func (t *Tracker) ReserveDevice(n uint64) error {
 	if n == 0 || n > maxRecordSize {
 		return fmt.Errorf("%w: device reservation of %d bytes; sizes must be 1 to %d bytes", ErrInvalidSize, n, uint64(maxRecordSize))
 	}
+	if t.closed.Load() {
+		return ErrClosed
+	}
 	du, ok, err := t.devReserve(n)
 	if err != nil {
 		return fmt.Errorf("memtrack: %w", err)
@@ -445,7 +492,7 @@ func (t *Tracker) ReserveDevice(n uint64) error {
 
 // ReleaseDevice gives back n bytes of ReserveDevice.
 func (t *Tracker) ReleaseDevice(n uint64) {
-	if n > 0 {
+	if n > 0 && !t.closed.Load() {
 		t.devRelease(n)
 	}
 }

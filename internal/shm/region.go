@@ -6,9 +6,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,6 +84,10 @@ func (l Layout) geometry() geometry {
 	return g
 }
 
+// ErrClosed is returned by a region's writes and Join after Close; it is
+// the module's one ErrClosed.
+var ErrClosed = errs.ErrClosed
+
 // Options tune Open.
 type Options struct {
 	// OpenTimeout bounds how long Open waits for a concurrent creator to
@@ -100,9 +107,17 @@ type Options struct {
 // Options.AllowForeign).
 var ErrUnsafeRegion = errors.New("shm: unsafe region file")
 
-// Region is a mapped shared region. Its methods are safe for concurrent
-// use; Close must not race with them.
+// Region is a mapped shared region. Its methods, and those of the slots
+// and usages obtained from it, are safe for concurrent use, Close included:
+// Close waits for the calls that are inside the mapping, and calls after
+// Close see a closed region (reads report zeros or nothing, writes and Join
+// fail with ErrClosed), never unmapped memory.
 type Region struct {
+	// inside counts the calls that are reading or writing the mapping, with
+	// regionClosing set once Close began: one word, so that a call either
+	// enters before Close sees the count (and Close waits for it) or sees
+	// the flag (and stays out).
+	inside atomic.Int64
 	path   string
 	data   []byte
 	layout Layout
@@ -271,16 +286,46 @@ func mapRegion(f *os.File, path string, l Layout, g geometry) (*Region, error) {
 	return r, nil
 }
 
-// Close unmaps the region. The file stays; remove it with os.Remove when
-// no process needs it. Counters and slots obtained from r must not be used
-// after Close.
-func (r *Region) Close() error {
-	if r.data == nil {
-		return nil
+const regionClosing = 1 << 62
+
+// enter reports whether the mapping may be used, counting the caller in
+// until exit; false once Close began.
+func (r *Region) enter() bool {
+	if r.inside.Add(1)&regionClosing != 0 {
+		r.inside.Add(-1)
+		return false
 	}
-	err := unix.Munmap(r.data)
-	r.data = nil
-	return err
+	return true
+}
+
+func (r *Region) exit() { r.inside.Add(-1) }
+
+func (r *Region) closed() bool { return r.inside.Load()&regionClosing != 0 }
+
+// Close unmaps the region, once the calls inside it have returned (they
+// never block). The file stays; remove it with os.Remove when no process
+// needs it. Close does not leave the region: call Slot.Leave first. After
+// Close, DeviceUsed and Usage.Load report 0, Slots and Reap nothing, Owned,
+// Beat and Leave false, and Join, Usage.Add and Usage.Sub fail with
+// ErrClosed. A second Close returns nil.
+func (r *Region) Close() error {
+	for {
+		v := r.inside.Load()
+		if v&regionClosing != 0 {
+			return nil
+		}
+		if r.inside.CompareAndSwap(v, v|regionClosing) {
+			break
+		}
+	}
+	for spins := 0; r.inside.Load() != regionClosing; spins++ {
+		if spins < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+	return unix.Munmap(r.data)
 }
 
 // Path returns the region's file path.
@@ -320,8 +365,14 @@ func (r *Region) checkSlot(i int) {
 // reaped (a member that wrote after it was reaped, or a crash in the middle
 // of a reap) is nobody's, and counting it would shrink the node's limit
 // until the slot's next Join cleared it.
+//
+// After Close it returns 0.
 func (r *Region) DeviceUsed(dev int) uint64 {
 	r.checkDev(dev)
+	if !r.enter() {
+		return 0
+	}
+	defer r.exit()
 	var sum uint64
 	off := r.geo.slotOff
 	for i := 0; i < r.layout.Slots; i++ {

@@ -102,6 +102,10 @@ func (r *Region) Join(pid int) (*Slot, error) {
 }
 
 func (r *Region) join(pid int, id identity) (*Slot, error) {
+	if !r.enter() {
+		return nil, fmt.Errorf("%w: join %s after Close", ErrClosed, r.path)
+	}
+	defer r.exit()
 	for i := 0; i < r.layout.Slots; i++ {
 		st := r.stateWord(i)
 		w := st.Load()
@@ -145,7 +149,7 @@ func (s *Slot) Region() *Region { return s.r }
 func (s *Slot) Usage(dev int) Usage {
 	s.r.checkDev(dev)
 	_, gen, _ := unpackState(s.owner)
-	return Usage{w: s.r.usageWord(s.idx, dev), gen: gen}
+	return Usage{r: s.r, off: s.r.geo.slotOff + uint64(s.idx)*s.r.geo.slotStride + uint64(1+dev)*lineSize, gen: gen}
 }
 
 // Owned reports whether the slot still belongs to this membership. It
@@ -153,13 +157,21 @@ func (s *Slot) Usage(dev int) Usage {
 // stopped heartbeating for longer than the reaper timeout; the slot's
 // usage words then refuse this membership's writes with ErrReaped.
 func (s *Slot) Owned() bool {
+	if !s.r.enter() {
+		return false
+	}
+	defer s.r.exit()
 	return s.r.stateWord(s.idx).Load() == s.owner
 }
 
 // Beat records a heartbeat now. It reports false, writing nothing, if the
 // slot is no longer owned.
 func (s *Slot) Beat() bool {
-	if !s.Owned() {
+	if !s.r.enter() {
+		return false
+	}
+	defer s.r.exit()
+	if s.r.stateWord(s.idx).Load() != s.owner {
 		return false
 	}
 	s.r.beatWord(s.idx).Store(monotonicNow())
@@ -177,7 +189,7 @@ func (s *Slot) StartHeartbeat(interval time.Duration, onLost func()) (stop func(
 		if s.Beat() {
 			return true
 		}
-		if onLost != nil {
+		if onLost != nil && !s.r.closed() { // a closed region lost nothing
 			onLost()
 		}
 		return false
@@ -187,6 +199,10 @@ func (s *Slot) StartHeartbeat(interval time.Duration, onLost func()) (stop func(
 // Leave removes the slot's usage from the device totals and frees the
 // slot, as a reaper would. It reports false if the slot was already reaped.
 func (s *Slot) Leave() bool {
+	if !s.r.enter() {
+		return false
+	}
+	defer s.r.exit()
 	return s.r.reapSlot(s.idx, s.owner)
 }
 
@@ -196,13 +212,19 @@ func (s *Slot) Leave() bool {
 // reaped cannot write into the slot's next owner's count, and a count can
 // never wrap below zero or past MaxUsage.
 type Usage struct {
-	w   Counter
+	r   *Region
+	off uint64 // of the word in the mapping
 	gen uint64
 }
 
-// Load returns the bytes counted, 0 once the member was reaped.
+// Load returns the bytes counted, 0 once the member was reaped or the
+// region closed.
 func (u Usage) Load() uint64 {
-	w := u.w.Load()
+	if !u.r.enter() {
+		return 0
+	}
+	defer u.r.exit()
+	w := u.r.word(u.off).Load()
 	if w>>bytesBits != u.gen {
 		return 0
 	}
@@ -210,11 +232,16 @@ func (u Usage) Load() uint64 {
 }
 
 // Add counts n more bytes. It fails with ErrReaped if the slot is no
-// longer the member's and with ErrUsageRange past MaxUsage, changing
-// nothing.
+// longer the member's, with ErrUsageRange past MaxUsage and with ErrClosed
+// once the region closed, changing nothing.
 func (u Usage) Add(n uint64) error {
+	if !u.r.enter() {
+		return ErrClosed
+	}
+	defer u.r.exit()
+	c := u.r.word(u.off)
 	for {
-		w := u.w.Load()
+		w := c.Load()
 		if w>>bytesBits != u.gen {
 			return ErrReaped
 		}
@@ -222,7 +249,7 @@ func (u Usage) Add(n uint64) error {
 		if n > MaxUsage-b {
 			return fmt.Errorf("%w: %d bytes counted, adding %d passes the most a slot counts (%d)", ErrUsageRange, b, n, uint64(MaxUsage))
 		}
-		if u.w.CompareAndSwap(w, w+n) {
+		if c.CompareAndSwap(w, w+n) {
 			return nil
 		}
 	}
@@ -230,14 +257,20 @@ func (u Usage) Add(n uint64) error {
 
 // Sub counts n fewer bytes, stopping at zero (a caller that gives back
 // more than it counted is wrong, but must not wrap the node-wide total).
-// It fails with ErrReaped if the slot is no longer the member's.
+// It fails with ErrReaped if the slot is no longer the member's and with
+// ErrClosed once the region closed.
 func (u Usage) Sub(n uint64) error {
+	if !u.r.enter() {
+		return ErrClosed
+	}
+	defer u.r.exit()
+	c := u.r.word(u.off)
 	for {
-		w := u.w.Load()
+		w := c.Load()
 		if w>>bytesBits != u.gen {
 			return ErrReaped
 		}
-		if u.w.CompareAndSwap(w, w-min(n, w&MaxUsage)) {
+		if c.CompareAndSwap(w, w-min(n, w&MaxUsage)) {
 			return nil
 		}
 	}
@@ -252,8 +285,12 @@ type SlotInfo struct {
 	Usage     []uint64      // per device
 }
 
-// Slots returns the slots that are not free.
+// Slots returns the slots that are not free (none after Close).
 func (r *Region) Slots() []SlotInfo {
+	if !r.enter() {
+		return nil
+	}
+	defer r.exit()
 	var out []SlotInfo
 	now := monotonicNow()
 	for i := 0; i < r.layout.Slots; i++ {
@@ -287,6 +324,10 @@ func (r *Region) Reap(timeout time.Duration) []int {
 }
 
 func (r *Region) reap(timeout time.Duration, ns uint64, self int) []int {
+	if !r.enter() {
+		return nil
+	}
+	defer r.exit()
 	var reaped []int
 	now := monotonicNow()
 	for i := 0; i < r.layout.Slots; i++ {
