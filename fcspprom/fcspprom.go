@@ -42,10 +42,9 @@ var (
 	descPoolFree = prometheus.NewDesc("fcsp_pool_free_sms", "SMs not yet given to a partition.", nil, nil)
 	descTenants  = prometheus.NewDesc("fcsp_pool_tenants", "Live tenants.", nil, nil)
 	descLost     = prometheus.NewDesc("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until the process restarts).", nil, nil)
-	descResets   = prometheus.NewDesc("fcsp_pool_resets_total", "Successful Pool.Reset calls.", nil, nil)
 
 	all = []*prometheus.Desc{descSMs, descPart, descMemUsed, descMemLimit, descMemCache, descSMLimit,
-		descLaunches, descThrottle, descWait, descGPU, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants, descLost, descResets,
+		descLaunches, descThrottle, descWait, descGPU, descStreams, descPoolUsed, descPoolLim, descPoolFree, descTenants, descLost,
 		descBandwidth, descSlowdown, descBytes, descLatency, descFloor, descFloored, descBusy}
 )
 
@@ -109,7 +108,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPoolFree, float64(c.pool.FreeSMs()))
 	gauge(descTenants, float64(len(ps.Tenants)))
 	gauge(descLost, b2f(!ps.Health.Healthy()))
-	counter(descResets, float64(ps.Health.Resets))
 	gauge(descBusy, b2f(c.pool.LatencyBusy()))
 }
 

@@ -4,12 +4,13 @@ package cuda
 
 // Watcher is told of every call a Guard passes on. Refuse is asked before
 // a call (a non-nil error is returned instead of calling the driver); See is
-// handed the call's error (nil included) and returns the error the caller gets.
+// handed the call's error (nil included), with the context and stream the
+// call named (zero where it named none), and returns the error the caller gets.
 // Release calls (destroy, free, unload) are not refused: closing a lost pool
 // must still free what it made, and See decides what their errors mean.
 type Watcher interface {
 	Refuse(op string) error
-	See(op string, err error) error
+	See(op string, c Context, s Stream, err error) error
 }
 
 // Guard passes every Driver call to its driver through a Watcher.
@@ -33,7 +34,7 @@ func (gd *Guard) DriverVersion() (r0 int, err error) {
 		return
 	}
 	r0, err = gd.d.DriverVersion()
-	return r0, gd.w.See("cuDriverGetVersion", err)
+	return r0, gd.w.See("cuDriverGetVersion", 0, 0, err)
 }
 
 func (gd *Guard) DeviceCount() (r0 int, err error) {
@@ -41,7 +42,7 @@ func (gd *Guard) DeviceCount() (r0 int, err error) {
 		return
 	}
 	r0, err = gd.d.DeviceCount()
-	return r0, gd.w.See("cuDeviceGetCount", err)
+	return r0, gd.w.See("cuDeviceGetCount", 0, 0, err)
 }
 
 func (gd *Guard) DeviceGet(ordinal int) (r0 Device, err error) {
@@ -49,7 +50,7 @@ func (gd *Guard) DeviceGet(ordinal int) (r0 Device, err error) {
 		return
 	}
 	r0, err = gd.d.DeviceGet(ordinal)
-	return r0, gd.w.See("cuDeviceGet", err)
+	return r0, gd.w.See("cuDeviceGet", 0, 0, err)
 }
 
 func (gd *Guard) DeviceName(d Device) (r0 string, err error) {
@@ -57,7 +58,7 @@ func (gd *Guard) DeviceName(d Device) (r0 string, err error) {
 		return
 	}
 	r0, err = gd.d.DeviceName(d)
-	return r0, gd.w.See("cuDeviceGetName", err)
+	return r0, gd.w.See("cuDeviceGetName", 0, 0, err)
 }
 
 func (gd *Guard) DeviceUUID(d Device) (r0 [16]byte, err error) {
@@ -65,7 +66,7 @@ func (gd *Guard) DeviceUUID(d Device) (r0 [16]byte, err error) {
 		return
 	}
 	r0, err = gd.d.DeviceUUID(d)
-	return r0, gd.w.See("cuDeviceGetUuid", err)
+	return r0, gd.w.See("cuDeviceGetUuid", 0, 0, err)
 }
 
 func (gd *Guard) DeviceAttribute(d Device, a Attribute) (r0 int, err error) {
@@ -73,7 +74,7 @@ func (gd *Guard) DeviceAttribute(d Device, a Attribute) (r0 int, err error) {
 		return
 	}
 	r0, err = gd.d.DeviceAttribute(d, a)
-	return r0, gd.w.See("cuDeviceGetAttribute", err)
+	return r0, gd.w.See("cuDeviceGetAttribute", 0, 0, err)
 }
 
 func (gd *Guard) DeviceTotalMem(d Device) (r0 uint64, err error) {
@@ -81,7 +82,7 @@ func (gd *Guard) DeviceTotalMem(d Device) (r0 uint64, err error) {
 		return
 	}
 	r0, err = gd.d.DeviceTotalMem(d)
-	return r0, gd.w.See("cuDeviceTotalMem_v2", err)
+	return r0, gd.w.See("cuDeviceTotalMem_v2", 0, 0, err)
 }
 
 func (gd *Guard) PrimaryCtxRetain(d Device) (r0 Context, err error) {
@@ -89,12 +90,12 @@ func (gd *Guard) PrimaryCtxRetain(d Device) (r0 Context, err error) {
 		return
 	}
 	r0, err = gd.d.PrimaryCtxRetain(d)
-	return r0, gd.w.See("cuDevicePrimaryCtxRetain", err)
+	return r0, gd.w.See("cuDevicePrimaryCtxRetain", 0, 0, err)
 }
 
 func (gd *Guard) PrimaryCtxRelease(d Device) (err error) {
 	err = gd.d.PrimaryCtxRelease(d)
-	return gd.w.See("cuDevicePrimaryCtxRelease_v2", err)
+	return gd.w.See("cuDevicePrimaryCtxRelease_v2", 0, 0, err)
 }
 
 func (gd *Guard) PrimaryCtxReset(d Device) (err error) {
@@ -102,7 +103,7 @@ func (gd *Guard) PrimaryCtxReset(d Device) (err error) {
 		return
 	}
 	err = gd.d.PrimaryCtxReset(d)
-	return gd.w.See("cuDevicePrimaryCtxReset_v2", err)
+	return gd.w.See("cuDevicePrimaryCtxReset_v2", 0, 0, err)
 }
 
 func (gd *Guard) MemAlloc(c Context, n uint64) (r0 DevicePtr, err error) {
@@ -110,12 +111,12 @@ func (gd *Guard) MemAlloc(c Context, n uint64) (r0 DevicePtr, err error) {
 		return
 	}
 	r0, err = gd.d.MemAlloc(c, n)
-	return r0, gd.w.See("cuMemAlloc_v2", err)
+	return r0, gd.w.See("cuMemAlloc_v2", c, 0, err)
 }
 
 func (gd *Guard) MemFree(c Context, p DevicePtr) (err error) {
 	err = gd.d.MemFree(c, p)
-	return gd.w.See("cuMemFree_v2", err)
+	return gd.w.See("cuMemFree_v2", c, 0, err)
 }
 
 func (gd *Guard) MemGetInfo(c Context) (r0 uint64, r1 uint64, err error) {
@@ -123,7 +124,7 @@ func (gd *Guard) MemGetInfo(c Context) (r0 uint64, r1 uint64, err error) {
 		return
 	}
 	r0, r1, err = gd.d.MemGetInfo(c)
-	return r0, r1, gd.w.See("cuMemGetInfo_v2", err)
+	return r0, r1, gd.w.See("cuMemGetInfo_v2", c, 0, err)
 }
 
 func (gd *Guard) MemcpyHtoD(c Context, dst DevicePtr, src []byte) (err error) {
@@ -131,7 +132,7 @@ func (gd *Guard) MemcpyHtoD(c Context, dst DevicePtr, src []byte) (err error) {
 		return
 	}
 	err = gd.d.MemcpyHtoD(c, dst, src)
-	return gd.w.See("cuMemcpyHtoD_v2", err)
+	return gd.w.See("cuMemcpyHtoD_v2", c, 0, err)
 }
 
 func (gd *Guard) MemcpyDtoH(c Context, dst []byte, src DevicePtr) (err error) {
@@ -139,7 +140,7 @@ func (gd *Guard) MemcpyDtoH(c Context, dst []byte, src DevicePtr) (err error) {
 		return
 	}
 	err = gd.d.MemcpyDtoH(c, dst, src)
-	return gd.w.See("cuMemcpyDtoH_v2", err)
+	return gd.w.See("cuMemcpyDtoH_v2", c, 0, err)
 }
 
 func (gd *Guard) ModuleLoadData(c Context, image []byte) (r0 Module, err error) {
@@ -147,12 +148,12 @@ func (gd *Guard) ModuleLoadData(c Context, image []byte) (r0 Module, err error) 
 		return
 	}
 	r0, err = gd.d.ModuleLoadData(c, image)
-	return r0, gd.w.See("cuModuleLoadData", err)
+	return r0, gd.w.See("cuModuleLoadData", c, 0, err)
 }
 
 func (gd *Guard) ModuleUnload(c Context, m Module) (err error) {
 	err = gd.d.ModuleUnload(c, m)
-	return gd.w.See("cuModuleUnload", err)
+	return gd.w.See("cuModuleUnload", c, 0, err)
 }
 
 func (gd *Guard) ModuleGetFunction(c Context, m Module, name string) (r0 Function, err error) {
@@ -160,7 +161,7 @@ func (gd *Guard) ModuleGetFunction(c Context, m Module, name string) (r0 Functio
 		return
 	}
 	r0, err = gd.d.ModuleGetFunction(c, m, name)
-	return r0, gd.w.See("cuModuleGetFunction", err)
+	return r0, gd.w.See("cuModuleGetFunction", c, 0, err)
 }
 
 func (gd *Guard) LaunchKernel(c Context, f Function, grid Dim3, block Dim3, sharedMem uint32, s Stream, args *Args) (err error) {
@@ -168,7 +169,7 @@ func (gd *Guard) LaunchKernel(c Context, f Function, grid Dim3, block Dim3, shar
 		return
 	}
 	err = gd.d.LaunchKernel(c, f, grid, block, sharedMem, s, args)
-	return gd.w.See("cuLaunchKernel", err)
+	return gd.w.See("cuLaunchKernel", c, s, err)
 }
 
 func (gd *Guard) StreamCreate(c Context, flags uint32) (r0 Stream, err error) {
@@ -176,12 +177,12 @@ func (gd *Guard) StreamCreate(c Context, flags uint32) (r0 Stream, err error) {
 		return
 	}
 	r0, err = gd.d.StreamCreate(c, flags)
-	return r0, gd.w.See("cuStreamCreate", err)
+	return r0, gd.w.See("cuStreamCreate", c, 0, err)
 }
 
 func (gd *Guard) StreamDestroy(c Context, s Stream) (err error) {
 	err = gd.d.StreamDestroy(c, s)
-	return gd.w.See("cuStreamDestroy_v2", err)
+	return gd.w.See("cuStreamDestroy_v2", c, s, err)
 }
 
 func (gd *Guard) StreamSynchronize(c Context, s Stream) (err error) {
@@ -189,7 +190,7 @@ func (gd *Guard) StreamSynchronize(c Context, s Stream) (err error) {
 		return
 	}
 	err = gd.d.StreamSynchronize(c, s)
-	return gd.w.See("cuStreamSynchronize", err)
+	return gd.w.See("cuStreamSynchronize", c, s, err)
 }
 
 func (gd *Guard) StreamWaitEvent(ctx Context, s Stream, e Event) (err error) {
@@ -197,7 +198,7 @@ func (gd *Guard) StreamWaitEvent(ctx Context, s Stream, e Event) (err error) {
 		return
 	}
 	err = gd.d.StreamWaitEvent(ctx, s, e)
-	return gd.w.See("cuStreamWaitEvent", err)
+	return gd.w.See("cuStreamWaitEvent", ctx, s, err)
 }
 
 func (gd *Guard) EventCreate(c Context, flags uint32) (r0 Event, err error) {
@@ -205,7 +206,7 @@ func (gd *Guard) EventCreate(c Context, flags uint32) (r0 Event, err error) {
 		return
 	}
 	r0, err = gd.d.EventCreate(c, flags)
-	return r0, gd.w.See("cuEventCreate", err)
+	return r0, gd.w.See("cuEventCreate", c, 0, err)
 }
 
 func (gd *Guard) EventRecord(c Context, e Event, s Stream) (err error) {
@@ -213,7 +214,7 @@ func (gd *Guard) EventRecord(c Context, e Event, s Stream) (err error) {
 		return
 	}
 	err = gd.d.EventRecord(c, e, s)
-	return gd.w.See("cuEventRecord", err)
+	return gd.w.See("cuEventRecord", c, s, err)
 }
 
 func (gd *Guard) EventSynchronize(c Context, e Event) (err error) {
@@ -221,7 +222,7 @@ func (gd *Guard) EventSynchronize(c Context, e Event) (err error) {
 		return
 	}
 	err = gd.d.EventSynchronize(c, e)
-	return gd.w.See("cuEventSynchronize", err)
+	return gd.w.See("cuEventSynchronize", c, 0, err)
 }
 
 func (gd *Guard) EventElapsedMs(c Context, start Event, end Event) (r0 float32, err error) {
@@ -229,12 +230,12 @@ func (gd *Guard) EventElapsedMs(c Context, start Event, end Event) (r0 float32, 
 		return
 	}
 	r0, err = gd.d.EventElapsedMs(c, start, end)
-	return r0, gd.w.See("cuEventElapsedTime", err)
+	return r0, gd.w.See("cuEventElapsedTime", c, 0, err)
 }
 
 func (gd *Guard) EventDestroy(c Context, e Event) (err error) {
 	err = gd.d.EventDestroy(c, e)
-	return gd.w.See("cuEventDestroy_v2", err)
+	return gd.w.See("cuEventDestroy_v2", c, 0, err)
 }
 
 func (gd *Guard) EventQuery(c Context, e Event) (err error) {
@@ -242,7 +243,7 @@ func (gd *Guard) EventQuery(c Context, e Event) (err error) {
 		return
 	}
 	err = gd.d.EventQuery(c, e)
-	return gd.w.See("cuEventQuery", err)
+	return gd.w.See("cuEventQuery", c, 0, err)
 }
 
 func (gd *Guard) DeviceGetDevResource(d Device, t ResourceType) (r0 DevResource, err error) {
@@ -250,7 +251,7 @@ func (gd *Guard) DeviceGetDevResource(d Device, t ResourceType) (r0 DevResource,
 		return
 	}
 	r0, err = gd.d.DeviceGetDevResource(d, t)
-	return r0, gd.w.See("cuDeviceGetDevResource", err)
+	return r0, gd.w.See("cuDeviceGetDevResource", 0, 0, err)
 }
 
 func (gd *Guard) DevSmResourceSplitByCount(input DevResource, flags uint32, minCount uint32, maxGroups int) (r0 []DevResource, r1 DevResource, r2 int, err error) {
@@ -258,7 +259,7 @@ func (gd *Guard) DevSmResourceSplitByCount(input DevResource, flags uint32, minC
 		return
 	}
 	r0, r1, r2, err = gd.d.DevSmResourceSplitByCount(input, flags, minCount, maxGroups)
-	return r0, r1, r2, gd.w.See("cuDevSmResourceSplitByCount", err)
+	return r0, r1, r2, gd.w.See("cuDevSmResourceSplitByCount", 0, 0, err)
 }
 
 func (gd *Guard) DevResourceGenerateDesc(res []DevResource) (r0 ResourceDesc, err error) {
@@ -266,7 +267,7 @@ func (gd *Guard) DevResourceGenerateDesc(res []DevResource) (r0 ResourceDesc, er
 		return
 	}
 	r0, err = gd.d.DevResourceGenerateDesc(res)
-	return r0, gd.w.See("cuDevResourceGenerateDesc", err)
+	return r0, gd.w.See("cuDevResourceGenerateDesc", 0, 0, err)
 }
 
 func (gd *Guard) GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (r0 GreenCtx, err error) {
@@ -274,12 +275,12 @@ func (gd *Guard) GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (r0 G
 		return
 	}
 	r0, err = gd.d.GreenCtxCreate(desc, d, flags)
-	return r0, gd.w.See("cuGreenCtxCreate", err)
+	return r0, gd.w.See("cuGreenCtxCreate", 0, 0, err)
 }
 
 func (gd *Guard) GreenCtxDestroy(g GreenCtx) (err error) {
 	err = gd.d.GreenCtxDestroy(g)
-	return gd.w.See("cuGreenCtxDestroy", err)
+	return gd.w.See("cuGreenCtxDestroy", 0, 0, err)
 }
 
 func (gd *Guard) CtxFromGreenCtx(g GreenCtx) (r0 Context, err error) {
@@ -287,7 +288,7 @@ func (gd *Guard) CtxFromGreenCtx(g GreenCtx) (r0 Context, err error) {
 		return
 	}
 	r0, err = gd.d.CtxFromGreenCtx(g)
-	return r0, gd.w.See("cuCtxFromGreenCtx", err)
+	return r0, gd.w.See("cuCtxFromGreenCtx", 0, 0, err)
 }
 
 func (gd *Guard) GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (r0 Stream, err error) {
@@ -295,7 +296,7 @@ func (gd *Guard) GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (r
 		return
 	}
 	r0, err = gd.d.GreenCtxStreamCreate(g, flags, priority)
-	return r0, gd.w.See("cuGreenCtxStreamCreate", err)
+	return r0, gd.w.See("cuGreenCtxStreamCreate", 0, 0, err)
 }
 
 func (gd *Guard) GreenCtxGetDevResource(g GreenCtx, t ResourceType) (r0 DevResource, err error) {
@@ -303,7 +304,7 @@ func (gd *Guard) GreenCtxGetDevResource(g GreenCtx, t ResourceType) (r0 DevResou
 		return
 	}
 	r0, err = gd.d.GreenCtxGetDevResource(g, t)
-	return r0, gd.w.See("cuGreenCtxGetDevResource", err)
+	return r0, gd.w.See("cuGreenCtxGetDevResource", 0, 0, err)
 }
 
 func (gd *Guard) MemPoolCreate(c Context, d Device, maxSize uint64) (r0 MemPool, err error) {
@@ -311,12 +312,12 @@ func (gd *Guard) MemPoolCreate(c Context, d Device, maxSize uint64) (r0 MemPool,
 		return
 	}
 	r0, err = gd.d.MemPoolCreate(c, d, maxSize)
-	return r0, gd.w.See("cuMemPoolCreate", err)
+	return r0, gd.w.See("cuMemPoolCreate", c, 0, err)
 }
 
 func (gd *Guard) MemPoolDestroy(c Context, p MemPool) (err error) {
 	err = gd.d.MemPoolDestroy(c, p)
-	return gd.w.See("cuMemPoolDestroy", err)
+	return gd.w.See("cuMemPoolDestroy", c, 0, err)
 }
 
 func (gd *Guard) MemAllocFromPoolAsync(c Context, n uint64, p MemPool, s Stream) (r0 DevicePtr, err error) {
@@ -324,12 +325,12 @@ func (gd *Guard) MemAllocFromPoolAsync(c Context, n uint64, p MemPool, s Stream)
 		return
 	}
 	r0, err = gd.d.MemAllocFromPoolAsync(c, n, p, s)
-	return r0, gd.w.See("cuMemAllocFromPoolAsync", err)
+	return r0, gd.w.See("cuMemAllocFromPoolAsync", c, s, err)
 }
 
 func (gd *Guard) MemFreeAsync(c Context, d DevicePtr, s Stream) (err error) {
 	err = gd.d.MemFreeAsync(c, d, s)
-	return gd.w.See("cuMemFreeAsync", err)
+	return gd.w.See("cuMemFreeAsync", c, s, err)
 }
 
 func (gd *Guard) MemPoolTrimTo(c Context, p MemPool, keep uint64) (err error) {
@@ -337,7 +338,7 @@ func (gd *Guard) MemPoolTrimTo(c Context, p MemPool, keep uint64) (err error) {
 		return
 	}
 	err = gd.d.MemPoolTrimTo(c, p, keep)
-	return gd.w.See("cuMemPoolTrimTo", err)
+	return gd.w.See("cuMemPoolTrimTo", c, 0, err)
 }
 
 func (gd *Guard) MemPoolSetAttribute(c Context, p MemPool, a PoolAttribute, v uint64) (err error) {
@@ -345,7 +346,7 @@ func (gd *Guard) MemPoolSetAttribute(c Context, p MemPool, a PoolAttribute, v ui
 		return
 	}
 	err = gd.d.MemPoolSetAttribute(c, p, a, v)
-	return gd.w.See("cuMemPoolSetAttribute", err)
+	return gd.w.See("cuMemPoolSetAttribute", c, 0, err)
 }
 
 func (gd *Guard) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (r0 uint64, err error) {
@@ -353,7 +354,7 @@ func (gd *Guard) MemPoolGetAttribute(c Context, p MemPool, a PoolAttribute) (r0 
 		return
 	}
 	r0, err = gd.d.MemPoolGetAttribute(c, p, a)
-	return r0, gd.w.See("cuMemPoolGetAttribute", err)
+	return r0, gd.w.See("cuMemPoolGetAttribute", c, 0, err)
 }
 
 func (gd *Guard) CtxSetCurrent(ctx Context) (err error) {
@@ -361,7 +362,7 @@ func (gd *Guard) CtxSetCurrent(ctx Context) (err error) {
 		return
 	}
 	err = gd.d.CtxSetCurrent(ctx)
-	return gd.w.See("cuCtxSetCurrent", err)
+	return gd.w.See("cuCtxSetCurrent", ctx, 0, err)
 }
 
 func (gd *Guard) CtxGetCurrent() (r0 Context, err error) {
@@ -369,7 +370,7 @@ func (gd *Guard) CtxGetCurrent() (r0 Context, err error) {
 		return
 	}
 	r0, err = gd.d.CtxGetCurrent()
-	return r0, gd.w.See("cuCtxGetCurrent", err)
+	return r0, gd.w.See("cuCtxGetCurrent", 0, 0, err)
 }
 
 func (gd *Guard) StreamBeginCapture(ctx Context, s Stream, mode int) (err error) {
@@ -377,7 +378,7 @@ func (gd *Guard) StreamBeginCapture(ctx Context, s Stream, mode int) (err error)
 		return
 	}
 	err = gd.d.StreamBeginCapture(ctx, s, mode)
-	return gd.w.See("cuStreamBeginCapture_v2", err)
+	return gd.w.See("cuStreamBeginCapture_v2", ctx, s, err)
 }
 
 func (gd *Guard) StreamEndCapture(ctx Context, s Stream) (r0 Graph, err error) {
@@ -385,7 +386,7 @@ func (gd *Guard) StreamEndCapture(ctx Context, s Stream) (r0 Graph, err error) {
 		return
 	}
 	r0, err = gd.d.StreamEndCapture(ctx, s)
-	return r0, gd.w.See("cuStreamEndCapture", err)
+	return r0, gd.w.See("cuStreamEndCapture", ctx, s, err)
 }
 
 func (gd *Guard) GraphInstantiate(ctx Context, g Graph) (r0 GraphExec, err error) {
@@ -393,7 +394,7 @@ func (gd *Guard) GraphInstantiate(ctx Context, g Graph) (r0 GraphExec, err error
 		return
 	}
 	r0, err = gd.d.GraphInstantiate(ctx, g)
-	return r0, gd.w.See("cuGraphInstantiateWithFlags", err)
+	return r0, gd.w.See("cuGraphInstantiateWithFlags", ctx, 0, err)
 }
 
 func (gd *Guard) GraphLaunch(ctx Context, e GraphExec, s Stream) (err error) {
@@ -401,17 +402,17 @@ func (gd *Guard) GraphLaunch(ctx Context, e GraphExec, s Stream) (err error) {
 		return
 	}
 	err = gd.d.GraphLaunch(ctx, e, s)
-	return gd.w.See("cuGraphLaunch", err)
+	return gd.w.See("cuGraphLaunch", ctx, s, err)
 }
 
 func (gd *Guard) GraphExecDestroy(ctx Context, e GraphExec) (err error) {
 	err = gd.d.GraphExecDestroy(ctx, e)
-	return gd.w.See("cuGraphExecDestroy", err)
+	return gd.w.See("cuGraphExecDestroy", ctx, 0, err)
 }
 
 func (gd *Guard) GraphDestroy(ctx Context, g Graph) (err error) {
 	err = gd.d.GraphDestroy(ctx, g)
-	return gd.w.See("cuGraphDestroy", err)
+	return gd.w.See("cuGraphDestroy", ctx, 0, err)
 }
 
 func (gd *Guard) MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) (err error) {
@@ -419,7 +420,7 @@ func (gd *Guard) MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s 
 		return
 	}
 	err = gd.d.MemsetD16Async(ctx, p, v, n, s)
-	return gd.w.See("cuMemsetD16Async", err)
+	return gd.w.See("cuMemsetD16Async", ctx, s, err)
 }
 
 func (gd *Guard) MemsetD32Async(ctx Context, p DevicePtr, v uint32, n uint64, s Stream) (err error) {
@@ -427,7 +428,7 @@ func (gd *Guard) MemsetD32Async(ctx Context, p DevicePtr, v uint32, n uint64, s 
 		return
 	}
 	err = gd.d.MemsetD32Async(ctx, p, v, n, s)
-	return gd.w.See("cuMemsetD32Async", err)
+	return gd.w.See("cuMemsetD32Async", ctx, s, err)
 }
 
 func (gd *Guard) CtxSwapCurrent(ctx Context) (r0 Context, r1 int, err error) {
@@ -435,7 +436,7 @@ func (gd *Guard) CtxSwapCurrent(ctx Context) (r0 Context, r1 int, err error) {
 		return
 	}
 	r0, r1, err = gd.d.CtxSwapCurrent(ctx)
-	return r0, r1, gd.w.See("", err)
+	return r0, r1, gd.w.See("", ctx, 0, err)
 }
 
 // IsRelease says whether the Guard lets op through on a lost device.

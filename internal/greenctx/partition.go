@@ -25,7 +25,6 @@ type Partition struct {
 	layouts []*layout // by size, ascending; one for a plain partition
 	shape   *shape    // nil for a plain partition
 	closed  bool
-	lost    bool // abandoned after a device fault, until Rebuild (reset.go)
 	release func()
 }
 
@@ -117,7 +116,7 @@ func (p *Partition) Stream() cuda.Stream { return p.cur.Load().streams[0] }
 func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.lost { // closed, or abandoned (reset.go)
+	if p.closed {
 		return 0, ErrClosed
 	}
 	made := make([]cuda.Stream, len(p.layouts))
@@ -175,7 +174,7 @@ func (p *Partition) slot(h cuda.Stream) int {
 func (p *Partition) DestroyStream(s cuda.Stream) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.lost {
+	if p.closed {
 		return ErrClosed
 	}
 	i := p.slot(s)
@@ -199,7 +198,7 @@ func (p *Partition) DestroyStream(s cuda.Stream) error {
 func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.lost {
+	if p.closed {
 		return ErrClosed
 	}
 	return f(p.cur.Load().ctx)
@@ -212,7 +211,7 @@ func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 func (p *Partition) Reset() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.lost {
+	if p.closed {
 		return ErrClosed
 	}
 	if p.shape != nil {
@@ -238,9 +237,7 @@ func (p *Partition) Close() error {
 	p.closed = true
 	var errs []error
 	for _, l := range p.layouts {
-		if !p.lost { // abandoned (reset.go): nothing of it is left in the driver
-			errs = append(errs, l.destroy(p.drv))
-		}
+		errs = append(errs, l.destroy(p.drv))
 	}
 	if p.release != nil {
 		p.release()

@@ -619,7 +619,8 @@ func comment(s, indent string) string {
 
 const guardDoc = `Watcher is told of every call a Guard passes on. Refuse is asked before
 a call (a non-nil error is returned instead of calling the driver); See is
-handed the call's error (nil included) and returns the error the caller gets.
+handed the call's error (nil included), with the context and stream the
+call named (zero where it named none), and returns the error the caller gets.
 Release calls (destroy, free, unload) are not refused: closing a lost pool
 must still free what it made, and See decides what their errors mean.`
 
@@ -629,7 +630,7 @@ func genGuard() ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// %s\n\npackage cuda\n\n", header)
 	b.WriteString(comment(guardDoc, ""))
-	b.WriteString("type Watcher interface {\n\tRefuse(op string) error\n\tSee(op string, err error) error\n}\n\n")
+	b.WriteString("type Watcher interface {\n\tRefuse(op string) error\n\tSee(op string, c Context, s Stream, err error) error\n}\n\n")
 	b.WriteString("// Guard passes every Driver call to its driver through a Watcher.\ntype Guard struct {\n\td Driver\n\tw Watcher\n}\n\n")
 	b.WriteString("// NewGuard guards d with w.\nfunc NewGuard(d Driver, w Watcher) *Guard { return &Guard{d: d, w: w} }\n\n")
 	b.WriteString("// Unwrap is the guarded driver.\nfunc (gd *Guard) Unwrap() Driver { return gd.d }\n\n")
@@ -652,6 +653,15 @@ func genGuard() ([]byte, error) {
 			args[i] = p.name
 			if strings.HasPrefix(p.typ, "...") {
 				args[i] += "..."
+			}
+		}
+		ctxArg, streamArg := "0", "0"
+		for _, p := range ps {
+			if p.typ == "Context" && ctxArg == "0" {
+				ctxArg = p.name
+			}
+			if p.typ == "Stream" && streamArg == "0" {
+				streamArg = p.name
 			}
 		}
 		call := fmt.Sprintf("gd.d.%s(%s)", name, strings.Join(args, ", "))
@@ -677,7 +687,7 @@ func genGuard() ([]byte, error) {
 		} else {
 			fmt.Fprintf(&b, "\tif err = gd.w.Refuse(%q); err != nil {\n\t\treturn\n\t}\n", op)
 		}
-		fmt.Fprintf(&b, "\t%s = %s\n\treturn %sgd.w.See(%q, err)\n}\n\n", strings.Join(res, ", "), call, strings.Join(res[:len(res)-1], ", ")+sepIf(len(res) > 1), op)
+		fmt.Fprintf(&b, "\t%s = %s\n\treturn %sgd.w.See(%q, %s, %s, err)\n}\n\n", strings.Join(res, ", "), call, strings.Join(res[:len(res)-1], ", ")+sepIf(len(res) > 1), op, ctxArg, streamArg)
 	}
 	fmt.Fprintf(&b, "// IsRelease says whether the Guard lets op through on a lost device.\nfunc IsRelease(method string) bool {\n\tswitch method {\n\tcase %q:\n\t\treturn true\n\t}\n\treturn false\n}\n", strings.Join(release, `", "`))
 	return format.Source(b.Bytes())
