@@ -442,7 +442,7 @@ func (gd *Guard) CtxSwapCurrent(ctx Context) (r0 Context, r1 int, err error) {
 // IsRelease says whether the Guard lets op through on a lost device.
 func IsRelease(method string) bool {
 	switch method {
-	case "PrimaryCtxRelease\", \"MemFree\", \"ModuleUnload\", \"StreamDestroy\", \"EventDestroy\", \"GreenCtxDestroy\", \"MemPoolDestroy\", \"MemFreeAsync\", \"GraphExecDestroy\", \"GraphDestroy":
+	case "PrimaryCtxRelease", "MemFree", "ModuleUnload", "StreamDestroy", "EventDestroy", "GreenCtxDestroy", "MemPoolDestroy", "MemFreeAsync", "GraphExecDestroy", "GraphDestroy":
 		return true
 	}
 	return false

@@ -689,7 +689,7 @@ func genGuard() ([]byte, error) {
 		}
 		fmt.Fprintf(&b, "\t%s = %s\n\treturn %sgd.w.See(%q, %s, %s, err)\n}\n\n", strings.Join(res, ", "), call, strings.Join(res[:len(res)-1], ", ")+sepIf(len(res) > 1), op, ctxArg, streamArg)
 	}
-	fmt.Fprintf(&b, "// IsRelease says whether the Guard lets op through on a lost device.\nfunc IsRelease(method string) bool {\n\tswitch method {\n\tcase %q:\n\t\treturn true\n\t}\n\treturn false\n}\n", strings.Join(release, `", "`))
+	fmt.Fprintf(&b, "// IsRelease says whether the Guard lets op through on a lost device.\nfunc IsRelease(method string) bool {\n\tswitch method {\n\tcase %s:\n\t\treturn true\n\t}\n\treturn false\n}\n", `"`+strings.Join(release, `", "`)+`"`)
 	return format.Source(b.Bytes())
 }
 
