@@ -103,7 +103,7 @@ func BenchmarkNewTenant(b *testing.B) {
 // OH-004 baseline.
 func BenchmarkRawGreenCtx(b *testing.B) {
 	p := benchPool(b)
-	drv, dev := p.fault.raw, p.dev.Ordinal()
+	drv, dev := p.drv.(*cuda.Guard).Unwrap(), p.dev.Ordinal()
 	res, err := drv.DeviceGetDevResource(dev, cuda.ResourceSM)
 	if err != nil {
 		b.Fatal(err)
@@ -225,7 +225,7 @@ func BenchmarkLaunch(b *testing.B) {
 		t.Close()
 	}
 	b.Run("raw", func(b *testing.B) {
-		drv, c := p.fault.raw, p.dev.Primary()
+		drv, c := p.drv.(*cuda.Guard).Unwrap(), p.dev.Primary()
 		mod, err := drv.ModuleLoadData(c, kernels.ChainPTX)
 		if err != nil {
 			b.Fatal(err)

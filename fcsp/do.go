@@ -162,11 +162,13 @@ func (fr *doFrame) unwind(err *error) {
 		*err = errors.Join(*err, fr.run.end(c))
 	}
 	if fr.restore {
-		if e := c.pool.drv.CtxSetCurrent(fr.prev); e != nil {
+		// Past the guard: putting the thread's context back is no device
+		// work, and a lost pool must not leave its green context current.
+		if e := c.pool.raw.CtxSetCurrent(fr.prev); e != nil {
 			// A lost device may refuse the previous context: leave none
 			// current rather than the green one, which another Do may make
 			// current on its thread once this one gives its slot back.
-			_ = c.pool.drv.CtxSetCurrent(0)
+			_ = c.pool.raw.CtxSetCurrent(0)
 			*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: restoring the thread's context: %w", c.name, e))
 		}
 	}

@@ -43,7 +43,9 @@
 //
 // Tenants of one process share fate: a sticky device error (a kernel's
 // illegal address, say) poisons every context of the device in the
-// process. The pool then answers every tenant with ErrDeviceLost until
-// Pool.Reset rebuilds it; classes that must survive each other's faults
+// process. The pool then answers every tenant with ErrDeviceLost, and
+// Health says RestartRequired: the driver keeps the fault until the process
+// exits (on the H200 even through a reset of the primary context), so the
+// way back is a new process. Classes that must survive each other's faults
 // belong in separate processes sharing one limit (WithSharedRegion).
 package fcsp

@@ -53,14 +53,9 @@ var (
 	// instruction, misaligned address, launch failure, hardware stack
 	// error, device assert, watchdog timeout) poisoned the device for every
 	// tenant of this process. The *DeviceLostError says which error, where
-	// it was first seen. On a real driver the way back is a new process
-	// (Pool.Reset then says NeedsRestart); Pool.Reset recovers only where
-	// the driver clears the fault.
+	// it was first seen. The way back is a new process: the driver keeps
+	// the fault until this one exits (Health.RestartRequired).
 	ErrDeviceLost = errors.New("fcsp: device lost")
-	// ErrStale: a device pointer or event made before a Pool.Reset; it
-	// died with the reset. Tenants, their first streams, streams made by
-	// NewStream, modules and functions are rebuilt and stay valid.
-	ErrStale = errors.New("fcsp: handle from before Pool.Reset")
 	// ErrNotComputed: on the simulator (fcsptest), a launch of a kernel
 	// the simulator has no model for. The launch is admitted, ordered and
 	// counted like any other, but no memory was written: the simulator runs

@@ -43,9 +43,9 @@ func (c *tenantCore) NewEvent() (*Event, error) {
 			return do(f)
 		}
 	}
-	e, err := newEvent(c.pool.drv, c.pool.fresh(lived(c.do)), &c.events)
+	e, err := newEvent(c.pool.drv, lived(c.do), &c.events)
 	if err == nil {
-		e.wait = c.pool.fresh(lived(func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }))
+		e.wait = lived(func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) })
 	}
 	return e, err
 }
@@ -54,7 +54,7 @@ func (c *tenantCore) NewEvent() (*Event, error) {
 // marks that context's NULL stream, which (since tenant streams are
 // non-blocking) records the moment the GPU reaches it.
 func (p *Pool) NewEvent() (*Event, error) {
-	return newEvent(p.drv, p.fresh(func(f func(cuda.Context) error) error { return f(p.dev.Primary()) }), &p.events)
+	return newEvent(p.drv, func(f func(cuda.Context) error) error { return f(p.dev.Primary()) }, &p.events)
 }
 
 func newEvent(drv cuda.Driver, do func(func(cuda.Context) error) error, set *eventSet) (*Event, error) {
@@ -91,14 +91,6 @@ func (set *eventSet) close(drv cuda.Driver, ctx cuda.Context) error {
 	}
 	set.live = nil
 	return errors.Join(errs...)
-}
-
-// forget drops the events whose handles died with a context reset (their
-// calls answer ErrStale); the set stays open for the events made after.
-func (set *eventSet) forget() {
-	set.mu.Lock()
-	defer set.mu.Unlock()
-	set.live = nil
 }
 
 // Record marks the event on s, or on the NULL stream if s is nil. The
@@ -151,6 +143,9 @@ func (e *Event) Close() error {
 		return nil // the owner is closing: its eventSet.close destroys it
 	}
 	e.closed.Store(true)
+	if errors.Is(err, ErrDeviceLost) {
+		return nil // kept in the set: the owner's Close destroys it (the guard lets that through)
+	}
 	delete(e.set.live, e)
 	return err
 }

@@ -11,9 +11,9 @@ import (
 )
 
 // A request's kernel writes through a bad pointer: every tenant of the
-// process then gets ErrDeviceLost, and Reset says the process must be
-// restarted (Health().NeedsRestart), since the driver keeps the fault.
-func ExamplePool_Reset() {
+// process then gets ErrDeviceLost, and Health says the process must be
+// restarted (RestartRequired), since the driver keeps the fault.
+func ExamplePool_Health() {
 	ctx := context.Background()
 	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	if err != nil {
@@ -38,15 +38,14 @@ func ExamplePool_Reset() {
 	_, err = interactive.Alloc(ctx, 1<<20)
 	fmt.Println("neighbour lost too:", errors.Is(err, fcsp.ErrDeviceLost))
 
-	// As on the H200, the driver keeps a sticky fault through a reset of
-	// the primary context: the way back is a new process.
-	err = pool.Reset(ctx)
-	fmt.Println("Reset refused:", errors.Is(err, fcsp.ErrDeviceLost), pool.Health().NeedsRestart)
+	// As on the H200, the driver keeps a sticky fault until the process
+	// exits: the way back is a new process (a failing liveness probe).
+	fmt.Println("restart required:", pool.Health().RestartRequired)
 	_, err = interactive.Alloc(ctx, 1<<20)
 	fmt.Println("still lost:", errors.Is(err, fcsp.ErrDeviceLost))
 	// Output:
 	// lost: CUDA_ERROR_ILLEGAL_ADDRESS, first seen by "batch"
 	// neighbour lost too: true
-	// Reset refused: true true
+	// restart required: true
 	// still lost: true
 }

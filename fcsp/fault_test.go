@@ -3,8 +3,6 @@ package fcsp
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -75,10 +73,9 @@ func faultOn(ctx context.Context, s *Stream, fn *Function) error {
 	return err
 }
 
-func TestDeviceLostThenReset(t *testing.T) {
+func TestDeviceLost(t *testing.T) {
 	ctx := context.Background()
 	p, drv := openSim(t, WithPrewarm(8))
-	drv.SetResettableFaults(true) // the in-process path; the H200 keeps the fault (TestStickyFaultNeedsRestart)
 	fs := newFaultSet(t, p)
 	a, b := fs.tenants[0], fs.tenants[1]
 	for i, tn := range fs.tenants {
@@ -97,7 +94,7 @@ func TestDeviceLostThenReset(t *testing.T) {
 	require.NoError(t, b.Free(cached))
 	ev, err := a.NewEvent()
 	require.NoError(t, err)
-	freeSMs, used := p.FreeSMs(), p.MemoryUsed()
+	used := p.MemoryUsed()
 	var kept uint64
 	for _, tn := range fs.tenants {
 		kept += tn.Stats().MemoryCached
@@ -149,147 +146,30 @@ func TestDeviceLostThenReset(t *testing.T) {
 	}
 	require.Equal(t, used, p.MemoryUsed(), "a failed Free keeps its accounting")
 
-	// The way back.
-	require.NoError(t, p.Reset(ctx))
 	h := p.Health()
-	require.True(t, h.Healthy())
-	require.Equal(t, 1, h.Resets)
-	require.Positive(t, h.LastReset)
-	require.Equal(t, 1, drv.Resets())
-	require.Equal(t, cuda.Success, drv.Sticky(0))
-	require.Zero(t, p.MemoryUsed(), "the allocations died with the context: no quota is held")
-	require.Equal(t, freeSMs, p.FreeSMs())
-	require.Equal(t, []string{"a", "b", "c"}, p.Tenants())
-	require.Equal(t, 16, a.SMs())
-	require.Equal(t, 16, b.SMs())
-	require.Equal(t, 3, drv.Live().GreenCtxs, "a, b, the prewarmed spare, and nothing left over")
-	for i, tn := range fs.tenants {
-		require.Zero(t, tn.Stats().MemoryUsed)
-		require.ErrorIs(t, tn.Free(held[i]), ErrStale, "tenant %s", fs.names[i])
-		require.ErrorIs(t, tn.Free(held[i]), ErrUnknownPointer, "ErrStale is said once")
-		require.NoError(t, chainOn(ctx, tn, tn.Stream(), fs.fns[i], 1024, 16), "tenant %s, the function from before", fs.names[i])
-		free, total, err := tn.MemGetInfo()
-		require.NoError(t, err)
-		require.Equal(t, uint64(64<<20), total)
-		require.Equal(t, uint64(64<<20)-tn.Stats().MemoryCached, free, "nothing held but the free lists")
-	}
-	require.NoError(t, chainOn(ctx, b, extra, fs.fns[1], 1024, 16), "a stream from NewStream is made again")
-	require.ErrorIs(t, ev.Record(a.Stream()), ErrStale)
-	require.ErrorIs(t, ev.Close(), ErrStale)
-	late, err := p.NewTenant("late", WithSMs(8))
-	require.NoError(t, err, "the spare partition was rebuilt too")
-	require.NoError(t, late.Close())
+	require.True(t, h.RestartRequired, "a lost device never comes back in this process")
+	require.Equal(t, lost, h.Lost)
+	require.Equal(t, "cuLaunchKernel", h.Lost.Op)
+	require.False(t, h.Lost.At.IsZero())
 
+	// Closing the lost pool still asks the driver to destroy what it made
+	// (issue 28 #12): the guard lets release calls through while lost. The
+	// fake, as a real driver, answers them with the sticky error, which
+	// Close forgives.
+	releases := []string{"cuEventDestroy_v2", "cuStreamDestroy_v2", "cuModuleUnload", "cuGreenCtxDestroy", "cuMemPoolDestroy", "cuMemFreeAsync"}
+	calls := map[string]int{}
+	for _, op := range releases {
+		calls[op] = drv.Calls(op)
+	}
+	require.NoError(t, ev.Close())
+	require.ErrorIs(t, extra.Close(), ErrDeviceLost, "the pool's Close destroys it")
 	for _, tn := range fs.tenants {
 		require.NoError(t, tn.Close())
 	}
-	live := drv.Live()
-	require.Zero(t, live.Bytes)
-	require.Zero(t, live.Modules)
-	require.Equal(t, 1, live.GreenCtxs, "only the spare")
-}
-
-func TestResetOfAHealthyPool(t *testing.T) {
-	ctx := context.Background()
-	p, _ := openSim(t)
-	fs := newFaultSet(t, p)
-	require.NoError(t, p.Reset(ctx))
-	require.NoError(t, p.Reset(ctx))
-	for i, tn := range fs.tenants {
-		require.NoError(t, chainOn(ctx, tn, tn.Stream(), fs.fns[i], 256, 8))
-	}
-	require.Equal(t, 2, p.Health().Resets)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	require.ErrorIs(t, p.Reset(cancelled), context.Canceled)
 	require.NoError(t, p.Close())
-	require.ErrorIs(t, p.Reset(ctx), ErrClosed)
-}
-
-func TestResetFailureLeavesThePoolLost(t *testing.T) {
-	ctx := context.Background()
-	p, drv := openSim(t)
-	drv.SetResettableFaults(true)
-	fs := newFaultSet(t, p)
-	drv.InjectFault(0, cuda.ErrorHardwareStackError)
-	require.ErrorIs(t, fs.tenants[0].Stream().Synchronize(), ErrDeviceLost)
-	drv.FailNext("cuDevicePrimaryCtxReset_v2", cuda.ErrorUnknown)
-	err := p.Reset(ctx)
-	require.ErrorIs(t, err, cuda.ErrorUnknown)
-	require.ErrorIs(t, err, ErrDeviceLost)
-	require.False(t, p.Health().NeedsRestart, "a reset that failed for another reason may be tried again")
-	_, err = fs.tenants[1].Alloc(ctx, 1)
-	require.ErrorIs(t, err, ErrDeviceLost)
-	require.Contains(t, err.Error(), "Pool.Reset failed")
-	require.NoError(t, p.Reset(ctx))
-	require.NoError(t, chainOn(ctx, fs.tenants[1], fs.tenants[1].Stream(), fs.fns[1], 256, 8))
-}
-
-// Reset, Close and calls all at once: every call either works or fails with
-// one of the documented errors, and the accounting ends at zero.
-func TestResetRacesCallsAndClose(t *testing.T) {
-	ctx := context.Background()
-	p, drv := openSim(t)
-	drv.SetResettableFaults(true)
-	fs := newFaultSet(t, p)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	bad := make(chan error, 64)
-	for i, tn := range fs.tenants {
-		for g := 0; g < 2; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for n := 0; !stop.Load() && n < 400; n++ {
-					err := chainOn(ctx, tn, tn.Stream(), fs.fns[i], 64, 2)
-					if n%7 == 3 {
-						err = errors.Join(err, faultOn(ctx, tn.Stream(), fs.fns[i]))
-					}
-					if err != nil && !errors.Is(err, ErrDeviceLost) && !errors.Is(err, ErrClosed) &&
-						!errors.Is(err, ErrStale) && !errors.Is(err, ErrUnknownPointer) {
-						bad <- err
-						return
-					}
-				}
-			}()
-		}
+	for _, op := range releases {
+		require.Greater(t, drv.Calls(op), calls[op], "%s was not called on the lost pool's Close", op)
 	}
-	closed := make(chan error, 1)
-	for r := 0; r < 6; r++ {
-		drv.InjectFault(0, cuda.ErrorIllegalAddress)
-		_ = fs.tenants[2].Stream().Synchronize()
-		if r == 3 { // tenant a's Close races this Reset
-			go func() { closed <- fs.tenants[0].Close() }()
-		}
-		require.NoError(t, p.Reset(ctx))
-	}
-	require.NoError(t, <-closed)
-	stop.Store(true)
-	wg.Wait()
-	close(bad)
-	for err := range bad {
-		t.Error(err)
-	}
-	if !p.Health().Healthy() {
-		require.NoError(t, p.Reset(ctx))
-	}
-	for i, tn := range fs.tenants[1:] {
-		require.NoError(t, chainOn(ctx, tn, tn.Stream(), fs.fns[i+1], 64, 2))
-		require.Zero(t, tn.Stats().MemoryUsed)
-	}
-	var cached uint64
-	for _, tn := range fs.tenants[1:] {
-		cached += tn.Stats().MemoryCached
-	}
-	require.Equal(t, cached, p.MemoryUsed(), "the pool counts the tenants' cached blocks and nothing else")
-	for _, tn := range fs.tenants[1:] {
-		require.NoError(t, tn.Close())
-	}
-	live := drv.Live()
-	require.Zero(t, live.Bytes, "nothing leaked in the fake")
-	require.Zero(t, live.GreenCtxs)
-	require.Zero(t, live.Streams)
-	require.Zero(t, live.Modules)
 }
 
 // A lost pool can still be closed, tenant by tenant or whole: what the
@@ -305,34 +185,17 @@ func TestLostPoolCloses(t *testing.T) {
 	require.NoError(t, err)
 	drv.InjectFault(0, cuda.ErrorLaunchFailed)
 	require.ErrorIs(t, fs.tenants[2].Stream().Synchronize(), ErrDeviceLost)
-	require.ErrorIs(t, extra.Close(), ErrDeviceLost, "the stream stays for Reset")
+	require.ErrorIs(t, extra.Close(), ErrDeviceLost, "the pool is lost; Close of the pool destroys it")
 	require.NoError(t, fs.tenants[0].Close())
 	require.ErrorIs(t, fs.tenants[0].Stream().Synchronize(), ErrClosed, "closed wins over lost")
 	require.NoError(t, p.Close())
 	require.NoError(t, fs.tenants[1].Close())
 }
 
-// An adopted stream's handle died with the reset; the SDK forgets it.
-func TestResetForgetsAdoptedStreams(t *testing.T) {
-	ctx := context.Background()
-	p, _ := openSim(t)
-	fs := newFaultSet(t, p)
-	c := fs.tenants[2]
-	own, err := c.NewStream(ClassDefault)
-	require.NoError(t, err)
-	adopted, err := c.Adopt(own.Handle(), ClassNCCL)
-	require.NoError(t, err)
-	require.NoError(t, adopted.Synchronize())
-	require.NoError(t, p.Reset(ctx))
-	require.ErrorIs(t, adopted.Synchronize(), ErrClosed)
-	require.NoError(t, own.Synchronize(), "a stream made by NewStream is made again")
-	require.Equal(t, 2, c.Stats().Streams)
-}
-
 // A cleanup that is the first to meet a sticky fault loses the device, as
 // any call would, and is forgiven: a partitioned tenant's Close tears its
 // partition down through the raw driver, which the pool does not watch.
-// TestResetRacesCallsAndClose failed on this about once in 60 -race runs
+// A Reset test (removed with Reset) failed on this about once in 60 -race runs
 // (a fault injected after the Close's watched calls and before its
 // partition's: the Close returned cuStreamSynchronize's 700).
 func TestCleanupFirstToMeetAFaultLosesTheDevice(t *testing.T) {

@@ -1,7 +1,6 @@
 package fcsp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +14,8 @@ import (
 
 // Module is code loaded into a tenant's context.
 type Module struct {
-	t     *tenantCore
-	h     cuda.Module
-	image []byte      // kept to load it again after Pool.Reset
-	funcs []*Function // looked up so far, found again after Pool.Reset (under t.mu)
+	t *tenantCore
+	h cuda.Module
 
 	hs []cuda.Module // per layout of a reshapable tenant (reshape.go)
 
@@ -45,7 +42,7 @@ type Function struct {
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
-	m := &Module{t: c, image: bytes.Clone(image)}
+	m := &Module{t: c}
 	m.sigs, _ = ptxsig.Parse(image)
 	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
@@ -68,9 +65,6 @@ func (m *Module) Function(name string) (*Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)
 	}
-	m.t.mu.Lock()
-	m.funcs = append(m.funcs, f)
-	m.t.mu.Unlock()
 	return f, nil
 }
 

@@ -78,9 +78,6 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 	defer c.life.exit(slot)
 	r, err := c.acct.StartRelease(uint64(p))
 	if err != nil {
-		if _, ok := c.pool.fault.stale.LoadAndDelete(staleKey{c, p}); ok {
-			return fmt.Errorf("tenant %q: Free(%#x): %w (the allocation died with the reset; nothing to free)", c.name, uint64(p), ErrStale)
-		}
 		return err // memtrack's error names the tenant and the pointer
 	}
 	if class, _, ok := sizeClass(r.Size()); ok && c.mpool != nil {

@@ -26,6 +26,7 @@ type Pool struct {
 	log  *slog.Logger
 
 	closeDone chan struct{} // closed when the first Close has finished
+	raw       cuda.Driver   // the driver under the guard: only to put a thread's context back
 	env       hamienv.Config
 
 	// NCCL and other foreign streams, labelled by handle.
@@ -88,9 +89,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		}
 		p.drv = lib
 	}
-	// Tenants call the driver through the watch for sticky errors; greenctx
-	// and Reset call it directly.
-	p.fault.raw, p.drv = p.drv, &watched{Driver: p.drv, p: p}
+	// Every call, greenctx's included, goes through the guard: whichever
+	// call meets a sticky fault first turns the pool to lost.
+	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, watch{p})
 	if n, err := p.drv.DeviceCount(); err != nil {
 		return nil, err
 	} else if index >= n {
@@ -99,7 +100,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	dev, err := greenctx.Open(p.fault.raw, index)
+	dev, err := greenctx.Open(p.drv, index)
 	if err != nil {
 		return nil, err
 	}

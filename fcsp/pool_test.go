@@ -25,7 +25,7 @@ func openSim(t testing.TB, opts ...Option) (*Pool, *fake.Driver) {
 	p, err := openSimErr(0, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
-	return p, p.fault.raw.(*fake.Driver)
+	return p, p.drv.(*cuda.Guard).Unwrap().(*fake.Driver)
 }
 
 // openSimErr is Open of device index on a simulated H200, for tests of

@@ -181,13 +181,11 @@ func (s *Stream) afterSync() {
 // refresh asks the driver, without waiting, whether the busy latency
 // streams' last launches have completed, and uncounts those that have. It
 // takes no lock it could wait for: a stream whose meter is in use (its
-// owner launching or polling: it will see for itself) is skipped, and so is
-// everything while a Reset rebuilds the pool.
+// owner launching or polling: it will see for itself) is skipped.
 func (pp *poolPriority) refresh(p *Pool) {
-	if pp.query.Load() == probeNo || !p.fault.resetMu.TryRLock() {
+	if pp.query.Load() == probeNo {
 		return
 	}
-	defer p.fault.resetMu.RUnlock()
 	list := pp.streams.Load()
 	if list == nil {
 		return

@@ -190,26 +190,3 @@ func (m *Module) unload(ctx cuda.Context) error {
 	}
 	return errors.Join(errs...)
 }
-
-// reload loads the module into every layout again after Pool.Reset and
-// finds its functions again; the caller holds m.t.mu.
-func (m *Module) reload(drv cuda.Driver) error {
-	part := m.t.part
-	for i := range m.hs {
-		err := part.DoIn(i, func(ctx cuda.Context) (err error) {
-			if m.hs[i], err = drv.ModuleLoadData(ctx, m.image); err != nil {
-				return fmt.Errorf("loading a module again: %w", err)
-			}
-			for _, f := range m.funcs {
-				if f.hs[i], err = drv.ModuleGetFunction(ctx, m.hs[i], f.name); err != nil {
-					return fmt.Errorf("finding kernel %q again: %w", f.name, err)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}

@@ -246,29 +246,31 @@ func TestReshapeRacesCallsAndClose(t *testing.T) {
 	require.Equal(t, 132, p.FreeSMs())
 }
 
-// A device fault and Pool.Reset with a reshaped tenant: every layout is
-// rebuilt, its module found again in each, and it keeps reshaping.
-func TestReshapeSurvivesReset(t *testing.T) {
+// A Reshape that is the first call to meet a sticky fault (greenctx makes
+// the driver calls) loses the pool as any call would: ErrDeviceLost, not
+// the bare CUDA error, and every tenant then sees it (issue 28 #10; before,
+// greenctx called the driver past the pool's guard).
+func TestReshapeMeetsAFault(t *testing.T) {
 	ctx := context.Background()
 	p, drv := openSim(t)
 	lat, err := p.NewTenant("interactive", WithSMs(8), WithReshapeSizes(32))
 	require.NoError(t, err)
-	defer lat.Close()
+	other, err := p.NewTenant("batch")
+	require.NoError(t, err)
 	mod, err := lat.LoadModule(kernels.ChainPTX)
 	require.NoError(t, err)
 	fn, err := mod.Function("chain")
 	require.NoError(t, err)
-	require.NoError(t, lat.Reshape(ctx, 32))
 	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
-	drv.SetResettableFaults(true) // the fake's in-process recovery model
 	drv.InjectFault(0, cuda.ErrorIllegalAddress)
-	require.ErrorIs(t, lat.Stream().Synchronize(), ErrDeviceLost)
-	require.NoError(t, p.Reset(ctx))
-	require.Equal(t, 32, lat.SMs(), "rebuilt at the size it had")
-	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
-	require.NoError(t, lat.Reshape(ctx, 8))
-	require.NoError(t, chainOn(ctx, lat, lat.Stream(), fn, 256, 8))
+	err = lat.Reshape(ctx, 32)
+	require.ErrorIs(t, err, ErrDeviceLost)
+	require.False(t, p.Health().Healthy())
+	_, err = other.Alloc(ctx, 1)
+	require.ErrorIs(t, err, ErrDeviceLost)
 	require.NoError(t, lat.Close())
+	require.NoError(t, other.Close())
+	require.NoError(t, p.Close())
 	require.Zero(t, drv.Live().GreenCtxs)
 }
 

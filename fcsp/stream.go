@@ -83,7 +83,7 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 	defer c.life.exit(slot)
 	s, err := c.newStream(cl, false)
 	if err != nil {
-		return nil, c.pool.see(err, c.ctx(), 0) // a partition's stream is made through greenctx
+		return nil, err // greenctx calls the driver through the pool's guard
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

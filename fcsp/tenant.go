@@ -393,8 +393,6 @@ func (c *tenantCore) close(why string) error {
 	if c.limiter != nil {
 		_ = c.limiter.Close() // launches waiting for tokens return ErrClosed
 	}
-	c.pool.fault.resetMu.RLock() // not while a Reset rebuilds the tenant
-	defer c.pool.fault.resetMu.RUnlock()
 	c.life.end() // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
 	c.mu.Lock()

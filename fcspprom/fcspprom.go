@@ -86,7 +86,7 @@ type descs struct {
 	gpu, streams                                              *prometheus.Desc
 	ctxP50, ctxP99, ctxMax, ctxWaits, ctxCalls                *prometheus.Desc
 	poolUsed, poolCached, poolLim, poolFree, tenants          *prometheus.Desc
-	lost, resets                                              *prometheus.Desc
+	lost                                                      *prometheus.Desc
 	bandwidth, slowdown, bytes, latency, floor, floored, busy *prometheus.Desc
 }
 
@@ -134,7 +134,6 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.poolFree = mk("fcsp_pool_free_sms", "SMs not yet given to a partition.")
 	d.tenants = mk("fcsp_pool_tenants", "Live tenants.")
 	d.lost = mk("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until the process restarts).")
-	d.resets = mk("fcsp_pool_resets_total", "Successful Pool.Reset calls.")
 	d.busy = mk("fcsp_pool_latency_busy", "1 while a latency-critical tenant has kernels in flight, as last seen.")
 	return all
 }
@@ -210,7 +209,6 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, ps fcsp.PoolStats, free
 	gauge(d.poolFree, float64(freeSMs))
 	gauge(d.tenants, float64(len(ps.Tenants)))
 	gauge(d.lost, b2f(!ps.Health.Healthy()))
-	counter(d.resets, float64(ps.Health.Resets))
 	gauge(d.busy, b2f(latencyBusy))
 }
 

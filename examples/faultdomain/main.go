@@ -12,8 +12,8 @@
 // reaper returns the shared total to exactly the parent's own usage.
 //
 // The faulted child cannot recover in-process: the driver keeps a sticky
-// fault through a reset of the primary context (on the H200, Pool.Reset
-// answers CUDA_ERROR_ILLEGAL_ADDRESS; the SDK says NeedsRestart). The way
+// fault through a reset of the primary context (on the H200 the next
+// retain answers CUDA_ERROR_ILLEGAL_ADDRESS; Health says RestartRequired). The way
 // back is a new process, so the parent, as a supervisor would, then starts
 // a new child that joins the same region, allocates and serves checked
 // requests: the node heals and the restarted process is usable.
@@ -404,9 +404,8 @@ func childMain() int {
 		return 1
 	}
 	fmt.Printf("holding %d bytes\n", hold)
-	// The parent looks at the shared total before the fault: the in-process
-	// Reset below drops this process's accounting, so without this wait the
-	// parent could read the total after it (it did, 7 runs in 30 under -race).
+	// The parent looks at the shared total before the fault, so that it
+	// reads the child's usage before anything of the fault can change it.
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	// A request with a bad pointer: the chain kernel writes to 0x10.
 	err = launch(ctx, srv.tn, srv.fn, 0x10)
@@ -416,7 +415,7 @@ func childMain() int {
 	fmt.Printf("fault: %v\n", err)
 	_, err = srv.tn.Alloc(ctx, 1)
 	fmt.Printf("next allocation: %v\n", err)
-	fmt.Printf("in-process reset: %v (needs restart: %v)\n", p.Reset(ctx), p.Health().NeedsRestart)
+	fmt.Printf("restart required: %v\n", p.Health().RestartRequired)
 	time.Sleep(time.Minute) // killed by the parent long before
 	return 3
 }

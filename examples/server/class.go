@@ -215,7 +215,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, fcsp.ErrQuotaExceeded):
 		return http.StatusTooManyRequests
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, fcsp.ErrClosed):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, fcsp.ErrClosed),
+		errors.Is(err, fcsp.ErrDeviceLost): // lost: /healthz fails and the process is replaced
 		return http.StatusServiceUnavailable
 	case errors.Is(err, fcsp.ErrInvalidArgument):
 		return http.StatusBadRequest

@@ -197,9 +197,18 @@ type health struct {
 	Device    string         `json:"device"`
 	Simulated bool           `json:"simulated"`
 	Classes   map[string]any `json:"classes"`
+	Lost      string         `json:"lost,omitempty"` // the sticky fault, once the device is lost
 }
 
+// healthz answers 503 once the device is lost: the driver keeps a sticky
+// fault until the process exits, so the liveness probe fails and the
+// container is restarted (docs/DEPLOY.md).
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if h := s.pool.Health(); h.RestartRequired {
+		writeJSON(w, http.StatusServiceUnavailable, health{Status: "device lost", Mode: s.cfg.Mode,
+			Device: s.pool.Device().String(), Simulated: s.pool.Device().Simulated, Lost: h.Lost.Error()})
+		return
+	}
 	writeJSON(w, http.StatusOK, health{
 		Status: "ok", Mode: s.cfg.Mode, Device: s.pool.Device().String(), Simulated: s.pool.Device().Simulated,
 		Classes: map[string]any{"interactive": s.interactive.describe(), "batch": s.batch.describe()},

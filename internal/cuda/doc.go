@@ -22,7 +22,10 @@
 // ./internal/cuda` (or `go run ./internal/cuda/gen` from the module root)
 // writes shim.h, shim_entries.h, zz_generated_shim.c,
 // zz_generated_libcuda.go (the Go wrappers on Library),
-// zz_generated_driver.go (Driver and Baseline) and fake/zz_generated.go.
+// zz_generated_driver.go (Driver and Baseline), zz_generated_guard.go
+// (Guard: every Driver method through a Watcher, so that a sticky error from
+// any call is seen; rows marked Release pass while lost) and
+// fake/zz_generated.go.
 // Hand-written are shim_types.h (the C types), shim_internal.h (the GUARD and
 // SCOPED macros), shim.c (dlopen and the wrappers whose bodies are more than
 // push, call, pop) and libcuda.go (Load, and the Go methods that copy

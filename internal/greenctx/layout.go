@@ -191,7 +191,7 @@ func (p *Partition) Layout() int {
 func (p *Partition) DoIn(i int, f func(ctx cuda.Context) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.lost {
+	if p.closed {
 		return ErrClosed
 	}
 	if i < 0 || i >= len(p.layouts) {
@@ -214,7 +214,7 @@ func (p *Partition) DoIn(i int, f func(ctx cuda.Context) error) error {
 func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.lost {
+	if p.closed {
 		return ErrClosed
 	}
 	old := p.cur.Load()

@@ -26,7 +26,6 @@ type Partition struct {
 	layouts []*layout // by size, ascending; one for a plain partition
 	shape   *shape    // nil for a plain partition
 	closed  bool
-	lost    bool // abandoned after a device fault, until Rebuild (reset.go)
 	release func()
 	idle    []int // indices of streams closed by their owner, kept for reuse
 
@@ -129,7 +128,7 @@ func (p *Partition) Stream() cuda.Stream { return p.cur.Load().streams[0] }
 func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.lost { // closed, or abandoned (reset.go)
+	if p.closed {
 		return 0, ErrClosed
 	}
 	if n := len(p.idle); n > 0 && priority == 0 {
@@ -199,7 +198,7 @@ const maxIdleStreams = 8
 // first stream lives as long as the partition.
 func (p *Partition) DestroyStream(s cuda.Stream) error {
 	p.mu.Lock()
-	gone := p.closed || p.lost
+	gone := p.closed
 	p.mu.Unlock()
 	if gone {
 		return ErrClosed
@@ -212,12 +211,12 @@ func (p *Partition) DestroyStream(s cuda.Stream) error {
 		p.mu.Unlock()
 		return fmt.Errorf("greenctx: stream %#x was destroyed already", uintptr(s))
 	}
-	if i := p.slot(s); i > 0 && !p.closed && !p.lost && len(p.idle) < maxIdleStreams {
+	if i := p.slot(s); i > 0 && !p.closed && len(p.idle) < maxIdleStreams {
 		p.idle = append(p.idle, i)
 		p.mu.Unlock()
 		return nil
 	}
-	if p.closed || p.lost {
+	if p.closed {
 		p.mu.Unlock()
 		return ErrClosed
 	}
@@ -262,7 +261,7 @@ func (p *Partition) DestroyStream(s cuda.Stream) error {
 func (p *Partition) Reset() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.lost {
+	if p.closed {
 		return ErrClosed
 	}
 	if p.shape != nil {
@@ -291,9 +290,7 @@ func (p *Partition) Close() error {
 	close(p.done)
 	var errs []error
 	for _, l := range p.layouts {
-		if !p.lost { // abandoned (reset.go): nothing of it is left in the driver
-			errs = append(errs, l.destroy(p.drv, p.dev.Primary()))
-		}
+		errs = append(errs, l.destroy(p.drv, p.dev.Primary()))
 	}
 	if p.release != nil {
 		p.release()

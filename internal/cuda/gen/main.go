@@ -50,6 +50,7 @@ type entry struct {
 	CustomC  string
 	CustomGo bool
 	Shim     string
+	Release  bool
 }
 
 // names is what dlsym tries, in order.
@@ -209,7 +210,12 @@ func generate(dir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	guardGo, err := genGuard()
+	if err != nil {
+		return nil, err
+	}
 	return map[string][]byte{
+		"zz_generated_guard.go":   guardGo,
 		"shim.h":                  genShimH(),
 		"shim_entries.h":          genEntriesH(),
 		"zz_generated_shim.c":     genShimC(),
@@ -609,4 +615,87 @@ func comment(s, indent string) string {
 		}
 	}
 	return b.String()
+}
+
+const guardDoc = `Watcher is told of every call a Guard passes on. Refuse is asked before
+a call (a non-nil error is returned instead of calling the driver); See is
+handed the call's error (nil included), with the context and stream the
+call named (zero where it named none), and returns the error the caller gets.
+Release calls (destroy, free, unload) are not refused: closing a lost pool
+must still free what it made, and See decides what their errors mean.`
+
+// genGuard writes Guard: a Driver that hands every call of every Driver
+// method to a Watcher, so that no entry point can meet a sticky error unseen.
+func genGuard() ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "// %s\n\npackage cuda\n\n", header)
+	b.WriteString(comment(guardDoc, ""))
+	b.WriteString("type Watcher interface {\n\tRefuse(op string) error\n\tSee(op string, c Context, s Stream, err error) error\n}\n\n")
+	b.WriteString("// Guard passes every Driver call to its driver through a Watcher.\ntype Guard struct {\n\td Driver\n\tw Watcher\n}\n\n")
+	b.WriteString("// NewGuard guards d with w.\nfunc NewGuard(d Driver, w Watcher) *Guard { return &Guard{d: d, w: w} }\n\n")
+	b.WriteString("// Unwrap is the guarded driver.\nfunc (gd *Guard) Unwrap() Driver { return gd.d }\n\n")
+	b.WriteString("var _ Driver = (*Guard)(nil)\n\n")
+	var release []string
+	for _, e := range table {
+		if e.Method == "" || e.Iface != driver {
+			continue
+		}
+		f, err := goSig(e.Method)
+		if err != nil {
+			return nil, err
+		}
+		name := f.Names[0].Name
+		ft := f.Type.(*ast.FuncType)
+		ps := fields(ft.Params)
+		rs := fields(ft.Results)
+		args := make([]string, len(ps))
+		for i, p := range ps {
+			args[i] = p.name
+			if strings.HasPrefix(p.typ, "...") {
+				args[i] += "..."
+			}
+		}
+		ctxArg, streamArg := "0", "0"
+		for _, p := range ps {
+			if p.typ == "Context" && ctxArg == "0" {
+				ctxArg = p.name
+			}
+			if p.typ == "Stream" && streamArg == "0" {
+				streamArg = p.name
+			}
+		}
+		call := fmt.Sprintf("gd.d.%s(%s)", name, strings.Join(args, ", "))
+		if len(rs) == 0 || rs[len(rs)-1].typ != "error" {
+			if len(rs) == 0 {
+				fmt.Fprintf(&b, "func (gd *Guard) %s(%s) { %s }\n\n", name, joinParams(ps), call)
+			} else {
+				fmt.Fprintf(&b, "func (gd *Guard) %s(%s) %s { return %s }\n\n", name, joinParams(ps), types.ExprString(ft.Results.List[0].Type), call)
+			}
+			continue
+		}
+		res := make([]string, len(rs))
+		for i := range rs[:len(rs)-1] {
+			rs[i].name = fmt.Sprintf("r%d", i)
+			res[i] = rs[i].name
+		}
+		rs[len(rs)-1].name = "err"
+		res[len(rs)-1] = "err"
+		op := e.op()
+		fmt.Fprintf(&b, "func (gd *Guard) %s(%s) (%s) {\n", name, joinParams(ps), joinParams(rs))
+		if e.Release {
+			release = append(release, name)
+		} else {
+			fmt.Fprintf(&b, "\tif err = gd.w.Refuse(%q); err != nil {\n\t\treturn\n\t}\n", op)
+		}
+		fmt.Fprintf(&b, "\t%s = %s\n\treturn %sgd.w.See(%q, %s, %s, err)\n}\n\n", strings.Join(res, ", "), call, strings.Join(res[:len(res)-1], ", ")+sepIf(len(res) > 1), op, ctxArg, streamArg)
+	}
+	fmt.Fprintf(&b, "// IsRelease says whether the Guard lets op through on a lost device.\nfunc IsRelease(method string) bool {\n\tswitch method {\n\tcase %s:\n\t\treturn true\n\t}\n\treturn false\n}\n", `"`+strings.Join(release, `", "`)+`"`)
+	return format.Source(b.Bytes())
+}
+
+func sepIf(b bool) string {
+	if b {
+		return ", "
+	}
+	return ""
 }

@@ -29,6 +29,8 @@ package main
 //	CustomC  the shim's parameters where shim.c holds a hand-written body.
 //	CustomGo the Go method is hand-written in libcuda.go.
 //	Shim     the shim's name where it is not fcsp_Sym.
+//	Release  a destroy/free/unload call: the Guard lets it through on a lost
+//	         device so that closing a lost pool still frees what it made.
 //
 // Generated Go wrappers map the shim's parameters to the method's by name:
 // a parameter named like a Go parameter is converted from it (handles,
@@ -58,7 +60,7 @@ var table = []entry{
 	{Sym: "cuDevicePrimaryCtxRetain", Params: "CUcontext *c, CUdevice d", Required: true,
 		Method: "PrimaryCtxRetain(d Device) (Context, error)", Iface: driver},
 	{Sym: "cuDevicePrimaryCtxRelease", Names: []string{"cuDevicePrimaryCtxRelease_v2"}, Params: "CUdevice d",
-		Method: "PrimaryCtxRelease(d Device) error", Iface: driver},
+		Method: "PrimaryCtxRelease(d Device) error", Release: true, Iface: driver},
 	// entry points added for fault
 	{Sym: "cuDevicePrimaryCtxReset", Names: []string{"cuDevicePrimaryCtxReset_v2"}, Params: "CUdevice d",
 		Method: "PrimaryCtxReset(d Device) error", Iface: driver,
@@ -77,7 +79,7 @@ var table = []entry{
 	{Sym: "cuMemAlloc", Names: []string{"cuMemAlloc_v2"}, Params: "CUdeviceptr *p, size_t n", Ctx: pushed, Required: true,
 		Method: "MemAlloc(c Context, n uint64) (DevicePtr, error)", Iface: driver},
 	{Sym: "cuMemFree", Names: []string{"cuMemFree_v2"}, Params: "CUdeviceptr p", Ctx: pushed, Required: true,
-		Method: "MemFree(c Context, p DevicePtr) error", Iface: driver},
+		Method: "MemFree(c Context, p DevicePtr) error", Release: true, Iface: driver},
 	{Sym: "cuMemGetInfo", Names: []string{"cuMemGetInfo_v2"}, Params: "size_t *freeBytes, size_t *totalBytes", Ctx: pushed,
 		Method: "MemGetInfo(c Context) (free, total uint64, err error)", Iface: driver},
 	{Sym: "cuMemcpyHtoD", Names: []string{"cuMemcpyHtoD_v2"}, Params: "CUdeviceptr dst, const void *src, size_t n", Ctx: pushed,
@@ -88,7 +90,7 @@ var table = []entry{
 	{Sym: "cuModuleLoadData", Params: "CUmodule *m, const void *image", Ctx: pushed,
 		Method: "ModuleLoadData(c Context, image []byte) (Module, error)", CustomGo: true, Iface: driver},
 	{Sym: "cuModuleUnload", Params: "CUmodule m", Ctx: pushed,
-		Method: "ModuleUnload(c Context, m Module) error", Iface: driver},
+		Method: "ModuleUnload(c Context, m Module) error", Release: true, Iface: driver},
 	{Sym: "cuModuleGetFunction", Params: "CUfunction *f, CUmodule m, const char *name", Ctx: pushed,
 		Method: "ModuleGetFunction(c Context, m Module, name string) (Function, error)", CustomGo: true, Iface: driver},
 	{Sym: "cuLaunchKernel", Required: true, Ctx: pushedOrNone,
@@ -99,7 +101,7 @@ var table = []entry{
 	{Sym: "cuStreamCreate", Params: "CUstream *s, unsigned flags", Ctx: pushed, Required: true,
 		Method: "StreamCreate(c Context, flags uint32) (Stream, error)", Iface: driver},
 	{Sym: "cuStreamDestroy", Names: []string{"cuStreamDestroy_v2"}, Params: "CUstream s", Ctx: pushed,
-		Method: "StreamDestroy(c Context, s Stream) error", Iface: driver},
+		Method: "StreamDestroy(c Context, s Stream) error", Release: true, Iface: driver},
 	{Sym: "cuStreamSynchronize", Params: "CUstream s", Ctx: pushedOrNone,
 		Method: "StreamSynchronize(c Context, s Stream) error", Iface: driver},
 
@@ -117,7 +119,7 @@ var table = []entry{
 		Params: "float *ms, CUevent start, CUevent end", Ctx: pushed,
 		Method: "EventElapsedMs(c Context, start, end Event) (float32, error)", Iface: driver},
 	{Sym: "cuEventDestroy", Names: []string{"cuEventDestroy_v2"}, Params: "CUevent e", Ctx: pushed,
-		Method: "EventDestroy(c Context, e Event) error", Iface: driver},
+		Method: "EventDestroy(c Context, e Event) error", Release: true, Iface: driver},
 	// entry points added for share
 	{Sym: "cuEventQuery", Params: "CUevent e", Ctx: pushedOrNone,
 		Method: "EventQuery(c Context, e Event) error", Iface: driver,
@@ -134,7 +136,7 @@ var table = []entry{
 		Method: "DevResourceGenerateDesc(res []DevResource) (ResourceDesc, error)", CustomGo: true, Iface: driver},
 	{Sym: "cuGreenCtxCreate", Params: "CUgreenCtx *g, CUdevResourceDesc desc, CUdevice d, unsigned flags",
 		Method: "GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (GreenCtx, error)", Iface: driver},
-	{Sym: "cuGreenCtxDestroy", Params: "CUgreenCtx g", Method: "GreenCtxDestroy(g GreenCtx) error", Iface: driver},
+	{Sym: "cuGreenCtxDestroy", Params: "CUgreenCtx g", Method: "GreenCtxDestroy(g GreenCtx) error", Release: true, Iface: driver},
 	{Sym: "cuCtxFromGreenCtx", Params: "CUcontext *c, CUgreenCtx g",
 		Method: "CtxFromGreenCtx(g GreenCtx) (Context, error)", Iface: driver},
 	{Sym: "cuGreenCtxStreamCreate", Params: "CUstream *s, CUgreenCtx g, unsigned flags, int priority",
@@ -147,11 +149,11 @@ var table = []entry{
 		Method:  "MemPoolCreate(c Context, d Device, maxSize uint64) (MemPool, error)", Iface: driver,
 		Doc: "Stream-ordered pools. maxSize caps what the pool may hold from the\ndriver (0: the driver's default)."},
 	{Sym: "cuMemPoolDestroy", Params: "CUmemoryPool p", Ctx: pushed,
-		Method: "MemPoolDestroy(c Context, p MemPool) error", Iface: driver},
+		Method: "MemPoolDestroy(c Context, p MemPool) error", Release: true, Iface: driver},
 	{Sym: "cuMemAllocFromPoolAsync", Params: "CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s", Ctx: pushedOrNone,
 		Method: "MemAllocFromPoolAsync(c Context, n uint64, p MemPool, s Stream) (DevicePtr, error)", Iface: driver},
 	{Sym: "cuMemFreeAsync", Params: "CUdeviceptr d, CUstream s", Ctx: pushedOrNone,
-		Method: "MemFreeAsync(c Context, d DevicePtr, s Stream) error", Iface: driver},
+		Method: "MemFreeAsync(c Context, d DevicePtr, s Stream) error", Release: true, Iface: driver},
 	{Sym: "cuMemPoolTrimTo", Params: "CUmemoryPool p, size_t keep", Ctx: pushed,
 		Method: "MemPoolTrimTo(c Context, p MemPool, keep uint64) error", Iface: driver},
 	{Sym: "cuMemPoolSetAttribute", Params: "CUmemoryPool p, int a, void *v", Ctx: pushed,
@@ -176,9 +178,9 @@ var table = []entry{
 	{Sym: "cuGraphLaunch", Params: "CUgraphExec e, CUstream s", Ctx: pushedOrNone,
 		Method: "GraphLaunch(ctx Context, e GraphExec, s Stream) error", Iface: driver},
 	{Sym: "cuGraphExecDestroy", Params: "CUgraphExec e", Ctx: pushed,
-		Method: "GraphExecDestroy(ctx Context, e GraphExec) error", Iface: driver},
+		Method: "GraphExecDestroy(ctx Context, e GraphExec) error", Release: true, Iface: driver},
 	{Sym: "cuGraphDestroy", Params: "CUgraph g", Ctx: pushed,
-		Method: "GraphDestroy(ctx Context, g Graph) error", Iface: driver},
+		Method: "GraphDestroy(ctx Context, g Graph) error", Release: true, Iface: driver},
 	{Sym: "cuMemsetD16Async", Params: "CUdeviceptr p, unsigned short v, size_t n, CUstream s", Ctx: pushed,
 		Method: "MemsetD16Async(ctx Context, p DevicePtr, v uint16, n uint64, s Stream) error", Iface: driver},
 	{Sym: "cuMemsetD32Async", Params: "CUdeviceptr p, unsigned int v, size_t n, CUstream s", Ctx: pushed,
