@@ -35,4 +35,12 @@ func TestMessagesNameThingsOnce(t *testing.T) {
 	for _, prefix := range []string{"hamienv:", "memtrack:", "shm:", "greenctx:"} {
 		require.NotContains(t, err.Error(), prefix)
 	}
+	// A quota refusal: the tenant once, no package prefix, the sentinel.
+	p2, _ := openSim(t)
+	q, err := p2.NewTenant("q", WithMemoryQuota(1<<20))
+	require.NoError(t, err)
+	_, err = q.Alloc(context.Background(), 2<<20)
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+	require.NotContains(t, err.Error(), "memtrack:")
+	require.Equal(t, 1, strings.Count(err.Error(), `tenant "q"`), err.Error())
 }

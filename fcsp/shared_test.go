@@ -43,8 +43,9 @@ func TestSharedRegionRefusesGarbage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
 	require.NoError(t, os.WriteFile(path, make([]byte, 1<<20), 0o600))
 	_, err := openSimErr(0, WithSharedRegion(path))
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "shm")
+	require.ErrorIs(t, err, ErrBadRegion)
+	require.Contains(t, err.Error(), "shared region")
+	require.NotContains(t, err.Error(), "shm:", "no internal package's prefix (issue 27 #7)")
 }
 
 // TestSharedRegionSurvivesSIGKILL starts a child process that allocates in a

@@ -10,21 +10,21 @@ import (
 
 var (
 	// ErrQuotaExceeded is matched (errors.Is) by every *QuotaError.
-	ErrQuotaExceeded = errors.New("memtrack: memory quota exceeded")
+	ErrQuotaExceeded = errors.New("memory quota exceeded")
 	// ErrUnknownPointer is returned when freeing a pointer that is not a
 	// live allocation of the account: never recorded, already freed, or
 	// owned by another account.
-	ErrUnknownPointer = errors.New("memtrack: unknown device pointer")
+	ErrUnknownPointer = errors.New("unknown device pointer")
 	// ErrInvalidSize is returned for zero-byte requests and for sizes that
 	// cannot be represented.
 	// It also matches ErrInvalidArgument.
-	ErrInvalidSize = errs.New("memtrack: invalid allocation size", errs.ErrInvalidArgument)
+	ErrInvalidSize = errs.New("invalid allocation size", errs.ErrInvalidArgument)
 	// ErrClosed is returned by operations on a closed Account; it is the
 	// module's one ErrClosed (fcsp.ErrClosed, greenctx.ErrClosed, ...).
 	ErrClosed = errs.ErrClosed
 	// ErrInvalidLimit is returned for a zero limit. It also matches
 	// ErrInvalidArgument.
-	ErrInvalidLimit = errs.New("memtrack: invalid memory limit", errs.ErrInvalidArgument)
+	ErrInvalidLimit = errs.New("invalid memory limit", errs.ErrInvalidArgument)
 	// ErrInvalidArgument is the module's one identity for bad input
 	// (fcsp.ErrInvalidArgument); ErrInvalidSize and ErrInvalidLimit match it.
 	ErrInvalidArgument = errs.ErrInvalidArgument
@@ -33,7 +33,7 @@ var (
 	ErrReaped = shm.ErrReaped
 	// ErrTooManyAccounts is returned by NewAccount when every account id
 	// of the tracker is in use.
-	ErrTooManyAccounts = errors.New("memtrack: too many open accounts")
+	ErrTooManyAccounts = errors.New("too many open accounts")
 )
 
 // Scopes reported by QuotaError.Scope.
@@ -54,7 +54,7 @@ type QuotaError struct {
 }
 
 func (e *QuotaError) Error() string {
-	return fmt.Sprintf("memtrack: tenant %q: requested %d bytes with %d of %d bytes used would exceed the %s limit (at most %d more bytes available)",
+	return fmt.Sprintf("tenant %q: requested %d bytes with %d of %d bytes used would exceed the %s limit (at most %d more bytes available)",
 		e.Tenant, e.Requested, e.Used, e.Limit, e.Scope, sat(e.Limit, e.Used))
 }
 

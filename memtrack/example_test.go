@@ -37,7 +37,7 @@ func Example() {
 	fmt.Printf("freed %d MiB, device used %d\n", n/miB, dev.Used())
 	// Output:
 	// true
-	// memtrack: tenant "batch": requested 41943040 bytes with 52428800 of 83886080 bytes used would exceed the device limit (at most 31457280 more bytes available)
+	// tenant "batch": requested 41943040 bytes with 52428800 of 83886080 bytes used would exceed the device limit (at most 31457280 more bytes available)
 	// inference: 10 MiB free of 60 MiB
 	// freed 50 MiB, device used 0
 }

@@ -309,7 +309,7 @@ func (a *Account) reserve(n uint64) error {
 		return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
 	}
 	if du, ok, err := a.devTake(n); err != nil {
-		return fmt.Errorf("memtrack: tenant %q: %w", a.name, err)
+		return fmt.Errorf("tenant %q: %w", a.name, err)
 	} else if !ok {
 		return &QuotaError{Tenant: a.name, Requested: n, Used: du, Limit: a.t.limit, Scope: ScopeDevice}
 	}
@@ -376,7 +376,7 @@ func (a *Account) record(ptr uint64, n uint64) error {
 		return ErrClosed
 	}
 	if !a.t.records.insert(ptr, packWord(n, a.id)) {
-		return fmt.Errorf("memtrack: tenant %q: pointer %#x is already recorded as a live allocation; free it before recording it again", a.name, ptr)
+		return fmt.Errorf("tenant %q: pointer %#x is already recorded as a live allocation; free it before recording it again", a.name, ptr)
 	}
 	if a.used.Load()&closedBit != 0 {
 		// Close ran while we inserted and may have missed the record;
@@ -482,7 +482,7 @@ func (t *Tracker) ReserveDevice(n uint64) error {
 	}
 	du, ok, err := t.devReserve(n)
 	if err != nil {
-		return fmt.Errorf("memtrack: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	if !ok {
 		return &QuotaError{Requested: n, Used: du, Limit: t.limit, Scope: ScopeDevice}

@@ -136,7 +136,7 @@ func (r *PendingRelease) Cancel() error {
 		if m := a.sub(wordSize(r.word)); m > 0 {
 			a.t.devRelease(m)
 		}
-		return fmt.Errorf("memtrack: tenant %q: pointer %#x was recorded again while being freed", a.name, r.ptr)
+		return fmt.Errorf("tenant %q: pointer %#x was recorded again while being freed", a.name, r.ptr)
 	}
 	if a.used.Load()&closedBit != 0 {
 		a.t.records.remove(r.ptr, a.id) // Close may have missed it; as record does

@@ -15,7 +15,7 @@ type DeviceShare struct {
 // devices the region has.
 func (s *Slot) Device(dev int) (*DeviceShare, error) {
 	if l := s.r.Layout(); dev < 0 || dev >= l.Devices {
-		return nil, fmt.Errorf("shm: device %d out of range; the region has devices 0..%d", dev, l.Devices-1)
+		return nil, fmt.Errorf("shared region: device %d out of range; the region has devices 0..%d", dev, l.Devices-1)
 	}
 	return &DeviceShare{usage: s.Usage(dev), r: s.r, dev: dev}, nil
 }

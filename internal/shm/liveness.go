@@ -73,7 +73,7 @@ func alive(pid int, start uint64) bool {
 func newToken() uint64 {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("shm: crypto/rand: %v", err)) // never fails on Linux
+		panic(fmt.Sprintf("shared region: crypto/rand: %v", err)) // never fails on Linux
 	}
 	return binary.LittleEndian.Uint64(b[:])
 }

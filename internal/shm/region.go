@@ -50,7 +50,7 @@ const (
 
 // ErrBadRegion is matched by every error about a region file that is not a
 // valid region of this version and layout.
-var ErrBadRegion = errors.New("shm: bad region")
+var ErrBadRegion = errors.New("shared region: bad region")
 
 // Layout is the shape of a region.
 type Layout struct {
@@ -60,10 +60,10 @@ type Layout struct {
 
 func (l Layout) validate() error {
 	if l.Devices < 1 || l.Devices > MaxDevices {
-		return fmt.Errorf("shm: layout has %d devices; between 1 and %d are allowed", l.Devices, MaxDevices)
+		return fmt.Errorf("shared region: layout has %d devices; between 1 and %d are allowed", l.Devices, MaxDevices)
 	}
 	if l.Slots < 1 || l.Slots > MaxSlots {
-		return fmt.Errorf("shm: layout has %d slots; between 1 and %d are allowed", l.Slots, MaxSlots)
+		return fmt.Errorf("shared region: layout has %d slots; between 1 and %d are allowed", l.Slots, MaxSlots)
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ type Options struct {
 // ErrUnsafeRegion is returned by Open for a region path that is a symbolic
 // link, or a file that another user owns or every user may write (unless
 // Options.AllowForeign).
-var ErrUnsafeRegion = errors.New("shm: unsafe region file")
+var ErrUnsafeRegion = errors.New("shared region: unsafe region file")
 
 // Region is a mapped shared region. Its methods, and those of the slots
 // and usages obtained from it, are safe for concurrent use, Close included:
@@ -163,7 +163,7 @@ func Open(path string, l Layout, opts *Options) (*Region, error) {
 			return nil, fmt.Errorf("%w: %s is a symbolic link; give the region's own path", ErrUnsafeRegion, path)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("shm: open region: %w", err)
+			return nil, fmt.Errorf("shared region: open region: %w", err)
 		}
 		defer f.Close()
 		if !o.AllowForeign {
@@ -173,14 +173,14 @@ func Open(path string, l Layout, opts *Options) (*Region, error) {
 		}
 		return attach(f, path, l, g, o.OpenTimeout)
 	default:
-		return nil, fmt.Errorf("shm: create region: %w", err)
+		return nil, fmt.Errorf("shared region: create region: %w", err)
 	}
 }
 
 func create(f *os.File, path string, l Layout, g geometry) (*Region, error) {
 	if err := f.Truncate(int64(g.size)); err != nil {
 		os.Remove(path)
-		return nil, fmt.Errorf("shm: size region %s: %w", path, err)
+		return nil, fmt.Errorf("shared region: size region %s: %w", path, err)
 	}
 	r, err := mapRegion(f, path, l, g)
 	if err != nil {
@@ -217,7 +217,7 @@ func attach(f *os.File, path string, l Layout, g geometry, timeout time.Duration
 			break
 		}
 		if err != nil && err != io.EOF { // EOF: creator has not sized it yet
-			return nil, fmt.Errorf("shm: read region header: %w", err)
+			return nil, fmt.Errorf("shared region: read region header: %w", err)
 		}
 		if time.Now().After(deadline) {
 			return nil, bad("magic not published within %v (creator died during initialisation? remove the file)", timeout)
@@ -232,7 +232,7 @@ func attach(f *os.File, path string, l Layout, g geometry, timeout time.Duration
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("shm: stat region: %w", err)
+		return nil, fmt.Errorf("shared region: stat region: %w", err)
 	}
 	if sz := le64(hdr[headerSize:]); sz != uint64(st.Size()) || sz != g.size {
 		return nil, bad("header says %d bytes, file has %d, layout %+v needs %d", sz, st.Size(), l, g.size)
@@ -252,7 +252,7 @@ func attach(f *os.File, path string, l Layout, g geometry, timeout time.Duration
 func checkOwner(f *os.File, path string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return fmt.Errorf("shm: stat region: %w", err)
+		return fmt.Errorf("shared region: stat region: %w", err)
 	}
 	if uid := uint32(os.Geteuid()); st.Uid != uid {
 		return fmt.Errorf("%w: %s is owned by uid %d, this process runs as uid %d (opt in to share it across users)", ErrUnsafeRegion, path, st.Uid, uid)
@@ -274,14 +274,14 @@ func le64(b []byte) uint64 {
 func mapRegion(f *os.File, path string, l Layout, g geometry) (*Region, error) {
 	data, err := unix.Mmap(int(f.Fd()), 0, int(g.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("shm: mmap %s: %w", path, err)
+		return nil, fmt.Errorf("shared region: mmap %s: %w", path, err)
 	}
 	r := &Region{path: path, data: data, layout: l, geo: g}
 	// Best effort: a paged-out accounting page would put a disk read on
 	// the allocation path. Unprivileged processes commonly get EPERM or
 	// ENOMEM (RLIMIT_MEMLOCK); the region still works, so only report.
 	if err := unix.Mlock(data); err != nil {
-		r.MlockErr = fmt.Errorf("shm: mlock %s (continuing unlocked): %w", path, err)
+		r.MlockErr = fmt.Errorf("shared region: mlock %s (continuing unlocked): %w", path, err)
 	}
 	return r, nil
 }
@@ -346,13 +346,13 @@ func (r *Region) word(off uint64) Counter {
 
 func (r *Region) checkDev(dev int) {
 	if dev < 0 || dev >= r.layout.Devices {
-		panic(fmt.Sprintf("shm: device %d out of range [0,%d)", dev, r.layout.Devices))
+		panic(fmt.Sprintf("shared region: device %d out of range [0,%d)", dev, r.layout.Devices))
 	}
 }
 
 func (r *Region) checkSlot(i int) {
 	if i < 0 || i >= r.layout.Slots {
-		panic(fmt.Sprintf("shm: slot %d out of range [0,%d)", i, r.layout.Slots))
+		panic(fmt.Sprintf("shared region: slot %d out of range [0,%d)", i, r.layout.Slots))
 	}
 }
 

@@ -61,15 +61,15 @@ const (
 
 var (
 	// ErrNoSlot is returned by Join when every slot is taken.
-	ErrNoSlot = errors.New("shm: no free slot")
+	ErrNoSlot = errors.New("shared region: no free slot")
 	// ErrReaped is returned by a Slot's usage writes once the slot is no
 	// longer this member's: a reaper judged the member dead (its heartbeat
 	// was older than the timeout, after a long stall say) and gave its
 	// usage back. The member must treat its accounting as lost.
-	ErrReaped = errors.New("shm: this process was reaped from the shared region")
+	ErrReaped = errors.New("shared region: this process was reaped from the shared region")
 	// ErrUsageRange is returned by a usage write that would take a slot's
 	// count past MaxUsage.
-	ErrUsageRange = errors.New("shm: usage out of range")
+	ErrUsageRange = errors.New("shared region: usage out of range")
 )
 
 // Slot is one process's membership in a region.
@@ -87,7 +87,7 @@ type Slot struct {
 func monotonicNow() uint64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		panic("shm: clock_gettime(CLOCK_MONOTONIC): " + err.Error())
+		panic("shared region: clock_gettime(CLOCK_MONOTONIC): " + err.Error())
 	}
 	return uint64(ts.Nano())
 }
@@ -96,7 +96,7 @@ func monotonicNow() uint64 {
 // taken to live in the caller's PID namespace.
 func (r *Region) Join(pid int) (*Slot, error) {
 	if pid <= 0 {
-		return nil, fmt.Errorf("shm: join with pid %d; a positive process id is required", pid)
+		return nil, fmt.Errorf("shared region: join with pid %d; a positive process id is required", pid)
 	}
 	return r.join(pid, identity{ns: selfNS(), start: startTime(pid)})
 }
