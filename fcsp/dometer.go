@@ -175,9 +175,9 @@ func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try boo
 		return r, true, nil // metered only; a share of 1 is no limit (see gpuCost)
 	}
 	// Fold in what completed, so the estimate and the bucket are current.
-	// A partition's streams are polled at the end of each Do instead, under
-	// the exclusion f held: here it would wait for the exclusion, deaf to
-	// ctx.
+	// A partition's streams are polled at the end of each Do instead (as
+	// before the slots, when polling here would have waited for the
+	// partition's one exclusion, deaf to ctx).
 	if c.part == nil {
 		if err := c.pollStreams(); err != nil {
 			return nil, false, err

@@ -370,23 +370,3 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 
 // streamClasses sizes the per-class GPU-time accounts.
 const streamClasses = int(stream.NCCL) + 1
-
-// forgetEvents drops the meter's events without destroying them, after a
-// device reset destroyed their context; launches in flight then are not
-// measured.
-func (s *Stream) forgetEvents() {
-	if m := s.meter; m != nil {
-		m.mu.Lock()
-		for _, p := range m.pending {
-			if p.br != nil {
-				p.br.lost()
-			}
-		}
-		if m.open != nil {
-			m.open.lost()
-		}
-		m.free, m.pending, m.open = nil, nil, nil
-		s.markIdle() // priority.go
-		m.mu.Unlock()
-	}
-}

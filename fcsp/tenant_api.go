@@ -194,27 +194,28 @@ func (t *Tenant) Close() error {
 	return t.c.close("")
 }
 
-// Do runs f on a locked OS thread with the tenant's context current on it,
-// for code that uses the current context rather than taking one: cuBLAS,
-// cuDNN, TensorRT, a cgo backend. For a partitioned tenant that context is
-// its green context, which the driver lets be current on one thread at a
-// time and does not lock, so Do takes the partition's exclusion first: every
-// other SDK call that needs the green context current waits until f
-// returns (launches, synchronisations and pool allocations that the driver
-// takes without a current context do not wait). An unpartitioned tenant's
-// context is the device's primary context, current on any number of
-// threads, so its Do excludes nothing.
+// Do runs f on a locked OS thread with one of the tenant's contexts
+// current on it, for code that uses the current context rather than taking
+// one: cuBLAS, cuDNN, TensorRT, a cgo backend. For a partitioned tenant that
+// is one of its green contexts, which the driver lets be current on one
+// thread at a time and does not lock; so the tenant keeps several, all over
+// its SMs, one for each Do in flight (WithConcurrentDos, 16 by default), and
+// past that many a Do waits for one in arrival order. No other SDK call
+// takes one: a server's allocations, streams, memory figures and scrapes
+// never wait for a Do, nor a Do for them (docs/CONTEXTS.md). An
+// unpartitioned tenant's context is the device's primary context, current
+// on any number of threads, so its Do excludes nothing.
 //
 // Afterwards the thread's previous current context is restored and the
 // thread unlocked; so is it if f panics, and the panic goes on. f's error
 // is returned as is.
 //
 // Inside f, the SDK's calls on the same tenant (Alloc, NewStream, Launch,
-// a nested Do) run on f's thread with the exclusion already held: a nested
-// Do runs its function directly. Goroutines that f starts run on other
-// threads and wait like anyone else, so f must not wait for one that calls
-// into the same partitioned tenant. Do of another tenant from inside f makes
-// that tenant's context current and restores this one after.
+// a nested Do) run directly on f's thread. Library handles made in one Do
+// (a cuBLAS handle) work in any other of the tenant's Dos, whichever of its
+// green contexts that one holds (measured on the H200). Do of another
+// tenant from inside f makes that tenant's context current and restores
+// this one after. A Current is valid during its call of f only.
 //
 // On a metered tenant (WithGPUMetering, WithGPUShare) the work f queues
 // on the streams it takes from Current.Stream is timed on the GPU clock
@@ -222,15 +223,16 @@ func (t *Tenant) Close() error {
 // admitted before f runs, charged a running estimate of its cost per call
 // site (f's code pointer; one refill period the first time) and corrected
 // when its events complete, so a tenant whose work all goes through Do
-// gets its share. It waits for tokens before taking the thread or the
-// exclusion; ctx ends that wait with nothing charged, Close with ErrClosed.
+// gets its share. It waits for tokens before taking the thread or a
+// context; ctx ends that wait with nothing charged, Close with ErrClosed.
 // Under WithBandwidthFloor it yields to LatencyCritical tenants as launches
 // do. Unmetered tenants pay nothing for this. TryDo does not wait for
 // tokens.
 //
-// A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close from
-// inside f ErrInsideDo. If ctx ends while Do waits for the exclusion, Do
-// returns ctx's error at once and f does not run.
+// A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close,
+// Shutdown, Reshape or the pool's Close from inside f ErrInsideDo. If ctx
+// ends while Do waits for a context, Do returns ctx's error at once and f
+// does not run.
 func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
 	defer runtime.KeepAlive(t)
 	return t.c.Do(ctx, f)

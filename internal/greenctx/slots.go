@@ -21,9 +21,9 @@ import (
 // each layout keeps a small set of green contexts over its SMs, its slots,
 // and a caller holds one slot for as long as it keeps a context current.
 // Slots are made on demand up to the partition's limit; past it, callers
-// wait in arrival order (a buffered channel hands a freed slot to the
-// longest waiter, so a newcomer cannot barge past it as it can past a
-// sync.Mutex, which turns fair only after 1 ms of starvation).
+// queue in arrival order and a freed slot goes straight to the longest
+// waiter, so a newcomer cannot barge past it as it can past a sync.Mutex,
+// which turns fair only after 1 ms of starvation.
 //
 // Nothing else takes a slot: every other driver call the SDK makes
 // (allocation, memory figures, streams, events, modules, copies) works
