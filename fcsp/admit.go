@@ -135,6 +135,7 @@ type Reservation struct {
 	grid, block Dim3
 	cost        float64
 	extra       float64                  // a bandwidth floor's surcharge (priority.go), in the reservation too
+	mark        tokenbucket.Mark         // the bucket's parameters just before Reserve charged it
 	r           *tokenbucket.Reservation // nil: the stream is not limited
 }
 
@@ -154,6 +155,7 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 		}
 		r.cost = s.cost(f, grid, block)
 		r.extra = s.floorSurcharge(f, grid, block, r.cost)
+		r.mark = s.bucket.Mark()
 		r.r = s.bucket.Reserve(r.cost + r.extra)
 		if !r.r.OK() {
 			return nil, ErrClosed
@@ -203,9 +205,9 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		if !s.t.gpuShare {
 			charged = 0
 		}
-		err := s.launchTimed(r.f, r.grid, r.block, shmem, args, charged)
+		err := s.launchTimed(r.f, r.grid, r.block, shmem, args, charged, r.mark)
 		if err != nil && r.extra > 0 {
-			s.bucket.Adjust(-r.extra) // launchTimed gave back the base: nothing ran
+			s.bucket.AdjustSince(-r.extra, r.mark) // launchTimed gave back the base: nothing ran
 		}
 		return err
 	}

@@ -96,8 +96,9 @@ type doRun struct {
 	gctx    cuda.Context // the context the Do made current on its thread: its events use it (no switch)
 	dm      *doMeter
 	est     *estimate
-	charged float64 // tokens charged at admission; 0: nothing to correct
-	extra   float64 // a bandwidth floor's surcharge (dofloor.go): not corrected
+	charged float64          // tokens charged at admission; 0: nothing to correct
+	mark    tokenbucket.Mark // the bucket's parameters just before that charge
+	extra   float64          // a bandwidth floor's surcharge (dofloor.go): not corrected
 	thread  int
 
 	mu     sync.Mutex
@@ -148,7 +149,7 @@ func (r *doRun) done(tokens float64, lost bool) {
 	}
 	r.est.add(r.tokens)
 	if r.charged > 0 && r.dm.bucket != nil {
-		r.dm.bucket.Adjust(r.tokens - r.charged)
+		r.dm.bucket.AdjustSince(r.tokens-r.charged, r.mark) // see Stream.pollLocked
 	}
 }
 
@@ -201,6 +202,7 @@ func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try boo
 		return base + extra
 	}
 	var total float64
+	r.mark = dm.bucket.Mark() // just before the charge (see launchMetered)
 	if try {
 		if total = cost(); !dm.bucket.TryAcquire(total) {
 			if c.closed.Load() {
@@ -249,7 +251,7 @@ func (r *doRun) start(thread int, ctx cuda.Context) {
 // abandon gives back the charge of a run whose f never ran.
 func (r *doRun) abandon() {
 	if r.charged+r.extra > 0 {
-		r.dm.bucket.Adjust(-(r.charged + r.extra))
+		r.dm.bucket.AdjustSince(-(r.charged + r.extra), r.mark)
 	}
 }
 

@@ -104,10 +104,11 @@ type meter struct {
 type timedLaunch struct {
 	start, end cuda.Event
 	est        *estimate
-	charged    float64  // tokens charged at admission (GPU share), else 0
-	in         *bracket // the Do bracket open when it was queued: its time is not the Do's
-	br         *bracket // non-nil: this is that Do bracket's own entry (est, charged unused)
-	bytes      uint64   // declared bytes moved (bandwidth.go)
+	charged    float64          // tokens charged at admission (GPU share), else 0
+	mark       tokenbucket.Mark // the bucket's parameters just before that charge
+	in         *bracket         // the Do bracket open when it was queued: its time is not the Do's
+	br         *bracket         // non-nil: this is that Do bracket's own entry (est, charged unused)
+	bytes      uint64           // declared bytes moved (bandwidth.go)
 }
 
 // gpuCost is what a launch of f costs under a GPU share: the predicted run
@@ -190,7 +191,10 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 		if s.t.gpuShare && s.bucket != nil && p.charged > 0 {
 			// Launches admitted free (share 1, NCCL) are not limited, so
 			// there is nothing to correct.
-			s.bucket.Adjust(ns*s.class.ThrottleScale() - p.charged)
+			// Settled at the worth of the charge: a share lowered
+			// since scales what is given back as it scaled the tokens
+			// in hand.
+			s.bucket.AdjustSince(ns*s.class.ThrottleScale()-p.charged, p.mark)
 		}
 		m.free = append(m.free, p.start, p.end)
 		done++
@@ -208,8 +212,9 @@ func (m *meter) event(drv cuda.Driver, ctx cuda.Context) (cuda.Event, error) {
 	return drv.EventCreate(ctx, cuda.EventDefault)
 }
 
-// launchTimed queues an admitted launch between two events.
-func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64) error {
+// launchTimed queues an admitted launch between two events; charged is
+// what its admission charged, after mark.
+func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64, mark tokenbucket.Mark) error {
 	c := s.t
 	slot, err := c.enter()
 	if err != nil {
@@ -218,9 +223,9 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 	defer c.life.exit(slot)
 	// The events are recorded with the primary context, which serves every
 	// green stream (docs/CONTEXTS.md): no green context is taken.
-	if err = s.recordTimed(c.pool.dev.Primary(), f, grid, block, shmem, args, charged); err != nil {
+	if err = s.recordTimed(c.pool.dev.Primary(), f, grid, block, shmem, args, charged, mark); err != nil {
 		if s.t.gpuShare && s.bucket != nil && charged > 0 {
-			s.bucket.Adjust(-charged) // nothing ran
+			s.bucket.AdjustSince(-charged, mark) // nothing ran
 		}
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
 	}
@@ -230,16 +235,17 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 
 // recordTimed queues a launch between two events in ctx, under the meter's
 // lock.
-func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64) error {
-	return s.queueTimed(ctx, f.estimateFor(grid, block), charged, f.bytes.Load(), func() error {
+func (s *Stream) recordTimed(ctx cuda.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64, mark tokenbucket.Mark) error {
+	return s.queueTimed(ctx, f.estimateFor(grid, block), charged, mark, f.bytes.Load(), func() error {
 		return s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a)
 	})
 }
 
 // queueTimed queues the work launch queues (a kernel, a graph) between two
-// events in ctx, under the meter's lock; est learns its measured time, and
-// bytes (declared bytes moved, 0: none) go to its bandwidth account.
-func (s *Stream) queueTimed(ctx cuda.Context, est *estimate, charged float64, bytes uint64, launch func() error) error {
+// events in ctx, under the meter's lock; est learns its measured time, the
+// bucket is corrected by the difference from charged (charged after mark),
+// and bytes (declared bytes moved, 0: none) go to its bandwidth account.
+func (s *Stream) queueTimed(ctx cuda.Context, est *estimate, charged float64, mark tokenbucket.Mark, bytes uint64, launch func() error) error {
 	m, drv := s.meter, s.t.pool.drv
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -263,7 +269,7 @@ func (s *Stream) queueTimed(ctx cuda.Context, est *estimate, charged float64, by
 		m.free = append(m.free, start, end)
 		return err
 	}
-	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: est, charged: charged, in: m.open, bytes: bytes})
+	m.pending = append(m.pending, timedLaunch{start: start, end: end, est: est, charged: charged, mark: mark, in: m.open, bytes: bytes})
 	s.markBusy() // priority.go
 	return nil
 }
@@ -341,7 +347,11 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 		return err
 	}
 	var charged, extra float64
+	var mark tokenbucket.Mark
 	if s.bucket != nil {
+		// Just before the charge: what is given back for it later is
+		// scaled by any change of share since (tokenbucket.Mark).
+		mark = s.bucket.Mark()
 		if try {
 			charged = s.cost(f, grid, block)
 			extra = s.floorSurcharge(f, grid, block, charged) // priority.go
@@ -361,9 +371,9 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 	if !s.t.gpuShare {
 		charged = 0 // nothing to correct
 	}
-	err = s.launchTimed(f, grid, block, shmem, args, charged)
+	err = s.launchTimed(f, grid, block, shmem, args, charged, mark)
 	if err != nil && extra > 0 {
-		s.bucket.Adjust(-extra) // nothing ran
+		s.bucket.AdjustSince(-extra, mark) // nothing ran
 	}
 	return err
 }

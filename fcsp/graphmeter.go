@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
 // launchGraphMetered is LaunchGraph on a metered stream: fold in what
@@ -34,7 +35,9 @@ func (s *Stream) launchGraphMetered(ctx context.Context, e *GraphExec) error {
 		return e.costOn(s)
 	}
 	var charged float64
+	var mark tokenbucket.Mark
 	if s.bucket != nil {
+		mark = s.bucket.Mark() // see launchMetered
 		var err error
 		if charged, err = c.waitFloored(ctx, s.bucket, cost, &extra); err != nil {
 			return admitErr(err)
@@ -45,11 +48,11 @@ func (s *Stream) launchGraphMetered(ctx context.Context, e *GraphExec) error {
 		correct = charged - extra
 	}
 	err := c.do(func(cctx cuda.Context) error {
-		return s.queueTimed(cctx, &e.est, correct, 0, func() error { return c.pool.drv.GraphLaunch(cctx, e.h, s.h()) })
+		return s.queueTimed(cctx, &e.est, correct, mark, 0, func() error { return c.pool.drv.GraphLaunch(cctx, e.h, s.h()) })
 	})
 	if err != nil {
 		if charged > 0 {
-			s.bucket.Adjust(-charged) // nothing ran
+			s.bucket.AdjustSince(-charged, mark) // nothing ran
 		}
 		return fmt.Errorf("tenant %q: launching a graph: %w", c.name, err)
 	}
