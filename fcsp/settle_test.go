@@ -127,3 +127,35 @@ func TestGPUShareLoweredDoGiveBackIsScaled(t *testing.T) {
 		})
 	}
 }
+
+// A graph, and a launch reserved ahead (Stream.Reserve), in flight across
+// the change: charged a whole refill period (unmeasured), run 30 us.
+func TestGPUShareLoweredGraphAndReservationGiveBackIsScaled(t *testing.T) {
+	for _, tc := range []string{"graph", "reservation"} {
+		t.Run(tc, func(t *testing.T) {
+			tn, drv, _, fn := settleTenant(t)
+			ctx := t.Context()
+			s := tn.Stream()
+			var launch func() error
+			if tc == "graph" {
+				e := spinGraph(t, tn, 30)
+				launch = func() error { return s.LaunchGraph(ctx, e) }
+			} else {
+				r, err := s.Reserve(fn, us(30), one)
+				require.NoError(t, err)
+				require.Zero(t, r.Delay(), "the bucket was full")
+				var a Args
+				a.Uint64(0)
+				launch = func() error { return r.Launch(ctx, 0, &a) }
+			}
+			drv.HoldEvents(true)
+			require.NoError(t, launch())
+			require.NoError(t, tn.SetSMLimit(settleTo))
+			drv.HoldEvents(false)
+			tn.Stats() // measured: 970 us given back
+			got := inHand(t, tn, fn)
+			require.LessOrEqual(t, got, mostAfter(tn), "share %v -> %v with a %s in flight: the bucket holds %v after its correction", settleFrom, settleTo, tc, got)
+			require.Positive(t, got, "nothing given back")
+		})
+	}
+}
