@@ -17,8 +17,6 @@ type Module struct {
 	t *tenantCore
 	h cuda.Module
 
-	hs []cuda.Module // per layout of a reshapable tenant (reshape.go)
-
 	sigs map[string]ptxsig.Signature // the kernels' parameters, from PTX text; nil for a cubin
 }
 
@@ -26,7 +24,6 @@ type Module struct {
 type Function struct {
 	m    *Module
 	h    cuda.Function
-	hs   []cuda.Function // per layout of a reshapable tenant (reshape.go)
 	name string
 	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
 	// lastEst is the shape est was last asked for (gputime.go).

@@ -366,7 +366,7 @@ func WithBandwidthFloor(f float64) TenantOption {
 // made before it grow into: made in that order, an interactive tenant
 // WithSMs(8), WithReshapeSizes(32) and a batch tenant WithRestOfSMs(),
 // WithReshapeSizes(100) on the H200 can trade 24 SMs (batch 124 <-> 100,
-// interactive 8 <-> 32). Modules are loaded into every layout.
+// interactive 8 <-> 32). A module is loaded once, with the primary context, and serves every layout.
 func WithReshapeSizes(sms ...int) TenantOption {
 	return func(c *tenantConfig) error {
 		if len(sms) == 0 {

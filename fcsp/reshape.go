@@ -114,79 +114,26 @@ func (c *tenantCore) ReshapeSizes() []int {
 	return c.part.Sizes()
 }
 
-// loadModule loads image into the tenant's context, or into every layout
-// of a reshapable tenant.
+// loadModule loads image once, with the primary context: a module loaded
+// there serves every green stream of the device, on that stream's SMs
+// (docs/CONTEXTS.md), so a reshapable tenant's layouts share it.
 func (c *tenantCore) loadModule(m *Module, image []byte) error {
-	drv := c.pool.drv
-	if c.part == nil || !c.part.Reshapable() {
-		return c.do(func(ctx cuda.Context) (err error) {
-			m.h, err = drv.ModuleLoadData(ctx, image)
-			return err
-		})
-	}
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	n := len(c.part.Sizes())
-	m.hs = make([]cuda.Module, n)
-	for i := range n {
-		err := c.part.DoIn(i, func(ctx cuda.Context) (err error) {
-			m.hs[i], err = drv.ModuleLoadData(ctx, image)
-			return err
-		})
-		if err != nil {
-			return errors.Join(err, m.unload(0))
-		}
-	}
-	return nil
+	return c.do(func(ctx cuda.Context) (err error) {
+		m.h, err = c.pool.drv.ModuleLoadData(ctx, image)
+		return err
+	})
 }
 
-// function looks f up in m (in every layout).
+// function looks f up in m.
 func (m *Module) function(f *Function) error {
-	c, drv := m.t, m.t.pool.drv
-	if m.hs == nil {
-		return c.do(func(ctx cuda.Context) (err error) {
-			f.h, err = drv.ModuleGetFunction(ctx, m.h, f.name)
-			return err
-		})
-	}
-	f.hs = make([]cuda.Function, len(m.hs))
-	for i := range m.hs {
-		err := c.part.DoIn(i, func(ctx cuda.Context) (err error) {
-			f.hs[i], err = drv.ModuleGetFunction(ctx, m.hs[i], f.name)
-			return err
-		})
-		if errors.Is(err, greenctx.ErrClosed) {
-			return ErrClosed
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return m.t.do(func(ctx cuda.Context) (err error) {
+		f.h, err = m.t.pool.drv.ModuleGetFunction(ctx, m.h, f.name)
+		return err
+	})
 }
 
-// handle is the function in the tenant's current layout. A launch calls it
-// counted in the life lock, so it agrees with the stream's handle.
-func (f *Function) handle() cuda.Function {
-	if f.hs == nil {
-		return f.h
-	}
-	return f.hs[f.m.t.part.Layout()]
-}
+// handle is the function's driver handle.
+func (f *Function) handle() cuda.Function { return f.h }
 
-// unload unloads the module (from every layout); ctx is the tenant's
-// context for a plain module.
-func (m *Module) unload(ctx cuda.Context) error {
-	drv := m.t.pool.drv
-	if m.hs == nil {
-		return drv.ModuleUnload(ctx, m.h)
-	}
-	var errs []error
-	for i, h := range m.hs {
-		if h != 0 {
-			errs = append(errs, m.t.part.DoIn(i, func(ctx cuda.Context) error { return drv.ModuleUnload(ctx, h) }))
-		}
-	}
-	return errors.Join(errs...)
-}
+// unload unloads the module.
+func (m *Module) unload(ctx cuda.Context) error { return m.t.pool.drv.ModuleUnload(ctx, m.h) }

@@ -183,23 +183,6 @@ func (p *Partition) Layout() int {
 	return 0
 }
 
-// DoIn runs f for layout i (an index into Sizes), e.g. to load a module
-// into every layout. f is given the device's primary context: what it
-// makes (modules, events) serves every green context of the device, and
-// the primary context may be current while a slot of layout i is current
-// on another thread, where layout i's own context may not.
-func (p *Partition) DoIn(i int, f func(ctx cuda.Context) error) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return ErrClosed
-	}
-	if i < 0 || i >= len(p.layouts) {
-		return fmt.Errorf("greenctx: layout %d of %d", i, len(p.layouts))
-	}
-	return f(p.dev.Primary())
-}
-
 // Reshape makes the layout of sms SMs current. Work queued on the
 // partition's streams before it runs to the end on the old layout's SMs;
 // each of the new layout's streams waits for it (an event recorded on the
