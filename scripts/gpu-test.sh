@@ -95,7 +95,7 @@ run() {
   export FCSP_ARGS_hotpath="${FCSP_ARGS_hotpath:--md -rounds 6 -json $OUT/hotpath.json}"
   export FCSP_ARGS_reshape="${FCSP_ARGS_reshape:--phase 2s}"
   export FCSP_ARGS_bandwidth="${FCSP_ARGS_bandwidth:--json-out $OUT/bandwidth.json}"
-  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath bandwidth}; do
+  for x in ${FCSP_EXAMPLES:-day94 throttle bench loadgen faultdomain reshape gemm hotpath bandwidth interop}; do
     [ -x "$BIN/$x" ] || continue
     local var="FCSP_ARGS_$x"
     "$BIN/$x" ${!var:-} > "$OUT/$x.txt" 2>&1
