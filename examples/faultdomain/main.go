@@ -18,8 +18,21 @@
 // a new child that joins the same region, allocates and serves checked
 // requests: the node heals and the restarted process is usable.
 //
+// It measures two figures (issue 28), on wall-clock marks both processes
+// take as UnixNano on the one host. First, the time from the child seeing
+// its fault to the replacement's first checked request, step by step: the
+// parent learns of it, kills the child, the region reaps it, the
+// replacement starts, runs, opens its pool, loads its module and serves.
+// Second, the parent's request latency (P50, P99, max) in a quiet window
+// beside the idle child before it faults (-quiet) and in the fault window,
+// from the child's bad launch to the replacement serving, with the ratio
+// of the two P99s (the goal: within 1.2x). A window with fewer than
+// -min-requests requests is extended until it holds them, and says so.
+// Both are printed as markdown tables, and written to -json FILE if asked.
+//
 //	go run ./examples/faultdomain          # on the GPU if there is one, else simulated
 //	go run ./examples/faultdomain -sim     # simulated devices, real shared region
+//	go run ./examples/faultdomain -quiet 2s -min-requests 200 -json faultdomain.json
 package main
 
 import (
@@ -47,10 +60,12 @@ import (
 const childEnv = "FCSP_FAULTDOMAIN_CHILD"
 
 type config struct {
-	sim    bool
-	region string
-	hold   uint64        // bytes the child holds when it faults
-	serve  time.Duration // how long the parent serves after the child is reaped
+	sim         bool
+	region      string
+	hold        uint64        // bytes the child holds when it faults
+	serve       time.Duration // how long the parent serves after the replacement has served
+	quiet       time.Duration // how long the parent serves, measured, before the child faults
+	minRequests int           // fewest requests a window's P99 is taken over
 }
 
 func main() {
@@ -61,8 +76,15 @@ func main() {
 	flag.BoolVar(&cfg.sim, "sim", false, "simulated devices even where a GPU is present")
 	flag.StringVar(&cfg.region, "region", "", "shared region path (default: a fresh file under /dev/shm or the temp dir)")
 	hold := flag.Int("hold-mib", 256, "MiB the child holds when it faults")
-	flag.DurationVar(&cfg.serve, "serve", 500*time.Millisecond, "how long the parent serves after the child is reaped")
+	flag.DurationVar(&cfg.serve, "serve", 500*time.Millisecond, "how long the parent serves after the replacement has served")
+	flag.DurationVar(&cfg.quiet, "quiet", 2*time.Second, "the quiet window: how long the parent serves, measured, beside the idle child before it faults")
+	flag.IntVar(&cfg.minRequests, "min-requests", 200, "fewest requests in a window; a shorter one is extended until it holds them")
+	jsonPath := flag.String("json", "", "also write the figures to this JSON file")
 	flag.Parse()
+	if cfg.quiet <= 0 || cfg.minRequests < 1 || *hold < 1 || cfg.serve < 0 {
+		fmt.Fprintln(os.Stderr, "faultdomain: want -quiet > 0, -min-requests >= 1, -hold-mib >= 1 and -serve >= 0")
+		os.Exit(2)
+	}
 	cfg.hold = uint64(*hold) << 20
 	if cfg.region == "" {
 		dir := "/dev/shm"
@@ -78,6 +100,13 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("restarted child: served %d checked requests in the same region\n", r.RestartServed)
+	r.tables(os.Stdout)
+	if *jsonPath != "" {
+		if err := writeJSON(*jsonPath, r); err != nil {
+			fmt.Fprintln(os.Stderr, "faultdomain:", err)
+			os.Exit(1)
+		}
+	}
 	fmt.Printf("PASS: served %d requests (%d during the child's fault and reaping), none failed; shared total healed in %v to exactly this process's %d bytes\n",
 		r.Served, r.ServedDuringFault, r.HealedIn.Round(time.Millisecond), r.FinalShared)
 }
@@ -92,6 +121,13 @@ type result struct {
 	RestartServed     int    // checked requests the restarted child served
 	HealedIn          time.Duration
 	FinalShared       uint64 // shared total at the end: this process's usage
+
+	Device      string
+	Marks       marks  // from the child's bad launch to the replacement's first request
+	MinRequests int    // the fewest requests asked of each window
+	Quiet       window // the parent's latency beside the idle child
+	Fault       window // and from the bad launch to the replacement serving
+	Ratio       float64
 }
 
 func open(ctx context.Context, sim bool, region string) (*fcsp.Pool, error) {
@@ -161,7 +197,7 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 		return r, err
 	}
 	defer p.Close()
-	r.Simulated = p.Device().Simulated
+	r.Simulated, r.Device, r.MinRequests = p.Device().Simulated, p.Device().String(), cfg.minRequests
 	fmt.Fprintf(log, "parent %d: %s; shared region %s\n", os.Getpid(), p.Device(), cfg.region)
 	srv, err := newServer(p, "interactive")
 	if err != nil {
@@ -172,6 +208,7 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	// Serve from the start to the end; any failure fails the run.
 	var served, during atomic.Int64
 	var faulted, reaped atomic.Bool
+	var rec recorder
 	stop := make(chan struct{})
 	serveErr := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -185,10 +222,12 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 				return
 			default:
 			}
+			start := time.Now()
 			if err := srv.request(ctx); err != nil {
 				serveErr <- fmt.Errorf("request %d: %w", served.Load()+1, err)
 				return
 			}
+			rec.add(start, time.Since(start))
 			served.Add(1)
 			if faulted.Load() && !reaped.Load() {
 				during.Add(1)
@@ -241,37 +280,74 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 		kill()
 		return finish(fmt.Errorf("shared total %d bytes while the child holds %d", r.PeakShared, cfg.hold))
 	}
+	// The quiet window: the parent serves beside the child, which holds
+	// its memory and does nothing, until the window holds enough requests.
+	quietFrom := time.Now().UnixNano()
+	time.Sleep(cfg.quiet)
+	quietLonger, err := waitFor(&rec, quietFrom, cfg.minRequests)
+	if err != nil {
+		kill()
+		return finish(err)
+	}
+	quietTo := time.Now().UnixNano()
 	_, _ = stdin.Write([]byte("go\n")) // the parent has looked: fault
-	if r.ChildFault, err = expect("fault: "); err != nil {
+	at, err := expect("faulted ")
+	if err == nil {
+		var v []int64
+		if v, err = parseInts(at, 2); err == nil {
+			r.Marks.Learned = time.Now().UnixNano()
+			r.Marks.Launch, r.Marks.Seen = v[0], v[1]
+		}
+	}
+	if err != nil {
 		kill()
 		return finish(err)
 	}
 	faulted.Store(true)
+	if r.ChildFault, err = expect("fault: "); err != nil {
+		kill()
+		return finish(err)
+	}
 	if !strings.Contains(r.ChildFault, "device lost") {
 		kill()
 		return finish(fmt.Errorf("the child's fault was not a lost device: %s", r.ChildFault))
 	}
 	// The poisoned child is killed: it never frees, never leaves the region.
-	killed := time.Now()
 	kill()
-	fmt.Fprintf(log, "parent: child killed with SIGKILL; waiting for the reaper\n")
+	killed := time.Now()
+	r.Marks.Killed = killed.UnixNano()
+	// Polled often, so that the step's figure is the reaper's, not the
+	// poll's (the reaper runs with each heartbeat: open's 50 ms).
 	for p.SharedUsed() >= cfg.hold {
 		if time.Since(killed) > 10*time.Second {
 			return finish(fmt.Errorf("the child's %d bytes were not reaped in 10 s (shared total %d)", cfg.hold, p.SharedUsed()))
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 	r.HealedIn = time.Since(killed)
+	r.Marks.Reaped = time.Now().UnixNano()
 	reaped.Store(true)
-	fmt.Fprintf(log, "parent: reaped in %v; shared total %d bytes\n", r.HealedIn.Round(time.Millisecond), p.SharedUsed())
+	fmt.Fprintf(log, "parent: child killed with SIGKILL, reaped in %v; shared total %d bytes\n", r.HealedIn.Round(time.Millisecond), p.SharedUsed())
 	// The way back for the faulted class is a new process.
-	if r.RestartServed, err = restartChild(cfg, r.Simulated, p, log); err != nil {
+	if r.RestartServed, err = restartChild(cfg, r.Simulated, p, log, &r.Marks); err != nil {
 		return finish(fmt.Errorf("the restarted child: %w", err))
+	}
+	// Serve on until the fault window, extended if need be, can hold
+	// enough requests.
+	if _, err := waitFor(&rec, r.Marks.Launch, cfg.minRequests); err != nil {
+		return finish(err)
 	}
 	time.Sleep(cfg.serve)
 	r, err = finish(nil)
 	if err != nil {
 		return r, err
+	}
+	samples := rec.all()
+	r.Quiet = measure("quiet", samples, quietFrom, quietTo, cfg.minRequests)
+	r.Quiet.Asked, r.Quiet.Extended = quietFrom+int64(cfg.quiet), quietLonger
+	r.Fault = measure("fault", samples, r.Marks.Launch, r.Marks.First, cfg.minRequests)
+	if r.Quiet.P99 > 0 {
+		r.Ratio = float64(r.Fault.P99) / float64(r.Quiet.P99)
 	}
 	r.FinalShared = p.SharedUsed()
 	// The shared total counts every process; the tenant's own count is
@@ -288,11 +364,26 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	return r, nil
 }
 
+// waitFor waits until at least n requests have ended since from, and says
+// whether it had to wait.
+func waitFor(rec *recorder, from int64, n int) (waited bool, err error) {
+	const limit = 30 * time.Second
+	for t := time.Now(); rec.countSince(from) < n; time.Sleep(time.Millisecond) {
+		if time.Since(t) > limit {
+			return true, fmt.Errorf("the parent served only %d requests in %v; want %d (-min-requests)", rec.countSince(from), limit, n)
+		}
+		waited = true
+	}
+	return waited, nil
+}
+
 // restartChild starts a new child process in place of the faulted one: it
-// joins the region, holds cfg.hold bytes (the parent checks the shared
-// total sees them), serves checked requests and exits cleanly. It returns
-// how many requests the child served.
-func restartChild(cfg config, sim bool, p *fcsp.Pool, log *os.File) (int, error) {
+// joins the region, serves a first checked request at once, holds cfg.hold
+// bytes (the parent checks the shared total sees them), serves more and
+// exits cleanly. It returns how many requests the child served and marks
+// when it started, ran, opened its pool, loaded its module and served its
+// first request.
+func restartChild(cfg config, sim bool, p *fcsp.Pool, log *os.File, m *marks) (int, error) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{cfg.region, strconv.FormatBool(sim), strconv.FormatUint(cfg.hold, 10), "restart"}, ","))
 	cmd.Stderr = log
@@ -307,11 +398,26 @@ func restartChild(cfg config, sim bool, p *fcsp.Pool, log *os.File) (int, error)
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
+	m.Started = time.Now().UnixNano()
 	defer stdin.Close()
 	lines := bufio.NewScanner(out)
 	served := -1
 	for lines.Scan() {
 		fmt.Fprintf(log, "  restarted child %d: %s\n", cmd.Process.Pid, lines.Text())
+		for _, x := range []struct {
+			prefix string
+			t      *int64
+		}{{"running ", &m.Running}, {"open ", &m.Open}, {"ready ", &m.Ready}, {"first ", &m.First}} {
+			if rest, ok := strings.CutPrefix(lines.Text(), x.prefix); ok {
+				v, err := parseInts(rest, 1)
+				if err != nil {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+					return 0, err
+				}
+				*x.t = v[0]
+			}
+		}
 		if strings.HasPrefix(lines.Text(), "holding ") {
 			if used := p.SharedUsed(); used < cfg.hold {
 				_ = cmd.Process.Kill()
@@ -331,13 +437,19 @@ func restartChild(cfg config, sim bool, p *fcsp.Pool, log *os.File) (int, error)
 	if served <= 0 {
 		return 0, errors.New("served no request")
 	}
+	if m.Running == 0 || m.Open == 0 || m.Ready == 0 || m.First == 0 {
+		return 0, errors.New("exited without saying when it ran, opened its pool, loaded its module and served")
+	}
 	return served, nil
 }
 
 // restartMain is the restarted child: a fresh process, so a fresh driver
-// state; it joins the region, holds memory until the parent has seen it,
-// serves checked requests, gives everything back and exits 0.
+// state; it joins the region, serves a first checked request as soon as it
+// can (saying when each step of that was done), holds memory until the
+// parent has seen it, serves more checked requests, gives everything back
+// and exits 0.
 func restartMain(sim bool, region string, hold uint64) int {
+	fmt.Printf("running %d\n", time.Now().UnixNano())
 	ctx := context.Background()
 	p, err := open(ctx, sim, region)
 	if err != nil {
@@ -345,12 +457,19 @@ func restartMain(sim bool, region string, hold uint64) int {
 		return 1
 	}
 	defer p.Close()
+	fmt.Printf("open %d\n", time.Now().UnixNano())
 	srv, err := newServer(p, "batch")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "restarted child:", err)
 		return 1
 	}
 	defer srv.tn.Close()
+	fmt.Printf("ready %d\n", time.Now().UnixNano())
+	if err := srv.request(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "restarted child: request 1: %v\n", err)
+		return 1
+	}
+	fmt.Printf("first %d\n", time.Now().UnixNano())
 	buf, err := srv.tn.Alloc(ctx, hold)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "restarted child:", err)
@@ -359,7 +478,7 @@ func restartMain(sim bool, region string, hold uint64) int {
 	fmt.Printf("holding %d bytes\n", hold)
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent has checked
 	const n = 8
-	for i := range n {
+	for i := 1; i < n; i++ {
 		if err := srv.request(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "restarted child: request %d: %v\n", i+1, err)
 			return 1
@@ -408,10 +527,12 @@ func childMain() int {
 	// reads the child's usage before anything of the fault can change it.
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	// A request with a bad pointer: the chain kernel writes to 0x10.
+	launched := time.Now().UnixNano()
 	err = launch(ctx, srv.tn, srv.fn, 0x10)
 	if err == nil {
 		err = srv.tn.Stream().Synchronize()
 	}
+	fmt.Printf("faulted %d %d\n", launched, time.Now().UnixNano())
 	fmt.Printf("fault: %v\n", err)
 	_, err = srv.tn.Alloc(ctx, 1)
 	fmt.Printf("next allocation: %v\n", err)
