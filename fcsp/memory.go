@@ -108,16 +108,20 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 	return nil
 }
 
-// MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
+// MemGetInfo is what cuMemGetInfo should tell code running as this tenant
+// (the device's free memory read at most once a millisecond per pool):
 // total is its quota (at most the device's), free what remains of it (at
 // most what the device has free). Code that sizes a KV cache from free
 // memory then sizes it to the tenant, not the card.
 func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
-	var df, dt uint64
-	err = c.do(func(ctx cuda.Context) (err error) {
-		df, dt, err = c.pool.drv.MemGetInfo(ctx)
-		return err
-	})
+	// The cached figure must not hide a closed tenant or a lost device.
+	if c.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	if lost := c.pool.fault.err(); lost != nil {
+		return 0, 0, fmt.Errorf("tenant %q: %w", c.name, lost)
+	}
+	df, dt, err := c.pool.memInfo(c.do) // at most memInfoMaxAge old
 	if err != nil {
 		return 0, 0, err
 	}
@@ -125,7 +129,7 @@ func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
 	// Blocks kept on the tenant's free lists are the tenant's too. (Free
 	// space mapped by its pool is not subtracted: only this tenant can
 	// allocate it, and the device's free memory already excludes it.)
-	free -= min(free, c.Stats().MemoryCached)
+	free -= min(free, c.cachedBytes())
 	return free, total, nil
 }
 

@@ -34,7 +34,8 @@ type poolConfig struct {
 	foreign   bool          // accept a region file of another user (WithForeignSharedRegion)
 	beat      time.Duration
 	reapAfter time.Duration
-	splitFlag uint32 // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
+	splitFlag uint32   // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
+	hostWait  HostWait // how Synchronize waits (WithHostWait)
 }
 
 // withDriver makes Open use a driver made by newDriver instead of loading
@@ -275,6 +276,18 @@ func WithStreamClass(cl Class) TenantOption {
 			return fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 		}
 		c.class = cl
+		return nil
+	}
+}
+
+// WithHostWait sets how a goroutine waits for a stream's work in
+// Synchronize: WaitYield (the default) or WaitSpin; see HostWait.
+func WithHostWait(w HostWait) Option {
+	return func(c *poolConfig) error {
+		if w != WaitYield && w != WaitSpin {
+			return fmt.Errorf("%w: WithHostWait(%d); want WaitYield or WaitSpin", ErrInvalidArgument, int(w))
+		}
+		c.hostWait = w
 		return nil
 	}
 }

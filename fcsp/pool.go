@@ -35,6 +35,8 @@ type Pool struct {
 	shared   *sharedState // nil without WithSharedRegion
 	events   eventSet     // made by Pool.NewEvent
 	unscoped unscopedProbe
+	wait     streamWait // Synchronize's HostWait, chosen at Open
+	devMem   devMemInfo // MemGetInfo's device figures (devmeminfo.go)
 	fault    faultState // health.go, reset.go
 
 	prio poolPriority // latency tenants in flight (priority.go)
@@ -64,7 +66,10 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{})}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{}), wait: yieldWait}
+	if cfg.hostWait == WaitSpin {
+		p.wait = spinWait
+	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}

@@ -119,7 +119,9 @@ func TestTenantPartitions(t *testing.T) {
 	require.NoError(t, shared.Close())
 	live := drv.Live()
 	require.Zero(t, live.GreenCtxs)
-	require.Zero(t, live.Streams)
+	require.LessOrEqual(t, live.Streams, 8, "an unpartitioned tenant's streams are kept for reuse, a few")
+	require.NoError(t, p.Close())
+	require.Zero(t, drv.Live().Streams, "and destroyed with the pool")
 }
 
 func TestPrewarmedPartitionsAreReused(t *testing.T) {

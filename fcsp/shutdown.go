@@ -46,7 +46,16 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 	if ctx.Done() == nil {
 		return s.Synchronize()
 	}
-	return within(ctx, s.Synchronize)
+	if s.t.pool.cfg.hostWait == WaitSpin {
+		return within(ctx, s.Synchronize)
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.wait(ctx.Done()); err != errWaitEnded {
+		return err
+	}
+	return ctx.Err()
 }
 
 // FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree

@@ -40,7 +40,7 @@ func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 		h, err = c.part.NewStream(0)
 		s.fromPart = true
 	default:
-		h, err = c.pool.drv.StreamCreate(c.pool.dev.Primary(), cuda.StreamNonBlocking)
+		h, err = c.pool.dev.NewStream() // reused where one was released
 	}
 	s.hv.Store(uintptr(h))
 	if err != nil {
@@ -133,7 +133,14 @@ func (s *Stream) Synchronize() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := s.t.doUnscoped(&s.t.pool.unscoped.sync, func(ctx cuda.Context) error { return s.t.pool.drv.StreamSynchronize(ctx, s.h()) })
+	return s.wait(nil)
+}
+
+// wait is Synchronize in the pool's HostWait; done, where not nil, ends a
+// WaitYield wait early with errWaitEnded.
+func (s *Stream) wait(done <-chan struct{}) error {
+	p := s.t.pool
+	err := s.t.doUnscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), done) })
 	if err == nil {
 		s.afterSync() // priority.go: a latency stream's neighbours are released now
 	}
@@ -146,8 +153,7 @@ func (s *Stream) destroy(ctx cuda.Context) error {
 		errs = append(errs, s.bucket.Close())
 	}
 	if s.owned && !s.fromPart {
-		drv := s.t.pool.drv
-		errs = append(errs, drv.StreamSynchronize(ctx, s.h()), drv.StreamDestroy(ctx, s.h()))
+		errs = append(errs, s.t.pool.dev.ReleaseStream(s.h()))
 	}
 	errs = append(errs, s.closeMeter(ctx))
 	return errors.Join(errs...)

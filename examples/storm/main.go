@@ -74,6 +74,7 @@ type config struct {
 	probeEvery time.Duration
 	jsonPath   string
 	maxConn    bool
+	wait       fcsp.HostWait
 
 	mpsRole            string
 	mpsStart, mpsStop  string
@@ -109,6 +110,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&c.interSMs, "inter-sms", 16, "the interactive partition's SMs (alone, partitioned)")
 	fs.DurationVar(&c.probeEvery, "probe-every", 50*time.Millisecond, "a %smid probe on each class every this long (0: none)")
 	fs.StringVar(&c.jsonPath, "json", "", "write every cell, the summary and the checks as JSON to this file")
+	wait := fs.String("wait", "yield", "how request goroutines wait for their GPU work (fcsp.WithHostWait): yield (poll, yielding the goroutine between polls) or spin (cuStreamSynchronize)")
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
 	fs.StringVar(&c.mpsStart, "mps-start", "nvidia-cuda-mps-control -d", "shell command that starts the MPS daemon before each round's mps layout (empty: none)")
@@ -117,6 +119,14 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&c.mpsBatch, "mps-batch-pct", 88, "mps: the batch process's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	switch *wait {
+	case "yield":
+		c.wait = fcsp.WaitYield
+	case "spin":
+		c.wait = fcsp.WaitSpin
+	default:
+		return c, fmt.Errorf("%w: -wait %q: want yield or spin", ErrBadValue, *wait)
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected arguments %q", ErrBadValue, fs.Args())
@@ -261,7 +271,7 @@ func (o *opener) open(ctx context.Context) (*fcsp.Pool, error) {
 }
 
 func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
-	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw))}
+	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw)), fcsp.WithHostWait(o.cfg.wait)}
 	if o.cfg.simulate {
 		return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
 	}

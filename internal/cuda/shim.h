@@ -35,6 +35,7 @@ CUresult fcsp_cuLaunchKernel(CUcontext c, CUfunction f, unsigned gx, unsigned gy
 CUresult fcsp_cuStreamCreate(CUcontext c, CUstream *s, unsigned flags);
 CUresult fcsp_cuStreamDestroy(CUcontext c, CUstream s);
 CUresult fcsp_cuStreamSynchronize(CUcontext c, CUstream s);
+CUresult fcsp_cuStreamQuery(CUcontext c, CUstream s);
 CUresult fcsp_cuStreamWaitEvent(CUcontext c, CUstream s, CUevent e);
 CUresult fcsp_cuEventCreate(CUcontext c, CUevent *e, unsigned flags);
 CUresult fcsp_cuEventRecord(CUcontext c, CUevent e, CUstream s);

@@ -64,6 +64,8 @@ typedef CUresult (*pfn_cuStreamDestroy)(CUstream s);
 extern pfn_cuStreamDestroy fcsp_p_cuStreamDestroy;
 typedef CUresult (*pfn_cuStreamSynchronize)(CUstream s);
 extern pfn_cuStreamSynchronize fcsp_p_cuStreamSynchronize;
+typedef CUresult (*pfn_cuStreamQuery)(CUstream s);
+extern pfn_cuStreamQuery fcsp_p_cuStreamQuery;
 typedef CUresult (*pfn_cuStreamWaitEvent)(CUstream s, CUevent e, unsigned flags);
 extern pfn_cuStreamWaitEvent fcsp_p_cuStreamWaitEvent;
 typedef CUresult (*pfn_cuEventCreate)(CUevent *e, unsigned flags);

@@ -7,7 +7,7 @@ package cuda
 // make it current for the duration of the call only. Every error is an *Error
 // wrapping a Result.
 //
-// LaunchKernel, StreamSynchronize, EventSynchronize, EventQuery,
+// LaunchKernel, StreamSynchronize, StreamQuery, EventSynchronize, EventQuery,
 // MemAllocFromPoolAsync, MemFreeAsync and GraphLaunch also accept a zero
 // context, meaning "make none current: the stream (or event) names it", so
 // that a long wait need not hold a green context current on one thread while
@@ -41,6 +41,9 @@ type Driver interface {
 	StreamCreate(c Context, flags uint32) (Stream, error)
 	StreamDestroy(c Context, s Stream) error
 	StreamSynchronize(c Context, s Stream) error
+	// StreamQuery is nil once s has finished its work, an *Error with
+	// ErrorNotReady before; it never waits.
+	StreamQuery(c Context, s Stream) error
 	StreamWaitEvent(ctx Context, s Stream, e Event) error
 	EventCreate(c Context, flags uint32) (Event, error)
 	EventRecord(c Context, e Event, s Stream) error

@@ -193,6 +193,14 @@ func (gd *Guard) StreamSynchronize(c Context, s Stream) (err error) {
 	return gd.w.See("cuStreamSynchronize", c, s, err)
 }
 
+func (gd *Guard) StreamQuery(c Context, s Stream) (err error) {
+	if err = gd.w.Refuse("cuStreamQuery"); err != nil {
+		return
+	}
+	err = gd.d.StreamQuery(c, s)
+	return gd.w.See("cuStreamQuery", c, s, err)
+}
+
 func (gd *Guard) StreamWaitEvent(ctx Context, s Stream, e Event) (err error) {
 	if err = gd.w.Refuse("cuStreamWaitEvent"); err != nil {
 		return

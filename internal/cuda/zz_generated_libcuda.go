@@ -40,6 +40,8 @@ package cuda
 #cgo nocallback fcsp_cuStreamDestroy
 #cgo noescape fcsp_cuStreamSynchronize
 #cgo nocallback fcsp_cuStreamSynchronize
+#cgo noescape fcsp_cuStreamQuery
+#cgo nocallback fcsp_cuStreamQuery
 #cgo noescape fcsp_cuStreamWaitEvent
 #cgo nocallback fcsp_cuStreamWaitEvent
 #cgo noescape fcsp_cuEventCreate
@@ -203,6 +205,11 @@ func (l *Library) StreamDestroy(c Context, s Stream) error {
 // StreamSynchronize calls cuStreamSynchronize with c current (none when c is zero).
 func (l *Library) StreamSynchronize(c Context, s Stream) error {
 	return check("cuStreamSynchronize", Result(C.fcsp_cuStreamSynchronize(C.CUcontext(handle(c)), C.CUstream(handle(s)))))
+}
+
+// StreamQuery calls cuStreamQuery with c current (none when c is zero).
+func (l *Library) StreamQuery(c Context, s Stream) error {
+	return check("cuStreamQuery", Result(C.fcsp_cuStreamQuery(C.CUcontext(handle(c)), C.CUstream(handle(s)))))
 }
 
 // StreamWaitEvent calls cuStreamWaitEvent with c current.

@@ -35,6 +35,7 @@ pfn_cuLaunchKernel fcsp_p_cuLaunchKernel;
 pfn_cuStreamCreate fcsp_p_cuStreamCreate;
 pfn_cuStreamDestroy fcsp_p_cuStreamDestroy;
 pfn_cuStreamSynchronize fcsp_p_cuStreamSynchronize;
+pfn_cuStreamQuery fcsp_p_cuStreamQuery;
 pfn_cuStreamWaitEvent fcsp_p_cuStreamWaitEvent;
 pfn_cuEventCreate fcsp_p_cuEventCreate;
 pfn_cuEventRecord fcsp_p_cuEventRecord;
@@ -99,6 +100,7 @@ void fcsp_resolve(void *lib) {
 	fcsp_p_cuStreamCreate = (pfn_cuStreamCreate)dlsym(lib, "cuStreamCreate");
 	fcsp_p_cuStreamDestroy = (pfn_cuStreamDestroy)dlsym(lib, "cuStreamDestroy_v2");
 	fcsp_p_cuStreamSynchronize = (pfn_cuStreamSynchronize)dlsym(lib, "cuStreamSynchronize");
+	fcsp_p_cuStreamQuery = (pfn_cuStreamQuery)dlsym(lib, "cuStreamQuery");
 	fcsp_p_cuStreamWaitEvent = (pfn_cuStreamWaitEvent)dlsym(lib, "cuStreamWaitEvent");
 	fcsp_p_cuEventCreate = (pfn_cuEventCreate)dlsym(lib, "cuEventCreate");
 	fcsp_p_cuEventRecord = (pfn_cuEventRecord)dlsym(lib, "cuEventRecord");
@@ -267,6 +269,12 @@ CUresult fcsp_cuStreamSynchronize(CUcontext c, CUstream s) {
 	GUARD(fcsp_p_cuStreamSynchronize)
 	if (!c) return fcsp_p_cuStreamSynchronize(s); // none pushed: the handle names its context
 	SCOPED(c, fcsp_p_cuStreamSynchronize(s));
+}
+
+CUresult fcsp_cuStreamQuery(CUcontext c, CUstream s) {
+	GUARD(fcsp_p_cuStreamQuery)
+	if (!c) return fcsp_p_cuStreamQuery(s); // none pushed: the handle names its context
+	SCOPED(c, fcsp_p_cuStreamQuery(s));
 }
 
 CUresult fcsp_cuStreamWaitEvent(CUcontext c, CUstream s, CUevent e) {

@@ -34,6 +34,7 @@ type Device struct {
 
 	mu     sync.Mutex
 	closed bool
+	idle   []cuda.Stream // primary-context streams released for reuse (primarystreams.go)
 }
 
 // Open retains device ordinal's primary context and reads its SM resource.
@@ -165,5 +166,5 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
-	return d.drv.PrimaryCtxRelease(d.dev)
+	return errors.Join(d.destroyIdle(), d.drv.PrimaryCtxRelease(d.dev))
 }

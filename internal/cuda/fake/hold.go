@@ -19,3 +19,37 @@ func (d *Driver) HoldEventsIn(c cuda.Context, hold bool) {
 		delete(d.heldCtx, c)
 	}
 }
+
+// StreamQuery is nil once s's work is done: at once, as the fake runs
+// kernels synchronously, unless HoldEvents or HoldEventsIn hold s's
+// context, when it answers ErrorNotReady. On a capturing stream it fails
+// and invalidates the capture, as cuStreamSynchronize does.
+func (d *Driver) StreamQuery(c cuda.Context, s cuda.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const op = "cuStreamQuery"
+	if c != 0 || s == 0 {
+		if _, err := d.ctx(op, c); err != nil {
+			return err
+		}
+	} else if err := d.enter(op); err != nil {
+		return err
+	} else if d.scopedOnly {
+		return cuda.Check(op, cuda.ErrorInvalidContext)
+	} else if err := d.poisonedAt(op, 0, s); err != nil {
+		return err
+	}
+	st, err := d.stream(op, s)
+	if err != nil {
+		return err
+	}
+	if st.capture != nil {
+		st.capture.invalid = cuda.ErrorStreamCaptureInvalidated
+		return cuda.Check(op, cuda.ErrorStreamCaptureUnsupported)
+	}
+	if d.holdEvents || d.heldCtx[st.ctx] {
+		return cuda.Check(op, cuda.ErrorNotReady)
+	}
+	d.releaseAboveThreshold()
+	return nil
+}

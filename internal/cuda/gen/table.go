@@ -104,6 +104,9 @@ var table = []entry{
 		Method: "StreamDestroy(c Context, s Stream) error", Release: true, Iface: driver},
 	{Sym: "cuStreamSynchronize", Params: "CUstream s", Ctx: pushedOrNone,
 		Method: "StreamSynchronize(c Context, s Stream) error", Iface: driver},
+	{Sym: "cuStreamQuery", Params: "CUstream s", Ctx: pushedOrNone,
+		Method: "StreamQuery(c Context, s Stream) error", Iface: driver,
+		Doc: "StreamQuery is nil once s has finished its work, an *Error with\nErrorNotReady before; it never waits."},
 
 	// entry points added for branch whole
 	{Sym: "cuStreamWaitEvent", Params: "CUstream s, CUevent e, unsigned flags=0", Ctx: pushed,
