@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// WaitYield polls: Synchronize returns only once the stream's work is done,
+// A polling wait (WithHostWait(spin)): Synchronize returns only once the stream's work is done,
 // SynchronizeContext returns ctx's error once ctx ends, and neither leaves
 // the tenant's life lock held (Close does not wait for them).
 func TestYieldWaitWaitsForTheWork(t *testing.T) {
 	for _, part := range []bool{false, true} {
 		t.Run(map[bool]string{false: "shared", true: "partitioned"}[part], func(t *testing.T) {
-			p, drv := openSim(t)
+			p, drv := openSim(t, WithHostWait(20*time.Microsecond))
 			var opts []TenantOption
 			if part {
 				opts = append(opts, WithSMs(16))
@@ -46,24 +46,26 @@ func TestYieldWaitWaitsForTheWork(t *testing.T) {
 	}
 }
 
-// WaitSpin is the driver's cuStreamSynchronize, which the fake answers at
-// once; a bad HostWait is refused.
+// SpinInDriver (the default) is the driver's cuStreamSynchronize, which the
+// fake answers at once; a bad spin is refused.
 func TestHostWaitOption(t *testing.T) {
-	p, drv := openSim(t, WithHostWait(WaitSpin))
-	tn, err := p.NewTenant("t")
-	require.NoError(t, err)
-	drv.HoldEvents(true) // held only for queries: the spin wait does not ask
-	require.NoError(t, tn.Stream().Synchronize())
-	drv.HoldEvents(false)
-	_, err = openSimErr(0, WithHostWait(HostWait(7)))
+	for _, opts := range [][]Option{nil, {WithHostWait(SpinInDriver)}} {
+		p, drv := openSim(t, opts...)
+		tn, err := p.NewTenant("t")
+		require.NoError(t, err)
+		drv.HoldEvents(true) // held only for queries: the driver's wait does not ask
+		require.NoError(t, tn.Stream().Synchronize())
+		drv.HoldEvents(false)
+	}
+	_, err := openSimErr(0, WithHostWait(-2*time.Microsecond))
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.Contains(t, err.Error(), "WaitYield or WaitSpin")
+	require.Contains(t, err.Error(), "SpinInDriver")
 }
 
 // A fault met while polling ends the wait with the fault, and the pool
 // turns lost, as with cuStreamSynchronize.
 func TestYieldWaitSeesAFault(t *testing.T) {
-	p, drv := openSim(t)
+	p, drv := openSim(t, WithHostWait(0))
 	tn, err := p.NewTenant("t", WithSMs(16))
 	require.NoError(t, err)
 	drv.InjectFault(0, cuda.ErrorIllegalAddress)

@@ -35,7 +35,8 @@ type poolConfig struct {
 	beat      time.Duration
 	reapAfter time.Duration
 	splitFlag uint32   // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
-	hostWait  HostWait // how Synchronize waits (WithHostWait)
+	hostWait    time.Duration // how long Synchronize spins (WithHostWait)
+	hostWaitSet bool
 }
 
 // withDriver makes Open use a driver made by newDriver instead of loading
@@ -280,14 +281,25 @@ func WithStreamClass(cl Class) TenantOption {
 	}
 }
 
-// WithHostWait sets how a goroutine waits for a stream's work in
-// Synchronize: WaitYield (the default) or WaitSpin; see HostWait.
-func WithHostWait(w HostWait) Option {
+// WithHostWait sets how Synchronize waits for a stream's work. The
+// default, SpinInDriver, is cuStreamSynchronize: the driver spins the
+// calling OS thread, the lowest latency while the host has a core for every
+// waiting thread, and milliseconds of tail once waiters outnumber cores
+// (the kernel deschedules spinning threads). A spin of 0 or more polls the
+// stream from Go instead: for spin without letting go of the goroutine's
+// P, then yielding between polls, so that waiters share the host's cores
+// through Go's scheduler. Measured on the H200 host (docs/BENCHMARKS.md):
+// with a core to spare, polling with a spin of 50 µs or more answers as
+// fast as the driver (K=1 P99 57-59 µs against 61), but under a storm of
+// other goroutines a yielding waiter queues behind them on its P (P99 148-
+// 193 µs against 91 under 32 goroutines calling Stats); choose it for
+// hosts where waiters outnumber cores.
+func WithHostWait(spin time.Duration) Option {
 	return func(c *poolConfig) error {
-		if w != WaitYield && w != WaitSpin {
-			return fmt.Errorf("%w: WithHostWait(%d); want WaitYield or WaitSpin", ErrInvalidArgument, int(w))
+		if spin < 0 && spin != SpinInDriver {
+			return fmt.Errorf("%w: WithHostWait(%v); want a spin of 0 or more, or SpinInDriver", ErrInvalidArgument, spin)
 		}
-		c.hostWait = w
+		c.hostWait, c.hostWaitSet = spin, true
 		return nil
 	}
 }

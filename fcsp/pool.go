@@ -66,9 +66,10 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{}), wait: yieldWait}
-	if cfg.hostWait == WaitSpin {
-		p.wait = spinWait
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{})}
+	p.wait = driverWait
+	if cfg.hostWaitSet && cfg.hostWait != SpinInDriver {
+		p.wait = pollWait(cfg.hostWait)
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path

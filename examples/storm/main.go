@@ -74,7 +74,8 @@ type config struct {
 	probeEvery time.Duration
 	jsonPath   string
 	maxConn    bool
-	wait       fcsp.HostWait
+	wait       string // -wait as given: "driver" or a spin duration
+	spin       time.Duration
 
 	mpsRole            string
 	mpsStart, mpsStop  string
@@ -110,7 +111,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&c.interSMs, "inter-sms", 16, "the interactive partition's SMs (alone, partitioned)")
 	fs.DurationVar(&c.probeEvery, "probe-every", 50*time.Millisecond, "a %smid probe on each class every this long (0: none)")
 	fs.StringVar(&c.jsonPath, "json", "", "write every cell, the summary and the checks as JSON to this file")
-	wait := fs.String("wait", "yield", "how request goroutines wait for their GPU work (fcsp.WithHostWait): yield (poll, yielding the goroutine between polls) or spin (cuStreamSynchronize)")
+	fs.StringVar(&c.wait, "wait", "driver", "how goroutines wait for their GPU work (fcsp.WithHostWait): driver (cuStreamSynchronize, the default) or a spin duration (poll that long, then yield between polls)")
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
 	fs.StringVar(&c.mpsStart, "mps-start", "nvidia-cuda-mps-control -d", "shell command that starts the MPS daemon before each round's mps layout (empty: none)")
@@ -120,13 +121,12 @@ func parse(args []string, usage io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	switch *wait {
-	case "yield":
-		c.wait = fcsp.WaitYield
-	case "spin":
-		c.wait = fcsp.WaitSpin
-	default:
-		return c, fmt.Errorf("%w: -wait %q: want yield or spin", ErrBadValue, *wait)
+	if c.wait == "driver" {
+		c.spin = fcsp.SpinInDriver
+	} else if d, err := time.ParseDuration(c.wait); err != nil || d < 0 {
+		return c, fmt.Errorf("%w: -wait %q: want a duration of 0 or more, or driver", ErrBadValue, c.wait)
+	} else {
+		c.spin = d
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected arguments %q", ErrBadValue, fs.Args())
@@ -271,7 +271,7 @@ func (o *opener) open(ctx context.Context) (*fcsp.Pool, error) {
 }
 
 func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
-	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw)), fcsp.WithHostWait(o.cfg.wait)}
+	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw)), fcsp.WithHostWait(o.cfg.spin)}
 	if o.cfg.simulate {
 		return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
 	}
@@ -316,8 +316,8 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	op := &opener{cfg: cfg, errw: errw, out: out}
 	haveCublas := loadCublas(&cfg, out)
 	est := cfg.estimate()
-	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell: about %v\n",
-		strings.Join(cfg.layouts, ","), cfg.ks, strings.Join(cfg.storms, ","), cfg.stormG, cfg.pace, cfg.rounds, cfg.duration, cfg.warmup, est.Round(time.Second))
+	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell, waits -wait %s: about %v\n",
+		strings.Join(cfg.layouts, ","), cfg.ks, strings.Join(cfg.storms, ","), cfg.stormG, cfg.pace, cfg.rounds, cfg.duration, cfg.warmup, cfg.wait, est.Round(time.Second))
 
 	rep := report{Args: args}
 	start := time.Now()
