@@ -72,6 +72,10 @@ var (
 	ErrUsageRange = errors.New("shared region: usage out of range")
 )
 
+// testHookJoinClaimed, if set (by tests), runs in Join right after the slot
+// was claimed, before the member's identity is written.
+var testHookJoinClaimed func(slot int)
+
 // Slot is one process's membership in a region.
 type Slot struct {
 	r     *Region
@@ -121,6 +125,9 @@ func (r *Region) join(pid int, id identity) (*Slot, error) {
 		owner := packState(StateActive, gen, pid)
 		if !st.CompareAndSwap(w, owner) {
 			continue
+		}
+		if testHookJoinClaimed != nil {
+			testHookJoinClaimed(i)
 		}
 		// A free slot may hold what a stale member wrote after it was
 		// reaped (or what a crash left behind): the new member starts
