@@ -3,6 +3,8 @@ package shm
 import (
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -77,5 +79,50 @@ func TestJoinIsNotReapedBeforeItsIdentity(t *testing.T) {
 	}
 	if got := r.DeviceUsed(0); got != 1 {
 		t.Fatalf("device total %d, want 1", got)
+	}
+}
+
+// The storm behind item 6: members with a reused PID (reaped, correctly)
+// and live members take turns in a few slots while a reaper runs. No live
+// member may ever be reaped.
+func TestJoinStormNeverReapsTheLive(t *testing.T) {
+	ppid := os.Getppid()
+	start := startTime(ppid)
+	if start == 0 {
+		t.Skip("no /proc: start times unknown, PID reuse is not detected here")
+	}
+	r := openT(t, filepath.Join(t.TempDir(), "region"), Layout{Devices: 1, Slots: 2})
+	const joins = 10000
+	var stop atomic.Bool
+	reaper := make(chan struct{})
+	go func() {
+		defer close(reaper)
+		for !stop.Load() {
+			r.Reap(time.Hour)
+		}
+	}()
+	var lost atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range joins {
+				if s, err := r.join(ppid, identity{ns: selfNS(), start: start + 1}); err == nil {
+					s.Leave() // or the reaper did
+				}
+				s, err := r.join(ppid, identity{ns: selfNS(), start: start})
+				if err != nil {
+					continue // both slots held by reused-PID members
+				}
+				if s.Usage(0).Add(1) != nil || !s.Leave() {
+					lost.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	stop.Store(true)
+	<-reaper
+	if n := lost.Load(); n > 0 {
+		t.Fatalf("%d live members were reaped in %d joins", n, 2*joins)
 	}
 }
