@@ -24,7 +24,8 @@ const Magic uint64 = 0x314d485350534346
 // Version 2 added the generation in the state and usage words and the
 // owner's identity (PID namespace, start time, token) on the state line.
 // Version 3 added the joining state, moved the owner's PID from the state
-// word to the identity, and tagged the identity words with the generation.
+// word to the identity, widened the generation to 56 bits, and tagged the
+// identity and usage words with its low 20 bits (16 TiB per usage word).
 const Version = 3
 
 // DefaultPath is a conventional region path.

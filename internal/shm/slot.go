@@ -29,15 +29,24 @@ const (
 
 const (
 	stateShift = 56
-	genBits    = 16
-	genMask    = 1<<genBits - 1
+	// 56 bits of generation never come round: a member stopped while its
+	// slot has 2^56 memberships is not a case to plan for. 16 bits did,
+	// after 65,535 joins, and a late free of the stopped member then
+	// landed in the live member's count.
+	genBits = 56
+	genMask = 1<<genBits - 1
 	// The usage and identity words carry the low tagBits of their
-	// member's generation in their top bits, and a value below them.
-	tagBits   = 16
+	// member's generation in their top bits, and a value below them. The
+	// tag is what makes a usage write one compare-and-swap that checks
+	// ownership; Usage.Add and Sub check the whole generation in the
+	// state word first, so a stale member's write could land only if it
+	// stopped between that check and its CAS while the slot went through
+	// a multiple of 2^20 memberships.
+	tagBits   = 20
 	tagMask   = 1<<tagBits - 1
 	valueBits = 64 - tagBits
 	valueMask = 1<<valueBits - 1
-	// MaxUsage is the most bytes a slot can count per device (256 TiB):
+	// MaxUsage is the most bytes a slot can count per device (16 TiB):
 	// the top bits of a usage word hold the member's generation tag.
 	MaxUsage = valueMask
 )
@@ -200,7 +209,8 @@ func (s *Slot) Region() *Region { return s.r }
 func (s *Slot) Usage(dev int) Usage {
 	s.r.checkDev(dev)
 	_, gen := unpackState(s.owner)
-	return Usage{r: s.r, off: s.r.geo.slotOff + uint64(s.idx)*s.r.geo.slotStride + uint64(1+dev)*lineSize, gen: gen}
+	off := s.r.stateOff(s.idx)
+	return Usage{r: s.r, off: off + uint64(1+dev)*lineSize, state: off, gen: gen}
 }
 
 // Owned reports whether the slot still belongs to this membership. It
@@ -257,15 +267,23 @@ func (s *Slot) Leave() bool {
 	return s.r.reapSlot(s.idx, s.owner)
 }
 
-// Usage is one member's bytes-in-use word of one device. Its writes check,
+// Usage is one member's bytes-in-use word of one device. Its writes check
+// that the slot's state word still holds the member's generation, and then,
 // in the same compare-and-swap that changes the count, that the word still
-// belongs to the member (the generation in its top bits): a member that was
+// carries the member's generation tag (in its top bits): a member that was
 // reaped cannot write into the slot's next owner's count, and a count can
 // never wrap below zero or past MaxUsage.
 type Usage struct {
-	r   *Region
-	off uint64 // of the word in the mapping
-	gen uint64
+	r     *Region
+	off   uint64 // of the word in the mapping
+	state uint64 // offset of the slot's state word
+	gen   uint64
+}
+
+// owned reports whether the slot's state word still names the member's
+// membership, whole generation and all.
+func (u Usage) owned() bool {
+	return u.r.word(u.state).Load() == packState(StateActive, u.gen)
 }
 
 // Load returns the bytes counted, 0 once the member was reaped or the
@@ -276,7 +294,7 @@ func (u Usage) Load() uint64 {
 	}
 	defer u.r.exit()
 	v, ok := ofGen(u.r.word(u.off).Load(), u.gen)
-	if !ok {
+	if !ok || !u.owned() {
 		return 0
 	}
 	return v
@@ -292,6 +310,11 @@ func (u Usage) Add(n uint64) error {
 	defer u.r.exit()
 	c := u.r.word(u.off)
 	for {
+		// The state word first: the tag alone is a few bits of the
+		// generation (see tagBits).
+		if !u.owned() {
+			return ErrReaped
+		}
 		w := c.Load()
 		b, ok := ofGen(w, u.gen)
 		if !ok {
@@ -317,6 +340,11 @@ func (u Usage) Sub(n uint64) error {
 	defer u.r.exit()
 	c := u.r.word(u.off)
 	for {
+		// The state word first: the tag alone is a few bits of the
+		// generation (see tagBits).
+		if !u.owned() {
+			return ErrReaped
+		}
 		w := c.Load()
 		b, ok := ofGen(w, u.gen)
 		if !ok {
