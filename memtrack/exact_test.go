@@ -135,3 +135,32 @@ func TestQuotaErrorAgreesWithItself(t *testing.T) {
 		t.Fatalf("%d refusals say the request fits; the first: %v", bad, first)
 	}
 }
+
+// ReserveDevice is refused only by allocations, never by the headroom an
+// account holds leased: the device counter counts leases too.
+func TestReserveDeviceNotRefusedByLeases(t *testing.T) {
+	const limit, chunk = 64 << 20, 1 << 20
+	tr := leaseTracker(t, limit, chunk)
+	a := mustAccount(t, tr, "a", limit)
+	if err := a.reserve(4096); err != nil {
+		t.Fatal(err)
+	}
+	if a.lease.Load() == 0 {
+		t.Fatal("a holds no lease; the test needs one")
+	}
+	if err := tr.ReserveDevice(limit - 4096); err != nil {
+		t.Fatalf("ReserveDevice of exactly the room left = %v", err)
+	}
+	var qe *QuotaError
+	if err := tr.ReserveDevice(1); !errors.As(err, &qe) || qe.Used != limit {
+		t.Fatalf("ReserveDevice(1) on a full device = %v, want a QuotaError with Used %d", err, limit)
+	}
+	tr.ReleaseDevice(limit - 4096)
+	a.unreserve(4096)
+	if _, err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := tr.dev.Load(); d != 0 {
+		t.Fatalf("device counter %d after everything was given back", d)
+	}
+}
