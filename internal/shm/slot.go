@@ -397,9 +397,10 @@ func (r *Region) Slots() []SlotInfo {
 // in the caller's PID namespace, a PID that is gone, or taken by a process
 // started at another time, means the owner died; for an owner in another
 // namespace (another container sharing /dev/shm) the PID is not checked and
-// the heartbeat alone decides. The caller's own memberships (same
-// namespace, same PID) are never reaped by timeout: a stalled process
-// finds out through its heartbeat instead.
+// the heartbeat alone decides, and so it does for a slot whose member is
+// still joining (its identity may not be written yet). The caller's own
+// memberships (same namespace, same PID) are never reaped by timeout: a
+// stalled process finds out through its heartbeat instead.
 func (r *Region) Reap(timeout time.Duration) []int {
 	return r.reap(timeout, selfNS(), os.Getpid())
 }
