@@ -1,5 +1,10 @@
 package memtrack
 
+import (
+	"runtime"
+	"time"
+)
+
 // Leases of device headroom.
 //
 // Charging every allocation to the one device counter makes that counter's
@@ -15,9 +20,11 @@ package memtrack
 //   - a chunk is taken only while the device has room for every open
 //     account to hold one (so leases never crowd out an exact request), and
 //   - before refusing, a reservation takes every account's lease back to
-//     the device and tries again: a refusal means the device counter was
-//     full after the leases were returned, i.e. full of allocations (plus
-//     bytes freed after the sweep, which were allocations a moment before).
+//     the device and tries again, and if that fails, settles the request
+//     exactly: with new leases stopped and every lease drained (exact). A
+//     refusal means the device counter was full after the leases were
+//     returned, i.e. full of allocations (plus bytes freed after the
+//     drain, which were allocations a moment before).
 //
 // With WithShared the lease is off (chunk 0): the region's reaper clears a
 // process's slot, and bytes leased but not allocated would have to be kept
@@ -60,7 +67,7 @@ func WithLeaseChunk(chunk uint64) Option {
 // devTake charges n bytes of a reservation of a against the device: from
 // its lease if it holds enough, else from the device counter, taking a new
 // chunk with it while there is room for one. On failure it returns the
-// device usage (allocations) it observed.
+// device usage seen by the check that failed (see exact).
 func (a *Account) devTake(n uint64) (used uint64, ok bool, err error) {
 	t := a.t
 	if t.chunk == 0 {
@@ -76,45 +83,120 @@ func (a *Account) devTake(n uint64) (used uint64, ok bool, err error) {
 			return 0, true, nil
 		}
 	}
+	if a.refill(n) {
+		return 0, true, nil
+	}
+	// The device counter is full. Take every lease back and retry once;
+	// if other tenants re-leased what was taken meanwhile, settle it
+	// exactly.
+	if t.reclaim() > 0 {
+		if _, ok, _ := t.devReserve(n); ok {
+			return 0, true, nil
+		}
+	}
+	return t.exact(n)
+}
+
+// refill charges n bytes the lease does not cover: what is left of the
+// lease plus the rest from the device counter, taking a new chunk along
+// while every open account could hold one. It reports false, changing
+// nothing, if the device counter has no room for the rest.
+//
+// It counts itself in t.grabbing for its whole run: the bytes it takes out
+// of the lease, and the chunk it takes, are in no lease for a moment, and
+// exact waits for them. Once exact has begun (t.draining) it takes no
+// chunk and leaves its lease in place for exact to drain; see refillExact.
+// The count goes up before the second look at t.draining, and exact sets
+// t.draining before it reads the count (all sequentially consistent), so
+// either exact waits for this refill or this refill sees exact.
+func (a *Account) refill(n uint64) bool {
+	t := a.t
+	if t.draining.Load() {
+		return a.refillExact(n)
+	}
+	t.grabbing.Add(1)
+	if t.draining.Load() {
+		t.grabbing.Add(-1) // not counted: exact must not wait for it
+		return a.refillExact(n)
+	}
+	defer t.grabbing.Add(-1)
 	have := a.takeLease() // what is left of the lease counts towards n
 	if have >= n {        // a release refilled it since the fast path looked
 		if have > n {
 			a.putLease(have - n)
 		}
-		return 0, true, nil
+		return true
 	}
 	need := n - have
-	// Take a chunk along only while every open account could hold one.
 	if spare := t.limit - min(t.limit, t.dev.Load()); spare >= need && (spare-need)/uint64(t.n.Load()+1) >= t.chunk {
-		t.grabbing.Add(1)                        // a chunk in hand, in no lease yet: see below
-		_, ok, _ := t.devReserve(need + t.chunk) // no error: leases are off with a shared region
-		if ok {
+		if _, ok, _ := t.devReserve(need + t.chunk); ok { // no error: leases are off with a shared region
 			a.putLease(t.chunk)
-		}
-		t.grabbing.Add(-1)
-		if ok {
-			return 0, true, nil
+			return true
 		}
 	}
-	// The device counter is full: take every lease back and retry. Refuse
-	// once a sweep found no lease and no chunk on its way into one, and a
-	// retry after it still failed (or after a few sweeps, should other
-	// tenants keep re-leasing what was swept).
-	for sweep := 0; sweep < 8; sweep++ {
-		if _, ok, _ := t.devReserve(need); ok {
-			return 0, true, nil
+	if _, ok, _ := t.devReserve(need); ok {
+		return true
+	}
+	t.devRelease(have)
+	return false
+}
+
+// refillExact is refill while exact runs: it charges the device for what
+// the lease does not cover first and only then consumes the lease, by a
+// compare-and-swap, so that no byte of the lease is ever in transit where
+// exact could neither drain it nor tell it from an allocation.
+func (a *Account) refillExact(n uint64) bool {
+	t := a.t
+	for {
+		l := a.lease.Load()
+		if l&leaseClosed != 0 {
+			l = 0
 		}
-		if t.reclaim() == 0 && t.grabbing.Load() == 0 {
-			if _, ok, _ := t.devReserve(need); ok {
-				return 0, true, nil
+		if l >= n {
+			if a.lease.CompareAndSwap(l, l-n) {
+				return true
 			}
-			break
+			continue
+		}
+		if _, ok, _ := t.devReserve(n - l); !ok {
+			return false
+		}
+		if l == 0 || a.lease.CompareAndSwap(l, 0) {
+			return true
+		}
+		t.devRelease(n - l) // the lease changed (drained, or a free): again
+	}
+}
+
+// exact admits n bytes against the device counter with every lease drained
+// and no new lease taken, so that a refusal means the device is full of
+// allocations (and of bytes freed into leases after the drain, which were
+// allocations a moment before). Under t.mu it stops chunk grabs
+// (t.draining), waits for the refills already running (t.grabbing), takes
+// every lease back, and reserves. The usage it returns on failure is the
+// one its failing check saw, so the refusal's message agrees with itself.
+//
+// A free that lands in a lease during the drain may refill it; exact
+// drains again while the drains find bytes, a few times at most.
+func (t *Tracker) exact(n uint64) (used uint64, ok bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.draining.Store(true)
+	defer t.draining.Store(false)
+	for spins := 0; t.grabbing.Load() != 0; spins++ {
+		if spins < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Microsecond)
 		}
 	}
-	if have > 0 {
-		t.devRelease(have)
+	for range 4 {
+		got := t.drainLocked()
+		if used, ok, err = t.devReserve(n); ok || got == 0 {
+			return used, ok, err
+		}
 	}
-	return t.Used(), false, nil
+	return used, ok, err
 }
 
 // devGive returns n bytes of a's allocations to the device: into its lease,
@@ -170,6 +252,8 @@ func (a *Account) putLease(n uint64) {
 }
 
 // closeLease marks a's lease closed and gives what it held to the device.
+// It runs under t.mu, so that exact never sees the lease's bytes between
+// the two.
 func (a *Account) closeLease() {
 	if l := a.lease.Swap(leaseClosed) &^ leaseClosed; l > 0 {
 		a.t.devRelease(l)
@@ -182,6 +266,11 @@ func (a *Account) closeLease() {
 func (t *Tracker) reclaim() uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.drainLocked()
+}
+
+// drainLocked is reclaim with t.mu held.
+func (t *Tracker) drainLocked() uint64 {
 	var got uint64
 	for _, a := range t.accts {
 		if a == nil {

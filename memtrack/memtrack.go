@@ -53,9 +53,12 @@ type Tracker struct {
 	nextID uint16
 	n      atomic.Int64 // number of open accounts
 	closed atomic.Bool  // set by Close, under mu
-	// chunks taken from the device and not yet in a lease (lease.go);
-	// written only when a chunk is taken, off the hot path
+	// refills running, which may hold lease bytes or a chunk in no lease
+	// (lease.go); written only when a lease runs short, off the hot path
 	grabbing atomic.Int64
+	// draining is set while Tracker.exact drains the leases: refills take
+	// no chunk meanwhile (lease.go)
+	draining atomic.Bool
 }
 
 // New returns a Tracker for a device whose allocations must never total
@@ -173,10 +176,12 @@ func (t *Tracker) NewAccount(name string, limit uint64) (*Account, error) {
 	return a, nil
 }
 
-func (t *Tracker) releaseID(id uint16) {
+// retire gives a's lease back to the device and its id to new accounts.
+func (t *Tracker) retire(a *Account) {
 	t.mu.Lock()
-	t.accts[id] = nil
-	t.free = append(t.free, id)
+	a.closeLease()
+	t.accts[a.id] = nil
+	t.free = append(t.free, a.id)
 	t.n.Add(-1)
 	t.mu.Unlock()
 }
@@ -463,8 +468,7 @@ func (a *Account) Close() (leaked uint64, err error) {
 			time.Sleep(time.Microsecond)
 		}
 	}
-	a.closeLease()
-	a.t.releaseID(a.id)
+	a.t.retire(a)
 	return leaked, nil
 }
 
@@ -481,6 +485,11 @@ func (t *Tracker) ReserveDevice(n uint64) error {
 		return ErrClosed
 	}
 	du, ok, err := t.devReserve(n)
+	if !ok && err == nil && t.chunk != 0 {
+		// The device counter holds the accounts' leases too, which are
+		// headroom, not use: settle the request with them drained.
+		du, ok, err = t.exact(n)
+	}
 	if err != nil {
 		return fmt.Errorf("%w", err)
 	}

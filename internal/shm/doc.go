@@ -14,8 +14,11 @@
 //	heartbeats one line per slot: CLOCK_MONOTONIC nanoseconds of the last
 //	           beat; kept apart from the slots so that heartbeat stores
 //	           never invalidate the lines the allocation path reads
-//	slots      per slot: one line with the state/owner word, then one line
-//	           per device with that process's bytes in use
+//	slots      per slot: one line with the state word (state, generation)
+//	           and the owner's identity (PID namespace, start time, PID,
+//	           token), then one line per device with that process's bytes
+//	           in use; every word but the state word and the token carries
+//	           its membership's generation tag
 //
 // A process joins by claiming a free slot ([Region.Join]) and accounts its
 // usage of each device in that slot. The node-wide total of a device

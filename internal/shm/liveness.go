@@ -67,7 +67,9 @@ func alive(pid int, start uint64) bool {
 		return true
 	}
 	now := startTime(pid)
-	return now == 0 || now == start // unreadable: give it the benefit of the doubt
+	// unreadable: give it the benefit of the doubt; the region keeps the
+	// low valueBits of a start time
+	return now == 0 || now&valueMask == start&valueMask
 }
 
 func newToken() uint64 {

@@ -23,7 +23,10 @@ const Magic uint64 = 0x314d485350534346
 // Version is the layout version this package reads and writes.
 // Version 2 added the generation in the state and usage words and the
 // owner's identity (PID namespace, start time, token) on the state line.
-const Version = 2
+// Version 3 added the joining state, moved the owner's PID from the state
+// word to the identity, widened the generation to 56 bits, and tagged the
+// identity and usage words with its low 20 bits (16 TiB per usage word).
+const Version = 3
 
 // DefaultPath is a conventional region path.
 const DefaultPath = "/dev/shm/fcsp-go.region"
@@ -376,8 +379,10 @@ func (r *Region) DeviceUsed(dev int) uint64 {
 	var sum uint64
 	off := r.geo.slotOff
 	for i := 0; i < r.layout.Slots; i++ {
-		if r.word(off).Load()>>56 == StateActive {
-			sum += r.word(off+uint64(1+dev)*lineSize).Load() & MaxUsage
+		if st, gen := unpackState(r.word(off).Load()); st == StateActive {
+			if v, ok := ofGen(r.word(off+uint64(1+dev)*lineSize).Load(), gen); ok {
+				sum += v
+			}
 		}
 		off += r.geo.slotStride
 	}

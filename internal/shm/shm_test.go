@@ -84,6 +84,7 @@ func TestBadRegion(t *testing.T) {
 	}{
 		{"bad magic", header(func(h []uint64) { h[0] = 0xdeadbeef }), "magic 0xdeadbeef"},
 		{"bad version", header(func(h []uint64) { h[1] = 99 }), "version 99"},
+		{"version 2", header(func(h []uint64) { h[1] = 2 }), "version 2, this build reads version 3"},
 		{"size mismatch", header(func(h []uint64) { h[2] = 1 << 40 }), "header says 1099511627776 bytes"},
 		{"truncated file", header(func([]uint64) {})[:pageSize], "file has 4096"},
 		{"other layout", header(func(h []uint64) { h[3] = 7 }), "7 devices"},

@@ -12,51 +12,77 @@ import (
 
 // Slot states, kept in the top byte of a slot's state word. The word is
 //
-//	bits 63..56  state (StateFree, StateActive, StateReaping)
-//	bits 47..32  generation: a new one for every Join of the slot
-//	bits 31..0   owner PID (in the owner's PID namespace)
+//	bits 63..56  state (StateFree, StateJoining, StateActive, StateReaping)
+//	bits 55..0   generation: a new one for every Join of the slot
 //
-// Folding all three into one word lets a single compare-and-swap both check
-// who owns a slot, and which membership of that owner, and take it over.
+// One compare-and-swap of the word both checks which membership holds the
+// slot and moves it on. A Join goes Free -> Joining -> Active: the slot is
+// published active only after the member's identity and usage words carry
+// its generation, so that a reaper never judges a member by its
+// predecessor's identity.
 const (
 	StateFree    uint64 = 0
 	StateActive  uint64 = 1
 	StateReaping uint64 = 2 // sentinel: one reaper owns the cleanup
+	StateJoining uint64 = 3 // claimed; identity and usage being written
 )
 
 const (
-	genBits   = 16
-	genMask   = 1<<genBits - 1
-	bytesBits = 64 - genBits
-	// MaxUsage is the most bytes a slot can count per device (256 TiB):
-	// the top bits of a usage word hold the member's generation.
-	MaxUsage = 1<<bytesBits - 1
+	stateShift = 56
+	// 56 bits of generation never come round: a member stopped while its
+	// slot has 2^56 memberships is not a case to plan for. 16 bits did,
+	// after 65,535 joins, and a late free of the stopped member then
+	// landed in the live member's count.
+	genBits = 56
+	genMask = 1<<genBits - 1
+	// The usage and identity words carry the low tagBits of their
+	// member's generation in their top bits, and a value below them. The
+	// tag is what makes a usage write one compare-and-swap that checks
+	// ownership; Usage.Add and Sub check the whole generation in the
+	// state word first, so a stale member's write could land only if it
+	// stopped between that check and its CAS while the slot went through
+	// a multiple of 2^20 memberships.
+	tagBits   = 20
+	tagMask   = 1<<tagBits - 1
+	valueBits = 64 - tagBits
+	valueMask = 1<<valueBits - 1
+	// MaxUsage is the most bytes a slot can count per device (16 TiB):
+	// the top bits of a usage word hold the member's generation tag.
+	MaxUsage = valueMask
 )
 
-func packState(state uint64, gen uint64, pid int) uint64 {
-	return state<<56 | (gen&genMask)<<32 | uint64(uint32(pid))
+func packState(state, gen uint64) uint64 { return state<<stateShift | gen&genMask }
+
+func unpackState(w uint64) (state, gen uint64) { return w >> stateShift, w & genMask }
+
+// tagged is value v in a word of the membership of generation gen.
+func tagged(gen, v uint64) uint64 { return (gen&tagMask)<<valueBits | v&valueMask }
+
+// ofGen reports whether word w was written by the membership of generation
+// gen, and returns its value.
+func ofGen(w, gen uint64) (v uint64, ok bool) {
+	return w & valueMask, w>>valueBits == gen&tagMask
 }
 
-func unpackState(w uint64) (state, gen uint64, pid int) {
-	return w >> 56, (w >> 32) & genMask, int(uint32(w))
-}
-
-// nextGen is the generation after g; 0 is never used, so a zeroed usage
-// word belongs to no member.
+// nextGen is the generation after g. A generation whose tag is 0 is never
+// used, so a zeroed word belongs to no member.
 func nextGen(g uint64) uint64 {
 	g = (g + 1) & genMask
-	if g == 0 {
-		g = 1
+	for g&tagMask == 0 {
+		g = (g + 1) & genMask
 	}
 	return g
 }
 
 // Identity words, on the slot's state line after the state word: what a
-// reaper needs to judge the owner's liveness from another process.
+// reaper needs to judge the owner's liveness from another process. All but
+// the token carry the owner's generation tag (see tagged): a reaper trusts
+// them only for the membership whose generation is in the state word.
 const (
-	identNS    = 8  // inode of the owner's PID namespace (/proc/self/ns/pid)
+	identNS    = 8  // inode of the owner's PID namespace (/proc/self/ns/pid), low valueBits
 	identStart = 16 // owner's start time, clock ticks after boot (/proc/PID/stat field 22); 0 unknown
-	identToken = 24 // random per membership, for diagnostics and for members that share a PID
+	identPID   = 24 // owner's PID, in the owner's namespace
+	identToken = 32 // random per membership, for diagnostics and for members that share a PID; untagged
 )
 
 var (
@@ -71,6 +97,10 @@ var (
 	// count past MaxUsage.
 	ErrUsageRange = errors.New("shared region: usage out of range")
 )
+
+// testHookJoinClaimed, if set (by tests), runs in Join right after the slot
+// was claimed, before the member's identity is written.
+var testHookJoinClaimed func(slot int)
 
 // Slot is one process's membership in a region.
 type Slot struct {
@@ -109,7 +139,7 @@ func (r *Region) join(pid int, id identity) (*Slot, error) {
 	for i := 0; i < r.layout.Slots; i++ {
 		st := r.stateWord(i)
 		w := st.Load()
-		state, gen, _ := unpackState(w)
+		state, gen := unpackState(w)
 		if state != StateFree {
 			continue
 		}
@@ -118,23 +148,53 @@ func (r *Region) join(pid int, id identity) (*Slot, error) {
 		// fails, the fresh beat only delays reaping of the winner's slot.
 		r.beatWord(i).Store(monotonicNow())
 		gen = nextGen(gen)
-		owner := packState(StateActive, gen, pid)
-		if !st.CompareAndSwap(w, owner) {
+		joining := packState(StateJoining, gen)
+		if !st.CompareAndSwap(w, joining) {
 			continue
 		}
-		// A free slot may hold what a stale member wrote after it was
-		// reaped (or what a crash left behind): the new member starts
-		// from zero, and the new generation makes any stale write fail.
-		for d := 0; d < r.layout.Devices; d++ {
-			r.usageWord(i, d).Store(gen << bytesBits)
+		if testHookJoinClaimed != nil {
+			testHookJoinClaimed(i)
+		}
+		// While the slot is joining a reaper judges it by its heartbeat
+		// alone. The identity goes in first, each word tagged with the
+		// new generation; a free slot's usage words may hold what a
+		// crash left behind, so the member starts from zero.
+		off := r.stateOff(i)
+		ok := r.initWord(i, off+identNS, joining, tagged(gen, id.ns)) &&
+			r.initWord(i, off+identStart, joining, tagged(gen, id.start)) &&
+			r.initWord(i, off+identPID, joining, tagged(gen, uint64(uint32(pid))))
+		for d := 0; ok && d < r.layout.Devices; d++ {
+			ok = r.initWord(i, off+uint64(1+d)*lineSize, joining, tagged(gen, 0))
 		}
 		tok := newToken()
-		r.word(r.stateOff(i) + identNS).Store(id.ns)
-		r.word(r.stateOff(i) + identStart).Store(id.start)
-		r.word(r.stateOff(i) + identToken).Store(tok)
-		return &Slot{r: r, idx: i, owner: owner, token: tok}, nil
+		r.word(off + identToken).Store(tok)
+		// Not ok, or the CAS fails: a reaper found this join's heartbeat
+		// stale (the joiner stalled past the timeout) and frees the slot.
+		if !ok || !st.CompareAndSwap(joining, packState(StateActive, gen)) {
+			continue
+		}
+		return &Slot{r: r, idx: i, owner: packState(StateActive, gen), token: tok}, nil
 	}
 	return nil, fmt.Errorf("%w: all %d slots of %s are in use", ErrNoSlot, r.layout.Slots, r.path)
+}
+
+// initWord stores v at off, a word of slot i, while the slot's state is
+// joining, and reports false once it is not (the join lost the slot to a
+// reaper). The compare-and-swap against the word's value read after the
+// state check keeps a joiner that stalled in between (and lost the slot
+// meanwhile) from overwriting what a later joiner of the slot wrote: the
+// word no longer holds the value it read.
+func (r *Region) initWord(i int, off, joining, v uint64) bool {
+	c := r.word(off)
+	for {
+		old := c.Load()
+		if r.stateWord(i).Load() != joining {
+			return false
+		}
+		if c.CompareAndSwap(old, v) {
+			return true
+		}
+	}
 }
 
 // Index returns the slot's index in the region.
@@ -148,8 +208,9 @@ func (s *Slot) Region() *Region { return s.r }
 // is no instant at which a crash leaves the node-wide total inconsistent.
 func (s *Slot) Usage(dev int) Usage {
 	s.r.checkDev(dev)
-	_, gen, _ := unpackState(s.owner)
-	return Usage{r: s.r, off: s.r.geo.slotOff + uint64(s.idx)*s.r.geo.slotStride + uint64(1+dev)*lineSize, gen: gen}
+	_, gen := unpackState(s.owner)
+	off := s.r.stateOff(s.idx)
+	return Usage{r: s.r, off: off + uint64(1+dev)*lineSize, state: off, gen: gen}
 }
 
 // Owned reports whether the slot still belongs to this membership. It
@@ -206,15 +267,23 @@ func (s *Slot) Leave() bool {
 	return s.r.reapSlot(s.idx, s.owner)
 }
 
-// Usage is one member's bytes-in-use word of one device. Its writes check,
+// Usage is one member's bytes-in-use word of one device. Its writes check
+// that the slot's state word still holds the member's generation, and then,
 // in the same compare-and-swap that changes the count, that the word still
-// belongs to the member (the generation in its top bits): a member that was
+// carries the member's generation tag (in its top bits): a member that was
 // reaped cannot write into the slot's next owner's count, and a count can
 // never wrap below zero or past MaxUsage.
 type Usage struct {
-	r   *Region
-	off uint64 // of the word in the mapping
-	gen uint64
+	r     *Region
+	off   uint64 // of the word in the mapping
+	state uint64 // offset of the slot's state word
+	gen   uint64
+}
+
+// owned reports whether the slot's state word still names the member's
+// membership, whole generation and all.
+func (u Usage) owned() bool {
+	return u.r.word(u.state).Load() == packState(StateActive, u.gen)
 }
 
 // Load returns the bytes counted, 0 once the member was reaped or the
@@ -224,11 +293,11 @@ func (u Usage) Load() uint64 {
 		return 0
 	}
 	defer u.r.exit()
-	w := u.r.word(u.off).Load()
-	if w>>bytesBits != u.gen {
+	v, ok := ofGen(u.r.word(u.off).Load(), u.gen)
+	if !ok || !u.owned() {
 		return 0
 	}
-	return w & MaxUsage
+	return v
 }
 
 // Add counts n more bytes. It fails with ErrReaped if the slot is no
@@ -241,11 +310,16 @@ func (u Usage) Add(n uint64) error {
 	defer u.r.exit()
 	c := u.r.word(u.off)
 	for {
-		w := c.Load()
-		if w>>bytesBits != u.gen {
+		// The state word first: the tag alone is a few bits of the
+		// generation (see tagBits).
+		if !u.owned() {
 			return ErrReaped
 		}
-		b := w & MaxUsage
+		w := c.Load()
+		b, ok := ofGen(w, u.gen)
+		if !ok {
+			return ErrReaped
+		}
 		if n > MaxUsage-b {
 			return fmt.Errorf("%w: %d bytes counted, adding %d passes the most a slot counts (%d)", ErrUsageRange, b, n, uint64(MaxUsage))
 		}
@@ -266,11 +340,17 @@ func (u Usage) Sub(n uint64) error {
 	defer u.r.exit()
 	c := u.r.word(u.off)
 	for {
-		w := c.Load()
-		if w>>bytesBits != u.gen {
+		// The state word first: the tag alone is a few bits of the
+		// generation (see tagBits).
+		if !u.owned() {
 			return ErrReaped
 		}
-		if c.CompareAndSwap(w, w-min(n, w&MaxUsage)) {
+		w := c.Load()
+		b, ok := ofGen(w, u.gen)
+		if !ok {
+			return ErrReaped
+		}
+		if c.CompareAndSwap(w, w-min(n, b)) {
 			return nil
 		}
 	}
@@ -279,8 +359,8 @@ func (u Usage) Sub(n uint64) error {
 // SlotInfo describes a slot for diagnostics.
 type SlotInfo struct {
 	Index     int
-	State     uint64 // StateFree, StateActive or StateReaping
-	PID       int
+	State     uint64        // StateJoining, StateActive or StateReaping
+	PID       int           // 0 while the slot holds no identity of its member
 	Heartbeat time.Duration // age of the last heartbeat
 	Usage     []uint64      // per device
 }
@@ -294,11 +374,12 @@ func (r *Region) Slots() []SlotInfo {
 	var out []SlotInfo
 	now := monotonicNow()
 	for i := 0; i < r.layout.Slots; i++ {
-		st, _, pid := unpackState(r.stateWord(i).Load())
+		st, gen := unpackState(r.stateWord(i).Load())
 		if st == StateFree {
 			continue
 		}
-		si := SlotInfo{Index: i, State: st, PID: pid, Heartbeat: time.Duration(now - min(now, r.beatWord(i).Load()))}
+		pid, _ := ofGen(r.word(r.stateOff(i)+identPID).Load(), gen)
+		si := SlotInfo{Index: i, State: st, PID: int(pid), Heartbeat: time.Duration(now - min(now, r.beatWord(i).Load()))}
 		for d := 0; d < r.layout.Devices; d++ {
 			si.Usage = append(si.Usage, r.usageWord(i, d).Load()&MaxUsage)
 		}
@@ -316,9 +397,10 @@ func (r *Region) Slots() []SlotInfo {
 // in the caller's PID namespace, a PID that is gone, or taken by a process
 // started at another time, means the owner died; for an owner in another
 // namespace (another container sharing /dev/shm) the PID is not checked and
-// the heartbeat alone decides. The caller's own memberships (same
-// namespace, same PID) are never reaped by timeout: a stalled process
-// finds out through its heartbeat instead.
+// the heartbeat alone decides, and so it does for a slot whose member is
+// still joining (its identity may not be written yet). The caller's own
+// memberships (same namespace, same PID) are never reaped by timeout: a
+// stalled process finds out through its heartbeat instead.
 func (r *Region) Reap(timeout time.Duration) []int {
 	return r.reap(timeout, selfNS(), os.Getpid())
 }
@@ -332,19 +414,28 @@ func (r *Region) reap(timeout time.Duration, ns uint64, self int) []int {
 	now := monotonicNow()
 	for i := 0; i < r.layout.Slots; i++ {
 		w := r.stateWord(i).Load()
-		st, _, pid := unpackState(w)
-		if st != StateActive {
+		st, gen := unpackState(w)
+		if st != StateActive && st != StateJoining {
 			continue
 		}
 		stale := time.Duration(now-min(now, r.beatWord(i).Load())) > timeout
-		ownNS := r.word(r.stateOff(i)+identNS).Load() == ns
+		// The identity counts only if every word of it is this
+		// membership's: a slot that is joining may still hold its
+		// previous owner's, and judging the new member by the old start
+		// time would reap a live process.
+		off := r.stateOff(i)
+		mns, ok1 := ofGen(r.word(off+identNS).Load(), gen)
+		start, ok2 := ofGen(r.word(off+identStart).Load(), gen)
+		pid, ok3 := ofGen(r.word(off+identPID).Load(), gen)
+		known := ok1 && ok2 && ok3
+		ownNS := known && mns == ns&valueMask
 		var dead bool
 		switch {
-		case ownNS && pid == self:
+		case ownNS && int(pid) == self:
 			dead = false // ourselves: alive, however late the beat
-		case ownNS:
-			dead = stale || !alive(pid, r.word(r.stateOff(i)+identStart).Load())
-		default:
+		case ownNS && st == StateActive:
+			dead = stale || !alive(int(pid), start)
+		default: // joining, or another namespace's: the heartbeat decides
 			dead = stale
 		}
 		if dead && r.reapSlot(i, w) {
@@ -354,8 +445,8 @@ func (r *Region) reap(timeout time.Duration, ns uint64, self int) []int {
 	return reaped
 }
 
-// reapSlot cleans slot i if its state word is still owner, in three
-// phases:
+// reapSlot cleans slot i if its state word is still owner (a joining or
+// active membership), in three phases:
 //
 //  1. claim: CAS the state word from owner to the Reaping sentinel. Of
 //     any number of reapers (and the owner's own Leave) exactly one wins;
@@ -363,21 +454,22 @@ func (r *Region) reap(timeout time.Duration, ns uint64, self int) []int {
 //  2. subtract: store 0, of no generation, in each device usage of the
 //     slot. The device totals are sums over active slots, so this removes
 //     the slot's usage from every device total, and only the claimer gets
-//     here, so exactly once. The owner's later writes fail (ErrReaped).
+//     here, so exactly once. The owner's later writes fail (ErrReaped),
+//     and so does a join still writing the slot's words.
 //  3. release: store Free, keeping the generation so that the next Join
 //     picks a new one. sync/atomic operations are sequentially consistent
 //     in Go's memory model (and the locked x86/arm64 instructions they
 //     compile to order the shared mapping across processes too).
 func (r *Region) reapSlot(i int, owner uint64) bool {
-	_, gen, pid := unpackState(owner)
-	if !r.stateWord(i).CompareAndSwap(owner, packState(StateReaping, gen, pid)) {
+	_, gen := unpackState(owner)
+	if !r.stateWord(i).CompareAndSwap(owner, packState(StateReaping, gen)) {
 		return false
 	}
 	for d := 0; d < r.layout.Devices; d++ {
 		r.usageWord(i, d).Store(0)
 	}
 	r.beatWord(i).Store(0)
-	r.stateWord(i).Store(packState(StateFree, gen, 0))
+	r.stateWord(i).Store(packState(StateFree, gen))
 	return true
 }
 
