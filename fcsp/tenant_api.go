@@ -238,6 +238,25 @@ func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
 	return t.c.Do(ctx, f)
 }
 
+// DoEach runs f once in each of the tenant's contexts: for a partitioned
+// tenant, in every green context Do may hold (WithConcurrentDos; made now
+// where not made yet), for an unpartitioned one once, in the primary
+// context. A server calls it before it serves, to warm what each context
+// pays for once: making the context (about 1.2 ms on the H200) and a
+// library's first use of its kernels in it (cuBLAS loads them lazily, per
+// context, and a module load waits for the whole device, the other
+// classes' kernels included). On the H200, 16 request goroutines whose
+// first Dos met those costs mid-traffic beside a busy neighbour had a P99
+// of 22 ms for their first seconds; warmed, 0.6 ms (docs/BENCHMARKS.md).
+//
+// The runs are concurrent, each a Do, and each holds its context until all
+// have run, so that every context gets one; other Dos of the tenant may
+// wait meanwhile. The errors of all runs are joined. ctx bounds the waits.
+func (t *Tenant) DoEach(ctx context.Context, f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.DoEach(ctx, f)
+}
+
 // AllocWorkspace allocates n bytes for a library that will use them on
 // stream s (nil: the first stream). With WithMemoryPool the memory is
 // allocated, and on Close freed, in order on s, so s is the stream the

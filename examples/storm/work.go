@@ -21,6 +21,7 @@ const (
 // the caller synchronises the stream to wait for it.
 type worker interface {
 	Run(ctx context.Context) error
+	Warm(ctx context.Context) error // Run in each of the tenant's contexts (Tenant.DoEach)
 	Stream() *fcsp.Stream
 	Check() error
 	Close(ctx context.Context) error
@@ -104,6 +105,13 @@ func newClass(ctx context.Context, name string, t *fcsp.Tenant, batch bool, n in
 			return c, errors.Join(fmt.Errorf("%s warm-up: %w", name, err), c.close(ctx))
 		}
 	}
+	// Every context Do may hold, warmed before any cell measures: made,
+	// and cuBLAS's kernels loaded in it (a load waits for the whole device).
+	if len(c.workers) > 0 {
+		if err := c.workers[0].Warm(ctx); err != nil {
+			return c, errors.Join(fmt.Errorf("%s warm-up of every context: %w", name, err), c.close(ctx))
+		}
+	}
 	return c, nil
 }
 
@@ -151,6 +159,15 @@ func (j *chainJob) Run(ctx context.Context) error {
 	return j.t.Do(ctx, func(fcsp.Current) error {
 		return j.s.Launch(ctx, j.fn, fcsp.Dim3{X: uint32((j.n + 255) / 256), Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &j.args)
 	})
+}
+
+func (j *chainJob) Warm(ctx context.Context) error {
+	if err := j.t.DoEach(ctx, func(fcsp.Current) error {
+		return j.s.Launch(ctx, j.fn, fcsp.Dim3{X: uint32((j.n + 255) / 256), Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &j.args)
+	}); err != nil {
+		return err
+	}
+	return j.s.Synchronize()
 }
 
 func (j *chainJob) Stream() *fcsp.Stream { return j.s }

@@ -448,3 +448,6 @@ func (p *Partition) Owns(c cuda.Context) bool {
 	}
 	return false
 }
+
+// Limit is how many green contexts the current layout may hold (SetSlots).
+func (p *Partition) Limit() int { return int(p.cur.Load().slots.max.Load()) }

@@ -144,6 +144,19 @@ func (j *Job) Run(ctx context.Context) error {
 	})
 }
 
+// Warm queues one C = A B in each of the tenant's contexts (Tenant.DoEach)
+// and waits for them: cuBLAS loads its kernels per context on first use,
+// and a module load waits for the whole device, so a server pays it before
+// it serves rather than in its first requests.
+func (j *Job) Warm(ctx context.Context) error {
+	if err := j.T.DoEach(ctx, func(fcsp.Current) error {
+		return j.h.GemmBF16(j.M, j.N, j.K, uint64(j.a), uint64(j.b), uint64(j.c), 1, 0)
+	}); err != nil {
+		return err
+	}
+	return j.Stream().Synchronize()
+}
+
 // Check synchronises the tenant's stream and reads the first column block
 // of C back: every element is k * 1.0 * 0.5, exact in bf16 for the powers
 // of two used here.

@@ -1,0 +1,67 @@
+package fcsp
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// DoEach visits every green context Do may hold, once each, making the
+// ones not made yet; an unpartitioned tenant's once.
+func TestDoEachVisitsEveryContext(t *testing.T) {
+	p, _ := openSim(t)
+	tn, err := p.NewTenant("t", WithSMs(16), WithConcurrentDos(4))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	seen := map[cuda.Context]int{}
+	require.NoError(t, tn.DoEach(context.Background(), func(cur Current) error {
+		mu.Lock()
+		seen[cur.gctx]++
+		mu.Unlock()
+		return nil
+	}))
+	require.Len(t, seen, 4)
+	for c, n := range seen {
+		require.Equal(t, 1, n, "context %#x visited %d times", c, n)
+	}
+	require.Equal(t, 4, tn.c.part.Slots())
+
+	whole, err := p.NewTenant("whole")
+	require.NoError(t, err)
+	runs := 0
+	require.NoError(t, whole.DoEach(context.Background(), func(Current) error { runs++; return nil }))
+	require.Equal(t, 1, runs)
+}
+
+// Bad calls: nil f, from inside a Do, and a ctx that ends while another Do
+// holds a context DoEach needs.
+func TestDoEachRefusesAndEnds(t *testing.T) {
+	p, _ := openSim(t)
+	tn, err := p.NewTenant("t", WithSMs(16), WithConcurrentDos(2))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.ErrorIs(t, tn.DoEach(ctx, nil), ErrInvalidArgument)
+	require.ErrorIs(t, tn.Do(ctx, func(Current) error {
+		return tn.DoEach(ctx, func(Current) error { return nil })
+	}), ErrInsideDo)
+
+	release := make(chan struct{})
+	holding := make(chan struct{})
+	go func() {
+		_ = tn.Do(ctx, func(Current) error { close(holding); <-release; return nil })
+	}()
+	<-holding
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = tn.DoEach(short, func(Current) error { return nil })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 5*time.Second)
+	close(release)
+	require.NoError(t, tn.DoEach(ctx, func(Current) error { return nil }), "every context free again")
+}
