@@ -28,7 +28,7 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
 	// may hold (a quota of MaxUint64 overflowed the driver's rounding of the
 	// size to whole chunks).
 	var err error
-	c.mem, err = devmem.NewPooled(mc, devmem.Pool{Quota: min(quota, p.mem.Limit()), Explicit: cfg.quota != 0, Keep: cfg.keep, NoLists: cfg.noLists})
+	c.mem, err = devmem.NewPooled(mc, devmem.PoolConfig{Quota: min(quota, p.mem.Limit()), Explicit: cfg.quota != 0, Keep: cfg.keep, NoLists: cfg.noLists})
 	return err
 }
 

@@ -79,7 +79,7 @@ func (s *stream) Synchronize() error {
 }
 
 // newTenant makes a tenant with a quota and one stream; pool nil: plain.
-func (d *device) newTenant(name string, quota uint64, pool *Pool, green bool) *tenant {
+func (d *device) newTenant(name string, quota uint64, pool *PoolConfig, green bool) *tenant {
 	t := d.t
 	tn := &tenant{d: d, name: name}
 	var err error
@@ -148,7 +148,7 @@ func (tn *tenant) close() error {
 	return errors.Join(err, aerr)
 }
 
-func pooledWith(quota uint64) *Pool { return &Pool{Quota: quota, Explicit: true} }
+func pooledWith(quota uint64) *PoolConfig { return &PoolConfig{Quota: quota, Explicit: true} }
 
 func TestPlainAllocFree(t *testing.T) {
 	d := newDevice(t, 0, 0)
@@ -268,7 +268,7 @@ func TestPooledFlushAndTrim(t *testing.T) {
 // TestPooledNoLists: the driver's pool alone.
 func TestPooledNoLists(t *testing.T) {
 	d := newDevice(t, 0, 0)
-	tn := d.newTenant("a", 64<<20, &Pool{Quota: 64 << 20, NoLists: true}, false)
+	tn := d.newTenant("a", 64<<20, &PoolConfig{Quota: 64 << 20, NoLists: true}, false)
 	s := tn.first()
 	for range 3 {
 		p, err := tn.mem.Alloc(s, 4096)
@@ -285,7 +285,7 @@ func TestPooledNoLists(t *testing.T) {
 // driver refuses is the tenant's again, and can be freed later.
 func TestPooledFreeTheDriverRefuses(t *testing.T) {
 	d := newDevice(t, 0, 0)
-	tn := d.newTenant("a", 64<<20, &Pool{Quota: 64 << 20, NoLists: true}, false)
+	tn := d.newTenant("a", 64<<20, &PoolConfig{Quota: 64 << 20, NoLists: true}, false)
 	s := tn.first()
 	for _, n := range []uint64{4096, maxCachedSize + 1} { // through the lists' path, and past it
 		tn.acct.SetLimit(2 << 30)
@@ -309,10 +309,10 @@ func TestPooledFreeTheDriverRefuses(t *testing.T) {
 func TestPeersTrimWhenTheDeviceIsFull(t *testing.T) {
 	for _, plain := range []bool{false, true} {
 		d := newDevice(t, 64<<20, 0)
-		a := d.newTenant("a", 64<<20, &Pool{Quota: 64 << 20}, false)
-		var bpool *Pool
+		a := d.newTenant("a", 64<<20, &PoolConfig{Quota: 64 << 20}, false)
+		var bpool *PoolConfig
 		if !plain {
-			bpool = &Pool{Quota: 64 << 20}
+			bpool = &PoolConfig{Quota: 64 << 20}
 		}
 		b := d.newTenant("b", 64<<20, bpool, false)
 		p, err := a.mem.Alloc(a.first(), 48<<20)

@@ -17,8 +17,8 @@ type pooled struct {
 	keep    uint64 // the most each stream's free lists hold
 }
 
-// Pool is how a pooled engine's pool is made.
-type Pool struct {
+// PoolConfig is how a pooled engine's pool is made.
+type PoolConfig struct {
 	// Quota is the tenant's quota, at most the device's limit; Explicit
 	// says it was asked for (else it is the device's limit).
 	Quota    uint64
@@ -35,7 +35,7 @@ type Pool struct {
 // driver rounds it up to whole cuda.PoolChunk chunks, so a small quota's
 // pool may hold a chunk; the account still bounds what is allocated), else
 // 0, the driver's default (the whole device).
-func (p Pool) MaxSize() uint64 {
+func (p PoolConfig) MaxSize() uint64 {
 	if !p.Explicit {
 		return 0
 	}
@@ -44,7 +44,7 @@ func (p Pool) MaxSize() uint64 {
 
 // NewPooled makes the tenant's pool and its engine, which joins cfg.Peers
 // until Close.
-func NewPooled(cfg Config, pool Pool) (Allocator, error) {
+func NewPooled(cfg Config, pool PoolConfig) (Allocator, error) {
 	e := &pooled{cfg: cfg, maxSize: pool.MaxSize(), keep: pool.Keep}
 	if e.keep == 0 {
 		e.keep = pool.Quota
