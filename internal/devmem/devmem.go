@@ -149,10 +149,17 @@ func (c *Config) ordered(f func(ctx cuda.Context) error) error {
 // given back to the driver and the reservation tried once more.
 func (c *Config) reserve(n uint64) (memtrack.Reservation, error) {
 	r, err := c.Account.Reserve(n)
-	if qe := (*memtrack.QuotaError)(nil); errors.As(err, &qe) && qe.Scope == memtrack.ScopeDevice && c.Peers.trimCaches() {
+	if err != nil && deviceFull(err) && c.Peers.trimCaches() {
 		r, err = c.Account.Reserve(n)
 	}
 	return r, err // memtrack's errors name the tenant already
+}
+
+// deviceFull says err is the device limit's refusal. (Apart from reserve,
+// so that errors.As's target is made on the heap only for an error.)
+func deviceFull(err error) bool {
+	var qe *memtrack.QuotaError
+	return errors.As(err, &qe) && qe.Scope == memtrack.ScopeDevice
 }
 
 // Peers are the pooled engines of one device. Its zero value is empty.
