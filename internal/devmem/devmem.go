@@ -21,9 +21,10 @@ import (
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
-// Allocator is a tenant's device memory. Every method but Trim and Close is
-// called by a caller counted in the tenant's life lock (Config.Enter), so
-// that the tenant's Close, which calls Close, waits for it.
+// Allocator is a tenant's device memory. Alloc, Free and Flush are called
+// by a caller counted in the tenant's life lock (Config.Enter), so that the
+// tenant's Close waits for them; Trim and Reserved count themselves in;
+// Close is called once no call is in flight, and the last.
 type Allocator interface {
 	// Alloc allocates n bytes (n > 0), in order on s where the engine
 	// orders allocations, after reserving them in the tenant's account.
