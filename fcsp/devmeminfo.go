@@ -67,7 +67,7 @@ func (c *tenantCore) cachedBytes() (n uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.streams {
-		n += s.cachedBytes()
+		n += s.blocks.Bytes()
 	}
 	return n
 }

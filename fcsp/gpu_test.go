@@ -159,7 +159,7 @@ func TestGPUMemoryPool(t *testing.T) {
 	ptr, err := a.Alloc(ctx, 64<<20)
 	require.NoError(t, err)
 	require.NoError(t, a.Free(ptr))
-	held, err := a.c.poolReserved()
+	held, err := a.c.mem.Reserved()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, held, uint64(64<<20), "freed memory stays cached")
 	free, total, err := a.MemGetInfo()
@@ -193,12 +193,12 @@ func TestGPUMemoryPool(t *testing.T) {
 		}
 		return nil
 	})
-	held, err = a.c.poolReserved()
+	held, err = a.c.mem.Reserved()
 	require.NoError(t, err)
 	require.LessOrEqual(t, held, uint64(quota), "the driver kept the pool within the quota (maxSize)")
 	require.Zero(t, a.Stats().MemoryUsed)
 	require.NoError(t, a.Trim())
-	held, err = a.c.poolReserved()
+	held, err = a.c.mem.Reserved()
 	require.NoError(t, err)
 	require.Zero(t, held, "Trim returned the cache")
 }
@@ -268,12 +268,12 @@ func TestGPUFreeLists(t *testing.T) {
 	})
 	require.Zero(t, a.Stats().MemoryUsed)
 	require.NotZero(t, a.Stats().MemoryCached)
-	held, err := a.c.poolReserved()
+	held, err := a.c.mem.Reserved()
 	require.NoError(t, err)
 	require.LessOrEqual(t, held, uint64(quota))
 	require.NoError(t, a.Trim())
 	require.Zero(t, a.Stats().MemoryCached)
-	held, err = a.c.poolReserved()
+	held, err = a.c.mem.Reserved()
 	require.NoError(t, err)
 	require.Zero(t, held, "Trim returned the lists and the pool's cache")
 }
@@ -300,7 +300,7 @@ func TestGPUStreamPerRequest(t *testing.T) {
 	require.Zero(t, st.MemoryCached)
 	require.Zero(t, st.MemoryUsed)
 	require.NoError(t, a.Trim())
-	held, err := a.c.poolReserved()
+	held, err := a.c.mem.Reserved()
 	require.NoError(t, err)
 	require.Zero(t, held)
 }

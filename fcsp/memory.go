@@ -2,12 +2,57 @@ package fcsp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/memtrack"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
 )
+
+// openMemory gives the tenant its memory engine (internal/devmem): plain
+// cuMemAlloc/cuMemFree with WithoutMemoryPool, else a pool of its own with
+// its streams' free lists in front of it. quota is the tenant's (the
+// device's limit where none was asked for).
+func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
+	p := c.pool
+	mc := devmem.Config{
+		Driver: p.drv, Device: p.dev, Tenant: c.name,
+		Account: c.acct, Tracker: p.mem, Peers: &p.pools,
+		Enter: c.enter, Exit: c.life.exit, Streams: c.memStreams,
+		Green: c.part != nil, Probe: &p.unscoped.pool, Log: p.log,
+	}
+	if cfg.plain {
+		c.mem = devmem.NewPlain(mc)
+		return nil
+	}
+	// The pool's maximum size is the quota, but never more than the device
+	// may hold (a quota of MaxUint64 overflowed the driver's rounding of the
+	// size to whole chunks).
+	var err error
+	c.mem, err = devmem.NewPooled(mc, devmem.PoolConfig{Quota: min(quota, p.mem.Limit()), Explicit: cfg.quota != 0, Keep: cfg.keep, NoLists: cfg.noLists})
+	return err
+}
+
+// memStream is a Stream as the memory engine sees it.
+type memStream Stream
+
+func (s *memStream) Handle() cuda.Stream    { return (*Stream)(s).h() }
+func (s *memStream) Blocks() *devmem.Blocks { return &s.blocks }
+func (s *memStream) Synchronize() error     { return (*Stream)(s).Synchronize() }
+
+// memStreams lists the tenant's streams for the memory engine.
+func (c *tenantCore) memStreams() []devmem.Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return asMemStreams(c.streams)
+}
+
+func asMemStreams(streams []*Stream) []devmem.Stream {
+	l := make([]devmem.Stream, len(streams))
+	for i, s := range streams {
+		l[i] = (*memStream)(s)
+	}
+	return l
+}
 
 // Alloc allocates n bytes of device memory against the tenant's quota (from
 // its pool, in order on its first stream, with WithMemoryPool). The
@@ -40,27 +85,8 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 		return 0, err
 	}
 	defer c.life.exit(slot)
-	r, err := c.acct.Reserve(n)
-	if qe := (*memtrack.QuotaError)(nil); errors.As(err, &qe) && qe.Scope == memtrack.ScopeDevice && c.pool.trimCaches() {
-		// Freed blocks kept by pooled tenants count against the device
-		// limit: give them back to the driver and try once more.
-		r, err = c.acct.Reserve(n)
-	}
-	if err != nil {
-		return 0, err // memtrack's errors name the tenant already (ErrInvalidSize matches ErrInvalidArgument)
-	}
-	p, err := c.allocFrom(s, n)
-	if err != nil {
-		r.Cancel()
-		return 0, fmt.Errorf("tenant %q: %w", c.name, err)
-	}
-	if err := r.Commit(uint64(p)); err != nil {
-		// Cannot happen for a pointer the driver just returned; the
-		// reservation is cancelled, give the memory back too.
-		_ = c.freeOn(s, p, n)
-		return 0, err
-	}
-	return DevicePtr(p), nil
+	p, err := c.mem.Alloc((*memStream)(s), n)
+	return DevicePtr(p), err
 }
 
 // Free frees memory the tenant allocated. A pointer it does not own (never
@@ -76,36 +102,41 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 		return err
 	}
 	defer c.life.exit(slot)
-	r, err := c.acct.StartRelease(uint64(p))
-	if err != nil {
-		return err // memtrack's error names the tenant and the pointer
+	return c.mem.Free((*memStream)(s), cuda.DevicePtr(p))
+}
+
+// AllocAsync allocates n bytes in stream order on s (the memory may be used
+// by work queued on s after this call); with WithMemoryPool it comes from
+// the tenant's pool. Quota and errors are those of Alloc.
+func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
+	if s == nil || s.t != c {
+		return 0, fmt.Errorf("%w: AllocAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
 	}
-	if class, _, ok := sizeClass(r.Size()); ok && c.mpool != nil {
-		// The block may go onto a free list, where it counts against the
-		// device limit as cache: settle the release first, or at the limit
-		// the block would count twice for a moment and not be cached (the
-		// driver's pool would then keep it uncounted).
-		n := r.Size()
-		r.Commit()
-		if c.putCached(s, cuda.DevicePtr(p), class) {
-			return nil
-		}
-		if err := c.freeToDriver(s, cuda.DevicePtr(p)); err != nil {
-			// The driver kept it: it is the tenant's again.
-			if rr, e := c.acct.Reserve(n); e == nil {
-				_ = rr.Commit(uint64(p))
-			}
-			return fmt.Errorf("tenant %q: %w", c.name, err)
-		}
-		return nil
+	if s.closed.Load() {
+		return 0, ErrClosed
 	}
-	if err := c.freeOn(s, cuda.DevicePtr(p), r.Size()); err != nil {
-		// The driver kept it (or a Close, waiting for this call, will free
-		// it): it stays recorded, its bytes never stopped counting.
-		return errors.Join(fmt.Errorf("tenant %q: %w", c.name, err), r.Cancel())
+	return c.alloc(s, n)
+}
+
+// FreeAsync frees p in stream order on s: after the work queued on s.
+func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
+	if s == nil || s.t != c {
+		return fmt.Errorf("%w: FreeAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
 	}
-	r.Commit()
-	return nil
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return c.free(s, p)
+}
+
+// Trim gives the tenant's cached memory back to the driver: its streams'
+// free lists, then its pool's cache, after waiting for the streams that
+// freed blocks (and the first). It is a no-op without a pool.
+func (c *tenantCore) Trim() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return c.mem.Trim()
 }
 
 // MemGetInfo is what cuMemGetInfo should tell code running as this tenant

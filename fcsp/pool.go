@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
@@ -40,6 +41,8 @@ type Pool struct {
 	fault    faultState // health.go, reset.go
 
 	prio poolPriority // latency tenants in flight (priority.go)
+
+	pools devmem.Peers // the tenants' memory engines, which trim each other (memory.go)
 
 	mu      sync.Mutex
 	split   *greenctx.Split // nil when noSplit says why

@@ -75,7 +75,7 @@ func TestGPUPooledCachesUnderDeviceLimit(t *testing.T) {
 		_, err := b.Alloc(context.Background(), 32<<20)
 		require.NoError(t, err, "allocation %d of b", i)
 		mine += 32 << 20
-		held, err := a.c.poolReserved()
+		held, err := a.c.mem.Reserved()
 		require.NoError(t, err)
 		// One pool chunk of slack: the driver maps pools in 32 MiB chunks.
 		require.LessOrEqual(t, held+mine, uint64(limit+cuda.PoolChunk), "after allocation %d: a's pool holds %d, b %d", i, held, mine)

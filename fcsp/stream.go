@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
@@ -21,7 +22,7 @@ type Stream struct {
 	owned    bool                // created by the SDK (destroyed on Close)
 	fromPart bool                // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
-	free     atomic.Pointer[freeList]  // freed pool blocks for reuse on this stream
+	blocks   devmem.Blocks             // freed pool blocks for reuse on this stream (memory.go)
 	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
 	closed   atomic.Bool
 	// bound: a Do took the handle (Current.Stream), so a library may hold it
@@ -184,11 +185,7 @@ func (s *Stream) Close() error {
 	c.mu.Lock()
 	c.streams = slices.DeleteFunc(c.streams, func(x *Stream) bool { return x == s })
 	c.mu.Unlock()
-	var errs []error
-	if c.mpool != nil {
-		_, err := c.flushLocked(s)
-		errs = append(errs, err)
-	}
+	errs := []error{c.mem.Flush((*memStream)(s))}
 	// destroy handles the bucket and a primary-context stream; a
 	// partition's own streams are destroyed through the partition.
 	errs = append(errs, s.destroy(c.pool.dev.Primary()))

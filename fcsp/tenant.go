@@ -12,6 +12,7 @@ import (
 	"weak"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -48,7 +49,7 @@ type tenantCore struct {
 	part    *greenctx.Partition // nil: shares the device through the primary context
 	acct    *memtrack.Account
 	limiter *tokenbucket.Limiter // nil: not rate limited
-	mpool   *memPool             // nil: plain cuMemAlloc
+	mem     devmem.Allocator     // device memory: plain or pooled, chosen in NewTenant (memory.go)
 
 	life    lifeLock // counts calls in flight; Close waits for them
 	mu      sync.Mutex
@@ -185,14 +186,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		return undo(err)
 	}
 	c.streams, c.first = append(c.streams, first), first
-	if !cfg.plain {
-		// The pool's maximum size is the quota, but never more than the
-		// device may hold (a quota of MaxUint64 overflowed the driver's
-		// rounding of the size to whole chunks).
-		if err := c.openMemPool(min(quota, p.mem.Limit()), cfg.keep, cfg.quota != 0, cfg.noLists); err != nil {
-			_ = first.destroy(c.ctx())
-			return undo(err)
-		}
+	if err := c.openMemory(&cfg, quota); err != nil {
+		_ = first.destroy(c.ctx())
+		return undo(err)
 	}
 	p.tenants[name] = c
 	t := &Tenant{c}
@@ -370,7 +366,7 @@ func (c *tenantCore) Stats() Stats {
 		s.GPUShare, s.SMLimit = s.SMLimit, 0
 	}
 	for _, st := range c.streams {
-		s.MemoryCached += st.cachedBytes()
+		s.MemoryCached += st.blocks.Bytes()
 		s.Launches += st.launches.Load()
 		if st.bucket != nil {
 			bs := st.bucket.Stats()
@@ -408,16 +404,8 @@ func (c *tenantCore) close(why string) error {
 	c.streams, c.modules = nil, nil
 	c.mu.Unlock()
 	ctx := c.ctx()
-	// Leaks first: a pool's frees are ordered on the first stream.
 	leaks := c.acct.Live()
-	for _, a := range leaks {
-		if c.mpool != nil {
-			errs = append(errs, p.drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].h()))
-		} else {
-			errs = append(errs, p.drv.MemFree(p.dev.Primary(), cuda.DevicePtr(a.Ptr)))
-		}
-	}
-	errs = append(errs, hookErr, c.closeMemPool(ctx, streams))
+	errs = append(errs, hookErr, c.mem.Close(ctx, leaks, asMemStreams(streams)))
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}

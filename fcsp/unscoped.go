@@ -5,17 +5,19 @@ import (
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
 )
 
 // Whether the driver accepts launches and synchronisations with no context
 // current (the stream naming it) is learned on first use and remembered per
 // pool: if it does, a tenant's launches and waits need not take its green
 // context's lock, so one request's Synchronize no longer holds up another's
-// launch.
+// launch. The memory engine keeps the pool calls' probe, in the same
+// encoding (internal/devmem).
 const (
-	probeUnknown int32 = iota
-	probeYes
-	probeNo
+	probeUnknown = devmem.ProbeUnknown
+	probeYes     = devmem.ProbeYes
+	probeNo      = devmem.ProbeNo
 )
 
 type unscopedProbe struct{ launch, sync, pool atomic.Int32 }

@@ -1,4 +1,4 @@
-package fcsp
+package devmem
 
 import (
 	"math/bits"
@@ -9,16 +9,16 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
-// A tenant's pool allocations go through per-stream free lists in front of
-// the driver's pool. On the H200 one cuMemPool serialises its callers: 16
-// goroutines got 157k alloc+free pairs a second out of it against 555k for
-// one goroutine, and their P99 stayed near 1 ms. A block freed on a stream
-// is kept on that stream's list for the next allocation of the same size
-// class on the same stream; stream order makes the reuse safe (work queued
-// after the allocation runs after the work queued before the free) without
-// an event or a driver call. Blocks never move between streams through the
-// lists: a block freed on one stream reaches another only through the
-// driver's pool, which orders it.
+// A pooled engine's allocations go through per-stream free lists in front
+// of the driver's pool. On the H200 one cuMemPool serialises its callers:
+// 16 goroutines got 157k alloc+free pairs a second out of it against 555k
+// for one goroutine, and their P99 stayed near 1 ms. A block freed on a
+// stream is kept on that stream's list for the next allocation of the same
+// size class on the same stream; stream order makes the reuse safe (work
+// queued after the allocation runs after the work queued before the free)
+// without an event or a driver call. Blocks never move between streams
+// through the lists: a block freed on one stream reaches another only
+// through the driver's pool, which orders it.
 //
 // Sizes are rounded up to classes (eight per doubling, so at most 1/8 more
 // than asked is taken from the pool) so that any block of a class serves
@@ -48,6 +48,35 @@ func sizeClass(n uint64) (class int, size uint64, ok bool) {
 	k := int(size>>(e-1-stepsShift)) - (1<<stepsShift + 1) // 0 .. 7
 	return 1 + (e-1-minClassShift)<<stepsShift + k, size, true
 }
+
+// classSize is the block size of a class (the inverse of sizeClass).
+func classSize(class int) uint64 {
+	if class == 0 {
+		return 1 << minClassShift
+	}
+	d, k := (class-1)>>stepsShift, (class-1)&(1<<stepsShift-1)
+	step := uint64(1) << (d + minClassShift - stepsShift)
+	return uint64(1<<stepsShift+1+k) * step
+}
+
+// Blocks is the engine's part of one stream: the blocks freed on it that
+// the pooled engine keeps for the stream's next allocations. The stream
+// holds it (it stays with the stream when a reshape swaps the stream's
+// handle); its zero value is empty, and its lists are made on first use,
+// so that a stream of a plain engine costs a pointer.
+type Blocks struct {
+	l atomic.Pointer[freeList]
+}
+
+// Bytes is what the stream's free lists hold.
+func (b *Blocks) Bytes() uint64 {
+	if l := b.l.Load(); l != nil {
+		return l.bytes()
+	}
+	return 0
+}
+
+func (b *Blocks) list() *freeList { return loadOrNew(&b.l) }
 
 // freeList holds a stream's cached blocks by size class, in shards: many
 // goroutines allocating on one stream would otherwise queue on one mutex
@@ -182,66 +211,8 @@ func (l *freeList) bytes() uint64 {
 	return uint64(max(n, 0))
 }
 
-// blocks is the stream's free list, made on first use.
-func (s *Stream) blocks() *freeList { return loadOrNew(&s.free) }
-
-// cachedBytes is what the stream's free list holds.
-func (s *Stream) cachedBytes() uint64 {
-	if l := s.free.Load(); l != nil {
-		return l.bytes()
-	}
-	return 0
-}
-
-// takeCached pops a cached block of the class from s's list. The caller is
-// counted in the tenant's life lock.
-func (c *tenantCore) takeCached(s *Stream, class int) (cuda.DevicePtr, bool) {
-	l := s.free.Load()
-	if l == nil {
-		return 0, false
-	}
-	p, ok := l.take(class)
-	if ok {
-		// The allocation's own reservation counts it from here.
-		c.pool.mem.ReleaseDevice(classSize(class))
-	}
-	return p, ok
-}
-
-// putCached keeps a freed block on s's list if it has room (keep bytes per
-// stream); false means the caller frees it to the driver. (The pool's
-// maximum size already bounds live and cached blocks together.) The caller
-// is counted in the tenant's life lock.
-//
-// A cached block is still device memory: it stays counted against the
-// device limit (not the tenant's quota) while it is on a list, and a block
-// the device limit has no room for goes back to the driver instead.
-func (c *tenantCore) putCached(s *Stream, p cuda.DevicePtr, class int) bool {
-	size := classSize(class)
-	if c.pool.mem.ReserveDevice(size) != nil {
-		return false
-	}
-	if !s.blocks().put(class, p, c.mpool.keep) {
-		c.pool.mem.ReleaseDevice(size)
-		return false
-	}
-	return true
-}
-
-// drain empties s's list and returns its blocks.
-// The blocks stop counting against the device limit: the caller gives
-// them to the driver.
-func (s *Stream) drain() (ptrs []cuda.DevicePtr) {
-	l := s.free.Load()
-	if l == nil {
-		return nil
-	}
-	var freed uint64
-	defer func() {
-		if s.t != nil { // a bare list in tests
-			s.t.pool.mem.ReleaseDevice(freed)
-		}
-	}()
+// drain empties the list and returns its blocks and their bytes.
+func (l *freeList) drain() (ptrs []cuda.DevicePtr, freed uint64) {
 	for i := range l.shards {
 		sh := l.shards[i].Load()
 		if sh == nil {
@@ -261,15 +232,5 @@ func (s *Stream) drain() (ptrs []cuda.DevicePtr) {
 			b.mu.Unlock()
 		}
 	}
-	return ptrs
-}
-
-// classSize is the block size of a class (the inverse of sizeClass).
-func classSize(class int) uint64 {
-	if class == 0 {
-		return 1 << minClassShift
-	}
-	d, k := (class-1)>>stepsShift, (class-1)&(1<<stepsShift-1)
-	step := uint64(1) << (d + minClassShift - stepsShift)
-	return uint64(1<<stepsShift+1+k) * step
+	return ptrs, freed
 }

@@ -1,0 +1,306 @@
+package devmem
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/memtrack"
+)
+
+// pooled allocates in stream order from a pool of the tenant's own, through
+// its streams' free lists (blocks.go).
+type pooled struct {
+	cfg     Config
+	h       cuda.MemPool
+	maxSize uint64 // what the driver lets the pool hold; 0: its default
+	keep    uint64 // the most each stream's free lists hold
+}
+
+// PoolConfig is how a pooled engine's pool is made.
+type PoolConfig struct {
+	// Quota is the tenant's quota, at most the device's limit; Explicit
+	// says it was asked for (else it is the device's limit).
+	Quota    uint64
+	Explicit bool
+	// Keep is how much the driver's pool keeps across a synchronisation
+	// and the most each stream's free lists hold; 0: the quota.
+	Keep uint64
+	// NoLists: the driver's pool alone, without free lists (benchmarks).
+	NoLists bool
+}
+
+// MaxSize is the one place a pool's maximum size is derived from the
+// quota, which memtrack owns: the quota itself where one was asked for (the
+// driver rounds it up to whole cuda.PoolChunk chunks, so a small quota's
+// pool may hold a chunk; the account still bounds what is allocated), else
+// 0, the driver's default (the whole device).
+func (p PoolConfig) MaxSize() uint64 {
+	if !p.Explicit {
+		return 0
+	}
+	return p.Quota
+}
+
+// NewPooled makes the tenant's pool and its engine, which joins cfg.Peers
+// until Close.
+func NewPooled(cfg Config, pool PoolConfig) (Allocator, error) {
+	e := &pooled{cfg: cfg, maxSize: pool.MaxSize(), keep: pool.Keep}
+	if e.keep == 0 {
+		e.keep = pool.Quota
+	}
+	err := cfg.do(func(ctx cuda.Context) error {
+		h, err := cfg.Driver.MemPoolCreate(ctx, cfg.Device.Ordinal(), e.maxSize)
+		if err != nil {
+			return err
+		}
+		if err := cfg.Driver.MemPoolSetAttribute(ctx, h, cuda.PoolReleaseThreshold, e.keep); err != nil {
+			return errors.Join(err, cfg.Driver.MemPoolDestroy(ctx, h))
+		}
+		e.h = h
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if pool.NoLists {
+		e.keep = 0
+	}
+	cfg.Peers.add(e)
+	return e, nil
+}
+
+func (e *pooled) Alloc(s Stream, n uint64) (cuda.DevicePtr, error) {
+	r, err := e.cfg.reserve(n)
+	if err != nil {
+		return 0, err
+	}
+	p, err := e.alloc(s, n)
+	if err != nil {
+		r.Cancel()
+		return 0, fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err)
+	}
+	if err := r.Commit(uint64(p)); err != nil {
+		// Cannot happen for a pointer the driver just returned; the
+		// reservation is cancelled, give the memory back too.
+		_ = e.freeOn(s, p, n)
+		return 0, err
+	}
+	return p, nil
+}
+
+// alloc allocates n bytes in order on s: from s's free list, else from the
+// pool. When the driver is out of memory it gives back the tenant's own
+// cached blocks (a pool of mixed sizes fragments up to its maximum size),
+// then the other tenants', and tries again after each.
+func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
+	class, size, cacheable := sizeClass(n)
+	alloc := func() error {
+		if cacheable {
+			if q, ok := e.takeCached(s, class); ok {
+				p = q
+				return nil
+			}
+		}
+		return e.cfg.ordered(func(ctx cuda.Context) (err error) {
+			p, err = e.cfg.Driver.MemAllocFromPoolAsync(ctx, size, e.h, s.Handle())
+			return err
+		})
+	}
+	err = alloc()
+	if errors.Is(err, cuda.ErrorOutOfMemory) && e.Trim() == nil {
+		err = alloc()
+	}
+	if errors.Is(err, cuda.ErrorOutOfMemory) && e.cfg.Peers.trimOthers(e) > 0 {
+		err = alloc()
+	}
+	if errors.Is(err, cuda.ErrorOutOfMemory) && e.maxSize > 0 {
+		// Where the device still has the memory, the pool's maximum size,
+		// the tenant's quota, refused: blocks in use, cached and the gaps
+		// between them fill it even though fewer bytes than the quota are
+		// allocated. That is the tenant's quota speaking, not the device
+		// running out. (What the pool holds cannot decide it: other
+		// goroutines free and allocate in between.)
+		var devFree uint64
+		derr := e.cfg.do(func(ctx cuda.Context) (err error) {
+			devFree, _, err = e.cfg.Driver.MemGetInfo(ctx)
+			return err
+		})
+		// With a chunk to spare on the device, the out-of-memory is the
+		// pool's maximum size speaking.
+		if held, herr := e.Reserved(); derr == nil && herr == nil && devFree >= size+cuda.PoolChunk {
+			a := e.cfg.Account
+			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of the %d bytes its %d-byte quota allows it (%d allocated, the rest cached blocks and fragments): %w",
+				memtrack.ErrQuotaExceeded, e.cfg.Tenant, n, held, e.maxSize, a.Limit(), a.Used()-n, err) // Used counts this request's reservation too
+		}
+	}
+	return p, err
+}
+
+func (e *pooled) Free(s Stream, p cuda.DevicePtr) error {
+	r, err := e.cfg.Account.StartRelease(uint64(p))
+	if err != nil {
+		return err // memtrack's error names the tenant and the pointer
+	}
+	class, _, ok := sizeClass(r.Size())
+	if !ok {
+		if err := e.freeToDriver(s, p); err != nil {
+			// The driver kept it (or a Close, waiting for this call, will
+			// free it): it stays recorded, its bytes never stopped counting.
+			return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err), r.Cancel())
+		}
+		r.Commit()
+		return nil
+	}
+	// The block may go onto a free list, where it counts against the device
+	// limit as cache: settle the release first, or at the limit the block
+	// would count twice for a moment and not be cached (the driver's pool
+	// would then keep it uncounted).
+	n := r.Size()
+	r.Commit()
+	if e.putCached(s, p, class) {
+		return nil
+	}
+	if err := e.freeToDriver(s, p); err != nil {
+		// The driver kept it: it is the tenant's again.
+		if rr, rerr := e.cfg.Account.Reserve(n); rerr == nil {
+			_ = rr.Commit(uint64(p))
+		}
+		return fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err)
+	}
+	return nil
+}
+
+// freeOn frees the n-byte block p in order on s: onto s's free list when
+// there is room, else to the driver.
+func (e *pooled) freeOn(s Stream, p cuda.DevicePtr, n uint64) error {
+	if class, _, ok := sizeClass(n); ok && e.putCached(s, p, class) {
+		return nil
+	}
+	return e.freeToDriver(s, p)
+}
+
+// freeToDriver frees p to the pool in order on s.
+func (e *pooled) freeToDriver(s Stream, p cuda.DevicePtr) error {
+	return e.cfg.ordered(func(ctx cuda.Context) error { return e.cfg.Driver.MemFreeAsync(ctx, p, s.Handle()) })
+}
+
+// takeCached pops a cached block of the class from s's list.
+func (e *pooled) takeCached(s Stream, class int) (cuda.DevicePtr, bool) {
+	l := s.Blocks().l.Load()
+	if l == nil {
+		return 0, false
+	}
+	p, ok := l.take(class)
+	if ok {
+		// The allocation's own reservation counts it from here.
+		e.cfg.Tracker.ReleaseDevice(classSize(class))
+	}
+	return p, ok
+}
+
+// putCached keeps a freed block on s's list if it has room (keep bytes per
+// stream); false means the caller frees it to the driver. (The pool's
+// maximum size already bounds live and cached blocks together.)
+//
+// A cached block is still device memory: it stays counted against the
+// device limit (not the tenant's quota) while it is on a list, and a block
+// the device limit has no room for goes back to the driver instead.
+func (e *pooled) putCached(s Stream, p cuda.DevicePtr, class int) bool {
+	size := classSize(class)
+	if e.cfg.Tracker.ReserveDevice(size) != nil {
+		return false
+	}
+	if !s.Blocks().list().put(class, p, e.keep) {
+		e.cfg.Tracker.ReleaseDevice(size)
+		return false
+	}
+	return true
+}
+
+// drain empties s's list and returns its blocks, which stop counting
+// against the device limit: the caller gives them to the driver.
+func (e *pooled) drain(s Stream) []cuda.DevicePtr {
+	l := s.Blocks().l.Load()
+	if l == nil {
+		return nil
+	}
+	ptrs, freed := l.drain()
+	e.cfg.Tracker.ReleaseDevice(freed)
+	return ptrs
+}
+
+func (e *pooled) Flush(s Stream) error {
+	_, err := e.flushLocked(s)
+	return err
+}
+
+// flush is flushLocked for a caller not counted in the life lock.
+func (e *pooled) flush(s Stream) (int, error) {
+	tok, err := e.cfg.Enter()
+	if err != nil {
+		return 0, err
+	}
+	defer e.cfg.Exit(tok)
+	return e.flushLocked(s)
+}
+
+// flushLocked gives s's free list back to the pool, in order on s, and
+// says how many blocks it held.
+func (e *pooled) flushLocked(s Stream) (int, error) {
+	ptrs := e.drain(s)
+	var errs []error
+	for _, p := range ptrs {
+		errs = append(errs, e.freeToDriver(s, p))
+	}
+	return len(ptrs), errors.Join(errs...)
+}
+
+func (e *pooled) Trim() error {
+	// In the life lock, so that Close cannot destroy the pool under the
+	// trim (the calls below enter it again, which is allowed).
+	tok, err := e.cfg.Enter()
+	if err != nil {
+		return err
+	}
+	defer e.cfg.Exit(tok)
+	var errs []error
+	for i, s := range e.cfg.Streams() {
+		n, err := e.flush(s)
+		errs = append(errs, err)
+		if n > 0 || i == 0 {
+			errs = append(errs, s.Synchronize())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return e.cfg.do(func(ctx cuda.Context) error { return e.cfg.Driver.MemPoolTrimTo(ctx, e.h, 0) })
+}
+
+func (e *pooled) Reserved() (uint64, error) {
+	var v uint64
+	err := e.cfg.do(func(ctx cuda.Context) (err error) {
+		v, err = e.cfg.Driver.MemPoolGetAttribute(ctx, e.h, cuda.PoolReservedMemCurrent)
+		return err
+	})
+	return v, err
+}
+
+func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []Stream) error {
+	e.cfg.Peers.remove(e)
+	drv := e.cfg.Driver
+	var errs []error
+	// Leaks first: their frees are ordered on the first stream.
+	for _, a := range leaks {
+		errs = append(errs, drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].Handle()))
+	}
+	for _, s := range streams {
+		// No call is in flight: call the driver with ctx directly.
+		for _, p := range e.drain(s) {
+			errs = append(errs, drv.MemFreeAsync(ctx, p, s.Handle()))
+		}
+		errs = append(errs, drv.StreamSynchronize(ctx, s.Handle()))
+	}
+	return errors.Join(append(errs, drv.MemPoolDestroy(ctx, e.h))...)
+}
