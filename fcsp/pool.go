@@ -289,7 +289,7 @@ func (p *Pool) Close() error {
 		errs = append(errs, s.Close())
 	}
 	if p.dev != nil {
-		errs = append(errs, p.events.close(p.drv, p.dev.Primary()))
+		errs = append(errs, p.events.close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()))
 	}
 	if p.mem != nil {
 		// Before the region goes: the tracker then never reads it again

@@ -417,9 +417,12 @@ func (nb *neighbour) runFor(ctx context.Context, d time.Duration, during func() 
 	var lerr error
 	var wg sync.WaitGroup
 	st := time.Now()
+	started := make(chan struct{}) // the neighbour's first launch is queued
+	var once sync.Once
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer once.Do(func() { close(started) })
 		s := nb.t.Stream()
 		for i := 0; !stop.Load(); i++ {
 			e := nb.events[i%2]
@@ -438,9 +441,13 @@ func (nb *neighbour) runFor(ctx context.Context, d time.Duration, during func() 
 				return
 			}
 			n++
+			once.Do(func() { close(started) })
 		}
 		lerr = s.Synchronize()
 	}()
+	// What is measured beside the neighbour starts once it runs: a busy
+	// host may start this goroutine only after a short during has ended.
+	<-started
 	var err error
 	if during != nil {
 		err = during()

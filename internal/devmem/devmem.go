@@ -165,8 +165,10 @@ func deviceFull(err error) bool {
 
 // Peers are the pooled engines of one device. Its zero value is empty.
 type Peers struct {
-	mu    sync.Mutex
-	pools map[*pooled]struct{}
+	mu     sync.Mutex
+	pools  map[*pooled]struct{}
+	idle   []idlePool // emptied pools kept for new tenants (idle.go)
+	closed bool
 }
 
 func (p *Peers) add(e *pooled) {

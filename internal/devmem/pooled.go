@@ -15,6 +15,7 @@ type pooled struct {
 	h       cuda.MemPool
 	maxSize uint64 // what the driver lets the pool hold; 0: its default
 	keep    uint64 // the most each stream's free lists hold
+	made    uint64 // the pool's release threshold, set when it was made
 }
 
 // PoolConfig is how a pooled engine's pool is made.
@@ -48,6 +49,15 @@ func NewPooled(cfg Config, pool PoolConfig) (Allocator, error) {
 	e := &pooled{cfg: cfg, maxSize: pool.MaxSize(), keep: pool.Keep}
 	if e.keep == 0 {
 		e.keep = pool.Quota
+	}
+	e.made = e.keep
+	if h, ok := cfg.Peers.takeIdle(e.maxSize, e.made); ok {
+		e.h = h // an earlier tenant's, emptied: no driver call
+		if pool.NoLists {
+			e.keep = 0
+		}
+		cfg.Peers.add(e)
+		return e, nil
 	}
 	err := cfg.do(func(ctx cuda.Context) error {
 		h, err := cfg.Driver.MemPoolCreate(ctx, cfg.Device.Ordinal(), e.maxSize)
@@ -302,5 +312,8 @@ func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []
 		}
 		errs = append(errs, drv.StreamSynchronize(ctx, s.Handle()))
 	}
-	return errors.Join(append(errs, drv.MemPoolDestroy(ctx, e.h))...)
+	if err := errors.Join(errs...); err != nil {
+		return errors.Join(err, drv.MemPoolDestroy(ctx, e.h))
+	}
+	return e.release(drv, ctx)
 }
