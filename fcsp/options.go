@@ -20,21 +20,21 @@ import (
 type Option func(*poolConfig) error
 
 type poolConfig struct {
-	newDriver func() cuda.Driver // nil: load libcuda (withDriver sets it)
-	simulated bool
-	unit      int      // partition group size; 0: the device's granularity
-	prewarm   []int    // partitions provisioned at Open
-	memLimit  uint64   // 0: the device's memory
-	environ   []string // HAMi-core style configuration, nil: none
-	logger    *slog.Logger
-	dampening float64
-	penalty   float64       // tokenbucket's: 0 default, NoPenalty none
-	refill    time.Duration // 0: tokenbucket's default
-	region    string        // shared region path, "": none
-	foreign   bool          // accept a region file of another user (WithForeignSharedRegion)
-	beat      time.Duration
-	reapAfter time.Duration
-	splitFlag uint32   // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
+	newDriver   func() cuda.Driver // nil: load libcuda (withDriver sets it)
+	simulated   bool
+	unit        int      // partition group size; 0: the device's granularity
+	prewarm     []int    // partitions provisioned at Open
+	memLimit    uint64   // 0: the device's memory
+	environ     []string // HAMi-core style configuration, nil: none
+	logger      *slog.Logger
+	dampening   float64
+	penalty     float64       // tokenbucket's: 0 default, NoPenalty none
+	refill      time.Duration // 0: tokenbucket's default
+	region      string        // shared region path, "": none
+	foreign     bool          // accept a region file of another user (WithForeignSharedRegion)
+	beat        time.Duration
+	reapAfter   time.Duration
+	splitFlag   uint32        // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
 	hostWait    time.Duration // how long Synchronize spins (WithHostWait)
 	hostWaitSet bool
 }
