@@ -96,6 +96,7 @@ type meter struct {
 	pending []timedLaunch // in stream order
 	gpu     atomic.Int64  // ns of completed launches
 	open    *bracket      // the Do bracket open on the stream, if any (dometer.go)
+	closed  bool          // closeMeter ran: no event is made any more
 
 	busy bool             // counted in the pool's busy latency streams (priority.go)
 	bw   bandwidthAccount // recent launches' bandwidth figures (bandwidth.go)
@@ -204,6 +205,11 @@ func (s *Stream) pollLocked(ctx cuda.Context) error {
 
 // event takes an event from the free list or makes one.
 func (m *meter) event(drv cuda.Driver, ctx cuda.Context) (cuda.Event, error) {
+	if m.closed {
+		// A Do that listed the stream before its Close took the meter
+		// after it: an event made now would outlive the stream.
+		return 0, ErrClosed
+	}
 	if n := len(m.free); n > 0 {
 		e := m.free[n-1]
 		m.free = m.free[:n-1]
@@ -283,6 +289,7 @@ func (s *Stream) closeMeter(ctx cuda.Context) error {
 	m, drv := s.meter, s.t.pool.drv
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.closed = true
 	errs := []error{s.pollLocked(ctx)}
 	for _, p := range m.pending {
 		m.free = append(m.free, p.start, p.end)
