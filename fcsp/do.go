@@ -245,6 +245,9 @@ func (d *doThreads) exit(slot, thread int) {
 // which then is its own (a locked thread runs no other goroutine).
 func (d *doThreads) here() bool {
 	thread := int64(osthread.ID())
+	if testHookHere != nil {
+		testHookHere() // between the look at the thread and the scan (do_test.go)
+	}
 	for i := range d.slots {
 		if d.slots[i].thread.Load() == thread {
 			return true
@@ -257,6 +260,10 @@ func (d *doThreads) here() bool {
 	defer d.mu.Unlock()
 	return d.n[int(thread)] > 0
 }
+
+// testHookHere, set by a test only, runs inside here between reading the
+// thread's id and scanning the slots.
+var testHookHere func()
 
 // checkNotInsideDo is called by what would wait for the tenant's Dos to
 // end (Close, Shutdown, Reshape; the pool's Close and Shutdown) before it
