@@ -3,14 +3,42 @@ package fcsp
 import (
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
-// SpinInDriver, the default of WithHostWait, leaves Synchronize's wait to
+// SpinInDriver, given to WithHostWait, leaves Synchronize's wait to
 // cuStreamSynchronize, which spins the calling OS thread in the driver.
 const SpinInDriver time.Duration = -1
+
+// adaptiveSpin is how long the default wait polls before it yields, once
+// it polls at all.
+const adaptiveSpin = 50 * time.Microsecond
+
+// syncWaiters counts the process's Synchronize calls in flight, for
+// adaptiveWait: the host's cores are the process's, whatever the pool.
+var syncWaiters atomic.Int32
+
+// adaptiveWait, the default, spins in the driver while the process's
+// waiters leave the host cores to spare (at most half of them wait), and
+// past that polls from Go, yielding after adaptiveSpin: a lone request
+// gets the driver's latency, and 32 waiters on 16 cores share them through
+// Go's scheduler instead of being descheduled by the kernel for
+// milliseconds (H200 host, docs/BENCHMARKS.md run R: K=16 P99/P50 42 with
+// the driver's wait, 1.65 polled; K=1 the same either way).
+func adaptiveWait(limit int32) streamWait {
+	poll := pollWait(adaptiveSpin)
+	return func(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, done <-chan struct{}) error {
+		n := syncWaiters.Add(1)
+		defer syncWaiters.Add(-1)
+		if n > limit || done != nil { // a wait that a ctx may end polls
+			return poll(drv, ctx, s, done)
+		}
+		return driverWait(drv, ctx, s, done)
+	}
+}
 
 // streamWait is the pool's way of waiting for a stream, chosen once at
 // Open: done, where not nil, ends the wait early with errWaitEnded (a wait

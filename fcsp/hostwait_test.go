@@ -108,3 +108,30 @@ func TestMemGetInfoIsCheapAndStillTruthful(t *testing.T) {
 		require.ErrorIs(t, err, ErrClosed)
 	}
 }
+
+// The default wait is the driver's while few goroutines wait, and polls
+// once more wait than half the host's cores (the fake's cuStreamQuery sees
+// held work, its cuStreamSynchronize does not).
+func TestAdaptiveWait(t *testing.T) {
+	p, drv := openSim(t)
+	tn, err := p.NewTenant("t")
+	require.NoError(t, err)
+	drv.HoldEvents(true)
+	require.NoError(t, adaptiveWait(1000)(p.drv, p.dev.Primary(), tn.c.first.h(), nil), "a waiter under the limit polled instead of waiting in the driver")
+	drv.HoldEvents(false)
+
+	// Past the limit: a wait polls, so it sees the held work.
+	w := adaptiveWait(2)
+	syncWaiters.Add(2)
+	defer syncWaiters.Add(-2)
+	drv.HoldEvents(true)
+	done := make(chan error, 1)
+	go func() { done <- w(p.drv, p.dev.Primary(), tn.c.first.h(), nil) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the third waiter returned %v while the work was held: it did not poll", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	drv.HoldEvents(false)
+	require.NoError(t, <-done)
+}

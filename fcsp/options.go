@@ -281,19 +281,19 @@ func WithStreamClass(cl Class) TenantOption {
 	}
 }
 
-// WithHostWait sets how Synchronize waits for a stream's work. The
-// default, SpinInDriver, is cuStreamSynchronize: the driver spins the
-// calling OS thread, the lowest latency while the host has a core for every
-// waiting thread, and milliseconds of tail once waiters outnumber cores
-// (the kernel deschedules spinning threads). A spin of 0 or more polls the
-// stream from Go instead: for spin without letting go of the goroutine's
-// P, then yielding between polls, so that waiters share the host's cores
-// through Go's scheduler. Measured on the H200 host (docs/BENCHMARKS.md):
-// with a core to spare, polling with a spin of 50 µs or more answers as
-// fast as the driver (K=1 P99 57-59 µs against 61), but under a storm of
-// other goroutines a yielding waiter queues behind them on its P (P99 148-
-// 193 µs against 91 under 32 goroutines calling Stats); choose it for
-// hosts where waiters outnumber cores.
+// WithHostWait sets how Synchronize waits for a stream's work. By default
+// the wait adapts: while at most half the host's cores' worth of the
+// process's goroutines wait, it is the driver's (cuStreamSynchronize spins
+// the calling thread, the lowest latency with a core to spare); past that,
+// it polls from Go and yields after 50 µs, so that waiters outnumbering
+// cores share them through Go's scheduler rather than being descheduled by
+// the kernel for milliseconds. SpinInDriver always waits in the driver; a
+// spin of 0 or more always polls, yielding after spin. Measured on the
+// H200 host (docs/BENCHMARKS.md, runs P and R): one waiter, the driver's
+// and a polled wait alike (K=1 P99 61 and 59 µs); 16 request goroutines
+// beside 16 batch ones, P99/P50 42 in the driver and 1.65 polled; under a
+// storm of 32 goroutines calling Stats, a yielding waiter queues behind
+// them (P99 148-193 µs against 91 in the driver).
 func WithHostWait(spin time.Duration) Option {
 	return func(c *poolConfig) error {
 		if spin < 0 && spin != SpinInDriver {

@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"runtime"
 	"context"
 	"errors"
 	"fmt"
@@ -70,8 +71,12 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
 	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{})}
-	p.wait = driverWait
-	if cfg.hostWaitSet && cfg.hostWait != SpinInDriver {
+	switch {
+	case !cfg.hostWaitSet:
+		p.wait = adaptiveWait(int32(max(runtime.NumCPU()/2, 1)))
+	case cfg.hostWait == SpinInDriver:
+		p.wait = driverWait
+	default:
 		p.wait = pollWait(cfg.hostWait)
 	}
 	if p.log == nil {

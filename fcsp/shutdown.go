@@ -46,7 +46,7 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 	if ctx.Done() == nil {
 		return s.Synchronize()
 	}
-	if !s.t.pool.cfg.hostWaitSet || s.t.pool.cfg.hostWait == SpinInDriver {
+	if s.t.pool.cfg.hostWaitSet && s.t.pool.cfg.hostWait == SpinInDriver {
 		return within(ctx, s.Synchronize)
 	}
 	if s.closed.Load() {

@@ -111,7 +111,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&c.interSMs, "inter-sms", 16, "the interactive partition's SMs (alone, partitioned)")
 	fs.DurationVar(&c.probeEvery, "probe-every", 50*time.Millisecond, "a %smid probe on each class every this long (0: none)")
 	fs.StringVar(&c.jsonPath, "json", "", "write every cell, the summary and the checks as JSON to this file")
-	fs.StringVar(&c.wait, "wait", "driver", "how goroutines wait for their GPU work (fcsp.WithHostWait): driver (cuStreamSynchronize, the default) or a spin duration (poll that long, then yield between polls)")
+	fs.StringVar(&c.wait, "wait", "default", "how goroutines wait for their GPU work (fcsp.WithHostWait): default (the SDK's: the driver's while few wait, polled past half the cores), driver (cuStreamSynchronize) or a spin duration (poll that long, then yield between polls)")
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
 	fs.StringVar(&c.mpsStart, "mps-start", "nvidia-cuda-mps-control -d", "shell command that starts the MPS daemon before each round's mps layout (empty: none)")
@@ -121,11 +121,13 @@ func parse(args []string, usage io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.wait == "driver" {
+	switch d, err := time.ParseDuration(c.wait); {
+	case c.wait == "default":
+	case c.wait == "driver":
 		c.spin = fcsp.SpinInDriver
-	} else if d, err := time.ParseDuration(c.wait); err != nil || d < 0 {
-		return c, fmt.Errorf("%w: -wait %q: want a duration of 0 or more, or driver", ErrBadValue, c.wait)
-	} else {
+	case err != nil || d < 0:
+		return c, fmt.Errorf("%w: -wait %q: want default, driver or a duration of 0 or more", ErrBadValue, c.wait)
+	default:
 		c.spin = d
 	}
 	if fs.NArg() > 0 {
@@ -271,7 +273,10 @@ func (o *opener) open(ctx context.Context) (*fcsp.Pool, error) {
 }
 
 func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
-	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw)), fcsp.WithHostWait(o.cfg.spin)}
+	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw))}
+	if o.cfg.wait != "default" {
+		opts = append(opts, fcsp.WithHostWait(o.cfg.spin))
+	}
 	if o.cfg.simulate {
 		return fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
 	}
