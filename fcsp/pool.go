@@ -1,11 +1,11 @@
 package fcsp
 
 import (
-	"runtime"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"sync"
 
