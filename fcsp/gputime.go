@@ -345,7 +345,7 @@ func (s *Stream) cost(f *Function, grid, block Dim3) float64 {
 // fold in what completed, admit, launch between events.
 func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
 	var err error
-	if s.t.part == nil { // no method value, no allocation, on the primary context
+	if !s.t.place.partitioned() { // no method value, no allocation, on the primary context
 		err = s.poll(s.t.pool.dev.Primary())
 	} else {
 		err = s.t.do(s.poll)
