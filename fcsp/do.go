@@ -87,33 +87,17 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	fr := doFrame{c: c, slot: -2}
 	defer fr.unwind(&err)
 	// A partitioned tenant's Do holds one of its green contexts (a slot,
-	// greenctx/slots.go) while that context is current: a free one is taken
-	// before the thread is known (the swap below says it, in the same cgo
-	// call); when every slot is held, the thread is needed first, to nest
-	// on a slot this thread already holds (a Do inside a Do) or to wait.
-	thread, named := 0, false
-	cur := c.pool.dev.Primary()
-	if c.part != nil {
-		gs, err := c.part.TryAcquire()
-		if gs == nil && err == nil {
-			thread, named = osthread.ID(), true
-			if gs = c.part.Holding(thread); gs == nil {
-				gs, err = c.part.Acquire(ctx)
-			} else {
-				fr.nested = true
-			}
+	// greenctx/slots.go) while that context is current (greenPlace.take);
+	// an unpartitioned tenant's takes the primary context, holding nothing.
+	tk, err := c.place.take(ctx)
+	if err != nil {
+		if ownRun {
+			run.abandon()
 		}
-		if err != nil {
-			if ownRun {
-				run.abandon()
-			}
-			if errors.Is(err, greenctx.ErrClosed) {
-				return ErrClosed
-			}
-			return err
-		}
-		fr.gs, cur = gs, gs.Context()
+		return err
 	}
+	fr.gs, fr.nested = tk.gs, tk.nested
+	cur, thread, named := tk.cur, tk.thread, tk.named
 
 	// One cgo call makes the context current, says what was, and which
 	// thread this is.

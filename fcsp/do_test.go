@@ -155,7 +155,7 @@ func TestDoReentryRunsDirectly(t *testing.T) {
 			if err := a.Do(ctx, func(Current) error {
 				depth++
 				got, err := drv.CtxGetCurrent()
-				require.True(t, a.c.part.Owns(got), "a green context of a's is current")
+				require.True(t, a.c.partition().Owns(got), "a green context of a's is current")
 				return err
 			}); err != nil {
 				return err
@@ -164,13 +164,13 @@ func TestDoReentryRunsDirectly(t *testing.T) {
 			// Another tenant's Do switches the thread to its context and back.
 			if err := b.Do(ctx, func(Current) error {
 				got, err := drv.CtxGetCurrent()
-				require.True(t, b.c.part.Owns(got), "a green context of b's is current")
+				require.True(t, b.c.partition().Owns(got), "a green context of b's is current")
 				return err
 			}); err != nil {
 				return err
 			}
 			got, err := drv.CtxGetCurrent()
-			require.True(t, a.c.part.Owns(got), "a's context is current again")
+			require.True(t, a.c.partition().Owns(got), "a's context is current again")
 			require.NoError(t, err)
 			// The SDK's calls on this tenant, each through the partition.
 			mod, err := a.LoadModule(kernels.ChainPTX)
@@ -339,7 +339,7 @@ func TestDoStormKeepsTheGreenContextOnOneThread(t *testing.T) {
 				case 0:
 					if err := a.Do(ctx, func(cur Current) error {
 						got, err := drv.CtxGetCurrent()
-						if err != nil || !a.c.part.Owns(got) {
+						if err != nil || !a.c.partition().Owns(got) {
 							return errors.Join(err, errors.New("wrong context current in f"))
 						}
 						ws, err := cur.Workspace(nil, 1<<20)

@@ -19,10 +19,7 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 	if err := c.checkNotInsideDo("DoEach"); err != nil {
 		return err // its runs would wait for the context this Do holds
 	}
-	n := 1
-	if c.part != nil {
-		n = c.part.Limit()
-	}
+	n := c.place.dos()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

@@ -29,7 +29,7 @@ func TestDoEachVisitsEveryContext(t *testing.T) {
 	for c, n := range seen {
 		require.Equal(t, 1, n, "context %#x visited %d times", c, n)
 	}
-	require.Equal(t, 4, tn.c.part.Slots())
+	require.Equal(t, 4, tn.c.partition().Slots())
 
 	whole, err := p.NewTenant("whole")
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ func TestDoMeetingAFaultPutsTheThreadBack(t *testing.T) {
 		// never the green one, which another Do may take.
 		require.Contains(t, []cuda.Context{p.dev.Primary(), 0}, got, "a green context left current on the thread")
 		runtime.UnlockOSThread()
-		require.Zero(t, a.c.part.Waiting())
+		require.Zero(t, a.c.partition().Waiting())
 		_, err = kept.Stream(nil)
 		require.ErrorIs(t, err, ErrInvalidArgument, "a Current kept after its Do handed out a handle")
 		require.NoError(t, p.Close())

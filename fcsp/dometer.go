@@ -179,7 +179,7 @@ func (c *tenantCore) beginDo(ctx context.Context, f func(Current) error, try boo
 	// A partition's streams are polled at the end of each Do instead (as
 	// before the slots, when polling here would have waited for the
 	// partition's one exclusion, deaf to ctx).
-	if c.part == nil {
+	if !c.place.partitioned() {
 		if err := c.pollStreams(); err != nil {
 			return nil, false, err
 		}
@@ -348,7 +348,7 @@ func (r *doRun) end(c *tenantCore) error {
 		errs = append(errs, u.s.closeBracket(u.br, r.gctx))
 	}
 	r.done(0, false) // f returned
-	if c.part != nil && r.dm.bucket != nil {
+	if c.place.partitioned() && r.dm.bucket != nil {
 		errs = append(errs, c.pollStreams()) // see beginDo
 	}
 	if err := errors.Join(errs...); err != nil && !errors.Is(err, ErrClosed) {

@@ -66,7 +66,7 @@ func checkDoSwaps(t *testing.T, p *Pool) {
 			}))
 			require.Equal(t, green, current(), "the nested Do put the green context back")
 			require.NoError(t, a.Do(context.Background(), func(Current) error {
-				require.True(t, a.c.part.Owns(current()), "a nested Do runs in one of the tenant's green contexts")
+				require.True(t, a.c.partition().Owns(current()), "a nested Do runs in one of the tenant's green contexts")
 				return nil
 			}))
 			require.Equal(t, green, current(), "a nested Do of the same tenant leaves its context current")

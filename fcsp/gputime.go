@@ -227,9 +227,17 @@ func (s *Stream) launchTimed(f *Function, grid, block Dim3, shmem uint32, args *
 		return err
 	}
 	defer c.life.exit(slot)
+	return s.launchTimedLocked(f, grid, block, shmem, args, charged, mark)
+}
+
+// launchTimedLocked is launchTimed for a caller in the life lock, which
+// must not enter it again: a Reshape between the two entries would wait
+// for the first while the second waited at its gate.
+func (s *Stream) launchTimedLocked(f *Function, grid, block Dim3, shmem uint32, args *Args, charged float64, mark tokenbucket.Mark) error {
+	c := s.t
 	// The events are recorded with the primary context, which serves every
 	// green stream (docs/CONTEXTS.md): no green context is taken.
-	if err = s.recordTimed(c.pool.dev.Primary(), f, grid, block, shmem, args, charged, mark); err != nil {
+	if err := s.recordTimed(c.pool.dev.Primary(), f, grid, block, shmem, args, charged, mark); err != nil {
 		if s.t.gpuShare && s.bucket != nil && charged > 0 {
 			s.bucket.AdjustSince(-charged, mark) // nothing ran
 		}
@@ -342,17 +350,15 @@ func (s *Stream) cost(f *Function, grid, block Dim3) float64 {
 }
 
 // launchMetered is Launch (or, with try, TryLaunch) on a metered stream:
-// fold in what completed, admit, launch between events.
+// fold in what completed, admit, launch between events. The caller is in
+// the life lock: polled directly, with the primary context (current on any
+// thread), never through c.do, whose second entry would wait at the gate
+// of a Reshape that waits for this launch.
 func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
-	var err error
-	if s.t.part == nil { // no method value, no allocation, on the primary context
-		err = s.poll(s.t.pool.dev.Primary())
-	} else {
-		err = s.t.do(s.poll)
-	}
-	if err != nil {
+	if err := s.poll(s.t.pool.dev.Primary()); err != nil {
 		return err
 	}
+	var err error
 	var charged, extra float64
 	var mark tokenbucket.Mark
 	if s.bucket != nil {
@@ -378,7 +384,7 @@ func (s *Stream) launchMetered(ctx context.Context, f *Function, grid, block Dim
 	if !s.t.gpuShare {
 		charged = 0 // nothing to correct
 	}
-	err = s.launchTimed(f, grid, block, shmem, args, charged, mark)
+	err = s.launchTimedLocked(f, grid, block, shmem, args, charged, mark)
 	if err != nil && extra > 0 {
 		s.bucket.AdjustSince(-extra, mark) // nothing ran
 	}

@@ -90,19 +90,11 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	thread := osthread.ID()
 	inside := c.dos.enter(thread)
 	defer c.dos.exit(inside, thread)
-	inCtx := func(f func(cuda.Context) error) error {
-		if c.part == nil {
-			return f(c.pool.dev.Primary())
-		}
-		return c.part.Do(f)
-	}
+	inCtx := c.place.doGreen
 	if err := inCtx(func(ctx cuda.Context) error { return drv.StreamBeginCapture(ctx, s.h(), cuda.CaptureModeRelaxed) }); err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
-	g = &Graph{t: c}
-	if c.part != nil {
-		g.layout = int32(c.part.Layout())
-	}
+	g = &Graph{t: c, layout: int32(c.place.layout())}
 	// end ends the capture; with keep, the graph is listed for the tenant's
 	// Close in the same call, so a Close cannot miss it.
 	end := func(keep bool) error {
@@ -305,12 +297,9 @@ func (s *Stream) recordCapture(grid, block Dim3) bool {
 // the launch path.
 func (e *GraphExec) onCurrentSMs() error {
 	c := e.t
-	if c.part == nil || !c.part.Reshapable() {
-		return nil
-	}
-	if e.layout.Load() == int32(c.part.Layout()) {
+	if !c.place.reshapable() || e.layout.Load() == int32(c.place.layout()) {
 		return nil
 	}
 	return fmt.Errorf("%w: tenant %q was reshaped to %d SMs since this graph was captured, and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
-		ErrStaleGraph, c.name, c.part.SMs())
+		ErrStaleGraph, c.name, c.place.sms())
 }

@@ -157,7 +157,7 @@ func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 			}
 			c.mu.Unlock()
 		}
-		if c.part != nil && ctx != 0 && c.part.Context() == ctx {
+		if c.place.isContext(ctx) {
 			return name
 		}
 	}

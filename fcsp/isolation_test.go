@@ -221,7 +221,7 @@ func TestConcurrentDosEachHoldAGreenContext(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						if !a.c.part.Owns(got) || got != cuda.Context(cur.Context().Uintptr()) {
+						if !a.c.partition().Owns(got) || got != cuda.Context(cur.Context().Uintptr()) {
 							return errors.New("f runs in a context that is not the tenant's, or not the one Current names")
 						}
 						mu.Lock()
@@ -296,7 +296,7 @@ func TestDosPastTheLimitWaitInArrivalOrder(t *testing.T) {
 }
 
 // waiters counts the goroutines waiting for one of a's green contexts.
-func waiters(a *Tenant) int { return int(a.c.part.Waiting()) }
+func waiters(a *Tenant) int { return int(a.c.partition().Waiting()) }
 
 // With CUDA_DEVICE_MAX_CONNECTIONS=1 every stream shares one hardware work
 // queue, and a partition isolates nothing (measured on the H200): the pool

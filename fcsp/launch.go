@@ -138,11 +138,8 @@ func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args
 func (s *Stream) launchLocked(f *Function, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
 	c := s.t
 	drv := c.pool.drv
-	switch {
-	case c.part == nil:
-		return drv.LaunchKernel(c.pool.dev.Primary(), f.handle(), grid, block, shmem, s.h(), args)
-	case c.pool.unscoped.launch.Load() == probeYes:
-		return drv.LaunchKernel(0, f.handle(), grid, block, shmem, s.h(), args)
+	if ctx := c.place.anyThread(); ctx != 0 || c.pool.unscoped.launch.Load() == probeYes {
+		return drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
 	}
 	return c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
 		return drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)

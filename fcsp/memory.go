@@ -18,7 +18,7 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
 		Driver: p.drv, Device: p.dev, Tenant: c.name,
 		Account: c.acct, Tracker: p.mem, Peers: &p.pools,
 		Enter: c.enter, Exit: c.life.exit, Streams: c.memStreams,
-		Green: c.part != nil, Probe: &p.unscoped.pool, Log: p.log,
+		Green: c.place.partitioned(), Probe: &p.unscoped.pool, Log: p.log,
 	}
 	if cfg.plain {
 		c.mem = devmem.NewPlain(mc)

@@ -61,7 +61,7 @@ func TestOnCloseRunsOnTheTenantsContext(t *testing.T) {
 				require.ErrorContains(t, err, "cleanup failed")
 			}
 			require.Equal(t, []int{1, 2}, order)
-			require.True(t, a.c.part.Owns(inside), "the cleanup ran with one of the tenant's green contexts current")
+			require.True(t, a.c.partition().Owns(inside), "the cleanup ran with one of the tenant's green contexts current")
 			require.True(t, a.c.closed.Load())
 			require.ErrorIs(t, a.OnClose(func(Current) error { return nil }), ErrClosed)
 			require.NoError(t, a.Close(), "once")

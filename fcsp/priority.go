@@ -213,10 +213,7 @@ func (pp *poolPriority) refresh(p *Pool) {
 // time, and its owner may hold it): the first answer tells whether the
 // driver accepts that, and if it does not, neighbours stop asking.
 func (pp *poolPriority) queryDone(p *Pool, s *Stream, e cuda.Event) bool {
-	var ctx cuda.Context
-	if s.t.part == nil {
-		ctx = p.dev.Primary() // current on any number of threads
-	}
+	ctx := s.t.place.anyThread() // 0 for a partition's: none current
 	err := p.drv.EventQuery(ctx, e)
 	switch {
 	case err == nil:

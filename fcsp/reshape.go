@@ -61,7 +61,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	if c.part == nil || !c.part.Reshapable() {
+	if !c.place.reshapable() {
 		return fmt.Errorf("%w: tenant %q was made without WithReshapeSizes", ErrInvalidArgument, c.name)
 	}
 	c.reshape.Lock()
@@ -77,8 +77,8 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	c.mu.Lock()
 	streams := append([]*Stream(nil), c.streams...)
 	c.mu.Unlock()
-	from := c.part.SMs()
-	err := c.part.Reshape(sms, func(old, new cuda.Stream) {
+	from := c.place.sms()
+	err := c.place.reshape(sms, func(old, new cuda.Stream) {
 		for _, s := range streams {
 			if s.fromPart && s.h() == old {
 				s.hv.Store(uintptr(new))
@@ -108,10 +108,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 // ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
 // tenant made without WithReshapeSizes).
 func (c *tenantCore) ReshapeSizes() []int {
-	if c.part == nil {
-		return []int{c.pool.info.SMs}
-	}
-	return c.part.Sizes()
+	return c.place.sizes()
 }
 
 // loadModule loads image once, with the primary context: a module loaded

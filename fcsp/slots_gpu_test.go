@@ -85,7 +85,7 @@ func TestGPUConcurrentDosStayOnTheirSMs(t *testing.T) {
 	for sm := range all {
 		require.False(t, theirs[sm], "SM %d ran both tenants' work", sm)
 	}
-	made := a.c.part.Slots()
+	made := a.c.partition().Slots()
 	t.Logf("8 concurrent Dos: %d green contexts made, blocks on %d SMs (a holds %d, b %d), none of b's", made, len(all), a.SMs(), b.SMs())
 }
 

@@ -32,17 +32,8 @@ type Stream struct {
 
 func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 	s := &Stream{t: c, class: class, owned: true}
-	var h cuda.Stream
-	var err error
-	switch {
-	case c.part != nil && first:
-		h, s.fromPart = c.part.Stream(), true
-	case c.part != nil:
-		h, err = c.part.NewStream(0)
-		s.fromPart = true
-	default:
-		h, err = c.pool.dev.NewStream() // reused where one was released
-	}
+	h, own, err := c.place.newStream(first)
+	s.fromPart = own
 	s.hv.Store(uintptr(h))
 	if err != nil {
 		return nil, err
@@ -190,7 +181,7 @@ func (s *Stream) Close() error {
 	// partition's own streams are destroyed through the partition.
 	errs = append(errs, s.destroy(c.pool.dev.Primary()))
 	if s.owned && s.fromPart {
-		errs = append(errs, c.part.DestroyStream(s.h()))
+		errs = append(errs, c.place.destroyStream(s.h()))
 	}
 	return errors.Join(errs...)
 }

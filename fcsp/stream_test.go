@@ -90,8 +90,10 @@ func TestAdoptedStreamCloseForgetsIt(t *testing.T) {
 // launch allocates nothing either); nor does TryLaunch.
 func TestLaunchAllocatesNothing(t *testing.T) {
 	p, _ := openSim(t)
-	for _, opts := range [][]TenantOption{{WithSMs(8)}, {WithSMs(8), WithSMLimit(1)}, nil, {WithGPUShare(1)}, {WithSMs(8), WithGPUShare(1)}} {
-		tn, err := p.NewTenant(fmt.Sprint("t", len(p.Tenants())), opts...)
+	for i, opts := range [][]TenantOption{{WithSMs(8)}, {WithSMs(8), WithSMLimit(1)}, nil, {WithGPUShare(1)}, {WithSMs(8), WithGPUShare(1)}} {
+		// Named by index: an earlier one, unreachable, may have been
+		// collected and closed, shrinking len(p.Tenants()).
+		tn, err := p.NewTenant(fmt.Sprint("t", i), opts...)
 		require.NoError(t, err)
 		fn := spinKernel(t, tn)
 		var a Args

@@ -46,7 +46,7 @@ type Tenant struct {
 type tenantCore struct {
 	pool    *Pool
 	name    string
-	part    *greenctx.Partition // nil: shares the device through the primary context
+	place   placement // where its work runs: a partition, or the whole device (place.go)
 	acct    *memtrack.Account
 	limiter *tokenbucket.Limiter // nil: not rate limited
 	mem     devmem.Allocator     // device memory: plain or pooled, chosen in NewTenant (memory.go)
@@ -127,19 +127,20 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0, done: make(chan struct{})}
 	c.prio.latency, c.prio.floor = cfg.prio.prio == LatencyCritical, cfg.prio.floor
 	var err error
+	c.place = devicePlace{dev: p.dev, n: p.info.SMs}
 	if cfg.partitioned() {
 		if err := p.checkWorkQueues(); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
-		if c.part, err = p.takePartition(&cfg); err != nil {
+		part, err := p.takePartition(&cfg)
+		if err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
-		c.part.SetSlots(cmp.Or(cfg.dos, greenctx.DefaultSlots))
+		part.SetSlots(cmp.Or(cfg.dos, greenctx.DefaultSlots))
+		c.place = greenPlace{part}
 	}
 	undo := func(err error) (*Tenant, error) {
-		if c.part != nil {
-			err = errors.Join(err, c.part.Close())
-		}
+		err = errors.Join(err, c.place.close())
 		if c.acct != nil {
 			_, e := c.acct.Close()
 			err = errors.Join(err, e)
@@ -165,10 +166,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 			return undo(err)
 		}
 	} else if cfg.smLimit > 0 {
-		sms := p.info.SMs
-		if c.part != nil {
-			sms = c.part.SMs()
-		}
+		sms := c.place.sms()
 		refill := p.cfg.refill
 		if cfg.refill > 0 {
 			refill = cfg.refill
@@ -209,36 +207,21 @@ func (c *tenantCore) Name() string { return c.name }
 
 // SMs is how many SMs the tenant's partition holds, read back from the
 // driver; for an unpartitioned tenant, the whole device's (shared).
-func (c *tenantCore) SMs() int {
-	if c.part == nil {
-		return c.pool.info.SMs
-	}
-	return c.part.SMs()
-}
+func (c *tenantCore) SMs() int { return c.place.sms() }
 
 // Partitioned reports whether the tenant has SMs of its own.
-func (c *tenantCore) Partitioned() bool { return c.part != nil }
+func (c *tenantCore) Partitioned() bool { return c.place.partitioned() }
 
 // Context is the tenant's CUcontext (the green context's, or the device's
 // primary context for an unpartitioned tenant), for other bindings. Note
 // that a green context may be current on one thread at a time.
-func (c *tenantCore) Context() uintptr {
-	if c.part == nil {
-		return uintptr(c.pool.dev.Primary())
-	}
-	return uintptr(c.part.Context())
-}
+func (c *tenantCore) Context() uintptr { return uintptr(c.place.context()) }
 
 // Stream is the tenant's first stream.
 func (c *tenantCore) Stream() *Stream { return c.first }
 
 // ctx is the tenant's context handle.
-func (c *tenantCore) ctx() cuda.Context {
-	if c.part == nil {
-		return c.pool.dev.Primary()
-	}
-	return c.part.Context()
-}
+func (c *tenantCore) ctx() cuda.Context { return c.place.context() }
 
 // do runs f, counted in the tenant's life lock, with the device's primary
 // context for the driver calls that need one current. Every driver call the
@@ -278,10 +261,7 @@ func (c *tenantCore) doGreen(f func(ctx cuda.Context) error) error {
 		return err
 	}
 	defer c.life.exit(slot)
-	if c.part == nil {
-		return f(c.pool.dev.Primary())
-	}
-	return c.part.Do(f) // greenctx.ErrClosed is ErrClosed
+	return c.place.doGreen(f)
 }
 
 // SetSMLimit changes the tenant's launch-rate limit; it applies from the
@@ -348,14 +328,11 @@ type WaitStats struct {
 
 // Stats reports the tenant's use.
 func (c *tenantCore) Stats() Stats {
-	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.part != nil, MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
+	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.place.partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
 	if c.limiter != nil {
 		s.SMLimit = c.limiter.SMLimit()
 	}
-	if c.part != nil {
-		w := c.part.Waits()
-		s.ContextWait = WaitStats{Calls: w.Calls, Waited: w.Waited, P50: w.P50, P99: w.P99, Max: w.Max}
-	}
+	s.ContextWait = c.place.waits()
 	s.GPUTime, s.GPUTimeByClass = c.gpuTimes()
 	c.doStats(&s)
 	c.mu.Lock()
@@ -415,28 +392,23 @@ func (c *tenantCore) close(why string) error {
 	}
 	_, err := c.acct.Close()
 	errs = append(errs, err)
-	p.mu.Lock()
-	recycle := c.part != nil && !p.closed && p.wantsSpare(c.part.SMs())
-	p.mu.Unlock()
-	if c.part != nil && !(recycle && c.part.Reset() == nil) {
-		errs = append(errs, c.part.Close())
-		recycle = false
-	}
+	spare, err := c.place.retire(p)
+	errs = append(errs, err)
 	// The tenant leaves the pool's list last, so that a Pool.Close that
 	// starts meanwhile finds it and waits for this close to end.
 	p.mu.Lock()
 	if p.tenants[c.name] == c {
 		delete(p.tenants, c.name)
 	}
-	if recycle && !p.closed {
+	if spare != nil && !p.closed {
 		// A prewarmed size goes back to the spares: the next tenant of
 		// that size skips green-context creation.
-		p.spare = append(p.spare, c.part)
-		recycle = false
+		p.spare = append(p.spare, spare)
+		spare = nil
 	}
 	p.mu.Unlock()
-	if recycle { // the pool closed meanwhile
-		errs = append(errs, c.part.Close())
+	if spare != nil { // the pool closed meanwhile
+		errs = append(errs, spare.Close())
 	}
 	if why != "" || len(leaks) > 0 {
 		logf := p.log.Warn
@@ -491,14 +463,12 @@ func (c *tenantCore) runOnClose() error {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cur := c.pool.dev.Primary()
-	if c.part != nil {
-		s, err := c.part.Acquire(context.Background())
-		if err != nil {
-			return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
-		}
-		defer s.Release()
-		cur = s.Context()
+	gs, cur, err := c.place.acquire(context.Background())
+	if err != nil {
+		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
+	}
+	if gs != nil {
+		defer gs.Release()
 	}
 	prev, thread, err := c.pool.drv.CtxSwapCurrent(cur)
 	if err != nil {

@@ -37,13 +37,12 @@ func (c *tenantCore) doUnscoped(state *atomic.Int32, f func(ctx cuda.Context) er
 // doUnscopedLocked is doUnscoped for a caller already counted in the life
 // lock.
 func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Context) error) error {
-	if c.part == nil {
-		return f(c.pool.dev.Primary()) // primary contexts may be current anywhere
+	// The primary context may be current anywhere; a green context takes
+	// no context current where the driver accepts that (probed once).
+	if ctx := c.place.anyThread(); ctx != 0 || state.Load() == probeYes {
+		return f(ctx)
 	}
-	switch state.Load() {
-	case probeYes:
-		return f(0)
-	case probeNo:
+	if state.Load() == probeNo {
 		return c.do(f)
 	}
 	err := f(0)

@@ -1,0 +1,12 @@
+package fcsp
+
+import "github.com/fcsp-go/fcsp-go/internal/greenctx"
+
+// partition is the tenant's partition, for tests that look inside it; nil
+// for a tenant that shares the whole device.
+func (c *tenantCore) partition() *greenctx.Partition {
+	if g, ok := c.place.(greenPlace); ok {
+		return g.p
+	}
+	return nil
+}
