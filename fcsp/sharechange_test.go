@@ -66,19 +66,28 @@ func TestGPUShareUpWakesWaiterAtNewCost(t *testing.T) {
 	a.Uint64(0)
 	grid := Dim3{X: 50, Y: 1, Z: 1} // 500 us
 	s := tn.Stream()
-	for s.TryLaunch(fn, grid, one, 0, &a) == nil {
+	// A launch that starts only after the raise (a busy host) sees share 1
+	// and does not wait: then lower the share and try again, longer.
+	for attempt := 1; ; attempt++ {
+		for s.TryLaunch(fn, grid, one, 0, &a) == nil {
+		}
+		before := tn.Stats().Throttled
+		done := make(chan error, 1)
+		go func() { done <- s.Launch(context.Background(), fn, grid, one, 0, &a) }()
+		time.Sleep(time.Duration(attempt) * 2 * time.Millisecond) // let it start waiting
+		require.NoError(t, tn.SetSMLimit(1))
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the waiting launch kept the cost it computed at share 0.25")
+		}
+		if tn.Stats().Throttled == before+1 {
+			break // it waited, and the raise woke it
+		}
+		require.Less(t, attempt, 20, "the launch never started waiting before the raise")
+		require.NoError(t, tn.SetSMLimit(0.25))
 	}
-	done := make(chan error, 1)
-	go func() { done <- s.Launch(context.Background(), fn, grid, one, 0, &a) }()
-	time.Sleep(2 * time.Millisecond) // let it start waiting (if not, it sees share 1 and does not wait)
-	require.NoError(t, tn.SetSMLimit(1))
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiting launch kept the cost it computed at share 0.25")
-	}
-	require.EqualValues(t, 1, tn.Stats().Throttled, "the woken launch counts as one that waited")
 	// At share 1 nothing waits, on the same frozen clock.
 	for range 10 {
 		require.NoError(t, s.TryLaunch(fn, grid, one, 0, &a))

@@ -42,8 +42,12 @@ func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Conte
 	if ctx := c.place.anyThread(); ctx != 0 || state.Load() == probeYes {
 		return f(ctx)
 	}
+	// Where the driver wants a context, the primary one serves a green
+	// stream's launches and waits too (docs/CONTEXTS.md). The caller is in
+	// the life lock already: entering it again (c.do) could wait at a
+	// Reshape's gate while the Reshape waited for this call.
 	if state.Load() == probeNo {
-		return c.do(f)
+		return f(c.pool.dev.Primary())
 	}
 	err := f(0)
 	switch {
@@ -51,8 +55,8 @@ func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Conte
 		state.Store(probeYes)
 	case errors.Is(err, cuda.ErrorInvalidContext), errors.Is(err, cuda.ErrorInvalidHandle):
 		state.Store(probeNo)
-		c.pool.log.Info("driver needs a current context for launches/synchronisation; serialising per green context")
-		return c.do(f)
+		c.pool.log.Info("driver needs a current context for launches and waits; using the primary context")
+		return f(c.pool.dev.Primary())
 	}
 	return err
 }
