@@ -73,7 +73,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{})}
 	switch {
 	case !cfg.hostWaitSet:
-		p.wait = adaptiveWait(int32(max(runtime.NumCPU()/2, 1)))
+		p.wait = adaptiveWait(int32(max(runtime.GOMAXPROCS(0)/2, 1))) // the cores Go may use: a container's CPU limit
 	case cfg.hostWait == SpinInDriver:
 		p.wait = driverWait
 	default:
