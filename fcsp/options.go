@@ -282,8 +282,9 @@ func WithStreamClass(cl Class) TenantOption {
 }
 
 // WithHostWait sets how Synchronize waits for a stream's work. By default
-// the wait adapts: while at most half the host's cores' worth of the
-// process's goroutines wait, it is the driver's (cuStreamSynchronize spins
+// the wait adapts: while at most half of GOMAXPROCS (the host's cores, or
+// a container's CPU limit) of the process's goroutines wait, it is the
+// driver's (cuStreamSynchronize spins
 // the calling thread, the lowest latency with a core to spare); past that,
 // it polls from Go and yields after 50 µs, so that waiters outnumbering
 // cores share them through Go's scheduler rather than being descheduled by
