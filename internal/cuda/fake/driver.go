@@ -512,24 +512,44 @@ func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	const op = "cuStreamSynchronize"
-	if c != 0 || s == 0 {
-		if _, err := d.ctx(op, c); err != nil {
-			return err
-		}
-	} else if err := d.enter(op); err != nil {
-		return err
-	} else if d.scopedOnly {
-		return cuda.Check(op, cuda.ErrorInvalidContext)
-	} else if err := d.poisonedAt(op, 0, s); err != nil {
+	if err := d.enterStreamCall(op, c, s); err != nil {
 		return err
 	}
 	st, err := d.stream(op, s)
-	if err == nil && st.capture != nil {
-		st.capture.invalid = cuda.ErrorStreamCaptureInvalidated
-		return cuda.Check(op, cuda.ErrorStreamCaptureUnsupported)
+	if err == nil {
+		if err := refuseCapturing(op, st); err != nil {
+			return err
+		}
 	}
 	d.releaseAboveThreshold()
 	return err
+}
+
+// enterStreamCall checks a call on stream s made in context c, or with no
+// context current (c 0: the stream names it), which a driver that wants a
+// current context refuses (RequireContext). The caller holds d.mu.
+func (d *Driver) enterStreamCall(op string, c cuda.Context, s cuda.Stream) error {
+	if c != 0 || s == 0 {
+		_, err := d.ctx(op, c)
+		return err
+	}
+	if err := d.enter(op); err != nil {
+		return err
+	}
+	if d.scopedOnly {
+		return cuda.Check(op, cuda.ErrorInvalidContext)
+	}
+	return d.poisonedAt(op, 0, s)
+}
+
+// refuseCapturing fails a wait on a capturing stream and invalidates its
+// capture, as the driver does.
+func refuseCapturing(op string, st *streamInfo) error {
+	if st.capture == nil {
+		return nil
+	}
+	st.capture.invalid = cuda.ErrorStreamCaptureInvalidated
+	return cuda.Check(op, cuda.ErrorStreamCaptureUnsupported)
 }
 
 // StreamLaunches counts the kernels launched on s.
@@ -713,18 +733,7 @@ func (d *Driver) ModuleGetFunction(c cuda.Context, m cuda.Module, name string) (
 func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.Dim3, shmem uint32, s cuda.Stream, args *cuda.Args) error {
 	d.mu.Lock()
 	const op = "cuLaunchKernel"
-	if c != 0 || s == 0 {
-		if _, err := d.ctx(op, c); err != nil {
-			d.mu.Unlock()
-			return err
-		}
-	} else if err := d.enter(op); err != nil {
-		d.mu.Unlock()
-		return err
-	} else if d.scopedOnly {
-		d.mu.Unlock()
-		return cuda.Check(op, cuda.ErrorInvalidContext)
-	} else if err := d.poisonedAt(op, 0, s); err != nil {
+	if err := d.enterStreamCall(op, c, s); err != nil {
 		d.mu.Unlock()
 		return err
 	}

@@ -28,24 +28,15 @@ func (d *Driver) StreamQuery(c cuda.Context, s cuda.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	const op = "cuStreamQuery"
-	if c != 0 || s == 0 {
-		if _, err := d.ctx(op, c); err != nil {
-			return err
-		}
-	} else if err := d.enter(op); err != nil {
-		return err
-	} else if d.scopedOnly {
-		return cuda.Check(op, cuda.ErrorInvalidContext)
-	} else if err := d.poisonedAt(op, 0, s); err != nil {
+	if err := d.enterStreamCall(op, c, s); err != nil {
 		return err
 	}
 	st, err := d.stream(op, s)
 	if err != nil {
 		return err
 	}
-	if st.capture != nil {
-		st.capture.invalid = cuda.ErrorStreamCaptureInvalidated
-		return cuda.Check(op, cuda.ErrorStreamCaptureUnsupported)
+	if err := refuseCapturing(op, st); err != nil {
+		return err
 	}
 	if d.holdEvents || d.heldCtx[st.ctx] {
 		return cuda.Check(op, cuda.ErrorNotReady)
