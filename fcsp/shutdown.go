@@ -49,9 +49,6 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 	if s.t.pool.cfg.hostWaitSet && s.t.pool.cfg.hostWait == SpinInDriver {
 		return within(ctx, s.Synchronize)
 	}
-	if s.closed.Load() {
-		return ErrClosed
-	}
 	if err := s.wait(ctx.Done()); err != errWaitEnded {
 		return err
 	}

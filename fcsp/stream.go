@@ -122,15 +122,15 @@ func (s *Stream) Launches() uint64 { return s.launches.Load() }
 
 // Synchronize waits for everything queued on the stream.
 func (s *Stream) Synchronize() error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
 	return s.wait(nil)
 }
 
 // wait is Synchronize in the pool's HostWait; done, where not nil, ends a
 // WaitYield wait early with errWaitEnded.
 func (s *Stream) wait(done <-chan struct{}) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	p := s.t.pool
 	err := s.t.doUnscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), done) })
 	if err == nil {
