@@ -26,8 +26,9 @@ type devMemInfo struct {
 	mu          sync.Mutex // one refresh at a time
 }
 
-// memInfo is the device's free and total memory, at most memInfoMaxAge old.
-func (p *Pool) memInfo(read func(func(cuda.Context) error) error) (free, total uint64, err error) {
+// memInfo is the device's free and total memory, at most memInfoMaxAge
+// old; a reading is made with ctx.
+func (p *Pool) memInfo(ctx cuda.Context) (free, total uint64, err error) {
 	m := &p.devMem
 	now := nanotime()
 	if at := m.at.Load(); at != 0 && now-at < int64(memInfoMaxAge) {
@@ -43,11 +44,7 @@ func (p *Pool) memInfo(read func(func(cuda.Context) error) error) (free, total u
 	if at := m.at.Load(); at != 0 && nanotime()-at < int64(memInfoMaxAge) {
 		return m.free.Load(), m.total.Load(), nil
 	}
-	err = read(func(ctx cuda.Context) (err error) {
-		free, total, err = p.drv.MemGetInfo(ctx)
-		return err
-	})
-	if err != nil {
+	if free, total, err = p.drv.MemGetInfo(ctx); err != nil {
 		return 0, 0, err
 	}
 	m.free.Store(free)

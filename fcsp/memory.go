@@ -145,14 +145,14 @@ func (c *tenantCore) Trim() error {
 // most what the device has free). Code that sizes a KV cache from free
 // memory then sizes it to the tenant, not the card.
 func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
-	// The cached figure must not hide a closed tenant or a lost device.
-	if c.closed.Load() {
-		return 0, 0, ErrClosed
+	// In the life lock, whose entry also says a closed tenant or a lost
+	// device, which the cached figure must not hide.
+	slot, err := c.enter()
+	if err != nil {
+		return 0, 0, err
 	}
-	if lost := c.pool.fault.err(); lost != nil {
-		return 0, 0, fmt.Errorf("tenant %q: %w", c.name, lost)
-	}
-	df, dt, err := c.pool.memInfo(c.do) // at most memInfoMaxAge old
+	defer c.life.exit(slot)
+	df, dt, err := c.pool.memInfo(c.pool.dev.Primary()) // at most memInfoMaxAge old
 	if err != nil {
 		return 0, 0, err
 	}
