@@ -156,15 +156,16 @@ func newChainJob(ctx context.Context, t *fcsp.Tenant, s *fcsp.Stream, fn *fcsp.F
 }
 
 func (j *chainJob) Run(ctx context.Context) error {
-	return j.t.Do(ctx, func(fcsp.Current) error {
-		return j.s.Launch(ctx, j.fn, fcsp.Dim3{X: uint32((j.n + 255) / 256), Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &j.args)
-	})
+	return j.t.Do(ctx, func(fcsp.Current) error { return j.launch(ctx) })
+}
+
+// launch queues the request's one kernel.
+func (j *chainJob) launch(ctx context.Context) error {
+	return j.s.Launch(ctx, j.fn, fcsp.Dim3{X: uint32((j.n + 255) / 256), Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &j.args)
 }
 
 func (j *chainJob) Warm(ctx context.Context) error {
-	if err := j.t.DoEach(ctx, func(fcsp.Current) error {
-		return j.s.Launch(ctx, j.fn, fcsp.Dim3{X: uint32((j.n + 255) / 256), Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &j.args)
-	}); err != nil {
+	if err := j.t.DoEach(ctx, func(fcsp.Current) error { return j.launch(ctx) }); err != nil {
 		return err
 	}
 	return j.s.Synchronize()

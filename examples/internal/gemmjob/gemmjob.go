@@ -139,9 +139,12 @@ func (j *Job) Stream() *fcsp.Stream {
 
 // Run queues one C = A B on the job's stream, inside Do.
 func (j *Job) Run(ctx context.Context) error {
-	return j.T.Do(ctx, func(fcsp.Current) error {
-		return j.h.GemmBF16(j.M, j.N, j.K, uint64(j.a), uint64(j.b), uint64(j.c), 1, 0)
-	})
+	return j.T.Do(ctx, func(fcsp.Current) error { return j.gemm() })
+}
+
+// gemm queues C = A B with the job's handle, inside a Do.
+func (j *Job) gemm() error {
+	return j.h.GemmBF16(j.M, j.N, j.K, uint64(j.a), uint64(j.b), uint64(j.c), 1, 0)
 }
 
 // Warm queues one C = A B in each of the tenant's contexts (Tenant.DoEach)
@@ -149,9 +152,7 @@ func (j *Job) Run(ctx context.Context) error {
 // and a module load waits for the whole device, so a server pays it before
 // it serves rather than in its first requests.
 func (j *Job) Warm(ctx context.Context) error {
-	if err := j.T.DoEach(ctx, func(fcsp.Current) error {
-		return j.h.GemmBF16(j.M, j.N, j.K, uint64(j.a), uint64(j.b), uint64(j.c), 1, 0)
-	}); err != nil {
+	if err := j.T.DoEach(ctx, func(fcsp.Current) error { return j.gemm() }); err != nil {
 		return err
 	}
 	return j.Stream().Synchronize()
