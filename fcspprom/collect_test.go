@@ -19,7 +19,9 @@ type snapshot struct {
 }
 
 func (s snapshot) Describe(ch chan<- *prometheus.Desc) { s.c.Describe(ch) }
-func (s snapshot) Collect(ch chan<- prometheus.Metric) { s.c.collect(ch, s.ps, 0, false) }
+func (s snapshot) Collect(ch chan<- prometheus.Metric) {
+	s.c.collect(func(m prometheus.Metric) { ch <- m }, s.ps, 0, false)
+}
 
 // The exclusion's waits (Stats.ContextWait): the quantiles as gauges in
 // seconds, the counts as counters.

@@ -50,6 +50,15 @@ type Cell struct {
 	CtxWaitP99us float64 `json:"ctx_wait_p99_us"`
 	CtxWaitMaxUs float64 `json:"ctx_wait_max_us"`
 
+	// The Go runtime over the window (runtime/metrics): the P99 of how long
+	// runnable goroutines waited for a thread, the longest stop of the
+	// world for the collector, collections a second and bytes allocated a
+	// second (MB). Under MPS, the interactive process's.
+	SchedP99us   float64 `json:"sched_latency_p99_us"`
+	GCPauseMaxUs float64 `json:"gc_pause_max_us"`
+	GCPerS       float64 `json:"gc_per_s"`
+	AllocMBPerS  float64 `json:"alloc_mb_per_s"`
+
 	// Ratios to the cell with no storm of the same layout, K and round.
 	P99ToNoStorm   float64 `json:"p99_to_no_storm,omitempty"`
 	BatchToNoStorm float64 `json:"batch_to_no_storm,omitempty"`
@@ -206,11 +215,11 @@ func runCell(ctx context.Context, env cellEnv, o cellOpts, w window) (Cell, erro
 		return w
 	}
 	werr := w.waitStart(ctx)
-	t0, cpu0, b0, s0, cw0 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait()
+	t0, cpu0, b0, s0, cw0, rt0 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait(), readRuntime()
 	if werr == nil {
 		werr = w.waitEnd(ctx)
 	}
-	t1, cpu1, b1, s1, cw1 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait()
+	t1, cpu1, b1, s1, cw1, rt1 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait(), readRuntime()
 	c.CtxWaitCalls, c.CtxWaited = cw1.Calls-cw0.Calls, cw1.Waited-cw0.Waited
 	c.CtxWaitP99us, c.CtxWaitMaxUs = float64(cw1.P99.Nanoseconds())/1e3, float64(cw1.Max.Nanoseconds())/1e3
 	close(stop)
@@ -223,6 +232,10 @@ func runCell(ctx context.Context, env cellEnv, o cellOpts, w window) (Cell, erro
 	el := t1.Sub(t0).Seconds()
 	c.Seconds = el
 	c.CPU = (cpu1 - cpu0) / el
+	c.SchedP99us = histQuantile(rt0.sched, rt1.sched, 0.99)
+	c.GCPauseMaxUs = histQuantile(rt0.pauses, rt1.pauses, 1)
+	c.GCPerS = float64(rt1.gcs-rt0.gcs) / el
+	c.AllocMBPerS = float64(rt1.allocs-rt0.allocs) / el / 1e6
 	if env.inter != nil {
 		var us []float64
 		for _, l := range lats {

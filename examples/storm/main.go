@@ -10,7 +10,7 @@
 //	stream     NewStream + Close
 //	meminfo    Tenant.MemGetInfo
 //	stats      Tenant.Stats and Pool.Stats
-//	scrape     Gather of a Prometheus registry holding fcspprom's collector
+//	scrape     Gather of fcspprom.NewGatherer: what a server's /metrics serves
 //	tenant     a third tenant (unpartitioned, 64 MiB quota) made and closed
 //
 // in four layouts: alone (interactive on its 16 SMs, no batch), partitioned
@@ -36,6 +36,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ type config struct {
 	maxConn    bool
 	wait       string // -wait as given: "driver" or a spin duration
 	spin       time.Duration
+	cpuProfile string
 
 	mpsRole            string
 	mpsStart, mpsStop  string
@@ -111,6 +113,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&c.interSMs, "inter-sms", 16, "the interactive partition's SMs (alone, partitioned)")
 	fs.DurationVar(&c.probeEvery, "probe-every", 50*time.Millisecond, "a %smid probe on each class every this long (0: none)")
 	fs.StringVar(&c.jsonPath, "json", "", "write every cell, the summary and the checks as JSON to this file")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	fs.StringVar(&c.wait, "wait", "default", "how goroutines wait for their GPU work (fcsp.WithHostWait): default (the SDK's: the driver's while few wait, polled past half the cores), driver (cuStreamSynchronize) or a spin duration (poll that long, then yield between polls)")
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
@@ -317,6 +320,17 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	}
 	if cfg.mpsRole != "" {
 		return runRole(ctx, cfg, out, errw)
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	op := &opener{cfg: cfg, errw: errw, out: out}
 	haveCublas := loadCublas(&cfg, out)

@@ -38,6 +38,9 @@ type Summary struct {
 	CPU            float64 `json:"cpu_cores"`
 	StormPerS      float64 `json:"storm_calls_per_s,omitempty"`
 	CtxWaitP99us   float64 `json:"ctx_wait_p99_us"`
+	SchedP99us     float64 `json:"sched_latency_p99_us"`
+	GCPerS         float64 `json:"gc_per_s"`
+	AllocMBPerS    float64 `json:"alloc_mb_per_s"`
 	P99ToNoStorm   float64 `json:"p99_to_no_storm,omitempty"`   // median of the per-round ratios
 	BatchToNoStorm float64 `json:"batch_to_no_storm,omitempty"` // median of the per-round ratios
 }
@@ -134,6 +137,9 @@ func (r *report) finish(cfg config) {
 			P99ToNoStorm:   pick(cs, func(c Cell) float64 { return c.P99ToNoStorm }),
 			BatchToNoStorm: pick(cs, func(c Cell) float64 { return c.BatchToNoStorm }),
 			CtxWaitP99us:   pick(cs, func(c Cell) float64 { return c.CtxWaitP99us }),
+			SchedP99us:     pick(cs, func(c Cell) float64 { return c.SchedP99us }),
+			GCPerS:         pick(cs, func(c Cell) float64 { return c.GCPerS }),
+			AllocMBPerS:    pick(cs, func(c Cell) float64 { return c.AllocMBPerS }),
 			StormPerS: pick(cs, func(c Cell) float64 {
 				var t float64
 				for _, v := range c.StormPerS {
@@ -224,8 +230,8 @@ func ratio(x float64) string {
 func (r *report) write(out io.Writer, jsonPath string) error {
 	fmt.Fprintln(out, "\n### Interactive latency under the storm (medians over rounds)")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| layout | K | storm | work | P50 us | P99 us | max us | req/s | batch TFLOP/s | CPU cores | storm calls/s | ctx wait P99 us | P99 / no storm | batch / no storm | rounds |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| layout | K | storm | work | P50 us | P99 us | max us | req/s | batch TFLOP/s | CPU cores | storm calls/s | ctx wait P99 us | Go sched P99 us | GC/s | alloc MB/s | P99 / no storm | batch / no storm | rounds |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range r.Summary {
 		tf := "-"
 		if s.BatchTFLOPs > 0 {
@@ -234,9 +240,9 @@ func (r *report) write(out io.Writer, jsonPath string) error {
 				tf = fmt.Sprintf("%.3g", s.BatchTFLOPs) // the simulator's chain
 			}
 		}
-		fmt.Fprintf(out, "| %s | %d | %s | %s | %.1f | %.1f | %.1f | %.0f | %s | %.2f | %.0f | %.1f | %s | %s | %d |\n",
+		fmt.Fprintf(out, "| %s | %d | %s | %s | %.1f | %.1f | %.1f | %.0f | %s | %.2f | %.0f | %.1f | %.1f | %.1f | %.0f | %s | %s | %d |\n",
 			s.Layout, s.K, s.Storm, s.Work, s.P50us, s.P99us, s.MaxUs, s.ReqPerS, tf, s.CPU, s.StormPerS, s.CtxWaitP99us,
-			ratio(s.P99ToNoStorm), ratio(s.BatchToNoStorm), s.Rounds)
+			s.SchedP99us, s.GCPerS, s.AllocMBPerS, ratio(s.P99ToNoStorm), ratio(s.BatchToNoStorm), s.Rounds)
 	}
 	if len(r.Scaling) > 0 {
 		fmt.Fprintln(out, "\nK=16 against K=4:")
