@@ -429,6 +429,11 @@ func (a *Account) MemInfo(deviceFree, deviceTotal uint64) (free, total uint64) {
 // Live returns a snapshot of the account's live allocations, in no
 // particular order, for leak reports. It is O(4096 + live records).
 func (a *Account) Live() []Allocation {
+	if a.used.Load()&^closedBit == 0 {
+		// Every record holds its bytes in used: none to find, and no walk
+		// of the tracker's records (a server makes and closes tenants).
+		return nil
+	}
 	return a.t.records.snapshot(a.id, nil)
 }
 
@@ -451,7 +456,11 @@ func (a *Account) Close() (leaked uint64, err error) {
 			break
 		}
 	}
-	a.t.records.removeOwner(a.id)
+	// Records hold their bytes in used, and after closedBit none is added:
+	// an account that held nothing has no record to forget.
+	if a.used.Load()&^closedBit != 0 {
+		a.t.records.removeOwner(a.id)
+	}
 	// From here no operation changes a.used (they all see closedBit), so
 	// whatever is left is ours to return to the device exactly once.
 	leaked = a.used.Swap(closedBit) &^ closedBit
