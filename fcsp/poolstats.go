@@ -2,7 +2,8 @@ package fcsp
 
 import (
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // PoolStats is a snapshot of a pool: its device, its memory, and every live
@@ -31,19 +32,22 @@ func (p *Pool) Stats() PoolStats {
 	// MemoryUsed, not the tracker: with a shared region it reads the region,
 	// which a Close racing this scrape may be unmapping.
 	s := PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit()}
+	// One allocation, the slice returned, for a server's few tenants: a
+	// scrape loop's garbage is collected on the request goroutines' time.
+	var buf [16]*tenantCore
 	p.mu.Lock()
 	s.Closed = p.closed
-	cores := make([]*tenantCore, 0, len(p.tenants))
+	cores := buf[:0]
 	for _, c := range p.tenants {
 		cores = append(cores, c)
 	}
 	p.mu.Unlock()
-	for _, c := range cores {
-		st := c.Stats()
-		s.MemoryCached += st.MemoryCached
-		s.Tenants = append(s.Tenants, st)
+	s.Tenants = make([]Stats, len(cores))
+	for i, c := range cores {
+		s.Tenants[i] = c.Stats()
+		s.MemoryCached += s.Tenants[i].MemoryCached
 	}
-	sort.Slice(s.Tenants, func(i, j int) bool { return s.Tenants[i].Name < s.Tenants[j].Name })
+	slices.SortFunc(s.Tenants, func(a, b Stats) int { return strings.Compare(a.Name, b.Name) })
 	return s
 }
 
