@@ -35,7 +35,7 @@ type placement interface {
 	// close) rather than the stream's destroy.
 	newStream(first bool) (h cuda.Stream, own bool, err error)
 	// destroyStream destroys a stream newStream made with own set.
-	destroyStream(h cuda.Stream) error
+	destroyStream(h cuda.Stream, unused bool) error
 
 	// take takes the context a Do makes current.
 	take(ctx context.Context) (taken, error)
@@ -93,7 +93,12 @@ func (d devicePlace) newStream(bool) (cuda.Stream, bool, error) {
 	return h, false, err
 }
 
-func (d devicePlace) destroyStream(h cuda.Stream) error { return d.dev.ReleaseStream(h) }
+func (d devicePlace) destroyStream(h cuda.Stream, unused bool) error {
+	if unused {
+		return d.dev.ReleaseUnused(h)
+	}
+	return d.dev.ReleaseStream(h)
+}
 
 func (d devicePlace) take(context.Context) (taken, error) {
 	return taken{cur: d.dev.Primary()}, nil
@@ -140,7 +145,12 @@ func (g greenPlace) newStream(first bool) (cuda.Stream, bool, error) {
 	return h, true, err
 }
 
-func (g greenPlace) destroyStream(h cuda.Stream) error { return g.p.DestroyStream(h) }
+func (g greenPlace) destroyStream(h cuda.Stream, unused bool) error {
+	if unused {
+		return g.p.ReleaseUnused(h)
+	}
+	return g.p.DestroyStream(h)
+}
 
 // take takes a free slot before the thread is known (the caller's swap
 // says it, in the same cgo call); when every slot is held, the thread is

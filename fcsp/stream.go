@@ -28,6 +28,10 @@ type Stream struct {
 	// bound: a Do took the handle (Current.Stream), so a library may hold it
 	// and queue on it in any later Do: every later Do times it (dometer.go).
 	bound atomic.Bool
+	// used: the handle was taken (h), for the driver or for the caller, so
+	// work may be queued on it and Close waits for it. A stream made and
+	// closed unused is kept for reuse with no driver call.
+	used atomic.Bool
 }
 
 func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
@@ -112,7 +116,12 @@ func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
 func (s *Stream) Handle() uintptr { return uintptr(s.h()) }
 
 // h is the stream's current CUstream.
-func (s *Stream) h() cuda.Stream { return cuda.Stream(s.hv.Load()) }
+func (s *Stream) h() cuda.Stream {
+	if !s.used.Load() {
+		s.used.Store(true)
+	}
+	return cuda.Stream(s.hv.Load())
+}
 
 // Class is the stream's class.
 func (s *Stream) Class() Class { return s.class }
@@ -145,7 +154,12 @@ func (s *Stream) destroy(ctx cuda.Context) error {
 		errs = append(errs, s.bucket.Close())
 	}
 	if s.owned && !s.fromPart {
-		errs = append(errs, s.t.pool.dev.ReleaseStream(s.h()))
+		h := cuda.Stream(s.hv.Load())
+		if s.used.Load() {
+			errs = append(errs, s.t.pool.dev.ReleaseStream(h))
+		} else {
+			errs = append(errs, s.t.pool.dev.ReleaseUnused(h))
+		}
 	}
 	errs = append(errs, s.closeMeter(ctx))
 	return errors.Join(errs...)
@@ -181,7 +195,7 @@ func (s *Stream) Close() error {
 	// partition's own streams are destroyed through the partition.
 	errs = append(errs, s.destroy(c.pool.dev.Primary()))
 	if s.owned && s.fromPart {
-		errs = append(errs, c.place.destroyStream(s.h()))
+		errs = append(errs, c.place.destroyStream(cuda.Stream(s.hv.Load()), !s.used.Load()))
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package devmem
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/memtrack"
@@ -16,6 +17,11 @@ type pooled struct {
 	maxSize uint64 // what the driver lets the pool hold; 0: its default
 	keep    uint64 // the most each stream's free lists hold
 	made    uint64 // the pool's release threshold, set when it was made
+	// used: the pool has handed out memory. One that never did holds none
+	// and had nothing queued: Close keeps or destroys it without waiting
+	// for the streams or trimming it (a server makes and closes tenants
+	// that never allocate through their pool).
+	used atomic.Bool
 }
 
 // PoolConfig is how a pooled engine's pool is made.
@@ -111,6 +117,9 @@ func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
 				p = q
 				return nil
 			}
+		}
+		if !e.used.Load() {
+			e.used.Store(true)
 		}
 		return e.cfg.ordered(func(ctx cuda.Context) (err error) {
 			p, err = e.cfg.Driver.MemAllocFromPoolAsync(ctx, size, e.h, s.Handle())
@@ -300,6 +309,12 @@ func (e *pooled) Reserved() (uint64, error) {
 func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []Stream) error {
 	e.cfg.Peers.remove(e)
 	drv := e.cfg.Driver
+	if !e.used.Load() && len(leaks) == 0 {
+		if e.cfg.Peers.keepIdle(idlePool{h: e.h, maxSize: e.maxSize, keep: e.made}) {
+			return nil
+		}
+		return drv.MemPoolDestroy(ctx, e.h)
+	}
 	var errs []error
 	// Leaks first: their frees are ordered on the first stream.
 	for _, a := range leaks {

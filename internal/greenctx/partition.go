@@ -196,15 +196,23 @@ const maxIdleStreams = 8
 // DestroyStream waits for a stream made by NewStream and destroys it (in
 // every layout), or keeps it idle for the next NewStream. The partition's
 // first stream lives as long as the partition.
-func (p *Partition) DestroyStream(s cuda.Stream) error {
+func (p *Partition) DestroyStream(s cuda.Stream) error { return p.destroyStream(s, true) }
+
+// ReleaseUnused is DestroyStream for a stream its owner never queued work
+// on: nothing to wait for, so no driver call when it is kept.
+func (p *Partition) ReleaseUnused(s cuda.Stream) error { return p.destroyStream(s, false) }
+
+func (p *Partition) destroyStream(s cuda.Stream, wait bool) error {
 	p.mu.Lock()
 	gone := p.closed
 	p.mu.Unlock()
 	if gone {
 		return ErrClosed
 	}
-	if err := p.drv.StreamSynchronize(p.dev.Primary(), s); err != nil {
-		return err
+	if wait {
+		if err := p.drv.StreamSynchronize(p.dev.Primary(), s); err != nil {
+			return err
+		}
 	}
 	p.mu.Lock()
 	if i := p.slot(s); slices.Contains(p.idle, i) {

@@ -28,10 +28,18 @@ func (d *Device) NewStream() (cuda.Stream, error) {
 
 // ReleaseStream waits for a stream NewStream made and keeps it for the next
 // NewStream (at most maxIdleStreams), or destroys it.
-func (d *Device) ReleaseStream(s cuda.Stream) error {
+func (d *Device) ReleaseStream(s cuda.Stream) error { return d.releaseStream(s, true) }
+
+// ReleaseUnused is ReleaseStream for a stream its owner never queued work
+// on: nothing to wait for, so no driver call when it is kept.
+func (d *Device) ReleaseUnused(s cuda.Stream) error { return d.releaseStream(s, false) }
+
+func (d *Device) releaseStream(s cuda.Stream, wait bool) error {
 	ctx := d.Primary()
-	if err := d.drv.StreamSynchronize(ctx, s); err != nil {
-		return errors.Join(err, d.drv.StreamDestroy(ctx, s)) // a fault: not kept
+	if wait {
+		if err := d.drv.StreamSynchronize(ctx, s); err != nil {
+			return errors.Join(err, d.drv.StreamDestroy(ctx, s)) // a fault: not kept
+		}
 	}
 	d.mu.Lock()
 	if !d.closed && len(d.idle) < maxIdleStreams {

@@ -1,0 +1,56 @@
+package fcsp
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A stream made and closed with nothing queued on it, the way a server
+// makes one per request that ends early, costs no driver call once the
+// tenant keeps idle streams; a stream that had work, or whose handle left
+// the SDK, is still waited for at Close.
+func TestStreamClosedUnusedIsNotWaitedFor(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []TenantOption
+	}{
+		{"partitioned", []TenantOption{WithSMs(16)}},
+		{"unpartitioned", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, drv := openSim(t)
+			tn, err := p.NewTenant("a", tc.opts...)
+			require.NoError(t, err)
+			s, err := tn.NewStream(ClassDefault)
+			require.NoError(t, err)
+			require.NoError(t, s.Close()) // one kept idle from here
+			syncs := drv.Calls("cuStreamSynchronize")
+			for range 20 {
+				s, err := tn.NewStream(ClassDefault)
+				require.NoError(t, err)
+				require.NoError(t, s.Close())
+			}
+			require.Equal(t, syncs, drv.Calls("cuStreamSynchronize"), "an unused stream's Close waited")
+
+			fn := spinKernel(t, tn)
+			var a Args
+			a.Uint64(0)
+			one := Dim3{X: 1, Y: 1, Z: 1}
+			s, err = tn.NewStream(ClassDefault)
+			require.NoError(t, err)
+			require.NoError(t, s.Launch(context.Background(), fn, one, one, 0, &a))
+			syncs = drv.Calls("cuStreamSynchronize")
+			require.NoError(t, s.Close())
+			require.Greater(t, drv.Calls("cuStreamSynchronize"), syncs, "a stream with a launch was not waited for")
+
+			s, err = tn.NewStream(ClassDefault)
+			require.NoError(t, err)
+			_ = s.Handle() // the caller may queue on it through another binding
+			syncs = drv.Calls("cuStreamSynchronize")
+			require.NoError(t, s.Close())
+			require.Greater(t, drv.Calls("cuStreamSynchronize"), syncs, "a stream whose handle was taken was not waited for")
+		})
+	}
+}
