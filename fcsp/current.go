@@ -27,7 +27,7 @@ type Current struct {
 // names may be gone.
 func (cur Current) live() bool {
 	if cur.slot >= 0 {
-		return cur.t.dos.slots[cur.slot].thread.Load() == int64(cur.thread)
+		return cur.t.dos.slots.Load()[cur.slot].thread.Load() == int64(cur.thread) // made by the Do
 	}
 	return cur.t.dos.here()
 }

@@ -178,24 +178,34 @@ func (fr *doFrame) unwind(err *error) {
 // that thread (the one goroutine locked to it, inside Do) and is cleared
 // by it before its Do returns: so Close finds its own id exactly when it
 // runs inside a Do on its own thread.
+//
+// The slots (4 KiB) are made by the tenant's first Do: a server makes and
+// closes tenants that never call Do, and each would otherwise carry them.
 type doThreads struct {
-	slots [doSlots]struct {
-		thread atomic.Int64
-		_      [56]byte
-	}
-	over atomic.Int32 // Dos counted in n
-	mu   sync.Mutex
-	n    map[int]int // thread -> Dos counted there when no slot was free
+	slots atomic.Pointer[doSlotArray]
+	over  atomic.Int32 // Dos counted in n
+	mu    sync.Mutex
+	n     map[int]int // thread -> Dos counted there when no slot was free
+}
+
+type doSlotArray [doSlots]struct {
+	thread atomic.Int64
+	_      [56]byte
 }
 
 const doSlots = 64
 
 // enter counts a Do on thread in and returns its slot, or -1 for the map.
 func (d *doThreads) enter(thread int) int {
+	slots := d.slots.Load()
+	if slots == nil {
+		d.slots.CompareAndSwap(nil, new(doSlotArray))
+		slots = d.slots.Load()
+	}
 	h := uint(thread) % doSlots
 	for i := range uint(doSlots) {
 		k := (h + i) % doSlots
-		s := &d.slots[k].thread
+		s := &slots[k].thread
 		if s.Load() == 0 && s.CompareAndSwap(0, int64(thread)) {
 			return int(k)
 		}
@@ -213,7 +223,7 @@ func (d *doThreads) enter(thread int) int {
 // exit undoes enter.
 func (d *doThreads) exit(slot, thread int) {
 	if slot >= 0 {
-		d.slots[slot].thread.Store(0)
+		d.slots.Load()[slot].thread.Store(0)
 		return
 	}
 	d.mu.Lock()
@@ -232,9 +242,11 @@ func (d *doThreads) here() bool {
 	if testHookHere != nil {
 		testHookHere() // between the look at the thread and the scan (do_test.go)
 	}
-	for i := range d.slots {
-		if d.slots[i].thread.Load() == thread {
-			return true
+	if slots := d.slots.Load(); slots != nil {
+		for i := range slots {
+			if slots[i].thread.Load() == thread {
+				return true
+			}
 		}
 	}
 	if d.over.Load() == 0 {

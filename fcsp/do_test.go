@@ -130,8 +130,8 @@ func TestDoPanicReleasesRestoresAndRepanics(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, a.c.dos.here())
 	require.Len(t, a.c.dos.n, 0)
-	for i := range a.c.dos.slots {
-		require.Zero(t, a.c.dos.slots[i].thread.Load(), "slot %d still names a thread", i)
+	for i := range a.c.dos.slots.Load() {
+		require.Zero(t, a.c.dos.slots.Load()[i].thread.Load(), "slot %d still names a thread", i)
 	}
 	require.Equal(t, 0, drv.Overlaps())
 	require.NoError(t, a.Close(), "the life lock was released: Close does not wait forever")

@@ -62,8 +62,8 @@ func TestDoCloseInsideRefusedPastTheSlots(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	for i := range a.c.dos.slots {
-		require.Zero(t, a.c.dos.slots[i].thread.Load(), "slot %d still names a thread", i)
+	for i := range a.c.dos.slots.Load() {
+		require.Zero(t, a.c.dos.slots.Load()[i].thread.Load(), "slot %d still names a thread", i)
 	}
 	require.Zero(t, a.c.dos.over.Load())
 	require.Empty(t, a.c.dos.n)
@@ -108,7 +108,7 @@ func TestDoThreadsProbe(t *testing.T) {
 	d.exit(s2, me)
 	require.False(t, d.here())
 	d.exit(s1, other)
-	for i := range d.slots {
-		require.Zero(t, d.slots[i].thread.Load())
+	for i := range d.slots.Load() {
+		require.Zero(t, d.slots.Load()[i].thread.Load())
 	}
 }
