@@ -192,9 +192,13 @@ func runCell(ctx context.Context, env cellEnv, o cellOpts, w window) (Cell, erro
 	}
 
 	// Interactive: one request at a time per goroutine, each waited for.
+	// Room for a cell's samples made before it starts: a request loop that
+	// grows its slice makes garbage, and a goroutine that allocates while
+	// the collector runs is made to help it, which would be measured.
 	lats := make([][]sample, o.k)
 	if env.inter != nil {
 		for i, wk := range env.inter.workers[:o.k] {
+			lats[i] = make([]sample, 0, 1<<16)
 			wg.Go(func() {
 				for !stopped() {
 					t0 := time.Now()

@@ -46,6 +46,10 @@ type Job struct {
 	h             cublas.Handle
 	ws            *fcsp.Workspace
 	a, b, c       fcsp.DevicePtr
+	// run is the request Run queues, made once: a closure made per
+	// request would be garbage per request, and a goroutine that
+	// allocates while the collector runs is made to help it.
+	run func(fcsp.Current) error
 }
 
 // Option changes how New makes a Job.
@@ -77,6 +81,7 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 		opt(&o)
 	}
 	j := &Job{T: t, M: m, N: n, K: k, s: o.stream}
+	j.run = func(fcsp.Current) error { return j.gemm() }
 	var err error
 	alloc := func(words int) fcsp.DevicePtr {
 		if err != nil {
@@ -139,7 +144,7 @@ func (j *Job) Stream() *fcsp.Stream {
 
 // Run queues one C = A B on the job's stream, inside Do.
 func (j *Job) Run(ctx context.Context) error {
-	return j.T.Do(ctx, func(fcsp.Current) error { return j.gemm() })
+	return j.T.Do(ctx, j.run)
 }
 
 // gemm queues C = A B with the job's handle, inside a Do.
@@ -152,7 +157,7 @@ func (j *Job) gemm() error {
 // and a module load waits for the whole device, so a server pays it before
 // it serves rather than in its first requests.
 func (j *Job) Warm(ctx context.Context) error {
-	if err := j.T.DoEach(ctx, func(fcsp.Current) error { return j.gemm() }); err != nil {
+	if err := j.T.DoEach(ctx, j.run); err != nil {
 		return err
 	}
 	return j.Stream().Synchronize()
