@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,16 +20,41 @@ import (
 // Go's atomics are sequentially consistent, so a call that counts itself
 // and then sees no end, and an end that is set and then sees every slot at
 // zero, cannot both happen: either the call backs out or end waits for it.
+//
+// The slots (4 KiB) are the lock's while it lives: end gives them to the
+// next tenant's lock, since a server that makes and closes tenants at a
+// high rate would otherwise collect 4 KiB of garbage per tenant. A call
+// that loaded them just before end handed them on only counts itself in
+// and out again, having seen end begin: an addition and its undo, so the
+// next owner's count is never below its own calls in flight.
 type lifeLock struct {
 	ending atomic.Bool
-	gate   pauseGate // Tenant.Reshape holds calls back while it switches (reshape.go)
-	slots  [lifeSlots]struct {
-		n atomic.Int64
-		_ [120]byte // a slot per 128 bytes: adjacent-line prefetch pairs lines
-	}
+	gate   pauseGate                     // Tenant.Reshape holds calls back while it switches (reshape.go)
+	slots  atomic.Pointer[lifeSlotArray] // made on first need; nil again once ended
+}
+
+type lifeSlotArray [lifeSlots]struct {
+	n atomic.Int64
+	_ [120]byte // a slot per 128 bytes: adjacent-line prefetch pairs lines
 }
 
 const lifeSlots = 32
+
+// lifeSlotArrays are ended locks' slots, every count back at zero.
+var lifeSlotArrays = sync.Pool{New: func() any { return new(lifeSlotArray) }}
+
+// array is the lock's slots, taken from lifeSlotArrays on first need; nil
+// once end has given them back.
+func (l *lifeLock) array() *lifeSlotArray {
+	if a := l.slots.Load(); a != nil || l.ending.Load() {
+		return a
+	}
+	a := lifeSlotArrays.Get().(*lifeSlotArray)
+	if !l.slots.CompareAndSwap(nil, a) {
+		lifeSlotArrays.Put(a)
+	}
+	return l.slots.Load()
+}
 
 // enter counts a call in; ok is false once end has begun. A call that got
 // ok passes its slot to exit. While a reshape holds new calls back, those
@@ -36,35 +62,48 @@ const lifeSlots = 32
 // makes on its own thread, which the reshape is waiting for.
 func (l *lifeLock) enter(pass func() bool) (slot uint32, ok bool) {
 	for {
+		a := l.array()
+		if a == nil {
+			return 0, false // ended
+		}
 		slot = rand.Uint32() % lifeSlots
-		l.slots[slot].n.Add(1)
+		a[slot].n.Add(1)
 		if l.ending.Load() {
-			l.slots[slot].n.Add(-1)
+			a[slot].n.Add(-1)
 			return 0, false
 		}
 		if !l.gate.held.Load() || pass() {
 			return slot, true
 		}
 		// A reshape is draining the calls in flight: back out, wait for it.
-		l.slots[slot].n.Add(-1)
+		a[slot].n.Add(-1)
 		l.gate.wait()
 	}
 }
 
-func (l *lifeLock) exit(slot uint32) { l.slots[slot].n.Add(-1) }
+// exit counts a call out; its slots stay the lock's until it has left.
+func (l *lifeLock) exit(slot uint32) { l.slots.Load()[slot].n.Add(-1) }
 
 // end refuses new calls and waits for those in flight, which may be long
-// (a stream synchronisation), so it yields, then sleeps, between looks.
+// (a stream synchronisation), so it yields, then sleeps, between looks;
+// then it gives the slots on.
 func (l *lifeLock) end() {
 	l.ending.Store(true)
 	l.gate.wait() // a reshape under way finishes first
 	l.drain(context.Background())
+	if a := l.slots.Swap(nil); a != nil {
+		lifeSlotArrays.Put(a)
+	}
 }
 
 // drain waits until no call is counted in, or ctx ends (false).
 func (l *lifeLock) drain(ctx context.Context) bool {
-	for i := range l.slots {
-		for spins := 0; l.slots[i].n.Load() != 0; spins++ {
+	a := l.slots.Load()
+	if a == nil {
+		return true // never entered, or ended
+	}
+	for i := range a {
+		for spins := 0; a[i].n.Load() != 0; spins++ {
 			if spins < 100 {
 				runtime.Gosched()
 			} else if ctx.Err() != nil {

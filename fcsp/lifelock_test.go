@@ -72,3 +72,46 @@ func TestLifeLockStorm(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestLifeLockSlotsHandedOn: an ended lock's slots go to the next lock
+// while late callers of the ended one may still count themselves in and
+// out of them. The next lock's end must still wait for its own call in
+// flight, every time.
+func TestLifeLockSlotsHandedOn(t *testing.T) {
+	for range 200 {
+		var old lifeLock
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for {
+					slot, ok := old.enter(func() bool { return false })
+					if !ok {
+						// Late calls keep trying the ended lock while the next
+						// one takes its slots.
+						for range 50 {
+							if _, ok := old.enter(func() bool { return false }); ok {
+								panic("in after end")
+							}
+						}
+						return
+					}
+					old.exit(slot)
+				}
+			})
+		}
+		old.end()
+		var next lifeLock
+		slot, ok := next.enter(func() bool { return false })
+		require.True(t, ok)
+		ended := make(chan struct{})
+		go func() { next.end(); close(ended) }()
+		select {
+		case <-ended:
+			t.Fatal("end returned with a call in flight")
+		case <-time.After(time.Millisecond):
+		}
+		next.exit(slot)
+		<-ended
+		wg.Wait()
+	}
+}

@@ -103,9 +103,12 @@ func (st *stormer) call(ctx context.Context) error {
 	return fmt.Errorf("unknown storm kind %q", st.kind)
 }
 
-// run calls until stop, one call every pace: sleep-until pacing, so that
-// a slow call is not followed by a burst (a goroutine that falls more
-// than one period behind starts counting again from now).
+// run calls until stop, one call every pace on average: sleep-until
+// pacing that catches up on the calls a late wake-up owes (Go sleeps
+// shorter than a millisecond often last one when the process is idle, and
+// a server's calls do not wait for the previous one's period either), but
+// at most catchUp periods of them: a goroutine further behind (its calls
+// slower than pace) starts counting again from now.
 func (st *stormer) run(ctx context.Context, pace time.Duration, stop <-chan struct{}) error {
 	if st.kind == "allocpool" {
 		s, err := st.t.NewStream(fcsp.ClassDefault)
@@ -132,11 +135,15 @@ func (st *stormer) run(ctx context.Context, pace time.Duration, stop <-chan stru
 		next = next.Add(pace)
 		if d := time.Until(next); d > 0 {
 			time.Sleep(d)
-		} else if d < -pace {
+		} else if d < -catchUp*pace {
 			next = time.Now()
 		}
 	}
 }
+
+// catchUp is how many periods of calls a storm goroutine makes back to
+// back after a late wake-up.
+const catchUp = 16
 
 // storm is the racing goroutines of one cell.
 type storm struct {
