@@ -39,7 +39,9 @@ type Pool struct {
 	unscoped unscopedProbe
 	wait     streamWait // Synchronize's HostWait, chosen at Open
 	devMem   devMemInfo // MemGetInfo's device figures (devmeminfo.go)
-	fault    faultState // health.go, reset.go
+	_        [128]byte
+	fault    faultState // health.go, reset.go: read by every call, so on lines of its own
+	_        [128]byte
 
 	prio poolPriority // latency tenants in flight (priority.go)
 

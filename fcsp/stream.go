@@ -149,20 +149,19 @@ func (s *Stream) wait(done <-chan struct{}) error {
 }
 
 func (s *Stream) destroy(ctx cuda.Context) error {
-	var errs []error
+	var bucket, released error
 	if s.bucket != nil {
-		errs = append(errs, s.bucket.Close())
+		bucket = s.bucket.Close()
 	}
 	if s.owned && !s.fromPart {
 		h := cuda.Stream(s.hv.Load())
 		if s.used.Load() {
-			errs = append(errs, s.t.pool.dev.ReleaseStream(h))
+			released = s.t.pool.dev.ReleaseStream(h)
 		} else {
-			errs = append(errs, s.t.pool.dev.ReleaseUnused(h))
+			released = s.t.pool.dev.ReleaseUnused(h)
 		}
 	}
-	errs = append(errs, s.closeMeter(ctx))
-	return errors.Join(errs...)
+	return errors.Join(bucket, released, s.closeMeter(ctx))
 }
 
 // Close waits for the stream, gives the blocks on its free list back to the
@@ -190,12 +189,13 @@ func (s *Stream) Close() error {
 	c.mu.Lock()
 	c.streams = slices.DeleteFunc(c.streams, func(x *Stream) bool { return x == s })
 	c.mu.Unlock()
-	errs := []error{c.mem.Flush((*memStream)(s))}
+	flushed := c.mem.Flush((*memStream)(s))
 	// destroy handles the bucket and a primary-context stream; a
 	// partition's own streams are destroyed through the partition.
-	errs = append(errs, s.destroy(c.pool.dev.Primary()))
+	destroyed := s.destroy(c.pool.dev.Primary())
+	var released error
 	if s.owned && s.fromPart {
-		errs = append(errs, c.place.destroyStream(cuda.Stream(s.hv.Load()), !s.used.Load()))
+		released = c.place.destroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
 	}
-	return errors.Join(errs...)
+	return errors.Join(flushed, destroyed, released) // no garbage when all are nil
 }

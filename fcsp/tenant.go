@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -51,13 +52,17 @@ type tenantCore struct {
 	limiter *tokenbucket.Limiter // nil: not rate limited
 	mem     devmem.Allocator     // device memory: plain or pooled, chosen in NewTenant (memory.go)
 
-	life    lifeLock // counts calls in flight; Close waits for them
+	life   lifeLock // counts calls in flight; Close waits for them
+	closed atomic.Bool
+	// The fields above are read by every call; those below are written by
+	// NewStream, Close and Stats (mu among them): apart, so that a storm of
+	// those calls does not make every call's reads miss the cache.
+	_       [128]byte
 	mu      sync.Mutex
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
 	events  eventSet
-	closed  atomic.Bool
 	done    chan struct{} // closed when close has finished
 	cleanup runtime.Cleanup
 	stop    func() bool          // unregisters the context watcher
@@ -195,7 +200,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if cfg.ctx != nil {
 		c.closeWhenDone(cfg.ctx) // last: a ctx already done closes the tenant at once
 	}
-	p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.smLimit)
+	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
+		p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.smLimit)
+	}
 	return t, nil
 }
 
