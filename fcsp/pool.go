@@ -13,6 +13,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
+	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -37,9 +38,9 @@ type Pool struct {
 	shared   *sharedState // nil without WithSharedRegion
 	events   eventSet     // made by Pool.NewEvent
 	unscoped unscopedProbe
-	wait     streamWait // Synchronize's HostWait, chosen at Open
-	devMem   devMemInfo // MemGetInfo's device figures (devmeminfo.go)
-	fault    faultState // health.go, reset.go
+	wait     hostwait.Wait    // Synchronize's HostWait, chosen at Open
+	memInfo  devmem.InfoCache // MemGetInfo's device figures
+	fault    faultState       // health.go, reset.go
 
 	prio poolPriority // latency tenants in flight (priority.go)
 
@@ -73,11 +74,11 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{})}
 	switch {
 	case !cfg.hostWaitSet:
-		p.wait = adaptiveWait(int32(max(runtime.GOMAXPROCS(0)/2, 1))) // the cores Go may use: a container's CPU limit
+		p.wait = hostwait.Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1))) // the cores Go may use: a container's CPU limit
 	case cfg.hostWait == SpinInDriver:
-		p.wait = driverWait
+		p.wait = hostwait.Driver
 	default:
-		p.wait = pollWait(cfg.hostWait)
+		p.wait = hostwait.Poll(cfg.hostWait)
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
