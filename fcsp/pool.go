@@ -11,6 +11,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
@@ -36,7 +37,7 @@ type Pool struct {
 	registry stream.Registry
 
 	shared   *sharedState // nil without WithSharedRegion
-	events   eventSet     // made by Pool.NewEvent
+	events   event.Set    // made by Pool.NewEvent
 	unscoped unscopedProbe
 	wait     hostwait.Wait    // Synchronize's HostWait, chosen at Open
 	memInfo  devmem.InfoCache // MemGetInfo's device figures
@@ -295,7 +296,7 @@ func (p *Pool) Close() error {
 		errs = append(errs, s.Close())
 	}
 	if p.dev != nil {
-		errs = append(errs, p.events.close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()))
+		errs = append(errs, p.events.Close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()))
 	}
 	if p.mem != nil {
 		// Before the region goes: the tracker then never reads it again

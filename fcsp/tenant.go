@@ -13,6 +13,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -57,7 +58,7 @@ type tenantCore struct {
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
-	events  eventSet
+	events  event.Set
 	closed  atomic.Bool
 	done    chan struct{} // closed when close has finished
 	cleanup runtime.Cleanup
@@ -387,7 +388,7 @@ func (c *tenantCore) close(why string) error {
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
-	errs = append(errs, c.events.close(p.drv, ctx), c.graphs.close(p.drv, ctx))
+	errs = append(errs, c.events.Close(p.drv, ctx), c.graphs.close(p.drv, ctx))
 	for _, m := range modules {
 		errs = append(errs, m.unload(ctx))
 	}
