@@ -122,10 +122,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	}
 	p.dev = dev
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	if p.info, err = readDeviceInfo(p.drv, dev.Ordinal(), index); err != nil {
+	if p.info, err = deviceInfo(index, dev); err != nil {
 		return fail(err)
 	}
-	p.info.SMs, p.info.Granularity, p.info.Alignment = dev.SMs(), dev.Granularity(), int(dev.Info().CoscheduledAlignment)
 	p.info.Simulated, p.info.WorkQueues = cfg.simulated, queues
 	limit := p.info.TotalMemory
 	if cfg.memLimit != 0 {

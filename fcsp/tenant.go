@@ -472,7 +472,7 @@ func (c *tenantCore) runOnClose() error {
 	if gs != nil {
 		defer gs.Release()
 	}
-	prev, thread, err := c.pool.drv.CtxSwapCurrent(cur)
+	prev, thread, err := c.pool.dev.SwapCurrent(cur)
 	if err != nil {
 		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
 	}
@@ -482,12 +482,7 @@ func (c *tenantCore) runOnClose() error {
 		errs = append(errs, runHook(f, Current{t: c, ctx: context.Background(), gctx: cur, slot: slot, thread: thread}))
 	}
 	c.dos.exit(slot, thread)
-	if prev != cur {
-		if err := c.pool.drv.CtxSetCurrent(prev); err != nil {
-			_ = c.pool.drv.CtxSetCurrent(0)
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, c.pool.dev.RestoreCurrent(prev, cur))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
 	}
