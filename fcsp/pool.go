@@ -16,6 +16,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
+	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -36,8 +37,8 @@ type Pool struct {
 	// NCCL and other foreign streams, labelled by handle.
 	registry stream.Registry
 
-	shared   *sharedState // nil without WithSharedRegion
-	events   event.Set    // made by Pool.NewEvent
+	shared   *shm.Member // nil without WithSharedRegion
+	events   event.Set   // made by Pool.NewEvent
 	unscoped unscopedProbe
 	wait     hostwait.Wait    // Synchronize's HostWait, chosen at Open
 	memInfo  devmem.InfoCache // MemGetInfo's device figures
@@ -239,7 +240,7 @@ func splitRows(rows []greenctx.Row) []SplitRow {
 // After Close it is 0.
 func (p *Pool) MemoryUsed() uint64 {
 	if p.shared != nil {
-		return p.shared.read(p.mem.Used) // the region may be unmapping
+		return p.shared.Read(p.mem.Used) // the region may be unmapping
 	}
 	return p.mem.Used()
 }
@@ -309,7 +310,7 @@ func (p *Pool) Close() error {
 			}
 		}
 	}
-	errs = append(errs, p.shared.close())
+	errs = append(errs, p.shared.Close())
 	if p.dev != nil {
 		errs = append(errs, p.dev.Close())
 	}
