@@ -20,7 +20,7 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
 		Enter: c.enter, Exit: c.life.exit, Streams: c.memStreams,
 		Green: c.place.partitioned(), Probe: &p.unscoped.pool, Log: p.log,
 	}
-	c.memOps = &mc
+	c.memOps = mc
 	if cfg.plain {
 		c.mem = devmem.NewPlain(mc)
 		return nil

@@ -51,7 +51,7 @@ type tenantCore struct {
 	acct    *memtrack.Account
 	limiter *tokenbucket.Limiter // nil: not rate limited
 	mem     devmem.Allocator     // device memory: plain or pooled, chosen in NewTenant (memory.go)
-	memOps  *devmem.Config       // fills, copies and MemGetInfo, which allocate nothing
+	memOps  devmem.Config        // fills, copies and MemGetInfo, which allocate nothing
 
 	life    lifeLock // counts calls in flight; Close waits for them
 	mu      sync.Mutex
