@@ -51,7 +51,7 @@ type Pool struct {
 	mu      sync.Mutex
 	split   *greenctx.Split // nil when noSplit says why
 	noSplit error
-	spare   []*greenctx.Partition // provisioned, not yet owned
+	spare   *greenctx.Spares // provisioned, not yet owned (WithPrewarm)
 	tenants map[string]*tenantCore
 	closed  bool
 }
@@ -73,7 +73,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{})}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.prewarm)}
 	switch {
 	case !cfg.hostWaitSet:
 		p.wait = hostwait.Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1))) // the cores Go may use: a container's CPU limit
@@ -176,10 +176,10 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		if err != nil {
 			return fail(fmt.Errorf("prewarming a %d-SM partition: %w", s, err))
 		}
-		p.spare = append(p.spare, part)
+		p.spare.Add(part)
 	}
 	p.log.Info("fcsp pool open", "device", p.info.String(), "unit", unit,
-		"groups", p.split.Groups(), "leftover_sms", p.split.Remainder(), "prewarmed", len(p.spare))
+		"groups", p.split.Groups(), "leftover_sms", p.split.Remainder(), "prewarmed", p.spare.Len())
 	return p, nil
 }
 
@@ -203,11 +203,7 @@ func (p *Pool) FreeSMs() int {
 	if p.split == nil {
 		return 0
 	}
-	n := p.split.FreeSMs()
-	for _, s := range p.spare {
-		n += s.SMs()
-	}
-	return n
+	return p.split.FreeSMs() + p.spare.SMs()
 }
 
 // SplitTable says what the driver would make for each minimum count
@@ -286,15 +282,13 @@ func (p *Pool) Close() error {
 		cores = append(cores, c)
 	}
 	spare := p.spare
-	p.spare = nil
+	p.spare = greenctx.NewSpares(nil) // a closed pool keeps none
 	p.mu.Unlock()
 	var errs []error
 	for _, c := range cores {
 		errs = append(errs, c.close("pool closed"))
 	}
-	for _, s := range spare {
-		errs = append(errs, s.Close())
-	}
+	errs = append(errs, spare.Close())
 	if p.dev != nil {
 		errs = append(errs, p.events.Close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()))
 	}
@@ -332,38 +326,13 @@ func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
 		return p.split.TakeRemainder()
 	}
 	if cfg.rest {
-		// Spares go back first so the rest really is everything free.
-		for _, s := range p.spare {
-			_ = s.Close()
-		}
-		p.spare = nil
+		_ = p.spare.Close() // first, so the rest really is everything free
 		return p.split.TakeRest()
 	}
-	for i, s := range p.spare {
-		if s.SMs() == cfg.sms {
-			p.spare = append(p.spare[:i], p.spare[i+1:]...)
-			return s, nil
-		}
+	if s := p.spare.Take(cfg.sms); s != nil {
+		return s, nil
 	}
 	return p.split.Take(cfg.sms)
-}
-
-// wantsSpare reports whether a partition of sms SMs should be kept for
-// reuse: while fewer spares of that size exist than WithPrewarm asked for.
-// The caller holds p.mu.
-func (p *Pool) wantsSpare(sms int) bool {
-	want, have := 0, 0
-	for _, s := range p.cfg.prewarm {
-		if s == sms {
-			want++
-		}
-	}
-	for _, s := range p.spare {
-		if s.SMs() == sms {
-			have++
-		}
-	}
-	return have < want
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees

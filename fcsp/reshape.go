@@ -14,10 +14,7 @@ import (
 func (p *Pool) takeLayouts(cfg *tenantConfig) (*greenctx.Partition, error) {
 	switch {
 	case cfg.rest:
-		for _, s := range p.spare {
-			_ = s.Close()
-		}
-		p.spare = nil
+		_ = p.spare.Close()
 		return p.split.TakeRestLayouts(cfg.shape.sizes)
 	case cfg.sms > 0:
 		return p.split.TakeLayouts(cfg.sms, cfg.shape.sizes)

@@ -405,7 +405,7 @@ func (c *tenantCore) close(why string) error {
 	if spare != nil && !p.closed {
 		// A prewarmed size goes back to the spares: the next tenant of
 		// that size skips green-context creation.
-		p.spare = append(p.spare, spare)
+		p.spare.Add(spare)
 		spare = nil
 	}
 	p.mu.Unlock()
