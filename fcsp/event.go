@@ -8,7 +8,7 @@ import (
 )
 
 // Event marks a point in a stream, for timing on the GPU's clock.
-type Event struct{ e *event.Event }
+type Event struct{ e event.Event }
 
 // NewEvent makes an event in the tenant's context.
 func (c *tenantCore) NewEvent() (*Event, error) {
@@ -26,22 +26,22 @@ func (c *tenantCore) NewEvent() (*Event, error) {
 		}
 	}
 	wait := func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }
-	e, err := c.events.New(c.pool.drv, lived(c.do), lived(wait))
-	return wrapEvent(e, err)
+	e := new(Event)
+	if err := c.events.Make(&e.e, c.pool.drv, lived(c.do), lived(wait)); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // NewEvent makes an event in the device's primary context; Record(nil)
 // marks that context's NULL stream, which (since tenant streams are
 // non-blocking) records the moment the GPU reaches it.
 func (p *Pool) NewEvent() (*Event, error) {
-	return wrapEvent(p.events.New(p.drv, func(f func(cuda.Context) error) error { return f(p.dev.Primary()) }, nil))
-}
-
-func wrapEvent(e *event.Event, err error) (*Event, error) {
-	if err != nil {
+	e := new(Event)
+	if err := p.events.Make(&e.e, p.drv, func(f func(cuda.Context) error) error { return f(p.dev.Primary()) }, nil); err != nil {
 		return nil, err
 	}
-	return &Event{e}, nil
+	return e, nil
 }
 
 // Record marks the event on s, or on the NULL stream if s is nil. The
@@ -61,7 +61,7 @@ func (e *Event) Record(s *Stream) error {
 func (e *Event) Synchronize() error { return e.e.Synchronize() }
 
 // Since is the GPU time from start to e (both recorded and reached).
-func (e *Event) Since(start *Event) (time.Duration, error) { return e.e.Since(start.e) }
+func (e *Event) Since(start *Event) (time.Duration, error) { return e.e.Since(&start.e) }
 
 // Close destroys the event. It is idempotent, and an event whose tenant or
 // pool closed first was destroyed by that Close: Close then returns nil.

@@ -38,30 +38,40 @@ type Set struct {
 	closed bool
 }
 
-// New makes an event through do, which also serves its later calls;
-// Synchronize waits through wait (do where nil). A closed set refuses with
-// errs.ErrClosed.
-func (set *Set) New(drv cuda.Driver, do, wait Do) (*Event, error) {
+// Make makes e, a new Event's storage (the caller's, so that a wrapper
+// and its event are one allocation), an event of the set through do, which
+// also serves its later calls; Synchronize waits through wait (do where
+// nil). A closed set refuses with errs.ErrClosed.
+func (set *Set) Make(e *Event, drv cuda.Driver, do, wait Do) error {
 	if wait == nil {
 		wait = do
 	}
-	e := &Event{do: do, wait: wait, drv: drv, set: set}
+	e.do, e.wait, e.drv, e.set = do, wait, drv, set
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if set.closed {
-		return nil, errs.ErrClosed
+		return errs.ErrClosed
 	}
 	err := do(func(ctx cuda.Context) (err error) {
 		e.h, err = drv.EventCreate(ctx, cuda.EventDefault)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if set.live == nil {
 		set.live = map[*Event]struct{}{}
 	}
 	set.live[e] = struct{}{}
+	return nil
+}
+
+// New is Make of a new Event.
+func (set *Set) New(drv cuda.Driver, do, wait Do) (*Event, error) {
+	e := new(Event)
+	if err := set.Make(e, drv, do, wait); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
