@@ -3,7 +3,7 @@ package fcsp
 import (
 	"fmt"
 
-	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
 // DeviceInfo is what the pool knows of its GPU.
@@ -35,32 +35,12 @@ func (d DeviceInfo) String() string {
 		d.Index, d.Name, sim, d.ComputeCapability, d.SMs, d.Granularity, float64(d.TotalMemory)/(1<<30), d.DriverAPI)
 }
 
-func readDeviceInfo(drv cuda.Driver, dev cuda.Device, index int) (DeviceInfo, error) {
-	info := DeviceInfo{Index: index, Driver: drv.Name()}
-	var err error
-	if info.Name, err = drv.DeviceName(dev); err != nil {
-		return info, err
-	}
-	u, err := drv.DeviceUUID(dev)
-	if err != nil {
-		return info, err
-	}
-	info.UUID = fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
-	major, err := drv.DeviceAttribute(dev, cuda.AttrComputeCapabilityMajor)
-	if err != nil {
-		return info, err
-	}
-	minor, err := drv.DeviceAttribute(dev, cuda.AttrComputeCapabilityMinor)
-	if err != nil {
-		return info, err
-	}
-	info.ComputeCapability = fmt.Sprintf("%d%d", major, minor)
-	if info.ThreadsPerSM, err = drv.DeviceAttribute(dev, cuda.AttrMaxThreadsPerSM); err != nil {
-		return info, err
-	}
-	if info.TotalMemory, err = drv.DeviceTotalMem(dev); err != nil {
-		return info, err
-	}
-	info.DriverAPI, err = drv.DriverVersion()
-	return info, err
+// deviceInfo is index's description from what dev says of itself.
+func deviceInfo(index int, dev *greenctx.Device) (DeviceInfo, error) {
+	f, err := dev.Facts()
+	return DeviceInfo{
+		Index: index, Name: f.Name, UUID: f.UUID, ComputeCapability: f.ComputeCapability,
+		SMs: dev.SMs(), Granularity: dev.Granularity(), Alignment: int(dev.Info().CoscheduledAlignment),
+		ThreadsPerSM: f.ThreadsPerSM, TotalMemory: f.TotalMemory, DriverAPI: dev.APIVersion(), Driver: f.Driver,
+	}, err
 }

@@ -55,7 +55,7 @@ var (
 	// tenant of this process. The *DeviceLostError says which error, where
 	// it was first seen. The way back is a new process: the driver keeps
 	// the fault until this one exits (Health.RestartRequired).
-	ErrDeviceLost = errors.New("fcsp: device lost")
+	ErrDeviceLost = errs.ErrDeviceLost
 	// ErrNotComputed: on the simulator (fcsptest), a launch of a kernel
 	// the simulator has no model for. The launch is admitted, ordered and
 	// counted like any other, but no memory was written: the simulator runs

@@ -90,7 +90,7 @@ func (p *Pool) forgive(err error) error {
 		// A cleanup through the raw driver (a partition's streams) may be
 		// the first to meet a sticky fault: it loses the device as any
 		// call would, rather than failing the Close.
-		if ce := stickyIn(err); ce != nil {
+		if ce := cuda.StickyIn(err); ce != nil {
 			_ = p.see("cleanup", ce, 0, 0)
 		}
 	}
@@ -99,25 +99,6 @@ func (p *Pool) forgive(err error) error {
 		return nil
 	}
 	return err
-}
-
-// stickyIn is the first sticky driver error in err's tree, or nil.
-func stickyIn(err error) *cuda.Error {
-	switch e := err.(type) {
-	case *cuda.Error:
-		if e.Code.Sticky() {
-			return e
-		}
-	case interface{ Unwrap() []error }:
-		for _, x := range e.Unwrap() {
-			if ce := stickyIn(x); ce != nil {
-				return ce
-			}
-		}
-	case interface{ Unwrap() error }:
-		return stickyIn(e.Unwrap())
-	}
-	return nil
 }
 
 // see classifies a driver error: a sticky one turns the pool to lost (the

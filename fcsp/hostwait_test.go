@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/stretchr/testify/require"
 )
 
@@ -74,7 +75,7 @@ func TestYieldWaitSeesAFault(t *testing.T) {
 	require.True(t, p.Health().RestartRequired)
 }
 
-// MemGetInfo reads the device at most once per memInfoMaxAge however many
+// MemGetInfo reads the device at most once per devmem.InfoMaxAge however many
 // goroutines ask, yet a closed tenant or a lost device is said at once.
 func TestMemGetInfoIsCheapAndStillTruthful(t *testing.T) {
 	p, drv := openSim(t)
@@ -89,7 +90,7 @@ func TestMemGetInfoIsCheapAndStillTruthful(t *testing.T) {
 		require.LessOrEqual(t, free, total)
 	}
 	calls := drv.Calls("cuMemGetInfo") - before
-	require.LessOrEqual(t, calls, int(time.Since(start)/memInfoMaxAge)+1, "cuMemGetInfo more than once a millisecond")
+	require.LessOrEqual(t, calls, int(time.Since(start)/devmem.InfoMaxAge)+1, "cuMemGetInfo more than once a millisecond")
 	// The tenant's own part is exact at every call.
 	ptr, err := tn.Alloc(context.Background(), 256<<20)
 	require.NoError(t, err)
@@ -107,31 +108,4 @@ func TestMemGetInfoIsCheapAndStillTruthful(t *testing.T) {
 		_, _, err = other.MemGetInfo()
 		require.ErrorIs(t, err, ErrClosed)
 	}
-}
-
-// The default wait is the driver's while few goroutines wait, and polls
-// once more wait than half the host's cores (the fake's cuStreamQuery sees
-// held work, its cuStreamSynchronize does not).
-func TestAdaptiveWait(t *testing.T) {
-	p, drv := openSim(t)
-	tn, err := p.NewTenant("t")
-	require.NoError(t, err)
-	drv.HoldEvents(true)
-	require.NoError(t, adaptiveWait(1000)(p.drv, p.dev.Primary(), tn.c.first.h(), nil), "a waiter under the limit polled instead of waiting in the driver")
-	drv.HoldEvents(false)
-
-	// Past the limit: a wait polls, so it sees the held work.
-	w := adaptiveWait(2)
-	syncWaiters.Add(2)
-	defer syncWaiters.Add(-2)
-	drv.HoldEvents(true)
-	done := make(chan error, 1)
-	go func() { done <- w(p.drv, p.dev.Primary(), tn.c.first.h(), nil) }()
-	select {
-	case err := <-done:
-		t.Fatalf("the third waiter returned %v while the work was held: it did not poll", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	drv.HoldEvents(false)
-	require.NoError(t, <-done)
 }

@@ -16,10 +16,11 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
 	p := c.pool
 	mc := devmem.Config{
 		Driver: p.drv, Device: p.dev, Tenant: c.name,
-		Account: c.acct, Tracker: p.mem, Peers: &p.pools,
+		Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo,
 		Enter: c.enter, Exit: c.life.exit, Streams: c.memStreams,
 		Green: c.place.partitioned(), Probe: &p.unscoped.pool, Log: p.log,
 	}
+	c.memOps = mc
 	if cfg.plain {
 		c.mem = devmem.NewPlain(mc)
 		return nil
@@ -145,31 +146,31 @@ func (c *tenantCore) Trim() error {
 // most what the device has free). Code that sizes a KV cache from free
 // memory then sizes it to the tenant, not the card.
 func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
-	// In the life lock, whose entry also says a closed tenant or a lost
-	// device, which the cached figure must not hide.
 	slot, err := c.enter()
 	if err != nil {
 		return 0, 0, err
 	}
 	defer c.life.exit(slot)
-	df, dt, err := c.pool.memInfo(c.pool.dev.Primary()) // at most memInfoMaxAge old
-	if err != nil {
-		return 0, 0, err
+	return c.memOps.MemInfo(c.pool.dev.Primary(), c.cachedBytes)
+}
+
+// cachedBytes is the size of the blocks on the tenant's streams' free
+// lists (Stats.MemoryCached), without the rest of Stats.
+func (c *tenantCore) cachedBytes() (n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.streams {
+		n += s.blocks.Bytes()
 	}
-	free, total = c.acct.MemInfo(df, min(dt, c.pool.mem.Limit()))
-	// Blocks kept on the tenant's free lists are the tenant's too. (Free
-	// space mapped by its pool is not subtracted: only this tenant can
-	// allocate it, and the device's free memory already excludes it.)
-	free -= min(free, c.cachedBytes())
-	return free, total, nil
+	return n
 }
 
 // CopyToDevice copies src into device memory at dst.
 func (c *tenantCore) CopyToDevice(dst DevicePtr, src []byte) error {
-	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyHtoD(ctx, cuda.DevicePtr(dst), src) })
+	return c.memOps.CopyToDevice(cuda.DevicePtr(dst), src)
 }
 
 // CopyFromDevice copies device memory at src into dst.
 func (c *tenantCore) CopyFromDevice(dst []byte, src DevicePtr) error {
-	return c.do(func(ctx cuda.Context) error { return c.pool.drv.MemcpyDtoH(ctx, dst, cuda.DevicePtr(src)) })
+	return c.memOps.CopyFromDevice(dst, cuda.DevicePtr(src))
 }

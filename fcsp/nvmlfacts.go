@@ -1,12 +1,6 @@
 package fcsp
 
-import (
-	"fmt"
-	"math/bits"
-	"strings"
-
-	"github.com/fcsp-go/fcsp-go/internal/nvml"
-)
+import "github.com/fcsp-go/fcsp-go/internal/nvml"
 
 // ClockReasons is the set of reasons NVML gives for the GPU's clocks being
 // below their maximum (NVML's clocks event reasons, once called throttle
@@ -48,31 +42,12 @@ const (
 	ClockReliability ClockReasons = 1 << 10
 )
 
-var clockReasonNames = [...]string{
-	"idle", "app clocks", "power cap", "hw slowdown", "sync boost", "sw thermal",
-	"hw thermal", "hw power brake", "display clocks", "board limit", "reliability",
-}
-
 // Has reports whether every reason in q is in r.
 func (r ClockReasons) Has(q ClockReasons) bool { return r&q == q }
 
 // String names the reasons, comma-separated in bit order ("power cap, hw
 // slowdown"); "none" for the empty set.
-func (r ClockReasons) String() string {
-	if r == 0 {
-		return "none"
-	}
-	var names []string
-	for v := uint64(r); v != 0; v &= v - 1 {
-		if b := bits.TrailingZeros64(v); b < len(clockReasonNames) {
-			names = append(names, clockReasonNames[b])
-		}
-	}
-	if unknown := uint64(r) &^ (1<<len(clockReasonNames) - 1); unknown != 0 {
-		names = append(names, fmt.Sprintf("%#x", unknown))
-	}
-	return strings.Join(names, ", ")
-}
+func (r ClockReasons) String() string { return nvml.ReasonNames(uint64(r)) }
 
 // nvmlFacts converts internal/nvml's answer to the exported form.
 func nvmlFacts(f nvml.Facts) NVMLFacts {

@@ -24,10 +24,10 @@ func TestClockReasonsString(t *testing.T) {
 	}
 	// Every named bit has its own name.
 	seen := map[string]bool{}
-	for b := range len(clockReasonNames) {
-		s := ClockReasons(1 << b).String()
+	for r := ClockIdle; r <= ClockReliability; r <<= 1 {
+		s := r.String()
 		if seen[s] || s == "none" || s[0] == '0' {
-			t.Errorf("bit %d: %q", b, s)
+			t.Errorf("%#x: %q", uint64(r), s)
 		}
 		seen[s] = true
 	}

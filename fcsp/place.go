@@ -207,7 +207,7 @@ func (g greenPlace) reshape(sms int, swap func(old, new cuda.Stream)) error {
 // that size skips green-context creation), else closes the partition.
 func (g greenPlace) retire(p *Pool) (*greenctx.Partition, error) {
 	p.mu.Lock()
-	recycle := !p.closed && p.wantsSpare(g.p.SMs())
+	recycle := !p.closed && p.spare.Wants(g.p.SMs())
 	p.mu.Unlock()
 	if recycle && g.p.Reset() == nil {
 		return g.p, nil

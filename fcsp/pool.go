@@ -11,9 +11,12 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
+	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
+	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -34,11 +37,11 @@ type Pool struct {
 	// NCCL and other foreign streams, labelled by handle.
 	registry stream.Registry
 
-	shared   *sharedState // nil without WithSharedRegion
-	events   eventSet     // made by Pool.NewEvent
+	shared   *shm.Member // nil without WithSharedRegion
+	events   event.Set   // made by Pool.NewEvent
 	unscoped unscopedProbe
-	wait     streamWait // Synchronize's HostWait, chosen at Open
-	devMem   devMemInfo // MemGetInfo's device figures (devmeminfo.go)
+	wait     hostwait.Wait    // Synchronize's HostWait, chosen at Open
+	memInfo  devmem.InfoCache // MemGetInfo's device figures
 	_        [128]byte
 	fault    faultState // health.go, reset.go: read by every call, so on lines of its own
 	_        [128]byte
@@ -50,7 +53,7 @@ type Pool struct {
 	mu      sync.Mutex
 	split   *greenctx.Split // nil when noSplit says why
 	noSplit error
-	spare   []*greenctx.Partition // provisioned, not yet owned
+	spare   *greenctx.Spares // provisioned, not yet owned (WithPrewarm)
 	tenants map[string]*tenantCore
 	closed  bool
 }
@@ -72,14 +75,14 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{})}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.prewarm)}
 	switch {
 	case !cfg.hostWaitSet:
-		p.wait = adaptiveWait(int32(max(runtime.GOMAXPROCS(0)/2, 1))) // the cores Go may use: a container's CPU limit
+		p.wait = hostwait.Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1))) // the cores Go may use: a container's CPU limit
 	case cfg.hostWait == SpinInDriver:
-		p.wait = driverWait
+		p.wait = hostwait.Driver
 	default:
-		p.wait = pollWait(cfg.hostWait)
+		p.wait = hostwait.Poll(cfg.hostWait)
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
@@ -122,10 +125,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	}
 	p.dev = dev
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	if p.info, err = readDeviceInfo(p.drv, dev.Ordinal(), index); err != nil {
+	if p.info, err = deviceInfo(index, dev); err != nil {
 		return fail(err)
 	}
-	p.info.SMs, p.info.Granularity, p.info.Alignment = dev.SMs(), dev.Granularity(), int(dev.Info().CoscheduledAlignment)
 	p.info.Simulated, p.info.WorkQueues = cfg.simulated, queues
 	limit := p.info.TotalMemory
 	if cfg.memLimit != 0 {
@@ -176,10 +178,10 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		if err != nil {
 			return fail(fmt.Errorf("prewarming a %d-SM partition: %w", s, err))
 		}
-		p.spare = append(p.spare, part)
+		p.spare.Add(part)
 	}
 	p.log.Info("fcsp pool open", "device", p.info.String(), "unit", unit,
-		"groups", p.split.Groups(), "leftover_sms", p.split.Remainder(), "prewarmed", len(p.spare))
+		"groups", p.split.Groups(), "leftover_sms", p.split.Remainder(), "prewarmed", p.spare.Len())
 	return p, nil
 }
 
@@ -203,11 +205,7 @@ func (p *Pool) FreeSMs() int {
 	if p.split == nil {
 		return 0
 	}
-	n := p.split.FreeSMs()
-	for _, s := range p.spare {
-		n += s.SMs()
-	}
-	return n
+	return p.split.FreeSMs() + p.spare.SMs()
 }
 
 // SplitTable says what the driver would make for each minimum count
@@ -240,7 +238,7 @@ func splitRows(rows []greenctx.Row) []SplitRow {
 // After Close it is 0.
 func (p *Pool) MemoryUsed() uint64 {
 	if p.shared != nil {
-		return p.shared.read(p.mem.Used) // the region may be unmapping
+		return p.shared.Read(p.mem.Used) // the region may be unmapping
 	}
 	return p.mem.Used()
 }
@@ -286,17 +284,15 @@ func (p *Pool) Close() error {
 		cores = append(cores, c)
 	}
 	spare := p.spare
-	p.spare = nil
+	p.spare = greenctx.NewSpares(nil) // a closed pool keeps none
 	p.mu.Unlock()
 	var errs []error
 	for _, c := range cores {
 		errs = append(errs, c.close("pool closed"))
 	}
-	for _, s := range spare {
-		errs = append(errs, s.Close())
-	}
+	errs = append(errs, spare.Close())
 	if p.dev != nil {
-		errs = append(errs, p.events.close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()))
+		errs = append(errs, p.events.Close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()))
 	}
 	if p.mem != nil {
 		// Before the region goes: the tracker then never reads it again
@@ -310,7 +306,7 @@ func (p *Pool) Close() error {
 			}
 		}
 	}
-	errs = append(errs, p.shared.close())
+	errs = append(errs, p.shared.Close())
 	if p.dev != nil {
 		errs = append(errs, p.dev.Close())
 	}
@@ -332,38 +328,13 @@ func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
 		return p.split.TakeRemainder()
 	}
 	if cfg.rest {
-		// Spares go back first so the rest really is everything free.
-		for _, s := range p.spare {
-			_ = s.Close()
-		}
-		p.spare = nil
+		_ = p.spare.Close() // first, so the rest really is everything free
 		return p.split.TakeRest()
 	}
-	for i, s := range p.spare {
-		if s.SMs() == cfg.sms {
-			p.spare = append(p.spare[:i], p.spare[i+1:]...)
-			return s, nil
-		}
+	if s := p.spare.Take(cfg.sms); s != nil {
+		return s, nil
 	}
 	return p.split.Take(cfg.sms)
-}
-
-// wantsSpare reports whether a partition of sms SMs should be kept for
-// reuse: while fewer spares of that size exist than WithPrewarm asked for.
-// The caller holds p.mu.
-func (p *Pool) wantsSpare(sms int) bool {
-	want, have := 0, 0
-	for _, s := range p.cfg.prewarm {
-		if s == sms {
-			want++
-		}
-	}
-	for _, s := range p.spare {
-		if s.SMs() == sms {
-			have++
-		}
-	}
-	return have < want
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees

@@ -20,7 +20,7 @@ func TestReapedProcessIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	ptr, err := a.Alloc(context.Background(), 32<<20)
 	require.NoError(t, err)
-	require.True(t, p.shared.slot.Leave(), "what a reaper does to a stalled process")
+	require.True(t, p.shared.Slot().Leave(), "what a reaper does to a stalled process")
 	_, err = a.Alloc(context.Background(), 1<<20)
 	require.ErrorIs(t, err, ErrReaped)
 	require.NoError(t, a.Free(ptr))

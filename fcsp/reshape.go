@@ -14,10 +14,7 @@ import (
 func (p *Pool) takeLayouts(cfg *tenantConfig) (*greenctx.Partition, error) {
 	switch {
 	case cfg.rest:
-		for _, s := range p.spare {
-			_ = s.Close()
-		}
-		p.spare = nil
+		_ = p.spare.Close()
 		return p.split.TakeRestLayouts(cfg.shape.sizes)
 	case cfg.sms > 0:
 		return p.split.TakeLayouts(cfg.sms, cfg.shape.sizes)
@@ -116,7 +113,7 @@ func (c *tenantCore) ReshapeSizes() []int {
 // (docs/CONTEXTS.md), so a reshapable tenant's layouts share it.
 func (c *tenantCore) loadModule(m *Module, image []byte) error {
 	return c.do(func(ctx cuda.Context) (err error) {
-		m.h, err = c.pool.drv.ModuleLoadData(ctx, image)
+		m.h, err = c.pool.dev.LoadModule(ctx, image)
 		return err
 	})
 }
@@ -124,7 +121,7 @@ func (c *tenantCore) loadModule(m *Module, image []byte) error {
 // function looks f up in m.
 func (m *Module) function(f *Function) error {
 	return m.t.do(func(ctx cuda.Context) (err error) {
-		f.h, err = m.t.pool.drv.ModuleGetFunction(ctx, m.h, f.name)
+		f.h, err = m.t.pool.dev.Function(ctx, m.h, f.name)
 		return err
 	})
 }
@@ -133,4 +130,4 @@ func (m *Module) function(f *Function) error {
 func (f *Function) handle() cuda.Function { return f.h }
 
 // unload unloads the module.
-func (m *Module) unload(ctx cuda.Context) error { return m.t.pool.drv.ModuleUnload(ctx, m.h) }
+func (m *Module) unload(ctx cuda.Context) error { return m.t.pool.dev.UnloadModule(ctx, m.h) }

@@ -3,6 +3,8 @@ package fcsp
 import (
 	"context"
 	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 )
 
 // Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
@@ -49,7 +51,7 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 	if s.t.pool.cfg.hostWaitSet && s.t.pool.cfg.hostWait == SpinInDriver {
 		return within(ctx, s.Synchronize)
 	}
-	if err := s.wait(ctx.Done()); err != errWaitEnded {
+	if err := s.wait(ctx.Done()); err != hostwait.ErrEnded {
 		return err
 	}
 	return ctx.Err()

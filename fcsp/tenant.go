@@ -14,6 +14,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -51,6 +52,7 @@ type tenantCore struct {
 	acct    *memtrack.Account
 	limiter *tokenbucket.Limiter // nil: not rate limited
 	mem     devmem.Allocator     // device memory: plain or pooled, chosen in NewTenant (memory.go)
+	memOps  devmem.Config        // fills, copies and MemGetInfo, which allocate nothing
 
 	life   lifeLock // counts calls in flight; Close waits for them
 	closed atomic.Bool
@@ -62,7 +64,7 @@ type tenantCore struct {
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
-	events  eventSet
+	events  event.Set
 	done    chan struct{} // closed when close has finished
 	cleanup runtime.Cleanup
 	stop    func() bool          // unregisters the context watcher
@@ -393,7 +395,7 @@ func (c *tenantCore) close(why string) error {
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
-	errs = append(errs, c.events.close(p.drv, ctx), c.graphs.close(p.drv, ctx))
+	errs = append(errs, c.events.Close(p.drv, ctx), c.graphs.close(p.drv, ctx))
 	for _, m := range modules {
 		errs = append(errs, m.unload(ctx))
 	}
@@ -410,7 +412,7 @@ func (c *tenantCore) close(why string) error {
 	if spare != nil && !p.closed {
 		// A prewarmed size goes back to the spares: the next tenant of
 		// that size skips green-context creation.
-		p.spare = append(p.spare, spare)
+		p.spare.Add(spare)
 		spare = nil
 	}
 	p.mu.Unlock()
@@ -477,7 +479,7 @@ func (c *tenantCore) runOnClose() error {
 	if gs != nil {
 		defer gs.Release()
 	}
-	prev, thread, err := c.pool.drv.CtxSwapCurrent(cur)
+	prev, thread, err := c.pool.dev.SwapCurrent(cur)
 	if err != nil {
 		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
 	}
@@ -487,12 +489,7 @@ func (c *tenantCore) runOnClose() error {
 		errs = append(errs, runHook(f, Current{t: c, ctx: context.Background(), gctx: cur, slot: slot, thread: thread}))
 	}
 	c.dos.exit(slot, thread)
-	if prev != cur {
-		if err := c.pool.drv.CtxSetCurrent(prev); err != nil {
-			_ = c.pool.drv.CtxSetCurrent(0)
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, c.pool.dev.RestoreCurrent(prev, cur))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
 	}

@@ -116,6 +116,27 @@ func (r Result) Sticky() bool {
 	return false
 }
 
+// StickyIn is the first sticky driver error in err's tree (errors.Join's
+// included, which errors.As would stop short of when a plain driver error
+// comes first), or nil.
+func StickyIn(err error) *Error {
+	switch e := err.(type) {
+	case *Error:
+		if e.Code.Sticky() {
+			return e
+		}
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			if ce := StickyIn(x); ce != nil {
+				return ce
+			}
+		}
+	case interface{ Unwrap() error }:
+		return StickyIn(e.Unwrap())
+	}
+	return nil
+}
+
 // Name is the driver's name for r, e.g. "CUDA_ERROR_OUT_OF_MEMORY".
 func (r Result) Name() string {
 	if n, ok := resultNames[r]; ok {

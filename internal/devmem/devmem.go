@@ -85,6 +85,8 @@ type Config struct {
 	// Peers are the device's engines, which give back what they cache when
 	// an allocation finds the device full. One per device.
 	Peers *Peers
+	// Info caches the device's memory figures for MemInfo. One per device.
+	Info *InfoCache
 	// Enter counts a call in the tenant's life lock, or fails (closed, or
 	// the device lost); Exit counts it out with Enter's token.
 	Enter func() (token uint32, err error)

@@ -13,6 +13,10 @@ var ErrClosed error = &sentinel{msg: "fcsp: closed"}
 // match it say what was wrong and what is allowed.
 var ErrInvalidArgument error = &sentinel{msg: "fcsp: invalid argument"}
 
+// ErrDeviceLost: a sticky device error poisoned the device for every
+// tenant of the process (fcsp.ErrDeviceLost says more).
+var ErrDeviceLost error = &sentinel{msg: "fcsp: device lost"}
+
 // New returns a sentinel with its own identity and message that also
 // matches parent under errors.Is: a finer meaning of a shared one (an
 // invalid size is an invalid argument).

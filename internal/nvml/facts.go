@@ -1,5 +1,11 @@
 package nvml
 
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+)
+
 // Facts is what NVML says about one GPU. Each fact is asked for on its own:
 // one that NVML refuses (not supported on this board, no permission) stays
 // zero and is named in Refused, and the others are still filled.
@@ -23,4 +29,29 @@ type Facts struct {
 	// Refused says, per fact NVML refused, which and NVML's answer, e.g.
 	// "power draw: ERROR_NOT_SUPPORTED".
 	Refused []string
+}
+
+// ReasonNames names the clock reasons in r, comma-separated in bit order
+// ("power cap, hw slowdown"), bits it has no name for in hex after them;
+// "none" for the empty set.
+func ReasonNames(r uint64) string {
+	if r == 0 {
+		return "none"
+	}
+	var names []string
+	for v := r; v != 0; v &= v - 1 {
+		if b := bits.TrailingZeros64(v); b < len(reasonNames) {
+			names = append(names, reasonNames[b])
+		}
+	}
+	if unknown := r &^ (1<<len(reasonNames) - 1); unknown != 0 {
+		names = append(names, fmt.Sprintf("%#x", unknown))
+	}
+	return strings.Join(names, ", ")
+}
+
+// reasonNames are NVML's clock reason bits 0 to 10, in order.
+var reasonNames = [...]string{
+	"idle", "app clocks", "power cap", "hw slowdown", "sync boost", "sw thermal",
+	"hw thermal", "hw power brake", "display clocks", "board limit", "reliability",
 }

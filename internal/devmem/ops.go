@@ -1,0 +1,118 @@
+package devmem
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
+)
+
+// The memory calls that allocate nothing: fills, copies and the tenant's
+// view of cuMemGetInfo. Each counts itself in the tenant's life lock and
+// runs with the primary context, which serves green streams too
+// (docs/CONTEXTS.md); they are the same for both engines.
+
+// MemsetD16 sets n 16-bit words at p to v, in order on s (cuMemsetD16Async:
+// a plain cuMemsetD16 runs on the legacy NULL stream, which non-blocking
+// streams do not wait for).
+func (c *Config) MemsetD16(s Stream, p cuda.DevicePtr, v uint16, n uint64) error {
+	return c.memset(n, func(ctx cuda.Context) error { return c.Driver.MemsetD16Async(ctx, p, v, n, s.Handle()) })
+}
+
+// MemsetD32 sets n 32-bit words at p to v, in order on s.
+func (c *Config) MemsetD32(s Stream, p cuda.DevicePtr, v uint32, n uint64) error {
+	return c.memset(n, func(ctx cuda.Context) error { return c.Driver.MemsetD32Async(ctx, p, v, n, s.Handle()) })
+}
+
+func (c *Config) memset(n uint64, f func(cuda.Context) error) error {
+	if n == 0 {
+		return fmt.Errorf("%w: memset of 0 words", errs.ErrInvalidArgument)
+	}
+	if err := c.do(f); err != nil {
+		return fmt.Errorf("tenant %q: %w", c.Tenant, err)
+	}
+	return nil
+}
+
+// CopyToDevice copies src into device memory at dst.
+func (c *Config) CopyToDevice(dst cuda.DevicePtr, src []byte) error {
+	return c.do(func(ctx cuda.Context) error { return c.Driver.MemcpyHtoD(ctx, dst, src) })
+}
+
+// CopyFromDevice copies device memory at src into dst.
+func (c *Config) CopyFromDevice(dst []byte, src cuda.DevicePtr) error {
+	return c.do(func(ctx cuda.Context) error { return c.Driver.MemcpyDtoH(ctx, dst, src) })
+}
+
+// MemInfo is what cuMemGetInfo should tell code running as the tenant
+// (the device's free memory read through c.Info, at most InfoMaxAge old):
+// total is its quota (at most the device's limit), free what remains of it
+// (at most what the device has free), less cached, the bytes kept on its
+// streams' free lists, which are the tenant's too. (Free space mapped by
+// its pool is not subtracted: only this tenant can allocate it, and the
+// device's free memory already excludes it.) The caller is counted in the
+// life lock, whose entry says a closed tenant or a lost device, which the
+// cached figure must not hide; a reading is made with ctx. (cached is the
+// tenant's: Streams would make a list at every call, which a server asking
+// at request rate would pay for.)
+func (c *Config) MemInfo(ctx cuda.Context, cached func() uint64) (free, total uint64, err error) {
+	df, dt, err := c.Info.Get(c.Driver, ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	free, total = c.Account.MemInfo(df, min(dt, c.Tracker.Limit()))
+	free -= min(free, cached())
+	return free, total, nil
+}
+
+// InfoMaxAge is how old the device's free-memory figure that MemInfo
+// reports may be. cuMemGetInfo asks the kernel driver (about 100 µs of a
+// host core on the H200 host: 16 goroutines a class asking every 100 µs
+// kept 13 cores busy); a server that sizes work from the figure at request
+// rate needs it cheap far more than it needs it exact to the microsecond,
+// and the tenant's own part of it (its quota and what it holds) is exact
+// at every call.
+const InfoMaxAge = time.Millisecond
+
+// InfoCache caches a device's free and total memory: one caller refreshes
+// it when it is older than InfoMaxAge, the others read the last figure
+// meanwhile. Its zero value is empty; one per device.
+type InfoCache struct {
+	at          atomic.Int64 // monotonic ns of the reading; 0: none yet
+	free, total atomic.Uint64
+	mu          sync.Mutex // one refresh at a time
+}
+
+// Get is the device's free and total memory, at most InfoMaxAge old; a
+// reading is made with ctx.
+func (m *InfoCache) Get(drv cuda.Driver, ctx cuda.Context) (free, total uint64, err error) {
+	now := nanotime()
+	if at := m.at.Load(); at != 0 && now-at < int64(InfoMaxAge) {
+		return m.free.Load(), m.total.Load(), nil
+	}
+	if !m.mu.TryLock() {
+		if m.at.Load() != 0 { // another caller is refreshing: the last figure will do
+			return m.free.Load(), m.total.Load(), nil
+		}
+		m.mu.Lock() // the first reading: wait for it
+	}
+	defer m.mu.Unlock()
+	if at := m.at.Load(); at != 0 && nanotime()-at < int64(InfoMaxAge) {
+		return m.free.Load(), m.total.Load(), nil
+	}
+	if free, total, err = drv.MemGetInfo(ctx); err != nil {
+		return 0, 0, err
+	}
+	m.free.Store(free)
+	m.total.Store(total)
+	m.at.Store(nanotime())
+	return free, total, nil
+}
+
+// nanotime is a monotonic clock reading in ns.
+func nanotime() int64 { return int64(time.Since(clockBase)) }
+
+var clockBase = time.Now()

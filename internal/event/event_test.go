@@ -1,0 +1,105 @@
+package event
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
+)
+
+func primary(t *testing.T) (*fake.Driver, cuda.Context, Do) {
+	t.Helper()
+	drv := fake.New(fake.H200())
+	dev, err := drv.DeviceGet(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := drv.PrimaryCtxRetain(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return drv, ctx, func(f func(cuda.Context) error) error { return f(ctx) }
+}
+
+// An event lives until its Close or its set's, whichever comes first; the
+// set destroys what is left, and both Closes are idempotent.
+func TestEventLifecycle(t *testing.T) {
+	drv, ctx, do := primary(t)
+	var set Set
+	a, err := set.New(drv, do, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := set.New(drv, do, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*Event{a, b} {
+		if err := e.Record(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := b.Since(a); err != nil || d < 0 {
+		t.Fatalf("Since: %v, %v", d, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := a.Record(0); !errors.Is(err, errs.ErrClosed) {
+		t.Fatalf("Record after Close: %v", err)
+	}
+	if _, err := b.Since(a); !errors.Is(err, errs.ErrClosed) {
+		t.Fatalf("Since a closed start: %v", err)
+	}
+	before := drv.Calls("cuEventDestroy_v2")
+	if err := set.Close(drv, ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := drv.Calls("cuEventDestroy_v2") - before; n != 1 {
+		t.Fatalf("the set's Close destroyed %d events; want the 1 left", n)
+	}
+	if err := b.Close(); err != nil || !b.Closed() {
+		t.Fatalf("Close after the set's: %v (closed %v)", err, b.Closed())
+	}
+	if _, err := set.New(drv, do, nil); !errors.Is(err, errs.ErrClosed) {
+		t.Fatalf("New on a closed set: %v", err)
+	}
+}
+
+// An owner that refuses the call (closed, or the device lost) leaves the
+// event to the set's Close, and Close says nothing went wrong.
+func TestCloseLeavesARefusedEventToTheSet(t *testing.T) {
+	drv, ctx, do := primary(t)
+	for _, refusal := range []error{errs.ErrClosed, errs.ErrDeviceLost} {
+		var set Set
+		refuse := false
+		e, err := set.New(drv, func(f func(cuda.Context) error) error {
+			if refuse {
+				return refusal
+			}
+			return do(f)
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refuse = true
+		if err := e.Close(); err != nil {
+			t.Fatalf("%v: Close: %v", refusal, err)
+		}
+		before := drv.Calls("cuEventDestroy_v2")
+		if err := set.Close(drv, ctx); err != nil {
+			t.Fatal(err)
+		}
+		if drv.Calls("cuEventDestroy_v2")-before != 1 {
+			t.Fatalf("%v: the set's Close did not destroy the event", refusal)
+		}
+	}
+}

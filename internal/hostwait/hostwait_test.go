@@ -1,0 +1,77 @@
+package hostwait
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+)
+
+func openStream(t *testing.T) (*fake.Driver, cuda.Context, cuda.Stream) {
+	t.Helper()
+	drv := fake.New(fake.H200())
+	dev, err := drv.DeviceGet(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := drv.PrimaryCtxRetain(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := drv.StreamCreate(ctx, cuda.StreamNonBlocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return drv, ctx, s
+}
+
+// The adaptive wait is the driver's while few goroutines wait, and polls
+// once more wait than its limit (the fake's cuStreamQuery sees held work,
+// its cuStreamSynchronize does not).
+func TestAdaptive(t *testing.T) {
+	drv, ctx, s := openStream(t)
+	drv.HoldEvents(true)
+	if err := Adaptive(1000)(drv, ctx, s, nil); err != nil {
+		t.Fatalf("a waiter under the limit: %v (it polled instead of waiting in the driver)", err)
+	}
+	drv.HoldEvents(false)
+
+	// Past the limit: a wait polls, so it sees the held work.
+	w := Adaptive(2)
+	Waiters.Add(2)
+	defer Waiters.Add(-2)
+	drv.HoldEvents(true)
+	done := make(chan error, 1)
+	go func() { done <- w(drv, ctx, s, nil) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the third waiter returned %v while the work was held: it did not poll", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	drv.HoldEvents(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A polling wait returns ErrEnded once done closes, and the work's end
+// otherwise; a wait with done polls even under the adaptive limit.
+func TestPollEnds(t *testing.T) {
+	drv, ctx, s := openStream(t)
+	drv.HoldEvents(true)
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	for _, w := range []Wait{Poll(0), Poll(time.Hour), Adaptive(1000)} {
+		c, cancel := context.WithTimeout(c, 5*time.Millisecond)
+		if err := w(drv, ctx, s, c.Done()); err != ErrEnded {
+			t.Fatalf("got %v, want ErrEnded", err)
+		}
+		cancel()
+	}
+	drv.HoldEvents(false)
+	if err := Poll(0)(drv, ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,96 @@
+package shm
+
+import (
+	"sync"
+	"time"
+)
+
+// MemberConfig says how a process joins a region as a Member.
+type MemberConfig struct {
+	Path    string
+	Layout  Layout
+	Options *Options
+	PID     int // normally os.Getpid()
+	// Beat is the heartbeat's period and ReapAfter how long a silent
+	// member lives on before this one's reaper frees its slot; both zero
+	// mean 1 s and 5 s.
+	Beat, ReapAfter time.Duration
+	// OnReaped hears that this process was reaped (its heartbeat missed):
+	// the slot then refuses its writes. OnReap hears the slots of dead
+	// processes this member's reaper freed. Either may be nil.
+	OnReaped func()
+	OnReap   func(slots []int)
+}
+
+// Member is a process's membership of a region: its slot, kept alive by a
+// heartbeat, and a reaper of dead members' slots.
+type Member struct {
+	// mu keeps the region mapped while a reader that is not an accounted
+	// call (a metrics scrape) looks at it; Close unmaps it under mu.
+	mu         sync.RWMutex
+	unmapped   bool
+	region     *Region
+	slot       *Slot
+	stopBeat   func()
+	stopReaper func()
+}
+
+// JoinMember opens the region at cfg.Path, joins it for cfg.PID, and
+// starts the heartbeat and the reaper.
+func JoinMember(cfg MemberConfig) (*Member, error) {
+	r, err := Open(cfg.Path, cfg.Layout, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	slot, err := r.Join(cfg.PID)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	beat, timeout := cfg.Beat, cfg.ReapAfter
+	if beat == 0 {
+		beat, timeout = time.Second, 5*time.Second
+	}
+	m := &Member{region: r, slot: slot}
+	m.stopBeat = slot.StartHeartbeat(beat, cfg.OnReaped)
+	m.stopReaper = r.StartReaper(beat, timeout, cfg.OnReap)
+	return m, nil
+}
+
+// Device is the member's share of device dev; a Close after an error
+// leaves the region.
+func (m *Member) Device(dev int) (*DeviceShare, error) { return m.slot.Device(dev) }
+
+// Slot is the member's slot in the region.
+func (m *Member) Slot() *Slot { return m.slot }
+
+// Close stops the heartbeat and the reaper, leaves the slot and unmaps the
+// region. A nil Member closes to nil.
+func (m *Member) Close() error {
+	if m == nil {
+		return nil
+	}
+	m.stopReaper()
+	m.stopBeat()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.slot.Leave()
+	m.unmapped = true
+	return m.region.Close()
+}
+
+// Read returns f() while the region is mapped, 0 once it is not.
+func (m *Member) Read(f func() uint64) uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.unmapped {
+		return 0
+	}
+	return f()
+}
+
+// DeviceUsed is device dev's memory in use by every member of the region
+// (0 once this member closed).
+func (m *Member) DeviceUsed(dev int) uint64 {
+	return m.Read(func() uint64 { return m.region.DeviceUsed(dev) })
+}
