@@ -156,6 +156,13 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Op + ": " + e.Code.Error() }
 
+// Is matches the result code without Unwrap's garbage: a polled wait asks
+// errors.Is(err, ErrorNotReady) at every poll.
+func (e *Error) Is(target error) bool {
+	r, ok := target.(Result)
+	return ok && e.Code == r
+}
+
 // Unwrap exposes the result code, and ErrNoDriver for a missing library.
 func (e *Error) Unwrap() []error {
 	switch e.Code {
@@ -180,8 +187,23 @@ func check(op string, r Result) error {
 	if r == Success {
 		return nil
 	}
+	if r == ErrorNotReady {
+		// The queries' "not yet", which a polled wait hears thousands of
+		// times a request: one value each, not garbage per poll.
+		switch op {
+		case "cuStreamQuery":
+			return streamNotReady
+		case "cuEventQuery":
+			return eventNotReady
+		}
+	}
 	return &Error{Op: op, Code: r}
 }
+
+var (
+	streamNotReady = &Error{Op: "cuStreamQuery", Code: ErrorNotReady}
+	eventNotReady  = &Error{Op: "cuEventQuery", Code: ErrorNotReady}
+)
 
 // Check is check for other implementations of Driver (the fake).
 func Check(op string, r Result) error { return check(op, r) }
