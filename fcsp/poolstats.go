@@ -29,11 +29,24 @@ type PoolStats struct {
 // tenant at a time, so their sum may differ from MemoryUsed by allocations
 // in flight.
 func (p *Pool) Stats() PoolStats {
+	var s PoolStats
+	p.ReadStats(&s)
+	return s
+}
+
+// ReadStats is Stats into s, reusing the room s.Tenants has, as
+// runtime.ReadMemStats does: a loop that polls the pool makes no garbage
+// (beyond a metered tenant's GPUTimeByClass), which the collector would
+// otherwise reclaim on the request goroutines' time. Every field of s is
+// overwritten.
+func (p *Pool) ReadStats(s *PoolStats) {
+	if s == nil {
+		return
+	}
+	tenants := s.Tenants[:0]
 	// MemoryUsed, not the tracker: with a shared region it reads the region,
 	// which a Close racing this scrape may be unmapping.
-	s := PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit()}
-	// One allocation, the slice returned, for a server's few tenants: a
-	// scrape loop's garbage is collected on the request goroutines' time.
+	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit()}
 	var buf [16]*tenantCore
 	p.mu.Lock()
 	s.Closed = p.closed
@@ -42,13 +55,12 @@ func (p *Pool) Stats() PoolStats {
 		cores = append(cores, c)
 	}
 	p.mu.Unlock()
-	s.Tenants = make([]Stats, len(cores))
-	for i, c := range cores {
-		s.Tenants[i] = c.Stats()
-		s.MemoryCached += s.Tenants[i].MemoryCached
+	for _, c := range cores {
+		tenants = append(tenants, c.Stats())
+		s.MemoryCached += tenants[len(tenants)-1].MemoryCached
 	}
-	slices.SortFunc(s.Tenants, func(a, b Stats) int { return strings.Compare(a.Name, b.Name) })
-	return s
+	slices.SortFunc(tenants, func(a, b Stats) int { return strings.Compare(a.Name, b.Name) })
+	s.Tenants = tenants
 }
 
 // Tenant returns the live tenant of that name, as NewTenant returned it.

@@ -54,3 +54,23 @@ func TestStreamClosedUnusedIsNotWaitedFor(t *testing.T) {
 		})
 	}
 }
+
+// ReadStats reuses what its PoolStats holds: a polling loop makes no
+// garbage. Its figures are Stats's.
+func TestReadStatsMakesNoGarbage(t *testing.T) {
+	p, _ := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(16))
+	require.NoError(t, err)
+	b, err := p.NewTenant("b", WithRestOfSMs())
+	require.NoError(t, err)
+	var s PoolStats
+	p.ReadStats(&s)
+	require.Equal(t, p.Stats(), s)
+	require.Equal(t, 0.0, testing.AllocsPerRun(100, func() { p.ReadStats(&s) }))
+	require.NoError(t, b.Close())
+	p.ReadStats(&s)
+	require.Len(t, s.Tenants, 1, "a closed tenant's figures are not left behind")
+	require.Equal(t, "a", s.Tenants[0].Name)
+	_ = a
+	p.ReadStats(nil) // no panic
+}

@@ -9,7 +9,7 @@
 //	allocpool  AllocAsync + FreeAsync of 1 MiB on the goroutine's own stream
 //	stream     NewStream + Close
 //	meminfo    Tenant.MemGetInfo
-//	stats      Tenant.Stats and Pool.Stats
+//	stats      Tenant.Stats and Pool.ReadStats (into the goroutine's PoolStats)
 //	scrape     Gather of fcspprom.NewGatherer: what a server's /metrics serves
 //	tenant     a third tenant (unpartitioned, 64 MiB quota) made and closed
 //

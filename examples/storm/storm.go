@@ -59,6 +59,7 @@ type stormer struct {
 	env   *stormEnv
 	calls *atomic.Int64
 	s     *fcsp.Stream // allocpool's own stream
+	ps    fcsp.PoolStats
 }
 
 // call makes one storm call (a pair where the call is a make and a free).
@@ -87,7 +88,7 @@ func (st *stormer) call(ctx context.Context) error {
 		return err
 	case "stats":
 		_ = st.t.Stats()
-		_ = st.env.pool.Stats()
+		st.env.pool.ReadStats(&st.ps) // a poller keeps its PoolStats: no garbage
 		return nil
 	case "scrape":
 		_, err := st.env.metrics.Gather()
