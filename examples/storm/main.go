@@ -36,6 +36,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -78,11 +79,28 @@ type config struct {
 	wait       string // -wait as given: "driver" or a spin duration
 	spin       time.Duration
 	cpuProfile string
+	heapMiB    int
 
 	mpsRole            string
 	mpsStart, mpsStop  string
 	mpsInter, mpsBatch int
 }
+
+// serverState is mib MiB of live heap in 64 KiB blocks that hold pointers
+// to each other, so that the collector marks them as it would a server's
+// maps and caches.
+func serverState(mib int) []*stateBlock {
+	blocks := make([]*stateBlock, mib*16)
+	for i := range blocks {
+		blocks[i] = new(stateBlock)
+		if i > 0 {
+			blocks[i][0] = blocks[i-1]
+		}
+	}
+	return blocks
+}
+
+type stateBlock [8192]*stateBlock
 
 // Errors of flag validation, one per meaning.
 var (
@@ -114,6 +132,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.DurationVar(&c.probeEvery, "probe-every", 50*time.Millisecond, "a %smid probe on each class every this long (0: none)")
 	fs.StringVar(&c.jsonPath, "json", "", "write every cell, the summary and the checks as JSON to this file")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
+	fs.IntVar(&c.heapMiB, "heap", 0, "MiB of live heap the process holds throughout, as a server's own state would (0: none, the storm's few MiB alone): the collector runs about as often as heap growth / live heap, so a small process collects far more often than a server making the same calls")
 	fs.StringVar(&c.wait, "wait", "default", "how goroutines wait for their GPU work (fcsp.WithHostWait): default (the SDK's: the driver's while few wait, polled past half the cores), driver (cuStreamSynchronize) or a spin duration (poll that long, then yield between polls)")
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
@@ -154,6 +173,8 @@ func parse(args []string, usage io.Writer) (config, error) {
 		return c, fmt.Errorf("%w: -batch-k %d: want 0 (K) or more", ErrBadValue, c.batchK)
 	case c.stormG < 0:
 		return c, fmt.Errorf("%w: -storm-g %d: want 0 (K) or more", ErrBadValue, c.stormG)
+	case c.heapMiB < 0:
+		return c, fmt.Errorf("%w: -heap %d: want 0 or more MiB", ErrBadValue, c.heapMiB)
 	case c.pace <= 0:
 		return c, fmt.Errorf("%w: -pace %v: want more than 0", ErrBadValue, c.pace)
 	case c.duration <= 0:
@@ -332,11 +353,13 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	state := serverState(cfg.heapMiB)
+	defer runtime.KeepAlive(state)
 	op := &opener{cfg: cfg, errw: errw, out: out}
 	haveCublas := loadCublas(&cfg, out)
 	est := cfg.estimate()
-	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell, waits -wait %s: about %v\n",
-		strings.Join(cfg.layouts, ","), cfg.ks, strings.Join(cfg.storms, ","), cfg.stormG, cfg.pace, cfg.rounds, cfg.duration, cfg.warmup, cfg.wait, est.Round(time.Second))
+	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell, waits -wait %s, %d MiB of server state: about %v\n",
+		strings.Join(cfg.layouts, ","), cfg.ks, strings.Join(cfg.storms, ","), cfg.stormG, cfg.pace, cfg.rounds, cfg.duration, cfg.warmup, cfg.wait, cfg.heapMiB, est.Round(time.Second))
 
 	rep := report{Args: args}
 	start := time.Now()

@@ -280,7 +280,7 @@ func sortedKeys(m map[int]bool) []int {
 func mpsCell(ctx context.Context, exe string, cfg config, key cellKey) (c Cell, ri, rb roleResult, err error) {
 	args := []string{"-k", strconv.Itoa(key.k), "-batch-k", strconv.Itoa(cfg.batchK), "-storm", key.storm, "-storm-g", strconv.Itoa(cfg.stormG),
 		"-pace", cfg.pace.String(), "-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(),
-		"-probe-every", cfg.probeEvery.String(), "-maxconn=false", "-wait", cfg.wait}
+		"-probe-every", cfg.probeEvery.String(), "-maxconn=false", "-wait", cfg.wait, "-heap", strconv.Itoa(cfg.heapMiB)}
 	if cfg.cublas != "" {
 		args = append(args, "-cublas", cfg.cublas)
 	}
