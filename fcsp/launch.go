@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/ptxsig"
 )
@@ -22,13 +22,11 @@ type Module struct {
 
 // Function is a kernel of a Module.
 type Function struct {
-	m    *Module
-	h    cuda.Function
-	name string
-	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
-	// lastEst is the shape est was last asked for (gputime.go).
-	lastEst atomic.Pointer[shapeEstimate]
-	bytes   atomic.Uint64 // declared bytes per launch (bandwidth.go)
+	m     *Module
+	h     cuda.Function
+	name  string
+	est   admission.Estimates // its GPU time per launch shape, on metered streams
+	bytes atomic.Uint64       // declared bytes per launch (bandwidth.go)
 
 	// The parameters' layout the PTX declares, checked at each launch
 	// (checkArgs); nil where the module was not PTX text.
@@ -94,26 +92,36 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	if s.recordCapture(grid, block) { // a captured kernel is charged when its graph launches
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
-	if s.meter != nil {
-		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
-	}
-	if s.bucket != nil {
-		if _, err := s.admitLaunch(ctx, f, grid, block); err != nil {
-			return err
-		}
-	}
-	return s.launchCounted(f, grid, block, shmem, args)
-}
-
-// launch queues an admitted launch, counted in the tenant's life lock.
-func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	c := s.t
-	slot, err := c.enter()
+	tk, err := s.gate.Admit(ctx, f.work(grid, block))
 	if err != nil {
 		return err
 	}
-	defer c.life.exit(slot)
-	return s.launchCounted(f, grid, block, shmem, args)
+	return s.run(&tk, f, grid, block, shmem, args)
+}
+
+// work is what admission needs to know of a launch of f.
+func (f *Function) work(grid, block Dim3) admission.Work {
+	return admission.Work{Grid: [3]uint32{grid.X, grid.Y, grid.Z}, Block: [3]uint32{block.X, block.Y, block.Z}, Ests: &f.est, Bytes: &f.bytes}
+}
+
+// run queues an admitted launch; the caller is in the life lock. Timed
+// work is queued between the ticket's events, with the primary context,
+// which serves every green stream (docs/CONTEXTS.md): no green context is
+// taken.
+func (s *Stream) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	if !tk.Timed() {
+		return s.launchCounted(f, grid, block, shmem, args)
+	}
+	ctx := s.t.pool.dev.Primary()
+	err := tk.Begin(ctx)
+	if err == nil {
+		err = tk.End(ctx, s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
+	}
+	if err != nil {
+		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
+	}
+	s.launches.Add(1)
+	return nil
 }
 
 // launchCounted queues an admitted launch and counts it; the caller is in

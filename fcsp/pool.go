@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
@@ -41,7 +42,7 @@ type Pool struct {
 	devMem   devMemInfo // MemGetInfo's device figures (devmeminfo.go)
 	fault    faultState // health.go, reset.go
 
-	prio poolPriority // latency tenants in flight (priority.go)
+	prio admission.Pool // latency tenants in flight (internal/admission)
 
 	pools devmem.Peers // the tenants' memory engines, which trim each other (memory.go)
 
