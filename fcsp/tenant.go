@@ -258,7 +258,7 @@ func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) 
 		Refill: cmp.Or(cfg.refill, p.cfg.refill), Clock: cfg.clock,
 		Metered: cfg.metered, Latency: cfg.prio.prio == LatencyCritical, Floor: cfg.prio.floor,
 		Events: p.drv, Log: func(msg string) { p.log.Info(msg) }, Closed: c.closed.Load,
-		Do: c.do, DoWith: c.doWith, Primary: p.dev.Primary, AnyThread: c.place.anyThread,
+		Enter: c.enter, Exit: c.life.exit, Primary: p.dev.Primary, AnyThread: c.place.anyThread,
 		Partitioned: c.place.partitioned(),
 	})
 }

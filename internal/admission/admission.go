@@ -66,10 +66,12 @@ type Config struct {
 	Log    func(msg string) // once-only notices
 	// Closed reports whether the tenant is closed (or closing).
 	Closed func() bool
-	// Do runs f in the tenant's life lock with the primary context; DoWith
-	// with ctx, a context current on the calling thread.
-	Do     func(f func(cuda.Context) error) error
-	DoWith func(ctx cuda.Context, f func(cuda.Context) error) error
+	// Enter counts a call in the tenant's life lock (an error: closed, or
+	// the device lost), Exit ends it. The engine takes no closure from
+	// its host: a closure through a func value would escape, one
+	// allocation per metered Do.
+	Enter func() (uint32, error)
+	Exit  func(slot uint32)
 	// Primary is the device's primary context, current on any thread.
 	Primary func() cuda.Context
 	// AnyThread is the tenant's context a query may use from any thread
@@ -120,6 +122,27 @@ func NewTenant(p *Pool, cfg Config) (*Tenant, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// do runs f in the tenant's life lock with the primary context, current
+// on any thread.
+func (t *Tenant) do(f func(cuda.Context) error) error {
+	slot, err := t.cfg.Enter()
+	if err != nil {
+		return err
+	}
+	defer t.cfg.Exit(slot)
+	return f(t.cfg.Primary())
+}
+
+// doWith is do with ctx, a context current on the calling thread (a Do's).
+func (t *Tenant) doWith(ctx cuda.Context, f func(cuda.Context) error) error {
+	slot, err := t.cfg.Enter()
+	if err != nil {
+		return err
+	}
+	defer t.cfg.Exit(slot)
+	return f(ctx)
 }
 
 // Limited reports whether the tenant has a launch-rate limit or a GPU

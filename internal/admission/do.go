@@ -274,7 +274,7 @@ func (r *Run) take(g *Gate) error {
 	m, ev := g.meter, g.t.cfg.Events
 	// With the Do's own context, current on this thread: pushing another
 	// (the primary) would switch the thread's context twice per call.
-	return g.t.cfg.DoWith(r.gctx, func(ctx cuda.Context) error {
+	return g.t.doWith(r.gctx, func(ctx cuda.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		// Fold in what completed: a stream used only through Do has no
@@ -345,7 +345,7 @@ func (r *Run) End() error {
 // the last.
 func (g *Gate) closeBracket(br *bracket, gctx cuda.Context) error {
 	m, ev := g.meter, g.t.cfg.Events
-	return g.t.cfg.DoWith(gctx, func(ctx cuda.Context) error {
+	return g.t.doWith(gctx, func(ctx cuda.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.open != br {

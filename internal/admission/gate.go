@@ -278,7 +278,7 @@ func (g *Gate) Reserve(w Work) (Reservation, error) {
 		return rv, nil
 	}
 	if g.meter != nil {
-		if err := g.t.cfg.Do(g.poll); err != nil {
+		if err := g.t.do(g.poll); err != nil {
 			return rv, err
 		}
 	}
@@ -350,7 +350,7 @@ func (g *Gate) AdmitGraph(ctx context.Context, w Graph, timed bool) (Ticket, err
 		}
 		return tk, nil // untimed: nothing to settle
 	}
-	if err := g.t.cfg.Do(g.poll); err != nil {
+	if err := g.t.do(g.poll); err != nil {
 		return Ticket{}, err
 	}
 	if g.bucket == nil {

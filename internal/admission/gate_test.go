@@ -69,8 +69,8 @@ func gate(t *testing.T, ev *events, cfg Config) (*Tenant, *Gate) {
 	var closed atomic.Bool
 	cfg.Events, cfg.Clock = ev, func() int64 { return 1 }
 	cfg.Closed = closed.Load
-	cfg.Do = func(f func(cuda.Context) error) error { return f(0) }
-	cfg.DoWith = func(ctx cuda.Context, f func(cuda.Context) error) error { return f(ctx) }
+	cfg.Enter = func() (uint32, error) { return 0, nil }
+	cfg.Exit = func(uint32) {}
 	cfg.Primary = func() cuda.Context { return 0 }
 	cfg.AnyThread = cfg.Primary
 	tn, err := NewTenant(new(Pool), cfg)

@@ -232,7 +232,7 @@ func (t *Tenant) Poll() error {
 	if len(gates) == 0 {
 		return nil
 	}
-	return t.cfg.Do(func(ctx cuda.Context) error {
+	return t.do(func(ctx cuda.Context) error {
 		var errs []error
 		for _, g := range gates {
 			errs = append(errs, g.poll(ctx))
@@ -246,6 +246,6 @@ func (t *Tenant) Poll() error {
 // next launch.
 func (g *Gate) AfterSync() {
 	if g.meter != nil && g.t.cfg.Latency {
-		_ = g.t.cfg.Do(g.poll)
+		_ = g.t.do(g.poll)
 	}
 }
