@@ -44,6 +44,19 @@ func (c *tenantCore) Do(ctx context.Context, f func(Current) error) error {
 	return c.runDo(ctx, f, false)
 }
 
+// errTakenAfterDo: a Current used after its Do returned (Current.Stream).
+var errTakenAfterDo = admission.ErrTakenAfterDo
+
+// TryDo is Do without waiting for GPU-share tokens: under WithGPUShare, if
+// the tenant's bucket does not hold f's predicted cost now, it returns
+// ErrThrottled, charging nothing and not running f. It still waits, as Do,
+// for a partitioned tenant's exclusion (ctx ends that wait). Without a GPU
+// share it is Do.
+func (t *Tenant) TryDo(ctx context.Context, f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.runDo(ctx, f, true)
+}
+
 // runDo is Do, or with try TryDo.
 func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool) error {
 	if f == nil {

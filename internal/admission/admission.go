@@ -93,8 +93,8 @@ type Tenant struct {
 	bytes   atomic.Uint64         // declared bytes of completed launches
 	dm      atomic.Pointer[doMeter]
 
-	mu    sync.Mutex
-	gates []*Gate // the metered streams' gates
+	mu    sync.Mutex              // serialises changes of gates, and the Do meter's making
+	gates atomic.Pointer[[]*Gate] // the metered streams' gates (copy on write: Poll takes no lock)
 }
 
 // NewTenant makes a tenant's admission from cfg.

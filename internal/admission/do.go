@@ -223,16 +223,10 @@ func (r *Run) Start(thread int, ctx cuda.Context) error {
 	r.dm.mu.Lock()
 	r.dm.runs[thread] = r
 	r.dm.mu.Unlock()
-	t := r.t
-	t.mu.Lock()
-	var bound []*Gate
-	for _, g := range t.gates {
-		if g.bound.Load() {
-			bound = append(bound, g)
+	for _, g := range r.t.metered() {
+		if !g.bound.Load() {
+			continue
 		}
-	}
-	t.mu.Unlock()
-	for _, g := range bound {
 		if err := r.take(g); err != nil && !(g.closed.Load() && errors.Is(err, errs.ErrClosed)) {
 			return err
 		}

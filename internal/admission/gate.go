@@ -33,9 +33,7 @@ func (t *Tenant) Init(g *Gate, cl stream.Class, hv *atomic.Uintptr, closed *atom
 	*g = Gate{t: t, class: cl, hv: hv, closed: closed}
 	if t.cfg.Metered {
 		g.meter = new(meter)
-		t.mu.Lock()
-		t.gates = append(t.gates, g)
-		t.mu.Unlock()
+		t.listGate(g, true)
 		if t.cfg.Latency {
 			t.pool.add(g)
 		}

@@ -189,14 +189,7 @@ func (g *Gate) pollLocked(ctx cuda.Context) error {
 // destroys the stream's events.
 func (g *Gate) closeMeter(ctx cuda.Context) error {
 	m, ev, t := g.meter, g.t.cfg.Events, g.t
-	t.mu.Lock()
-	for i, x := range t.gates {
-		if x == g {
-			t.gates = append(t.gates[:i], t.gates[i+1:]...)
-			break
-		}
-	}
-	t.mu.Unlock()
+	t.listGate(g, false)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
@@ -224,21 +217,50 @@ func (g *Gate) closeMeter(ctx cuda.Context) error {
 	return errors.Join(errs...)
 }
 
-// Poll folds in the completed work of every metered stream.
-func (t *Tenant) Poll() error {
+// listGate adds g to the metered gates, or removes it.
+func (t *Tenant) listGate(g *Gate, add bool) {
 	t.mu.Lock()
-	gates := append([]*Gate(nil), t.gates...)
-	t.mu.Unlock()
-	if len(gates) == 0 {
+	defer t.mu.Unlock()
+	var next []*Gate
+	if cur := t.gates.Load(); cur != nil {
+		next = make([]*Gate, 0, len(*cur)+1)
+		for _, x := range *cur {
+			if x != g {
+				next = append(next, x)
+			}
+		}
+	}
+	if add {
+		next = append(next, g)
+	}
+	t.gates.Store(&next)
+}
+
+// metered is the metered streams' gates.
+func (t *Tenant) metered() []*Gate {
+	if l := t.gates.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// Poll folds in the completed work of every metered stream. It allocates
+// nothing: it runs before every admitted Do.
+func (t *Tenant) Poll() error {
+	if len(t.metered()) == 0 {
 		return nil
 	}
-	return t.do(func(ctx cuda.Context) error {
-		var errs []error
-		for _, g := range gates {
-			errs = append(errs, g.poll(ctx))
+	return t.do(t.pollAll)
+}
+
+func (t *Tenant) pollAll(ctx cuda.Context) error {
+	var err error
+	for _, g := range t.metered() {
+		if e := g.poll(ctx); e != nil {
+			err = errors.Join(err, e)
 		}
-		return errors.Join(errs...)
-	})
+	}
+	return err
 }
 
 // AfterSync folds a latency stream's completed work in after its
