@@ -72,11 +72,15 @@ func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Ar
 	if s.recordCapture(grid, block) {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
-	tk, err := s.gate.TryAdmit(f.work(grid, block))
-	if err != nil {
+	var tk admission.Ticket
+	w := f.work(grid, block)
+	if err := s.gate.TryAdmit(&w, &tk); err != nil {
 		return err
 	}
-	return s.run(&tk, f, grid, block, shmem, args)
+	if tk.Timed() {
+		return s.runTimed(&tk, f, grid, block, shmem, args)
+	}
+	return s.launchCounted(f, grid, block, shmem, args)
 }
 
 // Reservation is a launch admitted ahead of time by Stream.Reserve: Launch
@@ -96,7 +100,8 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return nil, err
 	}
-	r, err := s.gate.Reserve(f.work(grid, block))
+	w := f.work(grid, block)
+	r, err := s.gate.Reserve(&w)
 	if err != nil {
 		return nil, err
 	}
@@ -136,5 +141,8 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		return err
 	}
 	defer c.life.exit(slot)
-	return s.run(&tk, r.f, r.grid, r.block, shmem, args)
+	if tk.Timed() {
+		return s.runTimed(&tk, r.f, r.grid, r.block, shmem, args)
+	}
+	return s.launchCounted(r.f, r.grid, r.block, shmem, args)
 }

@@ -92,11 +92,15 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	if s.recordCapture(grid, block) { // a captured kernel is charged when its graph launches
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
-	tk, err := s.gate.Admit(ctx, f.work(grid, block))
-	if err != nil {
+	var tk admission.Ticket
+	w := f.work(grid, block)
+	if err := s.gate.Admit(ctx, &w, &tk); err != nil {
 		return err
 	}
-	return s.run(&tk, f, grid, block, shmem, args)
+	if tk.Timed() {
+		return s.runTimed(&tk, f, grid, block, shmem, args)
+	}
+	return s.launchCounted(f, grid, block, shmem, args)
 }
 
 // work is what admission needs to know of a launch of f.
@@ -104,14 +108,11 @@ func (f *Function) work(grid, block Dim3) admission.Work {
 	return admission.Work{Grid: [3]uint32{grid.X, grid.Y, grid.Z}, Block: [3]uint32{block.X, block.Y, block.Z}, Ests: &f.est, Bytes: &f.bytes}
 }
 
-// run queues an admitted launch; the caller is in the life lock. Timed
-// work is queued between the ticket's events, with the primary context,
-// which serves every green stream (docs/CONTEXTS.md): no green context is
-// taken.
-func (s *Stream) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if !tk.Timed() {
-		return s.launchCounted(f, grid, block, shmem, args)
-	}
+// runTimed queues an admitted launch between its ticket's events, with
+// the primary context, which serves every green stream (docs/CONTEXTS.md):
+// no green context is taken. Untimed tickets go to launchCounted. The
+// caller is in the life lock.
+func (s *Stream) runTimed(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	ctx := s.t.pool.dev.Primary()
 	err := tk.Begin(ctx)
 	if err == nil {

@@ -22,6 +22,7 @@ type Gate struct {
 	closed *atomic.Bool    // the stream's Close began
 	bucket *tokenbucket.Stream
 	meter  *meter
+	free   bool // neither: Admit is one load
 	// bound: a Do took the handle (Current.Stream), so a library may hold
 	// it and queue on it in any later Do: every later Do times it.
 	bound atomic.Bool
@@ -39,6 +40,7 @@ func (t *Tenant) Init(g *Gate, cl stream.Class, hv *atomic.Uintptr, closed *atom
 		}
 	}
 	if t.limiter == nil || cl.Bypass() {
+		g.free = g.meter == nil
 		return nil
 	}
 	b, err := t.limiter.NewStream(1)
@@ -70,11 +72,22 @@ func (g *Gate) ticket(w *Work) Ticket {
 	if g.meter == nil {
 		return Ticket{g: g}
 	}
-	return Ticket{g: g, est: w.estimate(), bytes: w.Bytes.Load(), timed: true}
+	return Ticket{g: g, est: w.estimate(), bytes: w.Bytes.Load(), timed: true, mark: g.mark()}
+}
+
+// mark is the bucket's parameters just before a charge that may be
+// corrected or given back later (metered work): what is given back is
+// scaled by any change of share since.
+func (g *Gate) mark() tokenbucket.Mark {
+	if g.bucket == nil {
+		return tokenbucket.Mark{}
+	}
+	return g.bucket.Mark()
 }
 
 // Ticket is admitted work: what was charged, and how to settle or undo it.
-// A Ticket is a value: admitting one allocates nothing.
+// A Ticket is a value: admitting one allocates nothing. The zero Ticket
+// is admitted, untimed work with nothing to settle.
 type Ticket struct {
 	g       *Gate
 	charged float64          // corrected by the measured cost (GPU share); 0: nothing to correct
@@ -134,62 +147,65 @@ func (g *Gate) predicted(e *Estimate) float64 {
 // ErrClosed when the stream or tenant is, or gets, closed while waiting. A
 // metered gate first folds in what completed. The caller is in the life
 // lock.
-func (g *Gate) Admit(ctx context.Context, w Work) (Ticket, error) {
-	if g.meter == nil && g.bucket == nil {
-		return Ticket{g: g}, nil // nothing to charge (w stays on the caller's stack)
+//
+// Admit fills *tk, which the caller gives zero; an unlimited, unmetered
+// gate (inlined) leaves it so.
+func (g *Gate) Admit(ctx context.Context, w *Work, tk *Ticket) error {
+	if g.free {
+		return nil
 	}
-	return g.admit(ctx, w)
+	return g.admit(ctx, w, tk)
 }
 
-func (g *Gate) admit(ctx context.Context, w Work) (Ticket, error) {
-	tk := g.ticket(&w)
+func (g *Gate) admit(ctx context.Context, w *Work, tk *Ticket) error {
+	*tk = g.ticket(w)
 	if g.meter != nil {
 		if err := g.poll(g.t.cfg.Primary()); err != nil {
-			return tk, err
+			return err
 		}
 	}
 	if g.bucket == nil {
-		return tk, nil
+		return nil
 	}
-	tk.mark = g.bucket.Mark() // just before the charge: what is given back is scaled by any change of share since
 	var err error
-	if tk.charged, tk.extra, err = g.admitFloored(ctx, &w); err != nil {
-		return Ticket{}, err
+	if tk.charged, tk.extra, err = g.admitFloored(ctx, w); err != nil {
+		*tk = Ticket{}
+		return err
 	}
 	tk.settled()
-	return tk, nil
+	return nil
 }
 
 // TryAdmit is Admit without waiting: ErrThrottled, charging nothing, when
 // the buckets do not hold the launch's cost now.
-func (g *Gate) TryAdmit(w Work) (Ticket, error) {
-	if g.meter == nil && g.bucket == nil {
-		return Ticket{g: g}, nil
+func (g *Gate) TryAdmit(w *Work, tk *Ticket) error {
+	if g.free {
+		return nil
 	}
-	return g.tryAdmit(w)
+	return g.tryAdmit(w, tk)
 }
 
-func (g *Gate) tryAdmit(w Work) (Ticket, error) {
-	tk := g.ticket(&w)
+func (g *Gate) tryAdmit(w *Work, tk *Ticket) error {
+	*tk = g.ticket(w)
 	if g.meter != nil {
 		if err := g.poll(g.t.cfg.Primary()); err != nil {
-			return tk, err
+			return err
 		}
 	}
 	if g.bucket == nil {
-		return tk, nil
+		return nil
 	}
-	tk.mark = g.bucket.Mark()
-	tk.charged = g.cost(&w)
-	tk.extra = g.floorSurcharge(&w, tk.charged)
+	tk.charged = g.cost(w)
+	tk.extra = g.floorSurcharge(w, tk.charged)
 	if !g.bucket.TryAcquire(tk.charged + tk.extra) {
+		*tk = Ticket{}
 		if g.t.cfg.Closed() || g.closed.Load() {
-			return Ticket{}, errs.ErrClosed
+			return errs.ErrClosed
 		}
-		return Ticket{}, errs.ErrThrottled
+		return errs.ErrThrottled
 	}
 	tk.settled()
-	return tk, nil
+	return nil
 }
 
 // settled notes the admission: a floored launch is counted, and only a
@@ -270,8 +286,8 @@ type Reservation struct {
 
 // Reserve charges a launch of w now, going into debt if the buckets do
 // not hold it.
-func (g *Gate) Reserve(w Work) (Reservation, error) {
-	rv := Reservation{tk: g.ticket(&w)}
+func (g *Gate) Reserve(w *Work) (Reservation, error) {
+	rv := Reservation{tk: g.ticket(w)}
 	if g.bucket == nil {
 		return rv, nil
 	}
@@ -281,8 +297,8 @@ func (g *Gate) Reserve(w Work) (Reservation, error) {
 		}
 	}
 	tk := &rv.tk
-	tk.charged = g.cost(&w)
-	tk.extra = g.floorSurcharge(&w, tk.charged)
+	tk.charged = g.cost(w)
+	tk.extra = g.floorSurcharge(w, tk.charged)
 	tk.mark = g.bucket.Mark()
 	rv.r = g.bucket.Reserve(tk.charged + tk.extra)
 	if !rv.r.OK() {
@@ -366,7 +382,7 @@ func (g *Gate) AdmitGraph(ctx context.Context, w Graph, timed bool) (Ticket, err
 		}
 		return w.Rate()
 	}
-	tk.mark = g.bucket.Mark()
+	tk.mark = g.bucket.Mark() // see Gate.mark
 	charged, err := g.t.waitFloored(ctx, g.bucket, cost, &extra)
 	if err != nil {
 		return Ticket{}, closedErr(err)

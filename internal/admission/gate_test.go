@@ -88,6 +88,15 @@ func gate(t *testing.T, ev *events, cfg Config) (*Tenant, *Gate) {
 
 var noBytes atomic.Uint64
 
+func ptr(w Work) *Work { return &w }
+
+func tryAdmit(g *Gate, es *Estimates) (Ticket, error) {
+	w := work(es)
+	var tk Ticket
+	err := g.TryAdmit(&w, &tk)
+	return tk, err
+}
+
 func work(es *Estimates) Work {
 	return Work{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{32, 1, 1}, Ests: es, Bytes: &noBytes}
 }
@@ -98,7 +107,9 @@ func TestUnlimitedGateCostsNothing(t *testing.T) {
 	_, g := gate(t, new(events), Config{})
 	var es Estimates
 	allocs := testing.AllocsPerRun(100, func() {
-		tk, err := g.Admit(context.Background(), work(&es))
+		var tk Ticket
+		w := work(&es)
+		err := g.Admit(context.Background(), &w, &tk)
 		if err != nil || tk.Timed() {
 			t.Fatalf("Admit = %v, timed %v", err, tk.Timed())
 		}
@@ -115,7 +126,7 @@ func TestTicketSettlesWithTheMeasuredCost(t *testing.T) {
 	ev := new(events)
 	tn, g := gate(t, ev, Config{GPUShare: 0.5, Metered: true, Refill: time.Millisecond})
 	var es Estimates
-	tk, err := g.TryAdmit(work(&es))
+	tk, err := tryAdmit(g, &es)
 	if err != nil || !tk.Timed() {
 		t.Fatalf("TryAdmit = %v, timed %v", err, tk.Timed())
 	}
@@ -125,7 +136,7 @@ func TestTicketSettlesWithTheMeasuredCost(t *testing.T) {
 	if err := tk.End(0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.TryAdmit(work(&es)); !errors.Is(err, errs.ErrThrottled) {
+	if _, err := tryAdmit(g, &es); !errors.Is(err, errs.ErrThrottled) {
 		t.Fatalf("second launch before the first is measured: %v, want ErrThrottled", err)
 	}
 	ev.mu.Lock()
@@ -137,7 +148,7 @@ func TestTicketSettlesWithTheMeasuredCost(t *testing.T) {
 	if got := es.For([3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}).get(); got != 15625 {
 		t.Fatalf("estimate %v ns, want 15625", got)
 	}
-	tk, err = g.TryAdmit(work(&es))
+	tk, err = tryAdmit(g, &es)
 	if err != nil {
 		t.Fatalf("after the settlement: %v", err)
 	}
@@ -151,7 +162,7 @@ func TestFailedWorkGivesItsChargeBack(t *testing.T) {
 	_, g := gate(t, ev, Config{GPUShare: 0.5, Metered: true, Refill: time.Millisecond})
 	var es Estimates
 	for i := range 3 {
-		tk, err := g.TryAdmit(work(&es))
+		tk, err := tryAdmit(g, &es)
 		if err != nil {
 			t.Fatalf("launch %d: %v (a failed launch kept its charge)", i, err)
 		}
@@ -163,14 +174,14 @@ func TestFailedWorkGivesItsChargeBack(t *testing.T) {
 		}
 	}
 	ev.failRec = true
-	tk, err := g.TryAdmit(work(&es))
+	tk, err := tryAdmit(g, &es)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := tk.Begin(0); err == nil {
 		t.Fatal("Begin hid the record's error")
 	}
-	if _, err := g.TryAdmit(work(&es)); err != nil {
+	if _, err := tryAdmit(g, &es); err != nil {
 		t.Fatalf("after a failed Begin: %v (its charge was kept)", err)
 	}
 }
@@ -181,15 +192,15 @@ func TestCloseDestroysEventsAndReservationCancels(t *testing.T) {
 	ev := new(events)
 	_, g := gate(t, ev, Config{GPUShare: 0.5, Metered: true, Refill: time.Millisecond})
 	var es Estimates
-	r, err := g.Reserve(work(&es))
+	r, err := g.Reserve(ptr(work(&es)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.TryAdmit(work(&es)); !errors.Is(err, errs.ErrThrottled) {
+	if _, err := tryAdmit(g, &es); !errors.Is(err, errs.ErrThrottled) {
 		t.Fatalf("Reserve charged nothing: %v", err)
 	}
 	r.Cancel()
-	tk, err := g.TryAdmit(work(&es))
+	tk, err := tryAdmit(g, &es)
 	if err != nil {
 		t.Fatalf("after Cancel: %v", err)
 	}
