@@ -69,18 +69,10 @@ func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Ar
 		return err
 	}
 	defer c.life.exit(slot)
-	if s.recordCapture(grid, block) {
+	if s.recordCapture(grid, block) || s.gate.Free() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
-	var tk admission.Ticket
-	w := f.work(grid, block)
-	if err := s.gate.TryAdmit(&w, &tk); err != nil {
-		return err
-	}
-	if tk.Timed() {
-		return s.runTimed(&tk, f, grid, block, shmem, args)
-	}
-	return s.launchCounted(f, grid, block, shmem, args)
+	return s.admitAndRun(context.Background(), f, grid, block, shmem, args, true)
 }
 
 // Reservation is a launch admitted ahead of time by Stream.Reserve: Launch
@@ -100,7 +92,7 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return nil, err
 	}
-	w := f.work(grid, block)
+	w := admission.Work{Grid: grid.cuda(), Block: block.cuda(), Ests: &f.est, Bytes: &f.bytes}
 	r, err := s.gate.Reserve(&w)
 	if err != nil {
 		return nil, err

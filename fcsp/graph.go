@@ -279,7 +279,7 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 func (e *GraphExec) rateCost(s *Stream) float64 {
 	var sum float64
 	for _, k := range e.kernels {
-		sum += s.gate.Cost([3]uint32{k.grid.X, k.grid.Y, k.grid.Z}, [3]uint32{k.block.X, k.block.Y, k.block.Z})
+		sum += s.gate.Cost(k.grid.cuda(), k.block.cuda())
 	}
 	return sum
 }

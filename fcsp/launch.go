@@ -89,23 +89,32 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 		return err
 	}
 	defer c.life.exit(slot)
-	if s.recordCapture(grid, block) { // a captured kernel is charged when its graph launches
+	// A captured kernel is charged when its graph launches; a free gate
+	// (unlimited, unmetered) admits everything.
+	if s.recordCapture(grid, block) || s.gate.Free() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
+	return s.admitAndRun(ctx, f, grid, block, shmem, args, false)
+}
+
+// admitAndRun admits a launch (with try, without waiting) and queues it,
+// timed where the ticket says. The caller is in the life lock.
+func (s *Stream) admitAndRun(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
 	var tk admission.Ticket
-	w := f.work(grid, block)
-	if err := s.gate.Admit(ctx, &w, &tk); err != nil {
+	w := admission.Work{Grid: grid.cuda(), Block: block.cuda(), Ests: &f.est, Bytes: &f.bytes}
+	var err error
+	if try {
+		err = s.gate.TryAdmit(&w, &tk)
+	} else {
+		err = s.gate.Admit(ctx, &w, &tk)
+	}
+	if err != nil {
 		return err
 	}
 	if tk.Timed() {
 		return s.runTimed(&tk, f, grid, block, shmem, args)
 	}
 	return s.launchCounted(f, grid, block, shmem, args)
-}
-
-// work is what admission needs to know of a launch of f.
-func (f *Function) work(grid, block Dim3) admission.Work {
-	return admission.Work{Grid: [3]uint32{grid.X, grid.Y, grid.Z}, Block: [3]uint32{block.X, block.Y, block.Z}, Ests: &f.est, Bytes: &f.bytes}
 }
 
 // runTimed queues an admitted launch between its ticket's events, with

@@ -53,7 +53,7 @@ func (g *Gate) h() cuda.Stream { return cuda.Stream(g.hv.Load()) }
 // Work is what one launch asks admission for. Its estimate is looked up
 // only where it is used: an unmetered gate never does.
 type Work struct {
-	Grid, Block [3]uint32
+	Grid, Block cuda.Dim3
 	Ests        *Estimates     // the kernel's estimates
 	Bytes       *atomic.Uint64 // declared bytes moved per launch; 0: none
 
@@ -105,16 +105,18 @@ func (g *Gate) cost(w *Work) float64 {
 	if g.t.gpuShare {
 		return g.gpuCost(w.estimate())
 	}
-	return g.t.limiter.Cost(w.Grid, w.Block, g.class)
+	return g.Cost(w.Grid, w.Block)
 }
 
 // Cost is the launch-rate model's price of grid x block on the gate (0
-// when not limited): a graph's kernels each cost so much.
-func (g *Gate) Cost(grid, block [3]uint32) float64 {
+// when not limited): a graph's kernels each cost so much. The arrays are
+// built here, element by element, from the launch's own fields: a wide
+// copy of narrow stores would stall store forwarding on the launch path.
+func (g *Gate) Cost(grid, block cuda.Dim3) float64 {
 	if g.bucket == nil {
 		return 0
 	}
-	return g.t.limiter.Cost(grid, block, g.class)
+	return g.t.limiter.Cost([3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z}, g.class)
 }
 
 // gpuCost is what work estimated by e costs under a GPU share: the
@@ -156,6 +158,11 @@ func (g *Gate) Admit(ctx context.Context, w *Work, tk *Ticket) error {
 	}
 	return g.admit(ctx, w, tk)
 }
+
+// Free reports whether the gate admits everything untimed (an unlimited,
+// unmetered stream's): the caller may skip admission, which then costs one
+// load.
+func (g *Gate) Free() bool { return g.free }
 
 func (g *Gate) admit(ctx context.Context, w *Work, tk *Ticket) error {
 	*tk = g.ticket(w)

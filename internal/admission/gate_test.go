@@ -98,7 +98,7 @@ func tryAdmit(g *Gate, es *Estimates) (Ticket, error) {
 }
 
 func work(es *Estimates) Work {
-	return Work{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{32, 1, 1}, Ests: es, Bytes: &noBytes}
+	return Work{Grid: cuda.Dim3{X: 1, Y: 1, Z: 1}, Block: cuda.Dim3{X: 32, Y: 1, Z: 1}, Ests: es, Bytes: &noBytes}
 }
 
 // An unlimited, unmetered gate admits at once, untimed, allocating
@@ -145,7 +145,7 @@ func TestTicketSettlesWithTheMeasuredCost(t *testing.T) {
 	if got := tn.Stats([]*Gate{g}).GPUTime; got != 15625*time.Nanosecond {
 		t.Fatalf("GPU time %v, want 15.625us", got)
 	}
-	if got := es.For([3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}).get(); got != 15625 {
+	if got := es.For(cuda.Dim3{X: 1, Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}).get(); got != 15625 {
 		t.Fatalf("estimate %v ns, want 15625", got)
 	}
 	tk, err = tryAdmit(g, &es)

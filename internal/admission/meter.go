@@ -59,8 +59,8 @@ type shapeEstimate struct {
 // For is the estimate of launches of grid x block. The shape last asked
 // for is found without the map (a map key boxed into an interface
 // allocates: one allocation per metered launch otherwise).
-func (es *Estimates) For(grid, block [3]uint32) *Estimate {
-	key := [6]uint32{grid[0], grid[1], grid[2], block[0], block[1], block[2]}
+func (es *Estimates) For(grid, block cuda.Dim3) *Estimate {
+	key := [6]uint32{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z}
 	if l := es.last.Load(); l != nil && l.key == key {
 		return l.e
 	}
