@@ -92,7 +92,8 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return nil, err
 	}
-	w := admission.Work{Grid: grid.cuda(), Block: block.cuda(), Ests: &f.est, Bytes: &f.bytes}
+	var w admission.Work
+	f.work(&w, grid, block)
 	r, err := s.gate.Reserve(&w)
 	if err != nil {
 		return nil, err

@@ -67,12 +67,13 @@ func (w *Work) estimate() *Estimate {
 	return w.est
 }
 
-// ticket is a ticket for w, not yet charged.
-func (g *Gate) ticket(w *Work) Ticket {
-	if g.meter == nil {
-		return Ticket{g: g}
+// ticket makes *tk, zero, a ticket for w, not yet charged (set field by
+// field: a whole Ticket returned and copied costs the launch path).
+func (g *Gate) ticket(w *Work, tk *Ticket) {
+	tk.g = g
+	if g.meter != nil {
+		tk.est, tk.bytes, tk.timed, tk.mark = w.estimate(), w.Bytes.Load(), true, g.mark()
 	}
-	return Ticket{g: g, est: w.estimate(), bytes: w.Bytes.Load(), timed: true, mark: g.mark()}
 }
 
 // mark is the bucket's parameters just before a charge that may be
@@ -150,7 +151,7 @@ func (g *Gate) predicted(e *Estimate) float64 {
 // metered gate first folds in what completed. The caller is in the life
 // lock.
 //
-// Admit fills *tk, which the caller gives zero; an unlimited, unmetered
+// Admit fills *tk, which the caller gives zero (as TryAdmit does); an unlimited, unmetered
 // gate (inlined) leaves it so.
 func (g *Gate) Admit(ctx context.Context, w *Work, tk *Ticket) error {
 	if g.free {
@@ -165,7 +166,7 @@ func (g *Gate) Admit(ctx context.Context, w *Work, tk *Ticket) error {
 func (g *Gate) Free() bool { return g.free }
 
 func (g *Gate) admit(ctx context.Context, w *Work, tk *Ticket) error {
-	*tk = g.ticket(w)
+	g.ticket(w, tk)
 	if g.meter != nil {
 		if err := g.poll(g.t.cfg.Primary()); err != nil {
 			return err
@@ -193,7 +194,7 @@ func (g *Gate) TryAdmit(w *Work, tk *Ticket) error {
 }
 
 func (g *Gate) tryAdmit(w *Work, tk *Ticket) error {
-	*tk = g.ticket(w)
+	g.ticket(w, tk)
 	if g.meter != nil {
 		if err := g.poll(g.t.cfg.Primary()); err != nil {
 			return err
@@ -294,7 +295,8 @@ type Reservation struct {
 // Reserve charges a launch of w now, going into debt if the buckets do
 // not hold it.
 func (g *Gate) Reserve(w *Work) (Reservation, error) {
-	rv := Reservation{tk: g.ticket(w)}
+	var rv Reservation
+	g.ticket(w, &rv.tk)
 	if g.bucket == nil {
 		return rv, nil
 	}
