@@ -2,57 +2,15 @@ package fcsp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/tokenbucket"
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 )
 
-// launchCost is what a launch of grid x block costs on s, in tokens.
-func (s *Stream) launchCost(grid, block Dim3) float64 {
-	return s.t.limiter.Cost([3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z}, s.class)
-}
-
-// admit charges work of the given cost (launchCost for a kernel) to the
-// stream's and the tenant's buckets, waiting while they are empty. It is
-// the one admission function: kernel launches and anything else run on the
-// stream (graphs, library calls) go through it. It fails at once, charging
-// nothing, when ctx's deadline falls before the tokens are due (an error
-// matching context.DeadlineExceeded), and returns ErrClosed when the stream
-// or tenant is, or gets, closed while waiting.
-func (s *Stream) admit(ctx context.Context, cost float64) error {
-	if s.bucket == nil {
-		return nil
-	}
-	return admitErr(s.bucket.Wait(ctx, cost))
-}
-
-// admitLaunch is admit for a launch of f as grid x block, returning what
-// it charged. The cost depends on the share (a GPU share's is 0 at share 1,
-// the launch-rate model's throttle penalty falls as the limit rises), so a
-// launch waiting when SetSMLimit changes it recomputes its cost instead of
-// waiting out the old share's price.
-func (s *Stream) admitLaunch(ctx context.Context, f *Function, grid, block Dim3) (float64, error) {
-	return s.admitCost(ctx, func() float64 { return s.cost(f, grid, block) })
-}
-
-// admitCost is admit for work whose cost depends on the share (graphs and
-// Do under a GPU share: 0 at share 1): cost is evaluated again whenever a
-// change of share wakes the waiter. It returns what it charged.
-func (s *Stream) admitCost(ctx context.Context, cost func() float64) (float64, error) {
-	if s.bucket == nil {
-		return 0, nil
-	}
-	charged, err := s.bucket.WaitCost(ctx, cost)
-	return charged, admitErr(err)
-}
-
-func admitErr(err error) error {
-	if errors.Is(err, tokenbucket.ErrClosed) {
-		return ErrClosed
-	}
-	return err
+// withClock makes the tenant's limiter read clock (tests).
+func withClock(clock func() int64) TenantOption {
+	return func(c *tenantConfig) error { c.clock = clock; return nil }
 }
 
 // checkLaunch validates a launch of f on s.
@@ -111,19 +69,10 @@ func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Ar
 		return err
 	}
 	defer c.life.exit(slot)
-	if s.recordCapture(grid, block) {
+	if s.recordCapture(grid, block) || s.gate.Free() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
-	if s.meter != nil {
-		return s.launchMetered(context.Background(), f, grid, block, shmem, args, true)
-	}
-	if s.bucket != nil && !s.bucket.TryAcquire(s.launchCost(grid, block)) {
-		if s.t.closed.Load() || s.closed.Load() {
-			return ErrClosed
-		}
-		return ErrThrottled
-	}
-	return s.launchCounted(f, grid, block, shmem, args)
+	return s.admitAndRun(context.Background(), f, grid, block, shmem, args, true)
 }
 
 // Reservation is a launch admitted ahead of time by Stream.Reserve: Launch
@@ -133,10 +82,7 @@ type Reservation struct {
 	s           *Stream
 	f           *Function
 	grid, block Dim3
-	cost        float64
-	extra       float64                  // a bandwidth floor's surcharge (priority.go), in the reservation too
-	mark        tokenbucket.Mark         // the bucket's parameters just before Reserve charged it
-	r           *tokenbucket.Reservation // nil: the stream is not limited
+	r           admission.Reservation
 }
 
 // Reserve charges a launch of f as grid x block now, going into debt if the
@@ -146,39 +92,21 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 	if err := s.checkLaunch(f, grid, block); err != nil {
 		return nil, err
 	}
-	r := &Reservation{s: s, f: f, grid: grid, block: block}
-	if s.bucket != nil {
-		if s.meter != nil {
-			if err := s.t.do(s.poll); err != nil {
-				return nil, err
-			}
-		}
-		r.cost = s.cost(f, grid, block)
-		r.extra = s.floorSurcharge(f, grid, block, r.cost)
-		r.mark = s.bucket.Mark()
-		r.r = s.bucket.Reserve(r.cost + r.extra)
-		if !r.r.OK() {
-			return nil, ErrClosed
-		}
+	var w admission.Work
+	f.work(&w, grid, block)
+	r, err := s.gate.Reserve(&w)
+	if err != nil {
+		return nil, err
 	}
-	return r, nil
+	return &Reservation{s: s, f: f, grid: grid, block: block, r: r}, nil
 }
 
 // Delay is how long from now until the reserved launch may run (0: now).
-func (r *Reservation) Delay() time.Duration {
-	if r.r == nil {
-		return 0
-	}
-	return r.r.Delay()
-}
+func (r *Reservation) Delay() time.Duration { return r.r.Delay() }
 
 // Cancel gives back what Reserve took, unless the reservation was launched
 // or cancelled before.
-func (r *Reservation) Cancel() {
-	if r.r != nil {
-		r.r.Cancel()
-	}
-}
+func (r *Reservation) Cancel() { r.r.Cancel() }
 
 // Launch waits until the reservation is due and launches the reserved
 // kernel and shape. It fails at once when ctx's deadline falls before that
@@ -195,21 +123,19 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		r.Cancel()
 		return err
 	}
-	if r.r != nil {
-		if err := r.r.Wait(ctx); err != nil {
-			return admitErr(err)
-		}
-	}
-	if s.meter != nil {
-		charged := r.cost
-		if !s.t.gpuShare {
-			charged = 0
-		}
-		err := s.launchTimed(r.f, r.grid, r.block, shmem, args, charged, r.mark)
-		if err != nil && r.extra > 0 {
-			s.bucket.AdjustSince(-r.extra, r.mark) // launchTimed gave back the base: nothing ran
-		}
+	tk, err := r.r.Wait(ctx)
+	if err != nil {
 		return err
 	}
-	return s.launch(r.f, r.grid, r.block, shmem, args)
+	c := s.t
+	slot, err := c.enter()
+	if err != nil {
+		tk.Cancel()
+		return err
+	}
+	defer c.life.exit(slot)
+	if tk.Timed() {
+		return s.runTimed(&tk, r.f, r.grid, r.block, shmem, args)
+	}
+	return s.launchCounted(r.f, r.grid, r.block, shmem, args)
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
@@ -16,10 +17,10 @@ import (
 type Current struct {
 	t      *tenantCore
 	ctx    context.Context
-	run    *doRun       // the Do's metering (dometer.go); nil: the tenant is not metered
-	gctx   cuda.Context // the context Do made current
-	slot   int          // the Do's entry in t.dos, and its thread: while the
-	thread int          // entry names the thread, the Do is running
+	run    *admission.Run // the Do's metering; nil: the tenant is not metered
+	gctx   cuda.Context   // the context Do made current
+	slot   int            // the Do's entry in t.dos, and its thread: while the
+	thread int            // entry names the thread, the Do is running
 }
 
 // live reports whether the Do that made cur is still running (one atomic
@@ -84,11 +85,8 @@ func (cur Current) Stream(s *Stream) (StreamHandle, error) {
 	if s.closed.Load() {
 		return StreamHandle{}, ErrClosed
 	}
-	if cur.run != nil && s.meter != nil {
-		s.bound.Store(true)
-		if err := cur.run.take(s); err != nil {
-			return StreamHandle{}, fmt.Errorf("tenant %q: timing the stream: %w", cur.t.name, err)
-		}
+	if err := cur.run.Take(&s.gate); err != nil {
+		return StreamHandle{}, fmt.Errorf("tenant %q: timing the stream: %w", cur.t.name, err)
 	}
 	return StreamHandle{s.h()}, nil
 }

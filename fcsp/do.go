@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
@@ -43,6 +44,19 @@ func (c *tenantCore) Do(ctx context.Context, f func(Current) error) error {
 	return c.runDo(ctx, f, false)
 }
 
+// errTakenAfterDo: a Current used after its Do returned (Current.Stream).
+var errTakenAfterDo = admission.ErrTakenAfterDo
+
+// TryDo is Do without waiting for GPU-share tokens: under WithGPUShare, if
+// the tenant's bucket does not hold f's predicted cost now, it returns
+// ErrThrottled, charging nothing and not running f. It still waits, as Do,
+// for a partitioned tenant's exclusion (ctx ends that wait). Without a GPU
+// share it is Do.
+func (t *Tenant) TryDo(ctx context.Context, f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	return t.c.runDo(ctx, f, true)
+}
+
 // runDo is Do, or with try TryDo.
 func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool) error {
 	if f == nil {
@@ -57,20 +71,16 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 	// Metered: admitted (under a GPU share) before anything is held, so a
 	// Do waiting for tokens holds nothing, and a Reshape that holds new
 	// calls back (its admission's included) waits for no Do of this one.
-	var run *doRun
-	ownRun := false
-	var err error
-	if c.metered {
-		if run, ownRun, err = c.beginDo(ctx, f, try); err != nil {
-			return err
-		}
+	run, ownRun, err := c.adm.BeginDo(ctx, admission.FuncKey(f), try)
+	if err != nil {
+		return err
 	}
 	// Counted in the life lock: Close waits for f instead of destroying the
 	// context under it.
 	slot, err := c.enter()
 	if err != nil {
 		if ownRun {
-			run.abandon()
+			run.Abandon()
 		}
 		return err
 	}
@@ -82,7 +92,7 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 // call (doFrame.unwind) rather than one defer per step: with few defers
 // and returns the compiler open-codes it, where five stack-allocated
 // defers each cost a record and their unwinding a walk (BenchmarkDoCgo).
-func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run *doRun, ownRun bool) (err error) {
+func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run *admission.Run, ownRun bool) (err error) {
 	runtime.LockOSThread()
 	fr := doFrame{c: c, slot: -2}
 	defer fr.unwind(&err)
@@ -92,7 +102,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	tk, err := c.place.take(ctx)
 	if err != nil {
 		if ownRun {
-			run.abandon()
+			run.Abandon()
 		}
 		return err
 	}
@@ -114,9 +124,8 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	}
 	fr.thread, fr.slot = thread, c.dos.enter(thread)
 	if ownRun {
-		run.start(thread, cur)
 		fr.run = run
-		if err := run.takeBound(c); err != nil {
+		if err := run.Start(thread, cur); err != nil {
 			return fmt.Errorf("tenant %q: Do: timing its streams: %w", c.name, err)
 		}
 	}
@@ -132,7 +141,7 @@ type doFrame struct {
 	thread  int
 	restore bool // prev is to be made current again
 	prev    cuda.Context
-	run     *doRun // a metered run whose brackets are to close
+	run     *admission.Run // a metered run whose brackets are to close
 }
 
 // unwind gives back what the frame holds, in the reverse order of taking,
@@ -142,8 +151,8 @@ type doFrame struct {
 // make it current; the thread is unlocked last.
 func (fr *doFrame) unwind(err *error) {
 	c := fr.c
-	if fr.run != nil {
-		*err = errors.Join(*err, fr.run.end(c))
+	if e := fr.run.End(); e != nil {
+		*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: metering: %w", c.name, e))
 	}
 	if fr.restore {
 		// Past the guard: putting the thread's context back is no device

@@ -2,7 +2,6 @@ package fcsp
 
 import (
 	"context"
-	"reflect"
 	"testing"
 )
 
@@ -73,19 +72,4 @@ func benchRawThenDo(b *testing.B, name string, t *Tenant, raw func() error, f fu
 			}
 		}
 	})
-}
-
-// BenchmarkDoKey is the cost of finding a Do's estimate by its call site
-// (f's code pointer through reflect, then the map), paid once per Do on a
-// metered tenant; BenchmarkDo's metered cases include it.
-func BenchmarkDoKey(b *testing.B) {
-	var dm doMeter
-	f := func(Current) error { return nil }
-	var e *estimate
-	for b.Loop() {
-		e = dm.estimate(reflect.ValueOf(f).Pointer())
-	}
-	if e == nil {
-		b.Fatal("no estimate")
-	}
 }

@@ -649,10 +649,10 @@ func TestDoBracketMarksALatencyTenantBusy(t *testing.T) {
 	fn := spinKernel(t, tn)
 	drv.HoldEvents(true)
 	require.NoError(t, tn.Do(t.Context(), func(cur Current) error { return libLaunch(cur, nil, fn, us(100)) }))
-	require.Equal(t, int64(1), int64(p.prio.busy.Load()), "Do's work in flight not counted busy")
+	require.Equal(t, int64(1), int64(p.prio.Busy()), "Do's work in flight not counted busy")
 	drv.HoldEvents(false)
 	require.InDelta(t, float64(100*time.Microsecond), float64(tn.Stats().GPUTime), 1e3)
-	require.Zero(t, int64(p.prio.busy.Load()))
+	require.Zero(t, int64(p.prio.Busy()))
 }
 
 // A floored neighbour's Do and graph launches yield like its kernels: held
@@ -709,7 +709,7 @@ func TestOpenDoBracketStaysBusyForNeighbours(t *testing.T) {
 		if err := libLaunch(cur, nil, pp.latFn, us(100)); err != nil {
 			return err
 		}
-		pp.p.prio.refresh(pp.p) // what a floored neighbour's admission does
+		pp.p.prio.Refresh() // what a floored neighbour's admission does
 		if !pp.p.LatencyBusy() {
 			return errors.New("the latency tenant was counted idle while its Do ran")
 		}

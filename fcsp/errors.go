@@ -44,7 +44,7 @@ var (
 	ErrBadRegion = shm.ErrBadRegion
 	// ErrThrottled: TryLaunch found the stream's or the tenant's bucket
 	// without the tokens the launch costs; nothing was launched or charged.
-	ErrThrottled = errors.New("fcsp: launch throttled (its tokens are not available now)")
+	ErrThrottled = errs.ErrThrottled
 	// ErrInsideDo: a call that would wait for the tenant's Dos to end
 	// (Close, Shutdown, Reshape; the pool's Close and Shutdown) was made
 	// from inside one, where it would wait for itself.

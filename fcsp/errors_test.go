@@ -36,8 +36,8 @@ func TestLaunchRacingCloseIsErrClosed(t *testing.T) {
 	a.Uint64(0)
 	one := Dim3{X: 1, Y: 1, Z: 1}
 	s := tn.Stream()
-	require.NotNil(t, s.bucket)
-	require.NoError(t, s.bucket.Close()) // the close got as far as the bucket
+	require.True(t, tn.c.adm.Limited())
+	require.NoError(t, s.gate.Close(0)) // the close got as far as the bucket
 	err = s.Launch(context.Background(), fn, one, one, 0, &a)
 	require.ErrorIs(t, err, ErrClosed)
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
@@ -29,9 +30,9 @@ type GraphExec struct {
 	t       *tenantCore
 	h       cuda.GraphExec
 	kernels []launchShape
-	cost    atomic.Uint64 // math.Float64bits of the tokens charged per launch; 0: derived from kernels
-	est     estimate      // its measured GPU time per launch, on metered streams
-	mu      sync.RWMutex  // launches (read) against Close and re-instantiation (write)
+	cost    atomic.Uint64      // math.Float64bits of the tokens charged per launch; 0: derived from kernels
+	est     admission.Estimate // its measured GPU time per launch, on metered streams
+	mu      sync.RWMutex       // launches (read) against Close and re-instantiation (write)
 	closed  bool
 	// The partition's layout when it was captured: an executable graph runs
 	// on the SMs it was captured for (onCurrentSMs).
@@ -248,15 +249,24 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 		return err
 	}
 	defer c.life.exit(slot)
-	if s.meter != nil && s.capture.Load() == nil { // a graph launched into a capture runs later, untimed
-		return s.launchGraphMetered(ctx, e)
-	}
-	if _, err := s.admitCost(ctx, func() float64 { return e.costOn(s) }); err != nil {
+	// A graph launched into a capture runs later, untimed.
+	tk, err := s.gate.AdmitGraph(ctx, admission.Graph{Est: &e.est, Fixed: math.Float64frombits(e.cost.Load()), Rate: func() float64 { return e.rateCost(s) }}, s.capture.Load() == nil)
+	if err != nil {
 		return err
 	}
-	err = c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return c.pool.drv.GraphLaunch(ctx, e.h, s.h())
-	})
+	if tk.Timed() {
+		err = c.do(func(cctx cuda.Context) error {
+			err := tk.Begin(cctx)
+			if err == nil {
+				err = tk.End(cctx, c.pool.drv.GraphLaunch(cctx, e.h, s.h()))
+			}
+			return err
+		})
+	} else {
+		err = c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
+			return c.pool.drv.GraphLaunch(ctx, e.h, s.h())
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching a graph: %w", s.t.name, err)
 	}
@@ -264,13 +274,12 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	return nil
 }
 
-func (e *GraphExec) costOn(s *Stream) float64 {
-	if c := math.Float64frombits(e.cost.Load()); c != 0 || s.bucket == nil {
-		return c
-	}
+// rateCost is a launch of e's launch-rate price on s: its captured
+// kernels', each priced as a launch of it.
+func (e *GraphExec) rateCost(s *Stream) float64 {
 	var sum float64
 	for _, k := range e.kernels {
-		sum += s.t.limiter.Cost([3]uint32{k.grid.X, k.grid.Y, k.grid.Z}, [3]uint32{k.block.X, k.block.Y, k.block.Z}, s.class)
+		sum += s.gate.Cost(k.grid.cuda(), k.block.cuda())
 	}
 	return sum
 }
@@ -302,4 +311,63 @@ func (e *GraphExec) onCurrentSMs() error {
 	}
 	return fmt.Errorf("%w: tenant %q was reshaped to %d SMs since this graph was captured, and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
 		ErrStaleGraph, c.name, c.place.sms())
+}
+
+// graphSet is a tenant's live graphs and instantiated graphs. They are
+// listed and unlisted inside calls counted in the tenant's life lock, and
+// its Close destroys what is listed once those calls have ended, so a
+// graph is destroyed exactly once whichever Close comes first.
+type graphSet struct {
+	mu     sync.Mutex
+	live   map[any]struct{} // *Graph or *GraphExec
+	closed bool
+}
+
+func (gs *graphSet) add(x any) error {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.closed {
+		return ErrClosed // unreachable: added in the life lock, closed after it
+	}
+	if gs.live == nil {
+		gs.live = map[any]struct{}{}
+	}
+	gs.live[x] = struct{}{}
+	return nil
+}
+
+// remove unlists x and reports whether it was listed (then the caller
+// destroys it).
+func (gs *graphSet) remove(x any) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	_, ok := gs.live[x]
+	delete(gs.live, x)
+	return ok
+}
+
+// close destroys what is listed, in ctx. The tenant's calls are over.
+func (gs *graphSet) close(drv cuda.Driver, ctx cuda.Context) error {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.closed = true
+	var errs []error
+	for x := range gs.live {
+		switch x := x.(type) {
+		case *GraphExec:
+			errs = append(errs, drv.GraphExecDestroy(ctx, x.h))
+		case *Graph:
+			x.closed.Store(true)
+			errs = append(errs, drv.GraphDestroy(ctx, x.h))
+		}
+	}
+	gs.live = nil
+	return errors.Join(errs...)
+}
+
+// forget drops the handles that died with a context reset.
+func (gs *graphSet) forget() {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.live = nil
 }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/ptxsig"
 )
@@ -22,13 +22,11 @@ type Module struct {
 
 // Function is a kernel of a Module.
 type Function struct {
-	m    *Module
-	h    cuda.Function
-	name string
-	est  sync.Map // [6]uint32 launch shape -> *estimate of its GPU time
-	// lastEst is the shape est was last asked for (gputime.go).
-	lastEst atomic.Pointer[shapeEstimate]
-	bytes   atomic.Uint64 // declared bytes per launch (bandwidth.go)
+	m     *Module
+	h     cuda.Function
+	name  string
+	est   admission.Estimates // its GPU time per launch shape, on metered streams
+	bytes atomic.Uint64       // declared bytes per launch (bandwidth.go)
 
 	// The parameters' layout the PTX declares, checked at each launch
 	// (checkArgs); nil where the module was not PTX text.
@@ -91,29 +89,60 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 		return err
 	}
 	defer c.life.exit(slot)
-	if s.recordCapture(grid, block) { // a captured kernel is charged when its graph launches
+	// A captured kernel is charged when its graph launches; a free gate
+	// (unlimited, unmetered) admits everything.
+	if s.recordCapture(grid, block) || s.gate.Free() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
-	if s.meter != nil {
-		return s.launchMetered(ctx, f, grid, block, shmem, args, false)
+	return s.admitAndRun(ctx, f, grid, block, shmem, args, false)
+}
+
+// work is what admission needs to know of a launch of f. Set field by
+// field: a composite literal is built aside and copied in 16-byte moves,
+// which read back its 4-byte stores before they reach the cache (a
+// store-forwarding stall, ~10 ns a launch on the limited path).
+func (f *Function) work(w *admission.Work, grid, block Dim3) {
+	w.Grid.X, w.Grid.Y, w.Grid.Z = grid.X, grid.Y, grid.Z
+	w.Block.X, w.Block.Y, w.Block.Z = block.X, block.Y, block.Z
+	w.Ests, w.Bytes = &f.est, &f.bytes
+}
+
+// admitAndRun admits a launch (with try, without waiting) and queues it,
+// timed where the ticket says. The caller is in the life lock.
+func (s *Stream) admitAndRun(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
+	var tk admission.Ticket
+	var w admission.Work
+	f.work(&w, grid, block)
+	var err error
+	if try {
+		err = s.gate.TryAdmit(&w, &tk)
+	} else {
+		err = s.gate.Admit(ctx, &w, &tk)
 	}
-	if s.bucket != nil {
-		if _, err := s.admitLaunch(ctx, f, grid, block); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
+	}
+	if tk.Timed() {
+		return s.runTimed(&tk, f, grid, block, shmem, args)
 	}
 	return s.launchCounted(f, grid, block, shmem, args)
 }
 
-// launch queues an admitted launch, counted in the tenant's life lock.
-func (s *Stream) launch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	c := s.t
-	slot, err := c.enter()
-	if err != nil {
-		return err
+// runTimed queues an admitted launch between its ticket's events, with
+// the primary context, which serves every green stream (docs/CONTEXTS.md):
+// no green context is taken. Untimed tickets go to launchCounted. The
+// caller is in the life lock.
+func (s *Stream) runTimed(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	ctx := s.t.pool.dev.Primary()
+	err := tk.Begin(ctx)
+	if err == nil {
+		err = tk.End(ctx, s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
 	}
-	defer c.life.exit(slot)
-	return s.launchCounted(f, grid, block, shmem, args)
+	if err != nil {
+		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
+	}
+	s.launches.Add(1)
+	return nil
 }
 
 // launchCounted queues an admitted launch and counts it; the caller is in

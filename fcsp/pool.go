@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
@@ -46,7 +47,7 @@ type Pool struct {
 	fault    faultState // health.go, reset.go: read by every call, so on lines of its own
 	_        [128]byte
 
-	prio poolPriority // latency tenants in flight (priority.go)
+	prio admission.Pool // latency tenants in flight (internal/admission)
 
 	pools devmem.Peers // the tenants' memory engines, which trim each other (memory.go)
 

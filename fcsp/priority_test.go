@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"errors"
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"math"
 	"sync"
 	"testing"
@@ -320,7 +321,7 @@ func TestBandwidthStats(t *testing.T) {
 	mu.Lock()
 	dur = 150 * time.Microsecond
 	mu.Unlock()
-	run(int(5 * bandwidthWindow / (150 * time.Microsecond)))
+	run(int(5 * admission.BandwidthWindow / (150 * time.Microsecond)))
 	bs = tn.Stats().Bandwidth
 	require.InEpsilon(t, 1.5, bs.Slowdown, 0.02)
 	require.InEpsilon(t, 80e9, bs.BytesPerSecond, 0.02)

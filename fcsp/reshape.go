@@ -91,10 +91,8 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	// A launch-rate limit is threads per refill period of the tenant's
 	// SMs: it follows them (a GPU share is of the device's time, whatever
 	// the SMs). sms was checked against the layouts, so this cannot fail.
-	if c.limiter != nil && !c.gpuShare {
-		if err := c.limiter.SetSMs(sms); err != nil {
-			return fmt.Errorf("tenant %q: resizing its launch-rate limit: %w", c.name, err)
-		}
+	if err := c.adm.SetSMs(sms); err != nil {
+		return fmt.Errorf("tenant %q: resizing its launch-rate limit: %w", c.name, err)
 	}
 	if from != sms {
 		c.pool.log.Debug("tenant reshaped", "tenant", c.name, "from_sms", from, "sms", sms, "took", time.Since(start))

@@ -60,7 +60,7 @@ func inHand(t *testing.T, tn *Tenant, fn *Function) time.Duration {
 // mostAfter is the most a bucket may hold after the change: a full one
 // scaled by it.
 func mostAfter(tn *Tenant) time.Duration {
-	return time.Duration(tn.c.limiter.Capacity() * settleTo / settleFrom)
+	return time.Duration(tn.c.adm.Capacity() * settleTo / settleFrom)
 }
 
 // Launches in flight across the change, measured cheaper than charged:

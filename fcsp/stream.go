@@ -6,28 +6,25 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
-	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
 // Stream is one of a tenant's CUDA streams with its class. Launches on it
-// are charged to its bucket (and the tenant's) unless its class bypasses.
+// pass its gate: charged to its bucket (and the tenant's) unless its class
+// bypasses, timed on a metered tenant.
 type Stream struct {
 	t        *tenantCore
 	hv       atomic.Uintptr // the CUstream; Tenant.Reshape swaps it (reshape.go)
 	class    Class
-	bucket   *tokenbucket.Stream // nil: not limited
-	meter    *meter              // nil: GPU time not metered
-	owned    bool                // created by the SDK (destroyed on Close)
-	fromPart bool                // the partition's own stream: the partition destroys it
+	gate     admission.Gate // chosen once, in newStream or Adopt
+	owned    bool           // created by the SDK (destroyed on Close)
+	fromPart bool           // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
 	blocks   devmem.Blocks             // freed pool blocks for reuse on this stream (memory.go)
 	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
 	closed   atomic.Bool
-	// bound: a Do took the handle (Current.Stream), so a library may hold it
-	// and queue on it in any later Do: every later Do times it (dometer.go).
-	bound atomic.Bool
 	// used: the handle was taken (h), for the driver or for the caller, so
 	// work may be queued on it and Close waits for it. A stream made and
 	// closed unused is kept for reuse with no driver call.
@@ -42,26 +39,11 @@ func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.attachBucket(); err != nil {
+	if err := c.adm.Init(&s.gate, class, &s.hv, &s.closed); err != nil {
 		_ = s.destroy(c.pool.dev.Primary())
 		return nil, err
 	}
 	return s, nil
-}
-
-func (s *Stream) attachBucket() error {
-	if s.t.metered {
-		s.meter = new(meter)
-		if s.t.prio.latency {
-			s.t.pool.prio.add(s) // priority.go
-		}
-	}
-	if s.t.limiter == nil || s.class.Bypass() {
-		return nil
-	}
-	b, err := s.t.limiter.NewStream(1)
-	s.bucket = b
-	return err
 }
 
 // NewStream adds a stream of class cl to the tenant.
@@ -102,7 +84,7 @@ func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
 	}
 	s := &Stream{t: c, class: cl}
 	s.hv.Store(handle)
-	if err := s.attachBucket(); err != nil {
+	if err := c.adm.Init(&s.gate, cl, &s.hv, &s.closed); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -143,16 +125,13 @@ func (s *Stream) wait(done <-chan struct{}) error {
 	p := s.t.pool
 	err := s.t.doUnscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), done) })
 	if err == nil {
-		s.afterSync() // priority.go: a latency stream's neighbours are released now
+		s.gate.AfterSync() // a latency stream's neighbours are released now
 	}
 	return err
 }
 
 func (s *Stream) destroy(ctx cuda.Context) error {
-	var bucket, released error
-	if s.bucket != nil {
-		bucket = s.bucket.Close()
-	}
+	var released error
 	if s.owned && !s.fromPart {
 		h := cuda.Stream(s.hv.Load())
 		if s.used.Load() {
@@ -161,7 +140,7 @@ func (s *Stream) destroy(ctx cuda.Context) error {
 			released = s.t.pool.dev.ReleaseUnused(h)
 		}
 	}
-	return errors.Join(bucket, released, s.closeMeter(ctx))
+	return errors.Join(released, s.gate.Close(ctx)) // no garbage when both are nil
 }
 
 // Close waits for the stream, gives the blocks on its free list back to the

@@ -12,13 +12,13 @@ import (
 	"time"
 	"weak"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
-	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
 // Class is a stream's kind of work; see package stream.
@@ -46,13 +46,13 @@ type Tenant struct {
 // unreachable handle can be detected and cleaned up. Its exported methods
 // are the Tenant's, wrapped in tenant_api.go.
 type tenantCore struct {
-	pool    *Pool
-	name    string
-	place   placement // where its work runs: a partition, or the whole device (place.go)
-	acct    *memtrack.Account
-	limiter *tokenbucket.Limiter // nil: not rate limited
-	mem     devmem.Allocator     // device memory: plain or pooled, chosen in NewTenant (memory.go)
-	memOps  devmem.Config        // fills, copies and MemGetInfo, which allocate nothing
+	pool   *Pool
+	name   string
+	place  placement // where its work runs: a partition, or the whole device (place.go)
+	acct   *memtrack.Account
+	adm    *admission.Tenant // its admission: limit, GPU share, metering, floor (internal/admission)
+	mem    devmem.Allocator  // device memory: plain or pooled, chosen in NewTenant (memory.go)
+	memOps devmem.Config     // fills, copies and MemGetInfo, which allocate nothing
 
 	life   lifeLock // counts calls in flight; Close waits for them
 	closed atomic.Bool
@@ -70,13 +70,9 @@ type tenantCore struct {
 	stop    func() bool          // unregisters the context watcher
 	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
 
-	// GPU time (gputime.go): metered streams, bucket charged in GPU ns.
-	metered, gpuShare bool
-	gpuByClass        [streamClasses]atomic.Int64 // ns of completed launches
-	dos               doThreads                   // OS threads inside Do (do.go)
-	dm                atomic.Pointer[doMeter]     // Do's metering, made at the first metered Do (dometer.go)
-	graphs            graphSet                    // live graphs and execs, destroyed by Close (graph.go)
-	prio              tenantPriority              // WithPriority, WithBandwidthFloor (priority.go)
+	dos    doThreads      // OS threads inside Do (do.go)
+	graphs graphSet       // live graphs and execs, destroyed by Close (graph.go)
+	prio   priorityConfig // WithPriority, WithBandwidthFloor (priority.go)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
 
@@ -131,8 +127,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, metered: cfg.metered, gpuShare: cfg.gpuShare > 0, done: make(chan struct{})}
-	c.prio.latency, c.prio.floor = cfg.prio.prio == LatencyCritical, cfg.prio.floor
+	c := &tenantCore{pool: p, name: name, prio: cfg.prio, done: make(chan struct{})}
 	var err error
 	c.place = devicePlace{dev: p.dev, n: p.info.SMs}
 	if cfg.partitioned() {
@@ -164,27 +159,8 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if c.acct, err = p.mem.NewAccount(name, quota); err != nil {
 		return undo(err)
 	}
-	if cfg.gpuShare > 0 {
-		refill := p.cfg.refill
-		if cfg.refill > 0 {
-			refill = cfg.refill
-		}
-		if c.limiter, err = gpuShareLimiter(cfg.gpuShare, refill, cfg.clock); err != nil {
-			return undo(err)
-		}
-	} else if cfg.smLimit > 0 {
-		sms := c.place.sms()
-		refill := p.cfg.refill
-		if cfg.refill > 0 {
-			refill = cfg.refill
-		}
-		c.limiter, err = tokenbucket.New(tokenbucket.Config{
-			SMs: sms, ThreadsPerSM: p.info.ThreadsPerSM, SMLimit: cfg.smLimit,
-			Dampening: p.cfg.dampening, Penalty: p.cfg.penalty, RefillPeriod: refill, Clock: cfg.clock,
-		})
-		if err != nil {
-			return undo(err)
-		}
+	if c.adm, err = c.newAdmission(&cfg); err != nil {
+		return undo(err)
 	}
 	first, err := c.newStream(cfg.class, true)
 	if err != nil {
@@ -276,10 +252,24 @@ func (c *tenantCore) doGreen(f func(ctx cuda.Context) error) error {
 // SetSMLimit changes the tenant's launch-rate limit; it applies from the
 // next launch. A tenant made without WithSMLimit cannot be limited later.
 func (c *tenantCore) SetSMLimit(f float64) error {
-	if c.limiter == nil {
+	if !c.adm.Limited() {
 		return fmt.Errorf("%w: tenant %q was made without WithSMLimit", ErrInvalidArgument, c.name)
 	}
-	return c.limiter.SetSMLimit(f)
+	return c.adm.SetSMLimit(f)
+}
+
+// newAdmission makes the tenant's admission engine from cfg.
+func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) {
+	p := c.pool
+	return admission.NewTenant(&p.prio, admission.Config{
+		SMLimit: cfg.smLimit, GPUShare: cfg.gpuShare,
+		SMs: c.place.sms(), ThreadsPerSM: p.info.ThreadsPerSM, Dampening: p.cfg.dampening, Penalty: p.cfg.penalty,
+		Refill: cmp.Or(cfg.refill, p.cfg.refill), Clock: cfg.clock,
+		Metered: cfg.metered, Latency: cfg.prio.prio == LatencyCritical, Floor: cfg.prio.floor,
+		Events: p.drv, Log: func(msg string) { p.log.Info(msg) }, Closed: c.closed.Load,
+		Enter: c.enter, Exit: c.life.exit, Primary: p.dev.Primary, AnyThread: c.place.anyThread,
+		Partitioned: c.place.partitioned(),
+	})
 }
 
 // Stats is a snapshot of a tenant's use.
@@ -338,28 +328,24 @@ type WaitStats struct {
 // Stats reports the tenant's use.
 func (c *tenantCore) Stats() Stats {
 	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.place.partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
-	if c.limiter != nil {
-		s.SMLimit = c.limiter.SMLimit()
-	}
 	s.ContextWait = c.place.waits()
-	s.GPUTime, s.GPUTimeByClass = c.gpuTimes()
-	c.doStats(&s)
+	var buf [16]*admission.Gate // no garbage for a tenant's usual few streams: Stats is polled
+	gates := buf[:0]
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	s.Streams = len(c.streams)
-	s.Bandwidth = c.bandwidthStats() // after gpuTimes polled the streams
-	if c.gpuShare {
-		s.GPUShare, s.SMLimit = s.SMLimit, 0
-	}
 	for _, st := range c.streams {
+		gates = append(gates, &st.gate)
 		s.MemoryCached += st.blocks.Bytes()
 		s.Launches += st.launches.Load()
-		if st.bucket != nil {
-			bs := st.bucket.Stats()
-			s.Throttled += bs.Throttled
-			s.ThrottleWait += time.Duration(bs.WaitNanos)
-		}
 	}
+	c.mu.Unlock()
+	a := c.adm.Stats(gates)
+	s.SMLimit, s.GPUShare, s.GPUTime = a.SMLimit, a.GPUShare, a.GPUTime
+	s.Throttled, s.ThrottleWait = a.Throttled, a.ThrottleWait
+	s.DoAdmitted, s.DoThrottled, s.DoThrottleWait = a.DoAdmitted, a.DoThrottled, a.DoThrottleWait
+	s.GPUTimeByClass = a.GPUTimeByClass
+	s.Bandwidth = BandwidthStats{Priority: c.prio.prio, Floor: c.prio.floor, FlooredLaunches: a.Floored, BytesMoved: a.Bytes,
+		BytesPerSecond: a.BytesPerSecond, Slowdown: a.Slowdown}
 	return s
 }
 
@@ -372,10 +358,8 @@ func (c *tenantCore) close(why string) error {
 		return nil
 	}
 	defer close(c.done)
-	if c.limiter != nil {
-		_ = c.limiter.Close() // launches waiting for tokens return ErrClosed
-	}
-	c.life.end() // wait for launches and synchronisations in flight
+	c.adm.Close() // launches waiting for tokens return ErrClosed
+	c.life.end()  // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
 	c.mu.Lock()
 	stop := c.stop // written by closeWhenDone, maybe as this close starts

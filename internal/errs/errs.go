@@ -33,3 +33,7 @@ func (e *sentinel) Unwrap() error { return e.parent }
 // ErrNotComputed: the simulator (the fake driver) launched a kernel it has
 // no model for; fcsp re-exports it without linking the fake.
 var ErrNotComputed error = &sentinel{msg: "fake: kernel not computed: the simulator has no model of it (memory left untouched)"}
+
+// ErrThrottled: a launch (TryLaunch) or Do (TryDo) found its bucket
+// without its tokens now; nothing was charged or run.
+var ErrThrottled error = &sentinel{msg: "fcsp: launch throttled (its tokens are not available now)"}

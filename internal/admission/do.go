@@ -1,0 +1,375 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
+)
+
+// Metering and admission of Tenant.Do on a metered tenant.
+//
+// The SDK cannot see the kernels a library queues, only the streams it gave
+// the library: so when f takes a stream's handle from Current.Stream, an
+// event is recorded on that stream (the bracket opens), and when f returns
+// another (it closes). The GPU time between the two, less the time of the
+// SDK's own timed launches queued on that stream meanwhile (measured by
+// their own events, by f or by anyone), is the Do's, added to the tenant
+// and to the stream's class when the events complete, read back lazily
+// like a launch's. One stream has at most one bracket open: a Do that takes
+// a stream whose bracket another Do opened joins it, and the bracket's time
+// is split between them, so the tenant's total stays exact. On an idle
+// stream the bracket also holds the CPU time from taking the handle to the
+// first work queued (the start event runs at once): a few microseconds
+// that a Do which takes the handle early is charged for.
+//
+// Under a GPU share, Do is admitted before f runs, charged a running
+// estimate of its cost (the sum over its brackets of their time scaled by
+// the stream's class factor), one refill period the first time, and the
+// bucket is corrected by the difference once its brackets are measured.
+
+// doMeter is a metered tenant's state for Do, made at its first Do.
+type doMeter struct {
+	bucket *tokenbucket.Stream // Do's admission under a GPU share; nil otherwise
+	// est maps a call site (f's code pointer) to the estimate of its cost.
+	// The code pointer is the func literal's: every closure made by one
+	// literal shares it, and one literal in a server is, in the usual case,
+	// one kind of library work. It costs no allocation and no help from the
+	// caller (BenchmarkDoKey). An explicit key would need an API for a case
+	// the running estimate and the correction already absorb.
+	est  sync.Map // uintptr -> *Estimate
+	mu   sync.Mutex
+	runs map[int]*Run // OS thread inside a Do -> its run (a nested Do joins it)
+}
+
+func (t *Tenant) doMeter() (*doMeter, error) {
+	if dm := t.dm.Load(); dm != nil {
+		return dm, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if dm := t.dm.Load(); dm != nil {
+		return dm, nil
+	}
+	dm := &doMeter{runs: map[int]*Run{}}
+	if t.gpuShare {
+		b, err := t.limiter.NewStream(1)
+		if err != nil {
+			return nil, err
+		}
+		// The limiter closes the buckets it lists when the tenant closes;
+		// one made after that Close began is closed here.
+		if t.cfg.Closed() {
+			_ = b.Close()
+		}
+		dm.bucket = b
+	}
+	t.dm.Store(dm)
+	return dm, nil
+}
+
+func (dm *doMeter) estimate(key uintptr) *Estimate {
+	if v, ok := dm.est.Load(key); ok {
+		return v.(*Estimate)
+	}
+	v, _ := dm.est.LoadOrStore(key, new(Estimate))
+	return v.(*Estimate)
+}
+
+// Run is one metered call of Do. A nil *Run (an unmetered tenant's) does
+// nothing.
+type Run struct {
+	gctx    cuda.Context // the context the Do made current on its thread: its events use it (no switch)
+	t       *Tenant
+	dm      *doMeter
+	est     *Estimate
+	charged float64          // tokens charged at admission; 0: nothing to correct
+	mark    tokenbucket.Mark // the bucket's parameters just before that charge
+	extra   float64          // a bandwidth floor's surcharge: not corrected
+	thread  int
+
+	mu     sync.Mutex
+	used   []bracketUse // the streams f took, with the bracket each joined
+	left   int          // brackets not yet measured, plus one until f returns
+	tokens float64      // measured so far, scaled by class
+	gone   bool         // a bracket was lost: neither learn nor correct
+	ended  bool         // f has returned: no stream may be taken any more
+}
+
+type bracketUse struct {
+	g  *Gate
+	br *bracket
+}
+
+// bracket is a Do's interval on one stream, from the event recorded when f
+// took the stream to the one recorded when the last Do in it returned.
+type bracket struct {
+	start cuda.Event
+	runs  []*Run  // the Dos that took the stream while it was open
+	users int     // of them, those whose f has not returned
+	inner float64 // ns of the SDK's timed launches queued inside (under the meter's lock)
+}
+
+func (b *bracket) measured(tokens float64) {
+	for _, r := range b.runs {
+		r.done(tokens/float64(len(b.runs)), false)
+	}
+}
+
+func (b *bracket) lost() {
+	for _, r := range b.runs {
+		r.done(0, true)
+	}
+}
+
+// done folds in one measured bracket (or f's return, with 0), and once the
+// last is in, teaches the estimate and corrects the bucket.
+func (r *Run) done(tokens float64, lost bool) {
+	r.mu.Lock()
+	r.tokens += tokens
+	r.gone = r.gone || lost
+	r.left--
+	last := r.left == 0
+	r.mu.Unlock()
+	if !last || r.gone {
+		return
+	}
+	r.est.add(r.tokens)
+	if r.charged > 0 && r.dm.bucket != nil {
+		r.dm.bucket.AdjustSince(r.tokens-r.charged, r.mark) // see Gate.pollLocked
+	}
+}
+
+// BeginDo admits a Do of f (its code pointer keys the estimate) and
+// returns its run; nil on an unmetered tenant. A Do nested in another on
+// the same thread joins the outer run (admitted already) and own is false.
+// With try it does not wait: ErrThrottled, charging nothing.
+func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, own bool, err error) {
+	if !t.cfg.Metered {
+		return nil, false, nil
+	}
+	dm, err := t.doMeter()
+	if err != nil {
+		return nil, false, err
+	}
+	dm.mu.Lock()
+	if len(dm.runs) > 0 {
+		// Only the goroutine locked to this thread can be here while a Do
+		// runs on it: that Do is this goroutine's own.
+		if outer := dm.runs[unix.Gettid()]; outer != nil {
+			dm.mu.Unlock()
+			return outer, false, nil
+		}
+	}
+	dm.mu.Unlock()
+	r = &Run{t: t, dm: dm, est: dm.estimate(key), left: 1}
+	if dm.bucket == nil || (t.limiter.SMLimit() >= 1 && t.cfg.Floor == 0) {
+		return r, true, nil // metered only; a share of 1 is no limit (see gpuCost)
+	}
+	// Fold in what completed, so the estimate and the bucket are current.
+	// A partition's streams are polled at the end of each Do instead (as
+	// before the slots, when polling here would have waited for the
+	// partition's one exclusion, deaf to ctx).
+	if !t.cfg.Partitioned {
+		if err := t.Poll(); err != nil {
+			return nil, false, err
+		}
+	}
+	predicted := func() float64 {
+		if ns := r.est.get(); ns != 0 {
+			return ns
+		}
+		return t.limiter.Capacity() // not measured yet: a whole refill period
+	}
+	// Evaluated again when a change of share (or, with a floor, the
+	// latency tenants' idling) wakes a waiting Do.
+	var extra float64
+	cost := func() float64 {
+		var base float64
+		if t.limiter.SMLimit() < 1 {
+			base = predicted()
+		}
+		extra = t.floorExtra(base, predicted)
+		return base + extra
+	}
+	var total float64
+	r.mark = dm.bucket.Mark() // just before the charge (see Gate.Admit)
+	if try {
+		if total = cost(); !dm.bucket.TryAcquire(total) {
+			if t.cfg.Closed() {
+				return nil, false, errs.ErrClosed
+			}
+			return nil, false, errs.ErrThrottled
+		}
+	} else if total, err = t.waitFloored(ctx, dm.bucket, cost, &extra); err != nil {
+		return nil, false, closedErr(err)
+	}
+	r.charged, r.extra = total-extra, extra
+	return r, true, nil
+}
+
+// Start registers the run as the one on this (locked) thread, where ctx is
+// current, and opens its brackets on the streams an earlier Do handed out
+// (Gate.bound), before f runs: a library queues on the handle it kept
+// without asking Current again. A stream closed meanwhile is skipped.
+func (r *Run) Start(thread int, ctx cuda.Context) error {
+	r.thread, r.gctx = thread, ctx
+	r.dm.mu.Lock()
+	r.dm.runs[thread] = r
+	r.dm.mu.Unlock()
+	for _, g := range r.t.metered() {
+		if !g.bound.Load() {
+			continue
+		}
+		if err := r.take(g); err != nil && !(g.closed.Load() && errors.Is(err, errs.ErrClosed)) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Abandon gives back the charge of a run whose f never ran.
+func (r *Run) Abandon() {
+	if r.charged+r.extra > 0 {
+		r.dm.bucket.AdjustSince(-(r.charged + r.extra), r.mark)
+	}
+}
+
+// Take opens, or joins, g's bracket for the run: called when f takes the
+// stream's handle, on f's thread (the tenant's context current, its
+// exclusion held). The stream is timed in every later Do too.
+func (r *Run) Take(g *Gate) error {
+	if r == nil || g.meter == nil {
+		return nil
+	}
+	g.bound.Store(true)
+	return r.take(g)
+}
+
+func (r *Run) take(g *Gate) error {
+	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
+		return ErrTakenAfterDo
+	}
+	for _, u := range r.used {
+		if u.g == g {
+			r.mu.Unlock()
+			return nil
+		}
+	}
+	r.mu.Unlock()
+	m, ev := g.meter, g.t.cfg.Events
+	// With the Do's own context, current on this thread: pushing another
+	// (the primary) would switch the thread's context twice per call.
+	return g.t.doWith(r.gctx, func(ctx cuda.Context) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		// Fold in what completed: a stream used only through Do has no
+		// launch to do it, and its queue must not grow unread.
+		if err := g.pollLocked(ctx); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		ended := r.ended
+		r.mu.Unlock()
+		if ended {
+			return ErrTakenAfterDo // a bracket opened now would never close
+		}
+		br := m.open
+		if br == nil {
+			e, err := m.event(ev, ctx)
+			if err != nil {
+				return err
+			}
+			if err := ev.EventRecord(ctx, e, g.h()); err != nil {
+				m.free = append(m.free, e)
+				return err
+			}
+			br = &bracket{start: e}
+			m.open = br
+			g.markBusy() // f may be queuing work now
+		}
+		br.runs = append(br.runs, r)
+		br.users++
+		r.mu.Lock()
+		r.used = append(r.used, bracketUse{g, br})
+		r.left++
+		r.mu.Unlock()
+		return nil
+	})
+}
+
+// End closes the run's brackets once f has returned (still on f's thread),
+// and unregisters the run. A bracket whose stream was closed meanwhile was
+// ended as lost by that Close. An error matching ErrClosed is not
+// reported.
+func (r *Run) End() error {
+	if r == nil {
+		return nil
+	}
+	r.dm.mu.Lock()
+	delete(r.dm.runs, r.thread)
+	r.dm.mu.Unlock()
+	r.mu.Lock()
+	r.ended = true
+	used := r.used
+	r.mu.Unlock()
+	var errList []error
+	for _, u := range used {
+		errList = append(errList, u.g.closeBracket(u.br, r.gctx))
+	}
+	r.done(0, false) // f returned
+	if r.t.cfg.Partitioned && r.dm.bucket != nil {
+		errList = append(errList, r.t.Poll()) // see BeginDo
+	}
+	if err := errors.Join(errList...); err != nil && !errors.Is(err, errs.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// closeBracket ends one Do's use of br, recording its end event when it is
+// the last.
+func (g *Gate) closeBracket(br *bracket, gctx cuda.Context) error {
+	m, ev := g.meter, g.t.cfg.Events
+	return g.t.doWith(gctx, func(ctx cuda.Context) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.open != br {
+			return nil // the stream was closed or forgotten: br was ended as lost
+		}
+		if br.users--; br.users > 0 {
+			return nil
+		}
+		m.open = nil
+		end, err := m.event(ev, ctx)
+		if err == nil {
+			if err = ev.EventRecord(ctx, end, g.h()); err != nil {
+				m.free = append(m.free, end)
+			}
+		}
+		if err != nil {
+			m.free = append(m.free, br.start)
+			br.lost()
+			return err
+		}
+		m.pending = append(m.pending, timed{start: br.start, end: end, br: br})
+		g.markBusy() // a latency tenant's Do work in flight counts
+		return nil
+	})
+}
+
+// FuncKey is what a Do's estimate is kept under: f's code, as
+// reflect.Value.Pointer says of a func, read without making f an
+// interface, which made every Do's closure escape to the heap (a request
+// loop's garbage). f must not be nil.
+func FuncKey[F any](f F) uintptr {
+	return **(**uintptr)(unsafe.Pointer(&f))
+}

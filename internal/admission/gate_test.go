@@ -1,0 +1,219 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/stream"
+)
+
+// events is a driver of events whose completion and elapsed time the test
+// sets: every recorded end event completes when done is set, after ms.
+type events struct {
+	mu      sync.Mutex
+	next    cuda.Event
+	live    map[cuda.Event]bool
+	done    bool
+	ms      float32
+	failRec bool
+}
+
+func (e *events) EventCreate(cuda.Context, uint32) (cuda.Event, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.next++
+	if e.live == nil {
+		e.live = map[cuda.Event]bool{}
+	}
+	e.live[e.next] = true
+	return e.next, nil
+}
+
+func (e *events) EventRecord(cuda.Context, cuda.Event, cuda.Stream) error {
+	if e.failRec {
+		return errors.New("record refused")
+	}
+	return nil
+}
+
+func (e *events) EventQuery(cuda.Context, cuda.Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.done {
+		return cuda.ErrorNotReady
+	}
+	return nil
+}
+
+func (e *events) EventElapsedMs(cuda.Context, cuda.Event, cuda.Event) (float32, error) {
+	return e.ms, nil
+}
+
+func (e *events) EventDestroy(_ cuda.Context, ev cuda.Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.live, ev)
+	return nil
+}
+
+// gate makes a tenant of cfg (frozen clock: nothing refills) and the gate
+// of one Default stream.
+func gate(t *testing.T, ev *events, cfg Config) (*Tenant, *Gate) {
+	t.Helper()
+	var closed atomic.Bool
+	cfg.Events, cfg.Clock = ev, func() int64 { return 1 }
+	cfg.Closed = closed.Load
+	cfg.Enter = func() (uint32, error) { return 0, nil }
+	cfg.Exit = func(uint32) {}
+	cfg.Primary = func() cuda.Context { return 0 }
+	cfg.AnyThread = cfg.Primary
+	tn, err := NewTenant(new(Pool), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g Gate
+	var hv atomic.Uintptr
+	var sclosed atomic.Bool
+	if err := tn.Init(&g, stream.Default, &hv, &sclosed); err != nil {
+		t.Fatal(err)
+	}
+	return tn, &g
+}
+
+var noBytes atomic.Uint64
+
+func ptr(w Work) *Work { return &w }
+
+func tryAdmit(g *Gate, es *Estimates) (Ticket, error) {
+	w := work(es)
+	var tk Ticket
+	err := g.TryAdmit(&w, &tk)
+	return tk, err
+}
+
+func work(es *Estimates) Work {
+	return Work{Grid: cuda.Dim3{X: 1, Y: 1, Z: 1}, Block: cuda.Dim3{X: 32, Y: 1, Z: 1}, Ests: es, Bytes: &noBytes}
+}
+
+// An unlimited, unmetered gate admits at once, untimed, allocating
+// nothing: Launch on such a stream must not pay for admission.
+func TestUnlimitedGateCostsNothing(t *testing.T) {
+	_, g := gate(t, new(events), Config{})
+	var es Estimates
+	allocs := testing.AllocsPerRun(100, func() {
+		var tk Ticket
+		w := work(&es)
+		err := g.Admit(context.Background(), &w, &tk)
+		if err != nil || tk.Timed() {
+			t.Fatalf("Admit = %v, timed %v", err, tk.Timed())
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per Admit", allocs)
+	}
+}
+
+// Under a GPU share, a ticket is charged a whole refill period before its
+// work was ever measured, and settled with the measured time: the bucket
+// gets the difference back, and the next launch is priced by the estimate.
+func TestTicketSettlesWithTheMeasuredCost(t *testing.T) {
+	ev := new(events)
+	tn, g := gate(t, ev, Config{GPUShare: 0.5, Metered: true, Refill: time.Millisecond})
+	var es Estimates
+	tk, err := tryAdmit(g, &es)
+	if err != nil || !tk.Timed() {
+		t.Fatalf("TryAdmit = %v, timed %v", err, tk.Timed())
+	}
+	if err := tk.Begin(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.End(0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryAdmit(g, &es); !errors.Is(err, errs.ErrThrottled) {
+		t.Fatalf("second launch before the first is measured: %v, want ErrThrottled", err)
+	}
+	ev.mu.Lock()
+	ev.done, ev.ms = true, 1.0/64 // 15.625 us, exact in a float32
+	ev.mu.Unlock()
+	if got := tn.Stats([]*Gate{g}).GPUTime; got != 15625*time.Nanosecond {
+		t.Fatalf("GPU time %v, want 15.625us", got)
+	}
+	if got := es.For(cuda.Dim3{X: 1, Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}).get(); got != 15625 {
+		t.Fatalf("estimate %v ns, want 15625", got)
+	}
+	tk, err = tryAdmit(g, &es)
+	if err != nil {
+		t.Fatalf("after the settlement: %v", err)
+	}
+	tk.Cancel()
+}
+
+// Work that failed to be queued gives its charge back, as a cancelled
+// ticket does.
+func TestFailedWorkGivesItsChargeBack(t *testing.T) {
+	ev := new(events)
+	_, g := gate(t, ev, Config{GPUShare: 0.5, Metered: true, Refill: time.Millisecond})
+	var es Estimates
+	for i := range 3 {
+		tk, err := tryAdmit(g, &es)
+		if err != nil {
+			t.Fatalf("launch %d: %v (a failed launch kept its charge)", i, err)
+		}
+		if err := tk.Begin(0); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.End(0, errors.New("launch failed")); err == nil {
+			t.Fatal("End hid the launch's error")
+		}
+	}
+	ev.failRec = true
+	tk, err := tryAdmit(g, &es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Begin(0); err == nil {
+		t.Fatal("Begin hid the record's error")
+	}
+	if _, err := tryAdmit(g, &es); err != nil {
+		t.Fatalf("after a failed Begin: %v (its charge was kept)", err)
+	}
+}
+
+// Closing the gate destroys every event it made, and a Reservation's
+// ticket charges as Reserve did.
+func TestCloseDestroysEventsAndReservationCancels(t *testing.T) {
+	ev := new(events)
+	_, g := gate(t, ev, Config{GPUShare: 0.5, Metered: true, Refill: time.Millisecond})
+	var es Estimates
+	r, err := g.Reserve(ptr(work(&es)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryAdmit(g, &es); !errors.Is(err, errs.ErrThrottled) {
+		t.Fatalf("Reserve charged nothing: %v", err)
+	}
+	r.Cancel()
+	tk, err := tryAdmit(g, &es)
+	if err != nil {
+		t.Fatalf("after Cancel: %v", err)
+	}
+	if err := tk.Begin(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.End(0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ev.live); n != 0 {
+		t.Fatalf("%d events left after Close", n)
+	}
+}
