@@ -111,7 +111,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 
 	// One cgo call makes the context current, says what was, and which
 	// thread this is.
-	prev, tid, err := c.pool.drv.CtxSwapCurrent(cur)
+	prev, tid, err := c.pool.dev.SwapCurrent(cur)
 	if err != nil {
 		return fmt.Errorf("tenant %q: Do: %w", c.name, err)
 	}
@@ -155,13 +155,12 @@ func (fr *doFrame) unwind(err *error) {
 		*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: metering: %w", c.name, e))
 	}
 	if fr.restore {
-		// Past the guard: putting the thread's context back is no device
-		// work, and a lost pool must not leave its green context current.
-		if e := c.pool.raw.CtxSetCurrent(fr.prev); e != nil {
-			// A lost device may refuse the previous context: leave none
-			// current rather than the green one, which another Do may make
-			// current on its thread once this one gives its slot back.
-			_ = c.pool.raw.CtxSetCurrent(0)
+		// Past the guard (raw): putting the thread's context back is no
+		// device work, and a lost pool must not leave its green context
+		// current. A lost device may refuse the previous context: none is
+		// left current then rather than the green one, which another Do may
+		// make current on its thread once this one gives its slot back.
+		if e := greenctx.RestoreCurrent(c.pool.raw, fr.prev); e != nil {
 			*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: restoring the thread's context: %w", c.name, e))
 		}
 	}

@@ -78,9 +78,18 @@ func (d *Device) RestoreCurrent(prev, cur cuda.Context) error {
 	if prev == cur {
 		return nil
 	}
-	err := d.drv.CtxSetCurrent(prev)
+	return RestoreCurrent(d.drv, prev)
+}
+
+// RestoreCurrent makes prev current on the calling thread with drv, or
+// none where the driver refuses it (a lost device may): never leaves the
+// thread's context as it was. Tenant.Do passes the driver under the fault
+// guard: putting a thread's context back is no device work, and a lost
+// pool must not leave its green context current.
+func RestoreCurrent(drv cuda.Driver, prev cuda.Context) error {
+	err := drv.CtxSetCurrent(prev)
 	if err != nil {
-		_ = d.drv.CtxSetCurrent(0)
+		_ = drv.CtxSetCurrent(0)
 	}
 	return err
 }
