@@ -67,7 +67,7 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	if s.t.closed.Load() || s.closed.Load() {
 		return nil, ErrClosed
 	}
-	c, drv := s.t, s.t.pool.drv
+	c := s.t
 	rec := &capturing{}
 	if !s.capture.CompareAndSwap(nil, rec) {
 		return nil, fmt.Errorf("%w: stream of tenant %q is already capturing", ErrInvalidArgument, c.name)
@@ -92,7 +92,7 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	inside := c.dos.enter(thread)
 	defer c.dos.exit(inside, thread)
 	inCtx := c.place.doGreen
-	if err := inCtx(func(ctx cuda.Context) error { return drv.StreamBeginCapture(ctx, s.h(), cuda.CaptureModeRelaxed) }); err != nil {
+	if err := inCtx(func(ctx cuda.Context) error { return c.graphs.BeginCapture(ctx, s.h()) }); err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	g = &Graph{t: c, layout: int32(c.place.layout())}
@@ -100,13 +100,8 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	// Close in the same call, so a Close cannot miss it.
 	end := func(keep bool) error {
 		return inCtx(func(ctx cuda.Context) (err error) {
-			if g.h, err = drv.StreamEndCapture(ctx, s.h()); err != nil {
-				return err
-			}
-			if !keep {
-				return drv.GraphDestroy(ctx, g.h)
-			}
-			return c.graphs.add(g)
+			g.h, err = c.graphs.EndCapture(ctx, s.h(), keep)
+			return err
 		})
 	}
 	ended := false
@@ -144,10 +139,8 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	// In one of the tenant's green contexts: an executable graph runs on
 	// the SMs of the context it was instantiated in, whatever the stream.
 	err := g.t.doGreen(func(ctx cuda.Context) (err error) {
-		if e.h, err = g.t.pool.drv.GraphInstantiate(ctx, g.h); err != nil {
-			return err
-		}
-		return g.t.graphs.add(e)
+		e.h, err = g.t.graphs.Instantiate(ctx, g.h)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", g.t.name, err)
@@ -166,10 +159,7 @@ func (g *Graph) Close() error {
 	err := g.t.do(func(ctx cuda.Context) error {
 		// Unlisted and destroyed in one call in the life lock: the
 		// tenant's Close destroys what is listed after the calls end.
-		if !g.t.graphs.remove(g) {
-			return nil
-		}
-		return g.t.pool.drv.GraphDestroy(ctx, g.h)
+		return g.t.graphs.DestroyGraph(ctx, g.h)
 	})
 	if errors.Is(err, ErrClosed) {
 		return nil // the tenant's Close destroys it
@@ -203,12 +193,7 @@ func (e *GraphExec) Close() error {
 		return nil
 	}
 	e.closed = true
-	err := e.t.do(func(ctx cuda.Context) error {
-		if !e.t.graphs.remove(e) {
-			return nil
-		}
-		return e.t.pool.drv.GraphExecDestroy(ctx, e.h)
-	})
+	err := e.t.do(func(ctx cuda.Context) error { return e.t.graphs.DestroyExec(ctx, e.h) })
 	if errors.Is(err, ErrClosed) {
 		return nil // the tenant's Close destroys it
 	}
@@ -258,13 +243,13 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 		err = c.do(func(cctx cuda.Context) error {
 			err := tk.Begin(cctx)
 			if err == nil {
-				err = tk.End(cctx, c.pool.drv.GraphLaunch(cctx, e.h, s.h()))
+				err = tk.End(cctx, c.graphs.Launch(cctx, e.h, s.h()))
 			}
 			return err
 		})
 	} else {
 		err = c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
-			return c.pool.drv.GraphLaunch(ctx, e.h, s.h())
+			return c.graphs.Launch(ctx, e.h, s.h())
 		})
 	}
 	if err != nil {
@@ -311,63 +296,4 @@ func (e *GraphExec) onCurrentSMs() error {
 	}
 	return fmt.Errorf("%w: tenant %q was reshaped to %d SMs since this graph was captured, and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
 		ErrStaleGraph, c.name, c.place.sms())
-}
-
-// graphSet is a tenant's live graphs and instantiated graphs. They are
-// listed and unlisted inside calls counted in the tenant's life lock, and
-// its Close destroys what is listed once those calls have ended, so a
-// graph is destroyed exactly once whichever Close comes first.
-type graphSet struct {
-	mu     sync.Mutex
-	live   map[any]struct{} // *Graph or *GraphExec
-	closed bool
-}
-
-func (gs *graphSet) add(x any) error {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if gs.closed {
-		return ErrClosed // unreachable: added in the life lock, closed after it
-	}
-	if gs.live == nil {
-		gs.live = map[any]struct{}{}
-	}
-	gs.live[x] = struct{}{}
-	return nil
-}
-
-// remove unlists x and reports whether it was listed (then the caller
-// destroys it).
-func (gs *graphSet) remove(x any) bool {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	_, ok := gs.live[x]
-	delete(gs.live, x)
-	return ok
-}
-
-// close destroys what is listed, in ctx. The tenant's calls are over.
-func (gs *graphSet) close(drv cuda.Driver, ctx cuda.Context) error {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	gs.closed = true
-	var errs []error
-	for x := range gs.live {
-		switch x := x.(type) {
-		case *GraphExec:
-			errs = append(errs, drv.GraphExecDestroy(ctx, x.h))
-		case *Graph:
-			x.closed.Store(true)
-			errs = append(errs, drv.GraphDestroy(ctx, x.h))
-		}
-	}
-	gs.live = nil
-	return errors.Join(errs...)
-}
-
-// forget drops the handles that died with a context reset.
-func (gs *graphSet) forget() {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	gs.live = nil
 }

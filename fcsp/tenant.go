@@ -16,6 +16,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
+	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -71,7 +72,7 @@ type tenantCore struct {
 	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
 
 	dos    doThreads      // OS threads inside Do (do.go)
-	graphs graphSet       // live graphs and execs, destroyed by Close (graph.go)
+	graphs *graphs.Set    // live graphs and execs, destroyed by Close (graph.go)
 	prio   priorityConfig // WithPriority, WithBandwidthFloor (priority.go)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
@@ -127,7 +128,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, prio: cfg.prio, done: make(chan struct{})}
+	c := &tenantCore{pool: p, name: name, prio: cfg.prio, done: make(chan struct{}), graphs: graphs.New(p.drv)}
 	var err error
 	c.place = devicePlace{dev: p.dev, n: p.info.SMs}
 	if cfg.partitioned() {
@@ -379,7 +380,7 @@ func (c *tenantCore) close(why string) error {
 	for _, s := range streams {
 		errs = append(errs, s.destroy(ctx))
 	}
-	errs = append(errs, c.events.Close(p.drv, ctx), c.graphs.close(p.drv, ctx))
+	errs = append(errs, c.events.Close(p.drv, ctx), c.graphs.Close(ctx))
 	for _, m := range modules {
 		errs = append(errs, m.unload(ctx))
 	}
