@@ -64,12 +64,14 @@ func (p placement) waits() WaitStats {
 	return WaitStats{Calls: w.Calls, Waited: w.Waited, P50: w.P50, P99: w.P99, Max: w.Max}
 }
 
-// retire keeps a prewarmed size for p's spares while p is open and wants
-// it, else closes the partition; spare is the caller's to keep or close.
+// retire keeps a partition for p's spares while p is open and wants its
+// size, else closes it; spare is the caller's to keep or close.
 func (pl placement) retire(p *Pool) (spare *greenctx.Partition, err error) {
-	return pl.Retire(func(sms int) bool {
+	keep := false
+	if pl.partitioned() {
 		p.mu.Lock()
-		defer p.mu.Unlock()
-		return !p.closed && p.spare.Wants(sms)
-	})
+		keep = !p.closed && p.spare.Wants(pl.sms())
+		p.mu.Unlock()
+	}
+	return pl.Retire(keep)
 }

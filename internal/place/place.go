@@ -60,9 +60,9 @@ type Placement interface {
 	Sizes() []int
 
 	// Retire ends the tenant's hold on the placement at its Close: spare,
-	// when not nil, is a partition made ready for another tenant (one of a
-	// size keep wants), for the caller to keep or close.
-	Retire(keep func(sms int) bool) (spare *greenctx.Partition, err error)
+	// when not nil, is a partition made ready for another tenant (keep: the
+	// pool's spares want its size), for the caller to keep or close.
+	Retire(keep bool) (spare *greenctx.Partition, err error)
 	// Close gives the placement up (a tenant that failed to open).
 	Close() error
 }
@@ -121,8 +121,8 @@ func (d Whole) Reshape(int, func(old, new cuda.Stream)) error {
 	return errors.New("the whole device is not reshaped") // Reshape checks Reshapable first
 }
 
-func (d Whole) Retire(func(int) bool) (*greenctx.Partition, error) { return nil, nil }
-func (d Whole) Close() error                                       { return nil }
+func (d Whole) Retire(bool) (*greenctx.Partition, error) { return nil, nil }
+func (d Whole) Close() error                             { return nil }
 
 // Green is a partition of the device's SMs: green contexts, of which a Do
 // holds one (a slot) while it is current.
@@ -202,8 +202,8 @@ func (g Green) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 
 // Retire keeps a prewarmed size for the pool's spares (the next tenant of
 // that size skips green-context creation), else closes the partition.
-func (g Green) Retire(keep func(sms int) bool) (*greenctx.Partition, error) {
-	if keep(g.Part.SMs()) && g.Part.Reset() == nil {
+func (g Green) Retire(keep bool) (*greenctx.Partition, error) {
+	if keep && g.Part.Reset() == nil {
 		return g.Part, nil
 	}
 	return nil, g.Part.Close()
