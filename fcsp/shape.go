@@ -1,9 +1,6 @@
 package fcsp
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // shapeConfig is how a tenant asks for SMs beyond WithSMs and WithRestOfSMs.
 type shapeConfig struct {
@@ -44,18 +41,11 @@ func (c *tenantConfig) partitioned() bool {
 // resolveShape turns a share into an SM count. The caller holds p.mu.
 func (p *Pool) resolveShape(cfg *tenantConfig) error {
 	if cfg.shape.share > 0 {
-		cfg.sms = p.nearestSMs(cfg.shape.share)
+		cfg.sms = p.split.Nearest(cfg.shape.share, p.info.SMs)
 		p.log.Info("SM share resolved", "share", cfg.shape.share, "sms", cfg.sms,
 			"of", p.info.SMs, "unit", p.split.GroupSMs())
 	}
 	return nil
-}
-
-// nearestSMs is the legal partition size nearest f of the device's SMs.
-func (p *Pool) nearestSMs(f float64) int {
-	unit := p.split.GroupSMs()
-	n := int(math.Round(f * float64(p.info.SMs) / float64(unit)))
-	return min(max(n, 1), p.split.Groups()) * unit
 }
 
 // SMShare is the fraction of the device's SMs the tenant holds (what

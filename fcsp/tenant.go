@@ -130,7 +130,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	c := &tenantCore{pool: p, name: name, prio: cfg.prio, done: make(chan struct{}), graphs: graphs.New(p.drv)}
 	var err error
-	c.place = devicePlace{dev: p.dev, n: p.info.SMs}
+	c.place = devicePlace(p.dev, p.info.SMs)
 	if cfg.partitioned() {
 		if err := p.checkWorkQueues(); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
@@ -140,7 +140,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
 		part.SetSlots(cmp.Or(cfg.dos, greenctx.DefaultSlots))
-		c.place = greenPlace{part}
+		c.place = greenPlace(part)
 	}
 	undo := func(err error) (*Tenant, error) {
 		err = errors.Join(err, c.place.close())

@@ -1,19 +1,17 @@
 package fcsp
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/place"
 )
 
 // Whether the driver accepts launches and synchronisations with no context
 // current (the stream naming it) is learned on first use and remembered per
-// pool: if it does, a tenant's launches and waits need not take its green
-// context's lock, so one request's Synchronize no longer holds up another's
-// launch. The memory engine keeps the pool calls' probe, in the same
-// encoding (internal/devmem).
+// pool (place.Unscoped). The memory engine keeps the pool calls' probe, in
+// the same encoding (internal/devmem).
 const (
 	probeUnknown = devmem.ProbeUnknown
 	probeYes     = devmem.ProbeYes
@@ -35,28 +33,7 @@ func (c *tenantCore) doUnscoped(state *atomic.Int32, f func(ctx cuda.Context) er
 }
 
 // doUnscopedLocked is doUnscoped for a caller already counted in the life
-// lock.
+// lock (place.Unscoped says how the context is chosen).
 func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Context) error) error {
-	// The primary context may be current anywhere; a green context takes
-	// no context current where the driver accepts that (probed once).
-	if ctx := c.place.anyThread(); ctx != 0 || state.Load() == probeYes {
-		return f(ctx)
-	}
-	// Where the driver wants a context, the primary one serves a green
-	// stream's launches and waits too (docs/CONTEXTS.md). The caller is in
-	// the life lock already: entering it again (c.do) could wait at a
-	// Reshape's gate while the Reshape waited for this call.
-	if state.Load() == probeNo {
-		return f(c.pool.dev.Primary())
-	}
-	err := f(0)
-	switch {
-	case err == nil:
-		state.Store(probeYes)
-	case errors.Is(err, cuda.ErrorInvalidContext), errors.Is(err, cuda.ErrorInvalidHandle):
-		state.Store(probeNo)
-		c.pool.log.Info("driver needs a current context for launches and waits; using the primary context")
-		return f(c.pool.dev.Primary())
-	}
-	return err
+	return place.Unscoped(state, c.place.Placement, c.pool.dev, c.pool.log, f)
 }

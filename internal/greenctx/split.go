@@ -2,6 +2,7 @@ package greenctx
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -51,6 +52,14 @@ func (s *Split) GroupSMs() int {
 
 // Groups is how many groups the split made.
 func (s *Split) Groups() int { return len(s.groups) }
+
+// Nearest is the partition size nearest the fraction f of the device's
+// deviceSMs that the split can give: whole groups, at least one.
+func (s *Split) Nearest(f float64, deviceSMs int) int {
+	unit := s.GroupSMs()
+	n := int(math.Round(f * float64(deviceSMs) / float64(unit)))
+	return min(max(n, 1), s.Groups()) * unit
+}
 
 // Remainder is how many SMs no group holds.
 func (s *Split) Remainder() int { return int(s.rem.SMCount()) }

@@ -85,6 +85,19 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.Error(t, err)
 	})
 
+	t.Run("a share's nearest size is whole groups, one to all", func(t *testing.T) {
+		s, err := dev.Split(dev.Granularity())
+		require.NoError(t, err)
+		g, n := s.GroupSMs(), dev.SMs()
+		require.Equal(t, g, s.Nearest(0.0001, n))
+		require.Equal(t, s.Groups()*g, s.Nearest(1, n))
+		if s.Groups() >= 3 {
+			require.Equal(t, 2*g, s.Nearest(float64(2*g)/float64(n), n))
+			require.Equal(t, 2*g, s.Nearest((float64(2*g)+0.4*float64(g))/float64(n), n), "rounded down")
+			require.Equal(t, 3*g, s.Nearest((float64(2*g)+0.6*float64(g))/float64(n), n), "rounded up")
+		}
+	})
+
 	ptx := kernels.ChainPTX
 	run := func(t *testing.T, p *greenctx.Partition, n, steps int) []byte {
 		t.Helper()

@@ -1,4 +1,4 @@
-package fcsp
+package life
 
 import (
 	"sync"
@@ -9,24 +9,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestLifeLockEndWaitsForCallsInFlight: end returns only after every call
+// TestLifeLockEndWaitsForCallsInFlight: End returns only after every call
 // that got in has left, and no call gets in after it began.
 func TestLifeLockEndWaitsForCallsInFlight(t *testing.T) {
-	var l lifeLock
+	var l Lock
 	held := make(chan struct{})
 	release := make(chan struct{})
 	go func() {
-		slot, ok := l.enter(func() bool { return false })
+		slot, ok := l.Enter(func() bool { return false })
 		if !ok {
 			panic("refused before end")
 		}
 		close(held)
 		<-release
-		l.exit(slot)
+		l.Exit(slot)
 	}()
 	<-held
 	ended := make(chan struct{})
-	go func() { l.end(); close(ended) }()
+	go func() { l.End(); close(ended) }()
 	select {
 	case <-ended:
 		t.Fatal("end returned with a call in flight")
@@ -35,24 +35,24 @@ func TestLifeLockEndWaitsForCallsInFlight(t *testing.T) {
 	for !l.ending.Load() {
 		time.Sleep(time.Millisecond)
 	}
-	_, ok := l.enter(func() bool { return false })
+	_, ok := l.Enter(func() bool { return false })
 	require.False(t, ok, "a call got in after end began")
 	close(release)
 	<-ended
 }
 
-// TestLifeLockStorm: callers from many goroutines race with end; once end
+// TestLifeLockStorm: callers from many goroutines race with End; once End
 // returns nobody is inside, and nobody gets in again.
 func TestLifeLockStorm(t *testing.T) {
 	for range 20 {
-		var l lifeLock
+		var l Lock
 		var inside atomic.Int64
 		var after atomic.Bool
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {
 				for {
-					slot, ok := l.enter(func() bool { return false })
+					slot, ok := l.Enter(func() bool { return false })
 					if !ok {
 						return
 					}
@@ -61,12 +61,12 @@ func TestLifeLockStorm(t *testing.T) {
 					}
 					inside.Add(1)
 					inside.Add(-1)
-					l.exit(slot)
+					l.Exit(slot)
 				}
 			})
 		}
 		time.Sleep(time.Millisecond)
-		l.end()
+		l.End()
 		after.Store(true)
 		require.Zero(t, inside.Load())
 		wg.Wait()
@@ -75,42 +75,42 @@ func TestLifeLockStorm(t *testing.T) {
 
 // TestLifeLockSlotsHandedOn: an ended lock's slots go to the next lock
 // while late callers of the ended one may still count themselves in and
-// out of them. The next lock's end must still wait for its own call in
+// out of them. The next lock's End must still wait for its own call in
 // flight, every time.
 func TestLifeLockSlotsHandedOn(t *testing.T) {
 	for range 200 {
-		var old lifeLock
+		var old Lock
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
 				for {
-					slot, ok := old.enter(func() bool { return false })
+					slot, ok := old.Enter(func() bool { return false })
 					if !ok {
 						// Late calls keep trying the ended lock while the next
 						// one takes its slots.
 						for range 50 {
-							if _, ok := old.enter(func() bool { return false }); ok {
+							if _, ok := old.Enter(func() bool { return false }); ok {
 								panic("in after end")
 							}
 						}
 						return
 					}
-					old.exit(slot)
+					old.Exit(slot)
 				}
 			})
 		}
-		old.end()
-		var next lifeLock
-		slot, ok := next.enter(func() bool { return false })
+		old.End()
+		var next Lock
+		slot, ok := next.Enter(func() bool { return false })
 		require.True(t, ok)
 		ended := make(chan struct{})
-		go func() { next.end(); close(ended) }()
+		go func() { next.End(); close(ended) }()
 		select {
 		case <-ended:
 			t.Fatal("end returned with a call in flight")
 		case <-time.After(time.Millisecond):
 		}
-		next.exit(slot)
+		next.Exit(slot)
 		<-ended
 		wg.Wait()
 	}

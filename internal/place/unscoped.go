@@ -1,0 +1,45 @@
+package place
+
+import (
+	"errors"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+)
+
+// Unscoped runs f, a launch or a synchronisation on one of pl's streams,
+// with a zero context where the driver allows it, else with dev's primary
+// context. Whether the driver accepts launches and synchronisations with no
+// context current (the stream naming it) is learned on first use and
+// remembered in state (devmem's encoding: ProbeUnknown, ProbeYes, ProbeNo):
+// if it does, a tenant's launches and waits need not take its green
+// context's lock, so one request's Synchronize no longer holds up another's
+// launch. log hears when the driver refuses. The caller is counted in the
+// tenant's life lock.
+func Unscoped(state *atomic.Int32, pl Placement, dev *greenctx.Device, log *slog.Logger, f func(ctx cuda.Context) error) error {
+	// The primary context may be current anywhere; a green context takes
+	// no context current where the driver accepts that (probed once).
+	if ctx := pl.AnyThread(); ctx != 0 || state.Load() == devmem.ProbeYes {
+		return f(ctx)
+	}
+	// Where the driver wants a context, the primary one serves a green
+	// stream's launches and waits too (docs/CONTEXTS.md). The caller is in
+	// the life lock already: entering it again could wait at a Reshape's
+	// gate while the Reshape waited for this call.
+	if state.Load() == devmem.ProbeNo {
+		return f(dev.Primary())
+	}
+	err := f(0)
+	switch {
+	case err == nil:
+		state.Store(devmem.ProbeYes)
+	case errors.Is(err, cuda.ErrorInvalidContext), errors.Is(err, cuda.ErrorInvalidHandle):
+		state.Store(devmem.ProbeNo)
+		log.Info("driver needs a current context for launches and waits; using the primary context")
+		return f(dev.Primary())
+	}
+	return err
+}
