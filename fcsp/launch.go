@@ -136,7 +136,7 @@ func (s *Stream) runTimed(tk *admission.Ticket, f *Function, grid, block Dim3, s
 	ctx := s.t.pool.dev.Primary()
 	err := tk.Begin(ctx)
 	if err == nil {
-		err = tk.End(ctx, s.t.pool.drv.LaunchKernel(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
+		err = tk.End(ctx, s.t.pool.launcher.LaunchIn(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
 	}
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
@@ -160,19 +160,11 @@ func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args
 	return nil
 }
 
-// launchLocked launches with no closure on the usual paths: the primary
-// context's, and a green context's where the driver takes a launch with no
-// context current. Only the first launch (the probe) and the serialised
-// fallback go through doUnscopedLocked. The caller is in the life lock.
+// launchLocked launches through the pool's launcher (internal/place),
+// which takes no closure on the usual paths. The caller is in the life
+// lock.
 func (s *Stream) launchLocked(f *Function, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
-	c := s.t
-	drv := c.pool.drv
-	if ctx := c.place.anyThread(); ctx != 0 || c.pool.unscoped.launch.Load() == probeYes {
-		return drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
-	}
-	return c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
-		return drv.LaunchKernel(ctx, f.handle(), grid, block, shmem, s.h(), args)
-	})
+	return s.t.pool.launcher.Launch(s.t.place.Placement, f.handle(), grid, block, shmem, s.h(), args)
 }
 
 // wrap names the tenant in err once: errors from the life lock (a lost

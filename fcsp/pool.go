@@ -17,6 +17,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
+	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -41,6 +42,7 @@ type Pool struct {
 	shared   *shm.Member // nil without WithSharedRegion
 	events   event.Set   // made by Pool.NewEvent
 	unscoped unscopedProbe
+	launcher place.Launcher   // kernel launches (launch.go), made at Open
 	wait     hostwait.Wait    // Synchronize's HostWait, chosen at Open
 	memInfo  devmem.InfoCache // MemGetInfo's device figures
 	_        [128]byte
@@ -125,6 +127,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	p.dev = dev
+	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
 	if p.info, err = deviceInfo(index, dev); err != nil {
 		return fail(err)

@@ -43,3 +43,31 @@ func Unscoped(state *atomic.Int32, pl Placement, dev *greenctx.Device, log *slog
 	}
 	return err
 }
+
+// Launcher queues a pool's kernel launches, choosing the context as
+// Unscoped does: made once, at Open.
+type Launcher struct {
+	Drv   cuda.Driver
+	State *atomic.Int32 // the launch probe (Unscoped)
+	Dev   *greenctx.Device
+	Log   *slog.Logger
+}
+
+// Launch queues kernel f on s, a stream of pl's, as grid x block. The usual
+// paths (the primary context; none, where the driver takes a launch with
+// no context current) make no closure; the probe and the fallback go
+// through Unscoped. The caller is counted in the tenant's life lock.
+func (l *Launcher) Launch(pl Placement, f cuda.Function, grid, block cuda.Dim3, shmem uint32, s cuda.Stream, args *cuda.Args) error {
+	if ctx := pl.AnyThread(); ctx != 0 || l.State.Load() == devmem.ProbeYes {
+		return l.Drv.LaunchKernel(ctx, f, grid, block, shmem, s, args)
+	}
+	return Unscoped(l.State, pl, l.Dev, l.Log, func(ctx cuda.Context) error {
+		return l.Drv.LaunchKernel(ctx, f, grid, block, shmem, s, args)
+	})
+}
+
+// LaunchIn queues kernel f on s with ctx current: a timed launch, between
+// its events, with the primary context.
+func (l *Launcher) LaunchIn(ctx cuda.Context, f cuda.Function, grid, block cuda.Dim3, shmem uint32, s cuda.Stream, args *cuda.Args) error {
+	return l.Drv.LaunchKernel(ctx, f, grid, block, shmem, s, args)
+}
