@@ -71,9 +71,13 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 	// Metered: admitted (under a GPU share) before anything is held, so a
 	// Do waiting for tokens holds nothing, and a Reshape that holds new
 	// calls back (its admission's included) waits for no Do of this one.
-	run, ownRun, err := c.adm.BeginDo(ctx, admission.FuncKey(f), try)
-	if err != nil {
-		return err
+	var run *admission.Run
+	ownRun := false
+	if c.adm.Metered() { // a call the unmetered Do skips (BenchmarkDo on the H200)
+		var err error
+		if run, ownRun, err = c.adm.BeginDo(ctx, admission.FuncKey(f), try); err != nil {
+			return err
+		}
 	}
 	// Counted in the life lock: Close waits for f instead of destroying the
 	// context under it.
@@ -99,15 +103,15 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	// A partitioned tenant's Do holds one of its green contexts (a slot,
 	// greenctx/slots.go) while that context is current (greenPlace.take);
 	// an unpartitioned tenant's takes the primary context, holding nothing.
-	tk, err := c.place.take(ctx)
+	tk, err := c.place.Take(ctx) // by value: Do's frame stays on its stack
 	if err != nil {
 		if ownRun {
 			run.Abandon()
 		}
 		return err
 	}
-	fr.gs, fr.nested = tk.gs, tk.nested
-	cur, thread, named := tk.cur, tk.thread, tk.named
+	fr.gs, fr.nested = tk.Slot, tk.Nested
+	cur, thread, named := tk.Cur, tk.Thread, tk.Named
 
 	// One cgo call makes the context current, says what was, and which
 	// thread this is.

@@ -44,21 +44,6 @@ func (p placement) acquire(ctx context.Context) (*greenctx.Slot, cuda.Context, e
 	return p.Acquire(ctx)
 }
 
-// taken is what a Do took from its placement (place.Taken): returned by
-// value, so that Do's frame stays on its stack.
-type taken struct {
-	gs     *greenctx.Slot // the green context held; nil: none (the primary context)
-	cur    cuda.Context   // the context to make current
-	thread int            // the calling thread, where named
-	named  bool           // the thread had to be found first (to nest or wait)
-	nested bool           // gs was this thread's already (a Do inside a Do)
-}
-
-func (p placement) take(ctx context.Context) (taken, error) {
-	t, err := p.Take(ctx)
-	return taken{gs: t.Slot, cur: t.Cur, thread: t.Thread, named: t.Named, nested: t.Nested}, err
-}
-
 // waits reports the waits for a partition's green contexts, asked of the
 // partition itself (a call through the interface more cost TenantStats 5%);
 // none where nothing excludes. WaitStats has greenctx.WaitStats's fields.

@@ -373,3 +373,7 @@ func (g *Gate) closeBracket(br *bracket, gctx cuda.Context) error {
 func FuncKey[F any](f F) uintptr {
 	return **(**uintptr)(unsafe.Pointer(&f))
 }
+
+// Metered reports whether the tenant's Dos are metered (BeginDo has
+// anything to do): one load the caller's Do inlines.
+func (t *Tenant) Metered() bool { return t.cfg.Metered }

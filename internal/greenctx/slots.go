@@ -391,7 +391,18 @@ type waitLog struct {
 	waited atomic.Uint64
 	max    atomic.Int64
 	ring   [waitWindow]atomic.Int64
+
+	// The ring sorted, as of sortedWaited waits, at most sortMaxAge old
+	// while waits go on: Stats is polled (a scrape, a server's loop) and a
+	// copy and sort of the window per call cost 32 KiB of garbage and tens
+	// of microseconds.
+	mu           sync.Mutex
+	sorted       []int64
+	sortedWaited uint64
+	sortedAt     time.Time
 }
+
+const sortMaxAge = time.Millisecond
 
 const waitWindow = 4096
 
@@ -417,11 +428,18 @@ func (w *waitLog) stats(calls uint64) WaitStats {
 	if k == 0 {
 		return s
 	}
-	v := make([]int64, k)
-	for i := range v {
-		v[i] = w.ring[i].Load()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sortedWaited != waited && (w.sorted == nil || time.Since(w.sortedAt) >= sortMaxAge) {
+		w.sorted = slices.Grow(w.sorted[:0], int(k))[:k]
+		for i := range w.sorted {
+			w.sorted[i] = w.ring[i].Load()
+		}
+		slices.Sort(w.sorted)
+		w.sortedWaited, w.sortedAt = waited, time.Now()
 	}
-	slices.Sort(v)
+	v := w.sorted
+	k = uint64(len(v))
 	frac := float64(waited) / float64(s.Calls)
 	at := func(q float64) time.Duration {
 		if q <= 1-frac {

@@ -182,3 +182,4 @@ func TestIdleStreamsAreReused(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.Zero(t, drv.Live().Streams)
 }
+
