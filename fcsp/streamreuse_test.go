@@ -97,3 +97,21 @@ func TestDoMakesNoGarbage(t *testing.T) {
 		require.NoError(t, tn.Close())
 	}
 }
+
+// A tenant with many streams (one per request goroutine) reads its Stats
+// without garbage: the H200 stats storm made 240 MB/s of it through a
+// copy of the streams' gates.
+func TestStatsOfManyStreamsMakeNoGarbage(t *testing.T) {
+	p, _ := openSim(t)
+	tn, err := p.NewTenant("t", WithSMs(16))
+	require.NoError(t, err)
+	for range 40 {
+		_, err := tn.NewStream(ClassDefault)
+		require.NoError(t, err)
+	}
+	var ps PoolStats
+	p.ReadStats(&ps)
+	require.Equal(t, 41, ps.Tenants[0].Streams)
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = tn.Stats() }))
+	require.Zero(t, testing.AllocsPerRun(100, func() { p.ReadStats(&ps) }))
+}

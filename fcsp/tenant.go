@@ -330,17 +330,16 @@ type WaitStats struct {
 func (c *tenantCore) Stats() Stats {
 	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.place.partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
 	s.ContextWait = c.place.waits()
-	var buf [16]*admission.Gate // no garbage for a tenant's usual few streams: Stats is polled
-	gates := buf[:0]
+	var gates admission.GateSums // added up in place: Stats is polled, and a copy of the gates was garbage
 	c.mu.Lock()
 	s.Streams = len(c.streams)
 	for _, st := range c.streams {
-		gates = append(gates, &st.gate)
 		s.MemoryCached += st.blocks.Bytes()
 		s.Launches += st.launches.Load()
+		st.gate.AddTo(&gates)
 	}
 	c.mu.Unlock()
-	a := c.adm.Stats(gates)
+	a := c.adm.Stats(&gates)
 	s.SMLimit, s.GPUShare, s.GPUTime = a.SMLimit, a.GPUShare, a.GPUTime
 	s.Throttled, s.ThrottleWait = a.Throttled, a.ThrottleWait
 	s.DoAdmitted, s.DoThrottled, s.DoThrottleWait = a.DoAdmitted, a.DoThrottled, a.DoThrottleWait

@@ -195,9 +195,34 @@ type Stats struct {
 	Slowdown          float64
 }
 
-// Stats polls the metered streams and sums the figures of the gates
-// given (the tenant's streams).
-func (t *Tenant) Stats(gates []*Gate) Stats {
+// GateSums adds up a tenant's gates' figures for Stats: the caller walks
+// its streams (under its own lock) and adds each stream's gate, with no
+// copy of them; Stats is polled.
+type GateSums struct {
+	throttled uint64
+	wait      time.Duration
+	bw        bandwidthAccount
+}
+
+// AddTo adds g's figures to s.
+func (g *Gate) AddTo(s *GateSums) {
+	if g.bucket != nil {
+		bs := g.bucket.Stats()
+		s.throttled += bs.Throttled
+		s.wait += time.Duration(bs.WaitNanos)
+	}
+	if m := g.meter; m != nil {
+		m.mu.Lock()
+		s.bw.weight += m.bw.weight
+		s.bw.slowSum += m.bw.slowSum
+		s.bw.byteNs += m.bw.byteNs
+		s.bw.bytes += m.bw.bytes
+		m.mu.Unlock()
+	}
+}
+
+// Stats polls the metered streams and adds the sums of the tenant's gates.
+func (t *Tenant) Stats(gates *GateSums) Stats {
 	var s Stats
 	if t.limiter != nil {
 		if t.gpuShare {
@@ -220,24 +245,9 @@ func (t *Tenant) Stats(gates []*Gate) Stats {
 		bs := dm.bucket.Stats()
 		s.DoAdmitted, s.DoThrottled, s.DoThrottleWait = bs.Admitted, bs.Throttled, time.Duration(bs.WaitNanos)
 	}
-	s.Throttled, s.ThrottleWait = s.DoThrottled, s.DoThrottleWait
+	s.Throttled, s.ThrottleWait = s.DoThrottled+gates.throttled, s.DoThrottleWait+gates.wait
 	s.Floored, s.Bytes = t.floored.Load(), t.bytes.Load()
-	var sum bandwidthAccount
-	for _, g := range gates {
-		if g.bucket != nil {
-			bs := g.bucket.Stats()
-			s.Throttled += bs.Throttled
-			s.ThrottleWait += time.Duration(bs.WaitNanos)
-		}
-		if m := g.meter; m != nil {
-			m.mu.Lock()
-			sum.weight += m.bw.weight
-			sum.slowSum += m.bw.slowSum
-			sum.byteNs += m.bw.byteNs
-			sum.bytes += m.bw.bytes
-			m.mu.Unlock()
-		}
-	}
+	sum := gates.bw
 	if sum.weight > 0 {
 		s.Slowdown = sum.slowSum / sum.weight
 	}

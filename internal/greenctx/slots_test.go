@@ -182,4 +182,3 @@ func TestIdleStreamsAreReused(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.Zero(t, drv.Live().Streams)
 }
-
