@@ -101,7 +101,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	fr := doFrame{c: c, slot: -2}
 	defer fr.unwind(&err)
 	// A partitioned tenant's Do holds one of its green contexts (a slot,
-	// greenctx/slots.go) while that context is current (greenPlace.take);
+	// greenctx/slots.go) while that context is current (internal/place);
 	// an unpartitioned tenant's takes the primary context, holding nothing.
 	tk, err := c.place.Take(ctx) // by value: Do's frame stays on its stack
 	if err != nil {

@@ -116,8 +116,8 @@ func (s *Stream) Synchronize() error {
 	return s.wait(nil)
 }
 
-// wait is Synchronize in the pool's HostWait; done, where not nil, ends a
-// WaitYield wait early with errWaitEnded.
+// wait is Synchronize in the pool's host wait (internal/hostwait); done, where
+// not nil, ends a polled wait early with hostwait.ErrEnded.
 func (s *Stream) wait(done <-chan struct{}) error {
 	if s.closed.Load() {
 		return ErrClosed

@@ -49,7 +49,7 @@ type Tenant struct {
 type tenantCore struct {
 	pool   *Pool
 	name   string
-	place  placement // where its work runs: a partition, or the whole device (place.go)
+	place  placement // where its work runs: a partition, or the whole device (internal/place)
 	acct   *memtrack.Account
 	adm    *admission.Tenant // its admission: limit, GPU share, metering, floor (internal/admission)
 	mem    devmem.Allocator  // device memory: plain or pooled, chosen in NewTenant (memory.go)

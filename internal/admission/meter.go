@@ -26,7 +26,7 @@ const ewmaWeight = 0.25
 // (float64 bits; 0: not measured yet).
 type Estimate struct {
 	ns   atomic.Uint64
-	best atomic.Uint64 // lowest ns has been (bandwidth.go)
+	best atomic.Uint64 // lowest ns has been (the slowdown, priority.go)
 }
 
 func (e *Estimate) get() float64 { return math.Float64frombits(e.ns.Load()) }
@@ -85,7 +85,7 @@ type meter struct {
 	closed  bool         // closeMeter ran: no event is made any more
 
 	busy bool             // counted in the pool's busy latency streams (priority.go)
-	bw   bandwidthAccount // recent launches' bandwidth figures (bandwidth.go)
+	bw   bandwidthAccount // recent launches' bandwidth figures (priority.go)
 }
 
 type timed struct {
@@ -95,7 +95,7 @@ type timed struct {
 	mark       tokenbucket.Mark // the bucket's parameters just before that charge
 	in         *bracket         // the Do bracket open when it was queued: its time is not the Do's
 	br         *bracket         // non-nil: this is that Do bracket's own entry (est, charged unused)
-	bytes      uint64           // declared bytes moved (bandwidth.go)
+	bytes      uint64           // declared bytes moved (priority.go)
 }
 
 // event takes an event from the free list or makes one.
