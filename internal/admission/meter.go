@@ -171,7 +171,7 @@ func (g *Gate) pollLocked(ctx cuda.Context) error {
 		m.gpu.Add(int64(ns))
 		t.gpu[g.class].Add(int64(ns))
 		p.est.add(ns)
-		g.observe(&p, ns) // bandwidth.go
+		g.observe(&p, ns) // the bandwidth account (priority.go)
 		if p.charged > 0 {
 			// Launches admitted free (share 1, NCCL) are not limited, so
 			// there is nothing to correct. Settled at the worth of the
