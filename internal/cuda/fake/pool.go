@@ -190,7 +190,7 @@ func (d *Driver) MemAllocFromPoolAsync(c cuda.Context, n uint64, h cuda.MemPool,
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	const op = "cuMemAllocFromPoolAsync"
-	if err := d.streamScope(op, c, s); err != nil {
+	if err := d.enterStreamCall(op, c, s); err != nil {
 		return 0, err
 	}
 	p, err := d.pool(op, h)
@@ -234,7 +234,7 @@ func (d *Driver) MemFreeAsync(c cuda.Context, ptr cuda.DevicePtr, s cuda.Stream)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	const op = "cuMemFreeAsync"
-	if err := d.streamScope(op, c, s); err != nil {
+	if err := d.enterStreamCall(op, c, s); err != nil {
 		return err
 	}
 	if _, err := d.stream(op, s); err != nil {
@@ -316,20 +316,4 @@ func (d *Driver) releaseAboveThreshold() {
 	for _, p := range d.pools {
 		p.trim(&d.mem, p.threshold)
 	}
-}
-
-// streamScope validates the context of a call that may be unscoped (zero
-// context, the stream naming it). The caller holds d.mu.
-func (d *Driver) streamScope(op string, c cuda.Context, s cuda.Stream) error {
-	if c != 0 || s == 0 {
-		_, err := d.ctx(op, c)
-		return err
-	}
-	if err := d.enter(op); err != nil {
-		return err
-	}
-	if d.scopedOnly {
-		return cuda.Check(op, cuda.ErrorInvalidContext)
-	}
-	return d.poisonedAt(op, 0, s)
 }
