@@ -11,12 +11,7 @@ import (
 
 func primary(t *testing.T) (*fake.Driver, cuda.Context, Do) {
 	t.Helper()
-	drv := fake.New(fake.H200())
-	dev, err := drv.DeviceGet(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := drv.PrimaryCtxRetain(dev)
+	drv, ctx, _, err := fake.OpenPrimary(fake.H200())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,16 +10,7 @@ import (
 
 func setUp(t *testing.T) (*fake.Driver, cuda.Context, cuda.Stream) {
 	t.Helper()
-	drv := fake.New(fake.H200())
-	dev, err := drv.DeviceGet(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := drv.PrimaryCtxRetain(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := drv.StreamCreate(ctx, cuda.StreamNonBlocking)
+	drv, ctx, s, err := fake.OpenPrimary(fake.H200())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1031,3 +1031,20 @@ func (d *Driver) StreamWaitEvent(c cuda.Context, s cuda.Stream, e cuda.Event) er
 var _ cuda.Driver = (*Driver)(nil)
 
 func (s Spec) String() string { return fmt.Sprintf("%s: %d SMs", s.Name, s.SMs) }
+
+// OpenPrimary is a fake of spec with device 0's primary context retained and
+// a non-blocking stream made in it: what a unit test of an engine that is
+// handed a driver, a context and a stream starts from.
+func OpenPrimary(spec Spec) (*Driver, cuda.Context, cuda.Stream, error) {
+	d := New(spec)
+	dev, err := d.DeviceGet(0)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	ctx, err := d.PrimaryCtxRetain(dev)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	s, err := d.StreamCreate(ctx, cuda.StreamNonBlocking)
+	return d, ctx, s, err
+}
