@@ -284,12 +284,8 @@ func (r *Run) take(g *Gate) error {
 		}
 		br := m.open
 		if br == nil {
-			e, err := m.event(ev, ctx)
+			e, err := m.record(ev, ctx, g.h())
 			if err != nil {
-				return err
-			}
-			if err := ev.EventRecord(ctx, e, g.h()); err != nil {
-				m.free = append(m.free, e)
 				return err
 			}
 			br = &bracket{start: e}
@@ -349,12 +345,7 @@ func (g *Gate) closeBracket(br *bracket, gctx cuda.Context) error {
 			return nil
 		}
 		m.open = nil
-		end, err := m.event(ev, ctx)
-		if err == nil {
-			if err = ev.EventRecord(ctx, end, g.h()); err != nil {
-				m.free = append(m.free, end)
-			}
-		}
+		end, err := m.record(ev, ctx, g.h())
 		if err != nil {
 			m.free = append(m.free, br.start)
 			br.lost()

@@ -237,12 +237,7 @@ func (tk *Ticket) Begin(ctx cuda.Context) error {
 	g := tk.g
 	m, ev := g.meter, g.t.cfg.Events
 	m.mu.Lock()
-	start, err := m.event(ev, ctx)
-	if err == nil {
-		if err = ev.EventRecord(ctx, start, g.h()); err != nil {
-			m.free = append(m.free, start)
-		}
-	}
+	start, err := m.record(ev, ctx, g.h())
 	if err != nil {
 		m.mu.Unlock()
 		tk.Cancel()
@@ -262,11 +257,7 @@ func (tk *Ticket) End(ctx cuda.Context, queued error) error {
 	var end cuda.Event
 	err := queued
 	if err == nil {
-		if end, err = m.event(ev, ctx); err == nil {
-			if err = ev.EventRecord(ctx, end, g.h()); err != nil {
-				m.free = append(m.free, end)
-			}
-		}
+		end, err = m.record(ev, ctx, g.h())
 	}
 	if err != nil {
 		m.free = append(m.free, tk.start)

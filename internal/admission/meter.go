@@ -113,6 +113,20 @@ func (m *meter) event(ev Events, ctx cuda.Context) (cuda.Event, error) {
 	return ev.EventCreate(ctx, cuda.EventDefault)
 }
 
+// record takes an event (event) and records it on stream h; one the driver
+// refuses to record goes back to the free list. The caller holds m.mu.
+func (m *meter) record(ev Events, ctx cuda.Context, h cuda.Stream) (cuda.Event, error) {
+	e, err := m.event(ev, ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := ev.EventRecord(ctx, e, h); err != nil {
+		m.free = append(m.free, e)
+		return 0, err
+	}
+	return e, nil
+}
+
 // poll folds the work whose events completed into the accounts, oldest
 // first, stopping at the first not yet complete. It never waits.
 func (g *Gate) poll(ctx cuda.Context) error {
