@@ -44,15 +44,9 @@ func (p placement) acquire(ctx context.Context) (*greenctx.Slot, cuda.Context, e
 	return p.Acquire(ctx)
 }
 
-// waits reports the waits for a partition's green contexts, asked of the
-// partition itself (a call through the interface more cost TenantStats 5%);
-// none where nothing excludes. WaitStats has greenctx.WaitStats's fields.
-func (p placement) waits() WaitStats {
-	if g, ok := p.Placement.(place.Green); ok {
-		return WaitStats(g.Part.Waits())
-	}
-	return WaitStats{}
-}
+// waits reports the waits for a partition's green contexts; none where
+// nothing excludes. WaitStats has greenctx.WaitStats's fields.
+func (p placement) waits() WaitStats { return WaitStats(p.Waits()) }
 
 // retire keeps a partition for p's spares while p is open and wants its
 // size, else closes it; spare is the caller's to keep or close.

@@ -49,6 +49,8 @@ type Placement interface {
 	DoGreen(f func(ctx cuda.Context) error) error
 	// Dos is how many Dos may hold a context at once (DoEach's runs).
 	Dos() int
+	// Waits reports the waits for a context; zero where none excludes.
+	Waits() greenctx.WaitStats
 
 	// Reshapable reports whether Reshape may switch the SMs; Layout
 	// numbers the current layout (0 where there is one).
@@ -110,6 +112,7 @@ func (d Whole) Acquire(context.Context) (*greenctx.Slot, cuda.Context, error) {
 
 func (d Whole) DoGreen(f func(ctx cuda.Context) error) error { return f(d.Dev.Primary()) }
 func (d Whole) Dos() int                                     { return 1 }
+func (d Whole) Waits() greenctx.WaitStats                    { return greenctx.WaitStats{} }
 func (d Whole) Reshapable() bool                             { return false }
 func (d Whole) Layout() int                                  { return 0 }
 func (d Whole) Sizes() []int                                 { return []int{d.N} }
@@ -187,10 +190,11 @@ func (g Green) DoGreen(f func(ctx cuda.Context) error) error {
 	return g.Part.Do(f) // greenctx.ErrClosed is errs.ErrClosed
 }
 
-func (g Green) Dos() int         { return g.Part.Limit() }
-func (g Green) Reshapable() bool { return g.Part.Reshapable() }
-func (g Green) Layout() int      { return g.Part.Layout() }
-func (g Green) Sizes() []int     { return g.Part.Sizes() }
+func (g Green) Dos() int                  { return g.Part.Limit() }
+func (g Green) Waits() greenctx.WaitStats { return g.Part.Waits() }
+func (g Green) Reshapable() bool          { return g.Part.Reshapable() }
+func (g Green) Layout() int               { return g.Part.Layout() }
+func (g Green) Sizes() []int              { return g.Part.Sizes() }
 
 func (g Green) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	return g.Part.Reshape(sms, swap)
