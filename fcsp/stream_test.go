@@ -3,6 +3,7 @@ package fcsp
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,6 +117,9 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 		require.Zero(t, allocs, "TryLaunch, tenant %v", opts)
 		require.ErrorIs(t, s.Launch(ctx, fn, one, one, 0, nil), ErrInvalidArgument)
 		require.ErrorIs(t, s.TryLaunch(fn, one, one, 0, nil), ErrInvalidArgument)
+		// The handle is kept to here: a tenant nothing refers to is closed
+		// when collected, and the launches above go through s alone.
+		runtime.KeepAlive(tn)
 	}
 }
 
