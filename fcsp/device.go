@@ -1,10 +1,6 @@
 package fcsp
 
-import (
-	"fmt"
-
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
-)
+import "github.com/fcsp-go/fcsp-go/internal/greenctx"
 
 // DeviceInfo is what the pool knows of its GPU.
 type DeviceInfo struct {
@@ -26,21 +22,4 @@ type DeviceInfo struct {
 	WorkQueues int
 }
 
-func (d DeviceInfo) String() string {
-	sim := ""
-	if d.Simulated {
-		sim = " [simulated]"
-	}
-	return fmt.Sprintf("GPU %d: %s%s, sm_%s, %d SMs (groups of %d), %.1f GiB, driver API %d",
-		d.Index, d.Name, sim, d.ComputeCapability, d.SMs, d.Granularity, float64(d.TotalMemory)/(1<<30), d.DriverAPI)
-}
-
-// deviceInfo is index's description from what dev says of itself.
-func deviceInfo(index int, dev *greenctx.Device) (DeviceInfo, error) {
-	f, err := dev.Facts()
-	return DeviceInfo{
-		Index: index, Name: f.Name, UUID: f.UUID, ComputeCapability: f.ComputeCapability,
-		SMs: dev.SMs(), Granularity: dev.Granularity(), Alignment: int(dev.Info().CoscheduledAlignment),
-		ThreadsPerSM: f.ThreadsPerSM, TotalMemory: f.TotalMemory, DriverAPI: dev.APIVersion(), Driver: f.Driver,
-	}, err
-}
+func (d DeviceInfo) String() string { return greenctx.Description(d).String() }

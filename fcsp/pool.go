@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sort"
 	"sync"
 
@@ -46,7 +45,7 @@ type Pool struct {
 	wait     hostwait.Wait    // Synchronize's HostWait, chosen at Open
 	memInfo  devmem.InfoCache // MemGetInfo's device figures
 	_        [128]byte
-	fault    faultState // health.go, reset.go: read by every call, so on lines of its own
+	fault    faultState // health.go, internal/fault: read by every call, so on lines of its own
 	_        [128]byte
 
 	prio admission.Pool // latency tenants in flight (internal/admission)
@@ -79,66 +78,38 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
 	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.prewarm)}
-	switch {
-	case !cfg.hostWaitSet:
-		p.wait = hostwait.Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1))) // the cores Go may use: a container's CPU limit
-	case cfg.hostWait == SpinInDriver:
-		p.wait = hostwait.Driver
-	default:
-		p.wait = hostwait.Poll(cfg.hostWait)
-	}
+	p.wait = hostwait.For(cfg.hostWaitSet, cfg.hostWait == SpinInDriver, cfg.hostWait)
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
-	if cfg.environ != nil {
-		env, err := hamienv.Parse(cfg.environ)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-		}
-		p.env = env
+	var err error
+	if p.env, err = hamienv.ForPool(cfg.environ); err != nil {
+		return nil, err
 	}
 	// Before the driver makes the device's context, which reads it.
-	queues, err := workQueues(cfg.environ, cfg.newDriver == nil)
+	queues, err := greenctx.WorkQueues(cfg.environ, cfg.newDriver == nil)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.newDriver != nil {
 		p.drv = cfg.newDriver()
-	} else {
-		lib, err := cuda.Load()
-		if err != nil {
-			return nil, err
-		}
-		p.drv = lib
+	} else if p.drv, err = cuda.Load(); err != nil {
+		return nil, err
 	}
 	// Every call, greenctx's included, goes through the guard: whichever
 	// call meets a sticky fault first turns the pool to lost.
-	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, watch{p})
-	if n, err := p.drv.DeviceCount(); err != nil {
-		return nil, err
-	} else if index >= n {
-		return nil, fmt.Errorf("%w: device index %d; this machine has %d GPU(s)", ErrInvalidArgument, index, n)
-	}
-	if err := ctx.Err(); err != nil {
+	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
+	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault)
+	if p.dev, err = greenctx.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
-	dev, err := greenctx.Open(p.drv, index)
-	if err != nil {
-		return nil, err
-	}
-	p.dev = dev
-	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: dev, Log: p.log}
+	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	if p.info, err = deviceInfo(index, dev); err != nil {
+	desc, err := p.dev.Describe(index)
+	desc.Simulated, desc.WorkQueues = cfg.simulated, queues
+	p.info = DeviceInfo(desc)
+	if err != nil {
 		return fail(err)
-	}
-	p.info.Simulated, p.info.WorkQueues = cfg.simulated, queues
-	limit := p.info.TotalMemory
-	if cfg.memLimit != 0 {
-		limit = min(limit, cfg.memLimit)
-	}
-	if b, ok := p.env.MemoryLimit(index); ok {
-		limit = min(limit, b)
 	}
 	var mopts []memtrack.Option
 	if cfg.region != "" {
@@ -148,44 +119,14 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		}
 		mopts = append(mopts, o)
 	}
-	if p.mem, err = memtrack.New(limit, mopts...); err != nil {
+	if p.mem, err = memtrack.New(p.env.DeviceLimit(index, p.info.TotalMemory, cfg.memLimit), mopts...); err != nil {
 		return fail(err)
 	}
-	unit := cfg.unit
-	if unit == 0 {
-		unit = dev.Granularity()
+	p.split, p.noSplit, err = greenctx.Cut(ctx, p.dev, greenctx.CutConfig{Unit: cfg.unit, Flags: cfg.splitFlag, Prewarm: cfg.prewarm,
+		Spare: p.spare, Log: p.log, Device: p.info.String()})
+	if err != nil {
+		return fail(err)
 	}
-	if unit > dev.SMs() {
-		return fail(fmt.Errorf("%w: partition unit %d SMs; this device has %d SMs, cut in groups of %d", ErrInvalidArgument, unit, dev.SMs(), dev.Granularity()))
-	}
-	if p.split, err = dev.SplitWith(unit, cfg.splitFlag); err != nil {
-		if !errors.Is(err, cuda.ErrorInvalidResourceConfig) || cfg.unit != 0 || len(cfg.prewarm) > 0 {
-			return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
-		}
-		// The driver will not split this context's SMs (seen on the H200
-		// in an MPS client with an active-thread percentage): the pool
-		// still serves unpartitioned tenants, and a partition request
-		// says why it cannot be had.
-		p.split, p.noSplit = nil, fmt.Errorf("%w: this device's SMs cannot be partitioned in this process (cutting into groups of %d SMs: %w); unpartitioned tenants work", ErrNotAvailable, unit, err)
-		p.log.Warn("fcsp pool open without partitions", "device", p.info.String(), "why", err)
-		return p, nil
-	}
-	if p.split.GroupSMs() != unit {
-		return fail(fmt.Errorf("%w: partition unit %d SMs; this device splits in groups of %d (the driver rounded %d up to %d)",
-			ErrGranularity, unit, dev.Granularity(), unit, p.split.GroupSMs()))
-	}
-	for _, s := range cfg.prewarm {
-		if err := ctx.Err(); err != nil {
-			return fail(err)
-		}
-		part, err := p.split.Take(s)
-		if err != nil {
-			return fail(fmt.Errorf("prewarming a %d-SM partition: %w", s, err))
-		}
-		p.spare.Add(part)
-	}
-	p.log.Info("fcsp pool open", "device", p.info.String(), "unit", unit,
-		"groups", p.split.Groups(), "leftover_sms", p.split.Remainder(), "prewarmed", p.spare.Len())
 	return p, nil
 }
 
@@ -317,7 +258,8 @@ func (p *Pool) Close() error {
 	return p.forgive(errors.Join(errs...))
 }
 
-// takePartition finds or builds a partition for a tenant.
+// takePartition finds or builds a partition for a tenant. The caller holds
+// p.mu.
 func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
 	if p.noSplit != nil {
 		return nil, p.noSplit
@@ -325,20 +267,7 @@ func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
 	if err := p.resolveShape(cfg); err != nil {
 		return nil, err
 	}
-	if len(cfg.shape.sizes) > 0 {
-		return p.takeLayouts(cfg)
-	}
-	if cfg.shape.remainder {
-		return p.split.TakeRemainder()
-	}
-	if cfg.rest {
-		_ = p.spare.Close() // first, so the rest really is everything free
-		return p.split.TakeRest()
-	}
-	if s := p.spare.Take(cfg.sms); s != nil {
-		return s, nil
-	}
-	return p.split.Take(cfg.sms)
+	return p.split.TakeFor(p.spare, greenctx.Ask{SMs: cfg.sms, Rest: cfg.rest, Remainder: cfg.shape.remainder, Sizes: cfg.shape.sizes})
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees

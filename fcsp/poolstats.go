@@ -1,7 +1,6 @@
 package fcsp
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -79,18 +78,5 @@ func (p *Pool) Tenant(name string) (t *Tenant, ok bool) {
 // checkQuota refuses a tenant quota the pool could never grant: more than
 // the device's limit, wherever that limit comes from.
 func (p *Pool) checkQuota(quota uint64) error {
-	limit := p.mem.Limit()
-	if quota <= limit {
-		return nil
-	}
-	from := "the device's memory"
-	if b, ok := p.env.MemoryLimit(p.info.Index); ok && b == limit {
-		from = "CUDA_DEVICE_MEMORY_LIMIT"
-	} else if limit < p.info.TotalMemory {
-		from = "WithDeviceMemoryLimit"
-	}
-	return fmt.Errorf("%w: memory quota %s is larger than the device limit of %s (%s); ask for at most %d bytes",
-		ErrInvalidArgument, gib(quota), gib(limit), from, limit)
+	return p.env.CheckQuota(p.info.Index, p.info.TotalMemory, p.mem.Limit(), quota)
 }
-
-func gib(n uint64) string { return fmt.Sprintf("%.4g GiB", float64(n)/(1<<30)) }

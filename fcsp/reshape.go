@@ -10,18 +10,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
-// takeLayouts builds a reshapable partition. The caller holds p.mu.
-func (p *Pool) takeLayouts(cfg *tenantConfig) (*greenctx.Partition, error) {
-	switch {
-	case cfg.rest:
-		_ = p.spare.Close()
-		return p.split.TakeRestLayouts(cfg.shape.sizes)
-	case cfg.sms > 0:
-		return p.split.TakeLayouts(cfg.sms, cfg.shape.sizes)
-	}
-	return nil, fmt.Errorf("%w: WithReshapeSizes needs a size to start at (WithSMs, WithSMShare or WithRestOfSMs)", ErrInvalidArgument)
-}
-
 // Reshape changes the tenant's SMs to sms, one of the sizes it was made
 // with (WithReshapeSizes), between requests. It keeps everything else:
 // memory and quota (device memory belongs to the device, not to a green

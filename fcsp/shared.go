@@ -1,23 +1,17 @@
 package fcsp
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
-// regionLayout is the shape every process must agree on: 16 GPUs, 1024
-// processes (about 4 MiB mapped).
-var regionLayout = shm.Layout{Devices: 16, Slots: 1024}
-
+// joinRegion joins the shared region (WithSharedRegion) for device index,
+// whose memory the tracker then counts there too.
 func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
-	if index >= regionLayout.Devices {
-		return nil, fmt.Errorf("%w: device %d; the shared region covers devices 0..%d", ErrInvalidArgument, index, regionLayout.Devices-1)
-	}
-	m, err := shm.JoinMember(shm.MemberConfig{
-		Path: p.cfg.region, Layout: regionLayout, Options: &shm.Options{AllowForeign: p.cfg.foreign}, PID: os.Getpid(),
+	m, share, err := shm.JoinDevice(shm.MemberConfig{
+		Path: p.cfg.region, Layout: shm.PoolLayout, Options: &shm.Options{AllowForeign: p.cfg.foreign}, PID: os.Getpid(),
 		Beat: p.cfg.beat, ReapAfter: p.cfg.reapAfter,
 		OnReaped: func() {
 			// The slot now refuses our writes: allocations fail with
@@ -26,17 +20,11 @@ func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
 			p.log.Error("fcsp: this process was reaped from the shared region (heartbeat missed); allocations now fail with ErrReaped", "region", p.cfg.region)
 		},
 		OnReap: func(slots []int) { p.log.Warn("fcsp: reaped dead processes from the shared region", "slots", slots) },
-	})
+	}, index)
 	if err != nil {
 		return nil, err
 	}
 	p.shared = m
-	share, err := m.Device(index)
-	if err != nil {
-		_ = m.Close()
-		p.shared = nil
-		return nil, err
-	}
 	return memtrack.WithShared(share), nil
 }
 

@@ -84,3 +84,16 @@ func Poll(spin time.Duration) Wait {
 		}
 	}
 }
+
+// For is the wait a pool's WithHostWait chose: unset, Adaptive over half
+// the cores Go may use (a container's CPU limit); inDriver, Driver; else
+// Poll(spin).
+func For(set, inDriver bool, spin time.Duration) Wait {
+	switch {
+	case !set:
+		return Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1)))
+	case inDriver:
+		return Driver
+	}
+	return Poll(spin)
+}

@@ -66,3 +66,28 @@ func TestPollEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// For is the policy WithHostWait chose: the driver's wait where asked, a
+// poll that a done channel ends otherwise.
+func TestFor(t *testing.T) {
+	drv, ctx, s := openStream(t)
+	ended := make(chan struct{})
+	close(ended)
+	for _, w := range []Wait{For(false, false, 0), For(true, false, time.Microsecond), For(true, true, -1)} {
+		if err := w(drv, ctx, s, nil); err != nil {
+			t.Fatalf("an idle stream: %v", err)
+		}
+	}
+	polls := drv.Calls("cuStreamQuery")
+	if err := For(true, false, time.Microsecond)(drv, ctx, s, ended); err != nil {
+		t.Fatalf("an idle stream: %v", err)
+	}
+	if drv.Calls("cuStreamQuery") == polls {
+		t.Fatal("Poll did not poll")
+	}
+	syncs := drv.Calls("cuStreamSynchronize")
+	_ = For(true, true, -1)(drv, ctx, s, ended)
+	if drv.Calls("cuStreamSynchronize") != syncs+1 {
+		t.Fatal("the driver's wait did not wait in the driver")
+	}
+}

@@ -1,8 +1,11 @@
 package shm
 
 import (
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // MemberConfig says how a process joins a region as a Member.
@@ -93,4 +96,26 @@ func (m *Member) Read(f func() uint64) uint64 {
 // (0 once this member closed).
 func (m *Member) DeviceUsed(dev int) uint64 {
 	return m.Read(func() uint64 { return m.region.DeviceUsed(dev) })
+}
+
+// PoolLayout is the shape every pool's process must agree on: 16 GPUs,
+// 1024 processes (about 4 MiB mapped).
+var PoolLayout = Layout{Devices: 16, Slots: 1024}
+
+// JoinDevice is JoinMember for device dev of cfg.Layout, with the member's
+// share of that device. A dev past the layout's is errs.ErrInvalidArgument.
+func JoinDevice(cfg MemberConfig, dev int) (*Member, *DeviceShare, error) {
+	if dev >= cfg.Layout.Devices {
+		return nil, nil, fmt.Errorf("%w: device %d; the shared region covers devices 0..%d", errs.ErrInvalidArgument, dev, cfg.Layout.Devices-1)
+	}
+	m, err := JoinMember(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	share, err := m.Device(dev)
+	if err != nil {
+		_ = m.Close()
+		return nil, nil, err
+	}
+	return m, share, nil
 }

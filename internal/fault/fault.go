@@ -1,0 +1,124 @@
+// Package fault keeps a pool's fault state.
+//
+// The fault domain of a green context is the process, not the partition: a
+// kernel that faults (an illegal address, say) on one tenant's SMs leaves a
+// sticky error that every context of the device in this process answers
+// from then on. So the pool recognises a sticky error once, in one place (a
+// decorator around the driver, cuda.Guard, generated from the binding's
+// table so that it covers every method, with a State as its watcher),
+// turns the pool to lost, and from then on answers every call with the
+// same error without calling the driver. There is no way back in-process:
+// on the H200 a sticky fault survives the reset of the primary context, so
+// the process must exit and a supervisor start a new one.
+package fault
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// Record is a sticky device error as the pool first saw it. fcsp's
+// DeviceLostError has the same fields, so that each converts to the other.
+type Record struct {
+	Err    *cuda.Error // the driver's sticky error
+	Op     string      // the driver call that answered it first (e.g. "cuGraphLaunch")
+	Tenant string      // the tenant whose call saw it first ("" if none could be named)
+	Stream uintptr     // the stream that call named (0: none)
+	At     time.Time   // when the pool first saw it
+}
+
+// Message is the error's text: what, from where, and what to do.
+func (r Record) Message() string {
+	where := "outside any tenant"
+	if r.Tenant != "" {
+		where = fmt.Sprintf("by tenant %q", r.Tenant)
+	}
+	if r.Stream != 0 {
+		where += fmt.Sprintf(" on stream %#x", r.Stream)
+	}
+	return fmt.Sprintf("fcsp: device lost: %v from %s, first seen %s at %s; every tenant of this process shares the fault and the driver keeps it until the process exits: restart the process",
+		r.Err, r.Op, where, r.At.Format(time.RFC3339Nano))
+}
+
+// State is a pool's fault state: healthy, or lost with the first sticky
+// error it saw, which it answers as E (fcsp's *DeviceLostError) from then
+// on. It is the pool's cuda.Watcher: every driver call of the pool, its
+// tenants and greenctx goes through a cuda.Guard that asks it.
+//
+// Public, Whose and Log are set before the first call the guard passes and
+// not changed after.
+type State[E error] struct {
+	lost atomic.Pointer[E]
+
+	// Public makes the error a lost pool answers with.
+	Public func(Record) E
+	// Whose names the tenant that owns stream s, or context c ("" if
+	// none can be named). It must not wait for a lock: the call that
+	// meets the fault may hold it.
+	Whose func(c cuda.Context, s cuda.Stream) string
+	Log   *slog.Logger
+}
+
+// Lost is the lost error, or E's zero value while the pool is healthy.
+func (f *State[E]) Lost() E {
+	if e := f.lost.Load(); e != nil {
+		return *e
+	}
+	var healthy E
+	return healthy
+}
+
+// Err is the lost error, or nil.
+func (f *State[E]) Err() error {
+	if e := f.lost.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Refuse answers a lost pool's calls without the driver. (Release calls
+// are not asked: closing a lost pool still frees what it made.)
+func (f *State[E]) Refuse(string) error { return f.Err() }
+
+// See classifies a driver error: a sticky one turns the pool to lost (the
+// first one is kept) and is answered with the pool's lost error.
+func (f *State[E]) See(op string, c cuda.Context, s cuda.Stream, err error) error {
+	if err == nil {
+		return nil // before ce: its address escapes, so declaring it allocates
+	}
+	var ce *cuda.Error
+	if !errors.As(err, &ce) || !ce.Code.Sticky() {
+		return err
+	}
+	r := Record{Err: ce, Op: op, Stream: uintptr(s), At: time.Now()}
+	r.Tenant = f.Whose(c, s)
+	e := f.Public(r)
+	if f.lost.CompareAndSwap(nil, &e) {
+		f.Log.Error("fcsp: device lost: every tenant's calls fail; on a real driver only a new process can use the device again", "err", r.Err, "tenant", r.Tenant, "stream", fmt.Sprintf("%#x", r.Stream))
+		return e
+	}
+	return f.Err()
+}
+
+// Forgive drops the errors of cleaning up a lost device: its resources died
+// with its contexts, and the driver says so in many ways.
+func (f *State[E]) Forgive(err error) error {
+	if err != nil && f.lost.Load() == nil {
+		// A cleanup through the raw driver (a partition's streams) may be
+		// the first to meet a sticky fault: it loses the device as any
+		// call would, rather than failing the Close.
+		if ce := cuda.StickyIn(err); ce != nil {
+			_ = f.See("cleanup", 0, 0, ce)
+		}
+	}
+	if err != nil && f.lost.Load() != nil {
+		f.Log.Debug("fcsp: cleanup on a lost device", "err", err)
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,137 @@
+package greenctx_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func TestOpenIndex(t *testing.T) {
+	drv := fake.New(fake.H200())
+	_, err := greenctx.OpenIndex(context.Background(), drv, 1)
+	require.ErrorIs(t, err, errs.ErrInvalidArgument)
+	require.ErrorContains(t, err, "device index 1; this machine has 1 GPU(s)")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = greenctx.OpenIndex(ctx, drv, 0)
+	require.ErrorIs(t, err, context.Canceled)
+	d, err := greenctx.OpenIndex(context.Background(), drv, 0)
+	require.NoError(t, err)
+	desc, err := d.Describe(0)
+	require.NoError(t, err)
+	require.Equal(t, d.SMs(), desc.SMs)
+	require.Equal(t, d.Granularity(), desc.Granularity)
+	require.NotEmpty(t, desc.Name)
+	require.True(t, strings.HasPrefix(desc.UUID, "GPU-"), desc.UUID)
+	require.Contains(t, desc.String(), "GPU 0: ")
+	require.NotContains(t, desc.String(), "[simulated]")
+	desc.Simulated = true
+	require.Contains(t, desc.String(), "[simulated]")
+	require.NoError(t, d.Close())
+}
+
+func TestCut(t *testing.T) {
+	drv := fake.New(fake.H200())
+	d, err := greenctx.Open(drv, 0)
+	require.NoError(t, err)
+	defer d.Close()
+	spare := greenctx.NewSpares([]int{16, 8})
+	cfg := greenctx.CutConfig{Unit: d.SMs() + 1, Spare: spare, Log: quiet}
+	_, _, err = greenctx.Cut(context.Background(), d, cfg)
+	require.ErrorIs(t, err, errs.ErrInvalidArgument, "a unit larger than the device")
+
+	cfg.Unit = d.Granularity() + 1 // the driver rounds it up
+	_, _, err = greenctx.Cut(context.Background(), d, cfg)
+	require.ErrorIs(t, err, greenctx.ErrGranularity)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cfg.Unit, cfg.Prewarm = 0, []int{16, 8}
+	_, _, err = greenctx.Cut(ctx, d, cfg)
+	require.ErrorIs(t, err, context.Canceled, "ctx ended before prewarming")
+
+	split, noSplit, err := greenctx.Cut(context.Background(), d, cfg)
+	require.NoError(t, err)
+	require.NoError(t, noSplit)
+	require.Equal(t, d.Granularity(), split.GroupSMs())
+	require.Equal(t, 2, spare.Len())
+	require.Equal(t, 24, spare.SMs())
+	require.NoError(t, spare.Close())
+}
+
+// A driver that will not split the SMs (an MPS client, say) leaves a pool
+// without partitions where none was asked for by name, and fails it where
+// one was.
+func TestCutWithoutPartitions(t *testing.T) {
+	drv := fake.New(fake.H200())
+	d, err := greenctx.Open(drv, 0)
+	require.NoError(t, err)
+	defer d.Close()
+	drv.FailNext("cuDevSmResourceSplitByCount", cuda.ErrorInvalidResourceConfig)
+	split, noSplit, err := greenctx.Cut(context.Background(), d, greenctx.CutConfig{Spare: greenctx.NewSpares(nil), Log: quiet})
+	require.NoError(t, err)
+	require.Nil(t, split)
+	require.ErrorIs(t, noSplit, cuda.ErrNotAvailable)
+	require.ErrorIs(t, noSplit, cuda.ErrorInvalidResourceConfig)
+
+	drv.FailNext("cuDevSmResourceSplitByCount", cuda.ErrorInvalidResourceConfig)
+	_, _, err = greenctx.Cut(context.Background(), d, greenctx.CutConfig{Prewarm: []int{8}, Spare: greenctx.NewSpares(nil), Log: quiet})
+	require.ErrorIs(t, err, cuda.ErrorInvalidResourceConfig)
+	require.NotErrorIs(t, err, cuda.ErrNotAvailable)
+}
+
+func TestTakeFor(t *testing.T) {
+	drv := fake.New(fake.H200())
+	d, err := greenctx.Open(drv, 0)
+	require.NoError(t, err)
+	defer d.Close()
+	split, err := d.Split(8)
+	require.NoError(t, err)
+	spare := greenctx.NewSpares([]int{16})
+	kept, err := split.Take(16)
+	require.NoError(t, err)
+	spare.Add(kept)
+
+	p, err := split.TakeFor(spare, greenctx.Ask{SMs: 16})
+	require.NoError(t, err)
+	require.Same(t, kept, p, "a spare of the size is taken first")
+	q, err := split.TakeFor(spare, greenctx.Ask{SMs: 16})
+	require.NoError(t, err)
+	require.NotSame(t, kept, q)
+
+	_, err = split.TakeFor(spare, greenctx.Ask{Sizes: []int{8, 16}})
+	require.ErrorIs(t, err, errs.ErrInvalidArgument, "layouts without a size to start at")
+	r, err := split.TakeFor(spare, greenctx.Ask{SMs: 8, Sizes: []int{8, 16}})
+	require.NoError(t, err)
+	require.True(t, r.Reshapable())
+	require.Equal(t, 8, r.SMs())
+
+	rem, err := split.TakeFor(spare, greenctx.Ask{Remainder: true})
+	if split.Remainder() > 0 {
+		require.NoError(t, err)
+		require.NoError(t, rem.Close())
+	}
+	rest, err := split.TakeFor(spare, greenctx.Ask{Rest: true})
+	require.NoError(t, err)
+	require.Zero(t, split.FreeSMs(), "the rest is every SM free")
+	for _, x := range []*greenctx.Partition{p, q, r, rest} {
+		require.NoError(t, x.Close())
+	}
+}
+
+func TestFewWorkQueues(t *testing.T) {
+	require.NoError(t, greenctx.FewWorkQueues(2))
+	require.NoError(t, greenctx.FewWorkQueues(32))
+	err := greenctx.FewWorkQueues(1)
+	require.ErrorContains(t, err, "CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process on one hardware work queue")
+}
