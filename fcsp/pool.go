@@ -18,6 +18,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -224,38 +225,24 @@ func (p *Pool) Close() error {
 	}
 	p.closed = true
 	defer close(p.closeDone)
-	cores := make([]*tenantCore, 0, len(p.tenants))
-	for _, c := range p.tenants {
-		cores = append(cores, c)
-	}
+	cores := p.cores(nil)
 	spare := p.spare
 	p.spare = greenctx.NewSpares(nil) // a closed pool keeps none
 	p.mu.Unlock()
-	var errs []error
+	errs := make([]error, 0, len(cores)+1)
 	for _, c := range cores {
 		errs = append(errs, c.close("pool closed"))
 	}
-	errs = append(errs, spare.Close())
-	if p.dev != nil {
-		errs = append(errs, p.events.Close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()))
-	}
-	if p.mem != nil {
-		// Before the region goes: the tracker then never reads it again
-		// (a scrape racing this Close reads zeros, not an unmapped page).
-		// The tenants closed above gave everything back; what is left is a
-		// bug, reported.
-		if leaked, err := p.mem.Close(); err != nil || leaked != 0 {
-			errs = append(errs, err)
-			if leaked != 0 {
-				errs = append(errs, fmt.Errorf("fcsp: %d bytes still counted after every tenant closed", leaked))
-			}
-		}
-	}
-	errs = append(errs, p.shared.Close())
-	if p.dev != nil {
-		errs = append(errs, p.dev.Close())
-	}
+	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Mem: p.mem, Shared: p.shared}.Close())
 	return p.forgive(errors.Join(errs...))
+}
+
+// cores appends the live tenants to into. The caller holds p.mu.
+func (p *Pool) cores(into []*tenantCore) []*tenantCore {
+	for _, c := range p.tenants {
+		into = append(into, c)
+	}
+	return into
 }
 
 // takePartition finds or builds a partition for a tenant. The caller holds
@@ -322,10 +309,7 @@ func (p *Pool) NVML() NVMLFacts {
 // of one of the pool's tenants that would wait for that Do to end.
 func (p *Pool) checkNotInsideDo(what string) error {
 	p.mu.Lock()
-	cores := make([]*tenantCore, 0, len(p.tenants))
-	for _, c := range p.tenants {
-		cores = append(cores, c)
-	}
+	cores := p.cores(nil)
 	p.mu.Unlock()
 	for _, c := range cores {
 		if err := c.checkNotInsideDo(what); err != nil {

@@ -49,10 +49,7 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	var buf [16]*tenantCore
 	p.mu.Lock()
 	s.Closed = p.closed
-	cores := buf[:0]
-	for _, c := range p.tenants {
-		cores = append(cores, c)
-	}
+	cores := p.cores(buf[:0])
 	p.mu.Unlock()
 	for _, c := range cores {
 		tenants = append(tenants, c.Stats())

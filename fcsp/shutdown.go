@@ -19,7 +19,7 @@ func (c *tenantCore) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Shutdown with a nil context", ErrInvalidArgument)
 	}
-	return within(ctx, func() error {
+	return hostwait.Within(ctx, func() error {
 		c.cleanup.Stop()
 		return c.close("")
 	})
@@ -35,7 +35,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	if err := p.checkNotInsideDo("Pool.Shutdown"); err != nil {
 		return err
 	}
-	return within(ctx, p.Close)
+	return hostwait.Within(ctx, p.Close)
 }
 
 // SynchronizeContext is Synchronize bounded by ctx: it returns ctx.Err()
@@ -49,7 +49,7 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 		return s.Synchronize()
 	}
 	if s.t.pool.cfg.hostWaitSet && s.t.pool.cfg.hostWait == SpinInDriver {
-		return within(ctx, s.Synchronize)
+		return hostwait.Within(ctx, s.Synchronize)
 	}
 	if err := s.wait(ctx.Done()); err != hostwait.ErrEnded {
 		return err
@@ -69,22 +69,5 @@ func (c *tenantCore) FreeContext(ctx context.Context, p DevicePtr) error {
 	if ctx.Done() == nil {
 		return c.Free(p)
 	}
-	return within(ctx, func() error { return c.Free(p) })
-}
-
-// within runs f and returns its error, or ctx.Err() if ctx ends first; f
-// then runs to its end on its own goroutine, so the one wait (f's) stays
-// in f.
-func within(ctx context.Context, f func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	if ctx.Err() != nil {
-		return ctx.Err() // started, not waited for
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return hostwait.Within(ctx, func() error { return c.Free(p) })
 }

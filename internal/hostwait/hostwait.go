@@ -5,6 +5,7 @@
 package hostwait
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"sync/atomic"
@@ -96,4 +97,21 @@ func For(set, inDriver bool, spin time.Duration) Wait {
 		return Driver
 	}
 	return Poll(spin)
+}
+
+// Within runs f and returns its error, or ctx.Err() if ctx ends first (or
+// had ended); f then runs to its end on its own goroutine, so the one wait
+// (f's) stays in f.
+func Within(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	if ctx.Err() != nil {
+		return ctx.Err() // started, not waited for
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -2,6 +2,7 @@ package hostwait
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -90,4 +91,26 @@ func TestFor(t *testing.T) {
 	if drv.Calls("cuStreamSynchronize") != syncs+1 {
 		t.Fatal("the driver's wait did not wait in the driver")
 	}
+}
+
+// Within returns f's error, or ctx's once it ends; f runs to its end
+// either way, even where ctx had ended before the call.
+func TestWithin(t *testing.T) {
+	boom := errors.New("boom")
+	if err := Within(context.Background(), func() error { return boom }); err != boom {
+		t.Fatalf("Within = %v; want f's error", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	release, ran := make(chan struct{}), make(chan struct{})
+	go func() { time.Sleep(time.Millisecond); cancel() }()
+	if err := Within(ctx, func() error { <-release; close(ran); return nil }); err != context.Canceled {
+		t.Fatalf("Within = %v; want ctx's error", err)
+	}
+	close(release)
+	<-ran // f went on after Within returned
+	ran2 := make(chan struct{})
+	if err := Within(ctx, func() error { close(ran2); return boom }); err != context.Canceled {
+		t.Fatalf("an ended ctx: Within = %v", err)
+	}
+	<-ran2 // started all the same
 }

@@ -1,0 +1,57 @@
+// Package teardown lets go of what a pool made besides its tenants, in the
+// one order that is safe: what holds device resources before the device's
+// context, and the memory tracker before the shared region it reads.
+package teardown
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/event"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/memtrack"
+)
+
+// Pool is what a pool made besides its tenants. Dev and Mem are nil where
+// the pool's Open failed before making them; Shared is nil without a
+// shared region.
+type Pool struct {
+	Drv    cuda.Driver
+	Dev    *greenctx.Device
+	Spare  *greenctx.Spares // the spare partitions, which the pool no longer hands out
+	Events *event.Set
+	Peers  *devmem.Peers
+	Mem    *memtrack.Tracker
+	Shared *shm.Member
+}
+
+// Close closes p's parts once the pool's tenants are closed: the spare
+// partitions, the events and kept memory pools (with the primary context,
+// before it goes), the tracker, the shared region, and the device. It
+// closes every part whatever the others answer, and joins their errors.
+func (p Pool) Close() error {
+	errs := []error{p.Spare.Close()}
+	if p.Dev != nil {
+		errs = append(errs, p.Events.Close(p.Drv, p.Dev.Primary()), p.Peers.Close(p.Drv, p.Dev.Primary()))
+	}
+	if p.Mem != nil {
+		// Before the region goes: the tracker then never reads it again
+		// (a scrape racing this Close reads zeros, not an unmapped page).
+		// The tenants closed before gave everything back; what is left is
+		// a bug, reported.
+		if leaked, err := p.Mem.Close(); err != nil || leaked != 0 {
+			errs = append(errs, err)
+			if leaked != 0 {
+				errs = append(errs, fmt.Errorf("fcsp: %d bytes still counted after every tenant closed", leaked))
+			}
+		}
+	}
+	errs = append(errs, p.Shared.Close())
+	if p.Dev != nil {
+		errs = append(errs, p.Dev.Close())
+	}
+	return errors.Join(errs...)
+}
