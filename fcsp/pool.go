@@ -136,21 +136,13 @@ func (p *Pool) Device() DeviceInfo { return p.info }
 
 // PartitionUnit is the size of the groups partitions are made of.
 // 0 where the device cannot be partitioned in this process.
-func (p *Pool) PartitionUnit() int {
-	if p.split == nil {
-		return 0
-	}
-	return p.split.GroupSMs()
-}
+func (p *Pool) PartitionUnit() int { return p.split.GroupSMs() }
 
 // FreeSMs is how many SMs can still be given to partitioned tenants (the
 // split's remainder included while no tenant holds it).
 func (p *Pool) FreeSMs() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.split == nil {
-		return 0
-	}
 	return p.split.FreeSMs() + p.spare.SMs()
 }
 
@@ -183,10 +175,7 @@ func splitRows(rows []greenctx.Row) []SplitRow {
 // blocks pooled tenants keep for reuse; MemoryLimit the cap.
 // After Close it is 0.
 func (p *Pool) MemoryUsed() uint64 {
-	if p.shared != nil {
-		return p.shared.Read(p.mem.Used) // the region may be unmapping
-	}
-	return p.mem.Used()
+	return p.shared.Read(p.mem.Used) // with a shared region, which may be unmapping
 }
 
 func (p *Pool) MemoryLimit() uint64 { return p.mem.Limit() }

@@ -30,9 +30,4 @@ func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
 
 // SharedUsed is the device's memory in use by every process of the shared
 // region (0 without WithSharedRegion, and after Close).
-func (p *Pool) SharedUsed() uint64 {
-	if p.shared == nil {
-		return 0
-	}
-	return p.shared.DeviceUsed(p.info.Index)
-}
+func (p *Pool) SharedUsed() uint64 { return p.shared.DeviceUsed(p.info.Index) }

@@ -135,3 +135,11 @@ func TestFewWorkQueues(t *testing.T) {
 	err := greenctx.FewWorkQueues(1)
 	require.ErrorContains(t, err, "CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process on one hardware work queue")
 }
+
+// A pool that could not split its device keeps a nil Split, which has no
+// groups and no free SMs.
+func TestNilSplit(t *testing.T) {
+	var s *greenctx.Split
+	require.Zero(t, s.GroupSMs())
+	require.Zero(t, s.FreeSMs())
+}

@@ -42,9 +42,10 @@ func (d *Device) SplitWith(minCount int, flags uint32) (*Split, error) {
 // Flags are the split flags the cut was made with.
 func (s *Split) Flags() uint32 { return s.flags }
 
-// GroupSMs is the size of each group (0 if the split made none).
+// GroupSMs is the size of each group (0 if the split made none, or is nil:
+// a device a pool could not split).
 func (s *Split) GroupSMs() int {
-	if len(s.groups) == 0 {
+	if s == nil || len(s.groups) == 0 {
 		return 0
 	}
 	return int(s.groups[0].SMCount())
@@ -65,8 +66,11 @@ func (s *Split) Nearest(f float64, deviceSMs int) int {
 func (s *Split) Remainder() int { return int(s.rem.SMCount()) }
 
 // FreeSMs is how many SMs no partition holds: free groups, and the
-// remainder while no partition includes it.
+// remainder while no partition includes it. A nil Split has none.
 func (s *Split) FreeSMs() int {
+	if s == nil {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.freeGroups() * s.GroupSMs()

@@ -82,8 +82,12 @@ func (m *Member) Close() error {
 	return m.region.Close()
 }
 
-// Read returns f() while the region is mapped, 0 once it is not.
+// Read returns f() while the region is mapped, 0 once it is not. A nil
+// Member (a pool without a shared region) returns f().
 func (m *Member) Read(f func() uint64) uint64 {
+	if m == nil {
+		return f()
+	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.unmapped {
@@ -93,8 +97,11 @@ func (m *Member) Read(f func() uint64) uint64 {
 }
 
 // DeviceUsed is device dev's memory in use by every member of the region
-// (0 once this member closed).
+// (0 once this member closed, and for a nil Member).
 func (m *Member) DeviceUsed(dev int) uint64 {
+	if m == nil {
+		return 0
+	}
 	return m.Read(func() uint64 { return m.region.DeviceUsed(dev) })
 }
 

@@ -25,3 +25,18 @@ func TestJoinDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A pool without a shared region keeps a nil Member: it reads its own
+// figures, and nobody else's.
+func TestNilMember(t *testing.T) {
+	var m *Member
+	if got := m.Read(func() uint64 { return 7 }); got != 7 {
+		t.Fatalf("Read = %d; want f's 7", got)
+	}
+	if got := m.DeviceUsed(0); got != 0 {
+		t.Fatalf("DeviceUsed = %d", got)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
