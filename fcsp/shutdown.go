@@ -42,19 +42,8 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 // if ctx ends before the stream's work does (the work is not cancelled;
 // a GPU cannot take a kernel back).
 func (s *Stream) SynchronizeContext(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if ctx.Done() == nil {
-		return s.Synchronize()
-	}
-	if s.t.pool.cfg.hostWaitSet && s.t.pool.cfg.hostWait == SpinInDriver {
-		return hostwait.Within(ctx, s.Synchronize)
-	}
-	if err := s.wait(ctx.Done()); err != hostwait.ErrEnded {
-		return err
-	}
-	return ctx.Err()
+	inDriver := s.t.pool.cfg.hostWaitSet && s.t.pool.cfg.hostWait == SpinInDriver // a wait nothing ends
+	return hostwait.Bounded(ctx, inDriver, s.wait)
 }
 
 // FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree
@@ -63,11 +52,5 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 // done (do not use p after the call). An ended ctx frees nothing and
 // returns ctx.Err(), as Alloc allocates nothing.
 func (c *tenantCore) FreeContext(ctx context.Context, p DevicePtr) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if ctx.Done() == nil {
-		return c.Free(p)
-	}
-	return hostwait.Within(ctx, func() error { return c.Free(p) })
+	return hostwait.Bounded(ctx, true, func(<-chan struct{}) error { return c.Free(p) })
 }

@@ -115,3 +115,24 @@ func Within(ctx context.Context, f func() error) error {
 		return ctx.Err()
 	}
 }
+
+// Bounded runs wait bounded by ctx. An ended ctx runs nothing and returns
+// its error; a ctx that never ends runs wait(nil) here. Otherwise a wait
+// that its done channel cannot end (aside: the driver's, cuMemFree) runs
+// aside as Within runs it, and one that it can is handed ctx.Done() and,
+// ended by it, answers ctx.Err().
+func Bounded(ctx context.Context, aside bool, wait func(done <-chan struct{}) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return wait(nil)
+	}
+	if aside {
+		return Within(ctx, func() error { return wait(nil) })
+	}
+	if err := wait(ctx.Done()); err != ErrEnded {
+		return err
+	}
+	return ctx.Err()
+}

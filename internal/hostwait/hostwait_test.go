@@ -114,3 +114,59 @@ func TestWithin(t *testing.T) {
 	}
 	<-ran2 // started all the same
 }
+
+// Bounded: an ended ctx runs nothing; a ctx that never ends waits here
+// with no done channel; a wait ended by ctx answers ctx's error; a wait
+// run aside is left running when ctx ends.
+func TestBounded(t *testing.T) {
+	calls := 0
+	count := func(done <-chan struct{}) error {
+		calls++
+		if done != nil {
+			t.Error("a ctx that never ends handed a done channel")
+		}
+		return nil
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Bounded(ended, false, count); err != context.Canceled || calls != 0 {
+		t.Fatalf("an ended ctx: %v, %d calls", err, calls)
+	}
+	if err := Bounded(context.Background(), false, count); err != nil || calls != 1 {
+		t.Fatalf("a ctx that never ends: %v, %d calls", err, calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(time.Millisecond); cancel() }()
+	polled := func(done <-chan struct{}) error {
+		<-done
+		return ErrEnded
+	}
+	if err := Bounded(ctx, false, polled); err != context.Canceled {
+		t.Fatalf("a polled wait ended by ctx: %v", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	release, ran := make(chan struct{}), make(chan struct{})
+	go func() { time.Sleep(time.Millisecond); cancel() }()
+	aside := func(done <-chan struct{}) error {
+		if done != nil {
+			t.Error("a wait run aside handed a done channel")
+		}
+		<-release
+		close(ran)
+		return nil
+	}
+	if err := Bounded(ctx, true, aside); err != context.Canceled {
+		t.Fatalf("a wait aside: %v", err)
+	}
+	close(release)
+	<-ran
+	boom := errors.New("boom")
+	if err := Bounded(context.Background(), true, func(<-chan struct{}) error { return boom }); err != boom {
+		t.Fatalf("Bounded = %v; want the wait's error", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	if err := Bounded(ctx, false, func(<-chan struct{}) error { return boom }); err != boom {
+		t.Fatalf("Bounded = %v; want the wait's error", err)
+	}
+}
