@@ -1,7 +1,6 @@
 package fcsp
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -104,11 +103,8 @@ func (p *Pool) forgive(err error) error {
 // see classifies a driver error: a sticky one turns the pool to lost (the
 // first one is kept) and is answered with the pool's *DeviceLostError.
 func (p *Pool) see(op string, err error, ctx cuda.Context, s cuda.Stream) error {
-	if err == nil {
-		return nil // before ce: its address escapes, so declaring it allocates
-	}
-	var ce *cuda.Error
-	if !errors.As(err, &ce) || !ce.Code.Sticky() {
+	ce := cuda.AsError(err) // not errors.As, whose target escapes: a poll's "not ready" passes here
+	if ce == nil || !ce.Code.Sticky() {
 		return err
 	}
 	e := &DeviceLostError{Err: ce, Op: op, Stream: uintptr(s), At: time.Now()}

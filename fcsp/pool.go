@@ -42,9 +42,10 @@ type Pool struct {
 	shared   *shm.Member // nil without WithSharedRegion
 	events   event.Set   // made by Pool.NewEvent
 	unscoped unscopedProbe
-	launcher place.Launcher   // kernel launches (launch.go), made at Open
-	wait     hostwait.Wait    // Synchronize's HostWait, chosen at Open
-	memInfo  devmem.InfoCache // MemGetInfo's device figures
+	launcher place.Launcher    // kernel launches (launch.go), made at Open
+	wait     hostwait.Wait     // Synchronize's HostWait, chosen at Open
+	blocker  *hostwait.Blocker // the events of the waits that sleep
+	memInfo  devmem.InfoCache  // MemGetInfo's device figures
 	_        [128]byte
 	fault    faultState // health.go, reset.go: read by every call, so on lines of its own
 	_        [128]byte
@@ -79,14 +80,6 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
 	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.prewarm)}
-	switch {
-	case !cfg.hostWaitSet:
-		p.wait = hostwait.Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1))) // the cores Go may use: a container's CPU limit
-	case cfg.hostWait == SpinInDriver:
-		p.wait = hostwait.Driver
-	default:
-		p.wait = hostwait.Poll(cfg.hostWait)
-	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
@@ -127,6 +120,15 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	p.dev = dev
+	p.blocker = hostwait.NewBlocker(p.drv, dev.Primary())
+	switch {
+	case !cfg.hostWaitSet:
+		p.wait = hostwait.Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1)), p.blocker) // the cores Go may use: a container's CPU limit
+	case cfg.hostWait == SpinInDriver:
+		p.wait = hostwait.Driver
+	default:
+		p.wait = hostwait.Poll(cfg.hostWait)
+	}
 	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
 	if p.info, err = deviceInfo(index, dev); err != nil {
@@ -296,7 +298,7 @@ func (p *Pool) Close() error {
 	}
 	errs = append(errs, spare.Close())
 	if p.dev != nil {
-		errs = append(errs, p.events.Close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()))
+		errs = append(errs, p.events.Close(p.drv, p.dev.Primary()), p.pools.Close(p.drv, p.dev.Primary()), p.blocker.Close())
 	}
 	if p.mem != nil {
 		// Before the region goes: the tracker then never reads it again
