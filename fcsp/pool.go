@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
+	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
@@ -67,36 +68,31 @@ type Pool struct {
 // ctx bounds the time Open may take (provisioning partitions touches the
 // driver).
 func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
-	cfg := poolConfig{dampening: 0.9}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: Open's option %d is nil", ErrInvalidArgument, i)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	cfg := config.NewPool()
+	if err := config.Apply(&cfg, "Open", opts); err != nil {
+		return nil, err
 	}
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.prewarm)}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.Prewarm)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
-	if cfg.environ != nil {
-		env, err := hamienv.Parse(cfg.environ)
+	if cfg.Environ != nil {
+		env, err := hamienv.Parse(cfg.Environ)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		p.env = env
 	}
 	// Before the driver makes the device's context, which reads it.
-	queues, err := workQueues(cfg.environ, cfg.newDriver == nil)
+	queues, err := workQueues(cfg.Environ, cfg.NewDriver == nil)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.newDriver != nil {
-		p.drv = cfg.newDriver()
+	if cfg.NewDriver != nil {
+		p.drv = cfg.NewDriver()
 	} else {
 		lib, err := cuda.Load()
 		if err != nil {
@@ -122,28 +118,28 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.dev = dev
 	p.blocker = hostwait.NewBlocker(p.drv, dev.Primary())
 	switch {
-	case !cfg.hostWaitSet:
+	case !cfg.HostWaitSet:
 		p.wait = hostwait.Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1)), p.blocker) // the cores Go may use: a container's CPU limit
-	case cfg.hostWait == SpinInDriver:
+	case cfg.HostWait == SpinInDriver:
 		p.wait = hostwait.Driver
 	default:
-		p.wait = hostwait.Poll(cfg.hostWait)
+		p.wait = hostwait.Poll(cfg.HostWait)
 	}
 	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
 	if p.info, err = deviceInfo(index, dev); err != nil {
 		return fail(err)
 	}
-	p.info.Simulated, p.info.WorkQueues = cfg.simulated, queues
+	p.info.Simulated, p.info.WorkQueues = cfg.Simulated, queues
 	limit := p.info.TotalMemory
-	if cfg.memLimit != 0 {
-		limit = min(limit, cfg.memLimit)
+	if cfg.MemLimit != 0 {
+		limit = min(limit, cfg.MemLimit)
 	}
 	if b, ok := p.env.MemoryLimit(index); ok {
 		limit = min(limit, b)
 	}
 	var mopts []memtrack.Option
-	if cfg.region != "" {
+	if cfg.Region != "" {
 		o, err := p.joinRegion(index)
 		if err != nil {
 			return fail(err)
@@ -153,15 +149,15 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if p.mem, err = memtrack.New(limit, mopts...); err != nil {
 		return fail(err)
 	}
-	unit := cfg.unit
+	unit := cfg.Unit
 	if unit == 0 {
 		unit = dev.Granularity()
 	}
 	if unit > dev.SMs() {
 		return fail(fmt.Errorf("%w: partition unit %d SMs; this device has %d SMs, cut in groups of %d", ErrInvalidArgument, unit, dev.SMs(), dev.Granularity()))
 	}
-	if p.split, err = dev.SplitWith(unit, cfg.splitFlag); err != nil {
-		if !errors.Is(err, cuda.ErrorInvalidResourceConfig) || cfg.unit != 0 || len(cfg.prewarm) > 0 {
+	if p.split, err = dev.SplitWith(unit, cfg.SplitFlag); err != nil {
+		if !errors.Is(err, cuda.ErrorInvalidResourceConfig) || cfg.Unit != 0 || len(cfg.Prewarm) > 0 {
 			return fail(fmt.Errorf("cutting the device into groups of %d SMs: %w", unit, err))
 		}
 		// The driver will not split this context's SMs (seen on the H200
@@ -176,7 +172,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(fmt.Errorf("%w: partition unit %d SMs; this device splits in groups of %d (the driver rounded %d up to %d)",
 			ErrGranularity, unit, dev.Granularity(), unit, p.split.GroupSMs()))
 	}
-	for _, s := range cfg.prewarm {
+	for _, s := range cfg.Prewarm {
 		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
@@ -327,20 +323,20 @@ func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
 	if err := p.resolveShape(cfg); err != nil {
 		return nil, err
 	}
-	if len(cfg.shape.sizes) > 0 {
+	if len(cfg.Shape.Sizes) > 0 {
 		return p.takeLayouts(cfg)
 	}
-	if cfg.shape.remainder {
+	if cfg.Shape.Remainder {
 		return p.split.TakeRemainder()
 	}
-	if cfg.rest {
+	if cfg.Rest {
 		_ = p.spare.Close() // first, so the rest really is everything free
 		return p.split.TakeRest()
 	}
-	if s := p.spare.Take(cfg.sms); s != nil {
+	if s := p.spare.Take(cfg.SMs); s != nil {
 		return s, nil
 	}
-	return p.split.Take(cfg.sms)
+	return p.split.Take(cfg.SMs)
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees

@@ -13,11 +13,11 @@ import (
 // takeLayouts builds a reshapable partition. The caller holds p.mu.
 func (p *Pool) takeLayouts(cfg *tenantConfig) (*greenctx.Partition, error) {
 	switch {
-	case cfg.rest:
+	case cfg.Rest:
 		_ = p.spare.Close()
-		return p.split.TakeRestLayouts(cfg.shape.sizes)
-	case cfg.sms > 0:
-		return p.split.TakeLayouts(cfg.sms, cfg.shape.sizes)
+		return p.split.TakeRestLayouts(cfg.Shape.Sizes)
+	case cfg.SMs > 0:
+		return p.split.TakeLayouts(cfg.SMs, cfg.Shape.Sizes)
 	}
 	return nil, fmt.Errorf("%w: WithReshapeSizes needs a size to start at (WithSMs, WithSMShare or WithRestOfSMs)", ErrInvalidArgument)
 }

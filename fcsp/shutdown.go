@@ -48,7 +48,7 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 	if ctx.Done() == nil {
 		return s.Synchronize()
 	}
-	if s.t.pool.cfg.hostWaitSet && s.t.pool.cfg.hostWait == SpinInDriver {
+	if s.t.pool.cfg.HostWaitSet && s.t.pool.cfg.HostWait == SpinInDriver {
 		return within(ctx, s.Synchronize)
 	}
 	if err := s.wait(ctx.Done()); err != hostwait.ErrEnded {
