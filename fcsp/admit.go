@@ -10,7 +10,7 @@ import (
 
 // withClock makes the tenant's limiter read clock (tests).
 func withClock(clock func() int64) TenantOption {
-	return func(c *tenantConfig) error { c.clock = clock; return nil }
+	return func(c *tenantConfig) error { c.Clock = clock; return nil }
 }
 
 // checkLaunch validates a launch of f on s.

@@ -1,8 +1,6 @@
 package fcsp
 
 import (
-	"errors"
-
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
@@ -37,7 +35,7 @@ var (
 	// few hardware work queues for a partition to isolate: streams of
 	// different partitions would share a queue, and one class's queued work
 	// would hold up another's however its SMs are split.
-	ErrFewWorkQueues = errors.New("fcsp: too few hardware work queues for SM partitions")
+	ErrFewWorkQueues = errs.ErrFewWorkQueues
 	// ErrBadRegion: a shared region file of another version, or corrupt;
 	// the message says which. Remove it (with every process that used it
 	// stopped) or give another path.
@@ -48,7 +46,7 @@ var (
 	// ErrInsideDo: a call that would wait for the tenant's Dos to end
 	// (Close, Shutdown, Reshape; the pool's Close and Shutdown) was made
 	// from inside one, where it would wait for itself.
-	ErrInsideDo = errors.New("fcsp: called from inside the tenant's own Do")
+	ErrInsideDo = errs.ErrInsideDo
 	// ErrDeviceLost: a sticky device error (illegal address, illegal
 	// instruction, misaligned address, launch failure, hardware stack
 	// error, device assert, watchdog timeout) poisoned the device for every
@@ -65,9 +63,9 @@ var (
 	// ErrStaleGraph: a graph captured before its tenant's Reshape: it would
 	// run on the SMs the tenant had then, by now perhaps a neighbour's.
 	// Capture it again.
-	ErrStaleGraph = errors.New("fcsp: graph captured for the tenant's SMs before a Reshape")
+	ErrStaleGraph = errs.ErrStaleGraph
 	// ErrNameTaken: a live tenant of the pool already has this name.
-	ErrNameTaken = errors.New("fcsp: tenant name already in use")
+	ErrNameTaken = errs.ErrNameTaken
 	// ErrInvalidArgument: an option or argument is out of range; the
 	// message says what is allowed. The lower packages' finer sentinels
 	// (tokenbucket.ErrInvalidConfig, memtrack.ErrInvalidSize, ...) match it.

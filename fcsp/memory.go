@@ -21,7 +21,7 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
 		Green: c.place.partitioned(), Probe: &p.unscoped.pool, Log: p.log,
 	}
 	c.memOps = mc
-	if cfg.plain {
+	if cfg.Plain {
 		c.mem = devmem.NewPlain(mc)
 		return nil
 	}
@@ -29,7 +29,7 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
 	// may hold (a quota of MaxUint64 overflowed the driver's rounding of the
 	// size to whole chunks).
 	var err error
-	c.mem, err = devmem.NewPooled(mc, devmem.PoolConfig{Quota: min(quota, p.mem.Limit()), Explicit: cfg.quota != 0, Keep: cfg.keep, NoLists: cfg.noLists})
+	c.mem, err = devmem.NewPooled(mc, devmem.PoolConfig{Quota: min(quota, p.mem.Limit()), Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
 	return err
 }
 

@@ -2,48 +2,26 @@ package fcsp
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"math"
-	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/driverhook"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
-	"github.com/fcsp-go/fcsp-go/internal/shm"
-	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
 // Option configures Open.
 type Option func(*poolConfig) error
 
-type poolConfig struct {
-	newDriver   func() cuda.Driver // nil: load libcuda (withDriver sets it)
-	simulated   bool
-	unit        int      // partition group size; 0: the device's granularity
-	prewarm     []int    // partitions provisioned at Open
-	memLimit    uint64   // 0: the device's memory
-	environ     []string // HAMi-core style configuration, nil: none
-	logger      *slog.Logger
-	dampening   float64
-	penalty     float64       // tokenbucket's: 0 default, NoPenalty none
-	refill      time.Duration // 0: tokenbucket's default
-	region      string        // shared region path, "": none
-	foreign     bool          // accept a region file of another user (WithForeignSharedRegion)
-	beat        time.Duration
-	reapAfter   time.Duration
-	splitFlag   uint32        // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
-	hostWait    time.Duration // how long Synchronize spins (WithHostWait)
-	hostWaitSet bool
-}
+// poolConfig is what Open's options chose, and their range checks
+// (internal/config).
+type poolConfig = config.Pool
 
 // withDriver makes Open use a driver made by newDriver instead of loading
 // libcuda: the simulator (package fcsptest, through internal/driverhook, and
 // this package's own tests).
 func withDriver(newDriver func() cuda.Driver, simulated bool) Option {
-	return func(c *poolConfig) error { c.newDriver, c.simulated = newDriver, simulated; return nil }
+	return func(c *poolConfig) error { c.NewDriver, c.Simulated = newDriver, simulated; return nil }
 }
 
 func init() {
@@ -58,38 +36,18 @@ func init() {
 // (on the H200 two 64-SM partitions need a unit of 64, since the driver makes
 // at most 15 groups of 8).
 func WithPartitionUnit(sms int) Option {
-	return func(c *poolConfig) error {
-		if sms <= 0 {
-			return fmt.Errorf("%w: partition unit %d SMs; want a positive SM count", ErrInvalidArgument, sms)
-		}
-		c.unit = sms
-		return nil
-	}
+	return func(c *poolConfig) error { return c.SetPartitionUnit(sms) }
 }
 
 // WithPrewarm provisions partitions of these sizes at Open, so that
 // NewTenant with a matching WithSMs takes one without touching the driver.
 func WithPrewarm(sizes ...int) Option {
-	return func(c *poolConfig) error {
-		for _, s := range sizes {
-			if s <= 0 {
-				return fmt.Errorf("%w: prewarm size %d SMs; want positive SM counts", ErrInvalidArgument, s)
-			}
-		}
-		c.prewarm = append(c.prewarm, sizes...)
-		return nil
-	}
+	return func(c *poolConfig) error { return c.AddPrewarm(sizes) }
 }
 
 // WithDeviceMemoryLimit caps what all tenants together may allocate.
 func WithDeviceMemoryLimit(bytes uint64) Option {
-	return func(c *poolConfig) error {
-		if bytes == 0 {
-			return fmt.Errorf("%w: device memory limit 0; want a positive byte count", ErrInvalidArgument)
-		}
-		c.memLimit = bytes
-		return nil
-	}
+	return func(c *poolConfig) error { return c.SetMemLimit(bytes) }
 }
 
 // WithEnviron reads HAMi-core's variables (CUDA_DEVICE_MEMORY_LIMIT[_i],
@@ -98,25 +56,19 @@ func WithDeviceMemoryLimit(bytes uint64) Option {
 // memory limit caps the pool and the SM limit becomes every tenant's
 // default rate limit.
 func WithEnviron(environ []string) Option {
-	return func(c *poolConfig) error { c.environ = environ; return nil }
+	return func(c *poolConfig) error { c.Environ = environ; return nil }
 }
 
 // WithLogger sets where the pool logs lifecycle events (default: discard).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *poolConfig) error { c.logger = l; return nil }
+	return func(c *poolConfig) error { c.Logger = l; return nil }
 }
 
 // WithDampening sets the fraction of a kernel's computed cost that is
 // charged (default 0.9: slight under-throttling let streams overlap better
 // in the FCSP design's benchmarks).
 func WithDampening(f float64) Option {
-	return func(c *poolConfig) error {
-		if math.IsNaN(f) || f <= 0 || f > 1 {
-			return fmt.Errorf("%w: dampening %v; want a number in (0, 1]", ErrInvalidArgument, f)
-		}
-		c.dampening = f
-		return nil
-	}
+	return func(c *poolConfig) error { return c.SetDampening(f) }
 }
 
 // WithThrottlePenalty weighs the extra charge a rate-limited (non-NCCL)
@@ -124,16 +76,7 @@ func WithDampening(f float64) Option {
 // its SMs is slowed more than linearly (default 1). w = 0 turns it off, so
 // that an SM limit f admits exactly f of the full launch rate.
 func WithThrottlePenalty(w float64) Option {
-	return func(c *poolConfig) error {
-		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
-			return fmt.Errorf("%w: throttle penalty %v; want a finite number >= 0", ErrInvalidArgument, w)
-		}
-		c.penalty = w
-		if w == 0 {
-			c.penalty = tokenbucket.NoPenalty
-		}
-		return nil
-	}
+	return func(c *poolConfig) error { return c.SetPenalty(w) }
 }
 
 // WithRefillPeriod sets the time in which a tenant limited to 100% may
@@ -141,39 +84,15 @@ func WithThrottlePenalty(w float64) Option {
 // 1 ms). An SM limit f then admits f x that many threads per period: for a
 // kernel whose full wave runs one period, f of its full throughput.
 func WithRefillPeriod(d time.Duration) Option {
-	return func(c *poolConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: refill period %v; want a positive duration", ErrInvalidArgument, d)
-		}
-		c.refill = d
-		return nil
-	}
+	return func(c *poolConfig) error { return c.SetRefill(d) }
 }
 
 // TenantOption configures NewTenant.
 type TenantOption func(*tenantConfig) error
 
-type tenantConfig struct {
-	sms     int     // 0: no partition (shares the device)
-	rest    bool    // take every free group
-	quota   uint64  // 0: up to the device limit
-	smLimit float64 // 0: unlimited
-	class   Class
-	ctx     context.Context
-	plain   bool   // WithoutMemoryPool: cuMemAlloc and cuMemFree
-	dos     int    // WithConcurrentDos; 0: greenctx.DefaultSlots
-	keep    uint64 // the pool's release threshold
-	noLists bool   // the driver's pool alone, without free lists (benchmarks)
-
-	refill   time.Duration // WithTenantRefillPeriod; 0: the pool's
-	gpuShare float64       // WithGPUShare; 0: none
-	metered  bool          // WithGPUMetering (or WithGPUShare)
-	clock    func() int64  // the limiter's clock (tests); nil: monotonic
-
-	shape shapeConfig // WithSMShare, WithRemainderSMs, WithReshapeSizes (shape.go)
-
-	prio priorityConfig // WithPriority, WithBandwidthFloor (priority.go)
-}
+// tenantConfig is what NewTenant's options chose, their range checks and
+// the rules between them (internal/config).
+type tenantConfig = config.Tenant
 
 // WithMemoryPool sets how much the tenant's stream-ordered memory pool
 // keeps. Every tenant has such a pool unless made WithoutMemoryPool
@@ -191,7 +110,7 @@ type tenantConfig struct {
 // the pool or the device full trims the tenant's own cache, then its
 // neighbours', before it fails.
 func WithMemoryPool(keep uint64) TenantOption {
-	return func(c *tenantConfig) error { c.plain, c.keep = false, keep; return nil }
+	return func(c *tenantConfig) error { c.Plain, c.Keep = false, keep; return nil }
 }
 
 // WithConcurrentDos sets how many of a partitioned tenant's Dos may run at
@@ -200,13 +119,7 @@ func WithMemoryPool(keep uint64) TenantOption {
 // driver lets a green context be current on one thread at a time. Past n,
 // Dos wait in arrival order. 1 serialises them.
 func WithConcurrentDos(n int) TenantOption {
-	return func(c *tenantConfig) error {
-		if n < 1 || n > greenctx.MaxSlots {
-			return fmt.Errorf("%w: WithConcurrentDos(%d); want 1 to %d", ErrInvalidArgument, n, greenctx.MaxSlots)
-		}
-		c.dos = n
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetConcurrentDos(n) }
 }
 
 // WithoutMemoryPool makes Alloc and Free call cuMemAlloc and cuMemFree.
@@ -214,71 +127,41 @@ func WithConcurrentDos(n int) TenantOption {
 // took 50.7 ms beside a 50 ms kernel of another partition's): only for
 // code that needs memory usable on any stream at once without ordering.
 func WithoutMemoryPool() TenantOption {
-	return func(c *tenantConfig) error { c.plain = true; return nil }
+	return func(c *tenantConfig) error { c.Plain = true; return nil }
 }
 
 // WithContext ties the tenant to ctx: when ctx is done the tenant is closed
 // and everything it held returns to the pool (a request-scoped tenant, or a
 // class that ends with its server's context).
 func WithContext(ctx context.Context) TenantOption {
-	return func(c *tenantConfig) error {
-		if ctx == nil {
-			return fmt.Errorf("%w: WithContext(nil); pass a context (context.Background() for none)", ErrInvalidArgument)
-		}
-		c.ctx = ctx
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetContext(ctx) }
 }
 
 // WithSMs gives the tenant a partition of n SMs of its own; n must be a
 // multiple of the pool's partition unit.
 func WithSMs(n int) TenantOption {
-	return func(c *tenantConfig) error {
-		if n <= 0 {
-			return fmt.Errorf("%w: WithSMs(%d); want a positive multiple of the partition unit", ErrInvalidArgument, n)
-		}
-		c.sms = n
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetSMs(n) }
 }
 
 // WithRestOfSMs gives the tenant every group no other tenant holds.
 func WithRestOfSMs() TenantOption {
-	return func(c *tenantConfig) error { c.rest = true; return nil }
+	return func(c *tenantConfig) error { c.Rest = true; return nil }
 }
 
 // WithMemoryQuota limits what the tenant may have allocated at once.
 func WithMemoryQuota(bytes uint64) TenantOption {
-	return func(c *tenantConfig) error {
-		if bytes == 0 {
-			return fmt.Errorf("%w: memory quota 0; want a positive byte count", ErrInvalidArgument)
-		}
-		c.quota = bytes
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetQuota(bytes) }
 }
 
 // WithSMLimit limits the tenant's kernel launch rate to fraction f of what
 // its SMs can take (0 < f <= 1).
 func WithSMLimit(f float64) TenantOption {
-	return func(c *tenantConfig) error {
-		if math.IsNaN(f) || f <= 0 || f > 1 {
-			return fmt.Errorf("%w: SM limit %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
-		}
-		c.smLimit = f
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetSMLimit(f) }
 }
 
 // WithStreamClass sets the class of the tenant's first stream.
 func WithStreamClass(cl Class) TenantOption {
-	return func(c *tenantConfig) error {
-		if !cl.Valid() {
-			return fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
-		}
-		c.class = cl
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetClass(cl) }
 }
 
 // WithHostWait sets how Synchronize waits for a stream's work. By default
@@ -296,13 +179,7 @@ func WithStreamClass(cl Class) TenantOption {
 // storm of 32 goroutines calling Stats, a yielding waiter queues behind
 // them (P99 148-193 µs against 91 in the driver).
 func WithHostWait(spin time.Duration) Option {
-	return func(c *poolConfig) error {
-		if spin < 0 && spin != SpinInDriver {
-			return fmt.Errorf("%w: WithHostWait(%v); want a spin of 0 or more, or SpinInDriver", ErrInvalidArgument, spin)
-		}
-		c.hostWait, c.hostWaitSet = spin, true
-		return nil
-	}
+	return func(c *poolConfig) error { return c.SetHostWait(spin) }
 }
 
 // WithoutCoscheduling cuts the device with
@@ -314,7 +191,7 @@ func WithHostWait(spin time.Duration) Option {
 // ordinary kernels are unaffected. See docs/BENCHMARKS.md for what was
 // measured on the H200 (TestGPUWithoutCoscheduling).
 func WithoutCoscheduling() Option {
-	return func(c *poolConfig) error { c.splitFlag |= cuda.SplitIgnoreCoscheduling; return nil }
+	return func(c *poolConfig) error { c.SplitFlag |= cuda.SplitIgnoreCoscheduling; return nil }
 }
 
 // WithSMShare gives the tenant a partition of about fraction f of the
@@ -322,13 +199,7 @@ func WithoutCoscheduling() Option {
 // of partition units between one unit and every group the split made. The
 // tenant's SMs and SMShare say what was picked, and the pool logs it.
 func WithSMShare(f float64) TenantOption {
-	return func(c *tenantConfig) error {
-		if math.IsNaN(f) || f <= 0 || f > 1 {
-			return fmt.Errorf("%w: SM share %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
-		}
-		c.shape.share = f
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetSMShare(f) }
 }
 
 // WithRemainderSMs gives the tenant the SMs that the pool's split leaves
@@ -336,19 +207,13 @@ func WithSMShare(f float64) TenantOption {
 // WithoutCoscheduling): small, but otherwise idle. A WithRestOfSMs tenant
 // made while the remainder is free includes it.
 func WithRemainderSMs() TenantOption {
-	return func(c *tenantConfig) error { c.shape.remainder = true; return nil }
+	return func(c *tenantConfig) error { c.Shape.Remainder = true; return nil }
 }
 
 // WithPriority sets the tenant's priority. LatencyCritical meters the
 // tenant's GPU time (its launches' events tell when it has work in flight).
 func WithPriority(p Priority) TenantOption {
-	return func(c *tenantConfig) error {
-		if p != Normal && p != LatencyCritical {
-			return fmt.Errorf("%w: priority %v; want fcsp.Normal or fcsp.LatencyCritical", ErrInvalidArgument, p)
-		}
-		c.prio.prio, c.prio.set = p, true
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetPriority(config.Priority(p)) }
 }
 
 // WithBandwidthFloor makes the tenant yield to the pool's LatencyCritical
@@ -373,13 +238,7 @@ func WithPriority(p Priority) TenantOption {
 // (by their own poll or Synchronize) is woken and admitted at the full
 // share.
 func WithBandwidthFloor(f float64) TenantOption {
-	return func(c *tenantConfig) error {
-		if math.IsNaN(f) || f <= 0 || f > 1 {
-			return fmt.Errorf("%w: bandwidth floor %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
-		}
-		c.prio.floor = f
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetFloor(f) }
 }
 
 // WithReshapeSizes lets the tenant change its SM count at run time
@@ -394,30 +253,13 @@ func WithBandwidthFloor(f float64) TenantOption {
 // WithReshapeSizes(100) on the H200 can trade 24 SMs (batch 124 <-> 100,
 // interactive 8 <-> 32). A module is loaded once, with the primary context, and serves every layout.
 func WithReshapeSizes(sms ...int) TenantOption {
-	return func(c *tenantConfig) error {
-		if len(sms) == 0 {
-			return fmt.Errorf("%w: WithReshapeSizes with no sizes; give the SM counts the tenant may take", ErrInvalidArgument)
-		}
-		for _, n := range sms {
-			if n <= 0 {
-				return fmt.Errorf("%w: reshape size %d SMs; want positive SM counts", ErrInvalidArgument, n)
-			}
-		}
-		c.shape.sizes = append(c.shape.sizes, sms...)
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.AddReshapeSizes(sms) }
 }
 
 // WithTenantRefillPeriod sets the tenant's own refill period, overriding
 // the pool's WithRefillPeriod for its launch-rate limit.
 func WithTenantRefillPeriod(d time.Duration) TenantOption {
-	return func(c *tenantConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: refill period %v; want a positive duration", ErrInvalidArgument, d)
-		}
-		c.refill = d
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetRefill(d) }
 }
 
 // WithSharedRegion makes the pool one of several processes sharing the
@@ -427,19 +269,7 @@ func WithTenantRefillPeriod(d time.Duration) TenantOption {
 // gives its usage back once its PID is gone or its heartbeat is older than
 // the timeout. A region with a bad magic, version or size is refused.
 func WithSharedRegion(path string) Option {
-	return func(c *poolConfig) error {
-		if path == "" {
-			return fmt.Errorf("%w: empty shared region path (the default is %s)", ErrInvalidArgument, shm.DefaultPath)
-		}
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			return fmt.Errorf("%w: shared region path %q is a directory; give a file in it (such as %s)", ErrInvalidArgument, path, filepath.Join(path, "fcsp"))
-		}
-		if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-			return fmt.Errorf("%w: shared region path %q: its folder %q does not exist", ErrInvalidArgument, path, filepath.Dir(path))
-		}
-		c.region = path
-		return nil
-	}
+	return func(c *poolConfig) error { return c.SetRegion(path) }
 }
 
 // WithForeignSharedRegion accepts a shared region file that another user
@@ -448,26 +278,20 @@ func WithSharedRegion(path string) Option {
 // can write the region can make every process refuse allocations or pass
 // the device limit. A symbolic link is refused either way.
 func WithForeignSharedRegion() Option {
-	return func(c *poolConfig) error { c.foreign = true; return nil }
+	return func(c *poolConfig) error { c.Foreign = true; return nil }
 }
 
 // WithHeartbeat sets how often this process marks itself alive in the
 // shared region (default 1 s) and after how long without a beat a process
 // is reaped (default 5 s).
 func WithHeartbeat(every, timeout time.Duration) Option {
-	return func(c *poolConfig) error {
-		if every <= 0 || timeout <= every {
-			return fmt.Errorf("%w: heartbeat every %v, timeout %v; want 0 < every < timeout", ErrInvalidArgument, every, timeout)
-		}
-		c.beat, c.reapAfter = every, timeout
-		return nil
-	}
+	return func(c *poolConfig) error { return c.SetHeartbeat(every, timeout) }
 }
 
 // WithGPUMetering measures the tenant's GPU time on the GPU clock (events
 // around each launch), reported in Stats as GPUTime and GPUTimeByClass.
 func WithGPUMetering() TenantOption {
-	return func(c *tenantConfig) error { c.metered = true; return nil }
+	return func(c *tenantConfig) error { c.Metered = true; return nil }
 }
 
 // WithGPUShare limits the tenant to fraction f (0 < f <= 1) of the
@@ -481,11 +305,5 @@ func WithGPUMetering() TenantOption {
 // launch-rate model for the tenant; SetSMLimit changes the share. A share of
 // 1 is no limit at all: its launches never wait, whatever their length.
 func WithGPUShare(f float64) TenantOption {
-	return func(c *tenantConfig) error {
-		if math.IsNaN(f) || f <= 0 || f > 1 {
-			return fmt.Errorf("%w: GPU share %v; want a fraction in (0, 1]", ErrInvalidArgument, f)
-		}
-		c.gpuShare, c.metered = f, true
-		return nil
-	}
+	return func(c *tenantConfig) error { return c.SetGPUShare(f) }
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
+	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
@@ -42,9 +43,10 @@ type Pool struct {
 	shared   *shm.Member // nil without WithSharedRegion
 	events   event.Set   // made by Pool.NewEvent
 	unscoped unscopedProbe
-	launcher place.Launcher   // kernel launches (launch.go), made at Open
-	wait     hostwait.Wait    // Synchronize's HostWait, chosen at Open
-	memInfo  devmem.InfoCache // MemGetInfo's device figures
+	launcher place.Launcher    // kernel launches (launch.go), made at Open
+	wait     hostwait.Wait     // Synchronize's HostWait, chosen at Open
+	blocker  *hostwait.Blocker // the events of the waits that sleep
+	memInfo  devmem.InfoCache  // MemGetInfo's device figures
 	_        [128]byte
 	fault    faultState // health.go, internal/fault: read by every call, so on lines of its own
 	_        [128]byte
@@ -66,34 +68,28 @@ type Pool struct {
 // ctx bounds the time Open may take (provisioning partitions touches the
 // driver).
 func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
-	cfg := poolConfig{dampening: 0.9}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: Open's option %d is nil", ErrInvalidArgument, i)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	cfg := config.NewPool()
+	if err := config.Apply(&cfg, "Open", opts); err != nil {
+		return nil, err
 	}
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.prewarm)}
-	p.wait = hostwait.For(cfg.hostWaitSet, cfg.hostWait == SpinInDriver, cfg.hostWait)
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.Prewarm)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
 	var err error
-	if p.env, err = hamienv.ForPool(cfg.environ); err != nil {
+	if p.env, err = hamienv.ForPool(cfg.Environ); err != nil {
 		return nil, err
 	}
 	// Before the driver makes the device's context, which reads it.
-	queues, err := greenctx.WorkQueues(cfg.environ, cfg.newDriver == nil)
+	queues, err := greenctx.WorkQueues(cfg.Environ, cfg.NewDriver == nil)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.newDriver != nil {
-		p.drv = cfg.newDriver()
+	if cfg.NewDriver != nil {
+		p.drv = cfg.NewDriver()
 	} else if p.drv, err = cuda.Load(); err != nil {
 		return nil, err
 	}
@@ -104,26 +100,28 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if p.dev, err = greenctx.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
+	p.blocker = hostwait.NewBlocker(p.drv, p.dev.Primary())
+	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
 	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
 	desc, err := p.dev.Describe(index)
-	desc.Simulated, desc.WorkQueues = cfg.simulated, queues
+	desc.Simulated, desc.WorkQueues = cfg.Simulated, queues
 	p.info = DeviceInfo(desc)
 	if err != nil {
 		return fail(err)
 	}
 	var mopts []memtrack.Option
-	if cfg.region != "" {
+	if cfg.Region != "" {
 		o, err := p.joinRegion(index)
 		if err != nil {
 			return fail(err)
 		}
 		mopts = append(mopts, o)
 	}
-	if p.mem, err = memtrack.New(p.env.DeviceLimit(index, p.info.TotalMemory, cfg.memLimit), mopts...); err != nil {
+	if p.mem, err = memtrack.New(p.env.DeviceLimit(index, p.info.TotalMemory, cfg.MemLimit), mopts...); err != nil {
 		return fail(err)
 	}
-	p.split, p.noSplit, err = greenctx.Cut(ctx, p.dev, greenctx.CutConfig{Unit: cfg.unit, Flags: cfg.splitFlag, Prewarm: cfg.prewarm,
+	p.split, p.noSplit, err = greenctx.Cut(ctx, p.dev, greenctx.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
 		Spare: p.spare, Log: p.log, Device: p.info.String()})
 	if err != nil {
 		return fail(err)
@@ -222,7 +220,7 @@ func (p *Pool) Close() error {
 	for _, c := range cores {
 		errs = append(errs, c.close("pool closed"))
 	}
-	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Mem: p.mem, Shared: p.shared}.Close())
+	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
 	return p.forgive(errors.Join(errs...))
 }
 
@@ -243,7 +241,7 @@ func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
 	if err := p.resolveShape(cfg); err != nil {
 		return nil, err
 	}
-	return p.split.TakeFor(p.spare, greenctx.Ask{SMs: cfg.sms, Rest: cfg.rest, Remainder: cfg.shape.remainder, Sizes: cfg.shape.sizes})
+	return p.split.TakeFor(p.spare, greenctx.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes})
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees

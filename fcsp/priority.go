@@ -1,6 +1,6 @@
 package fcsp
 
-import "fmt"
+import "github.com/fcsp-go/fcsp-go/internal/config"
 
 // Priority between tenants for what green contexts do not split: memory
 // bandwidth (and L2, and the copy engines). A partition has SMs of its own,
@@ -33,41 +33,7 @@ const (
 	LatencyCritical
 )
 
-func (p Priority) String() string {
-	switch p {
-	case Normal:
-		return "normal"
-	case LatencyCritical:
-		return "latency-critical"
-	}
-	return fmt.Sprintf("Priority(%d)", int(p))
-}
-
-// priorityConfig is what WithPriority and WithBandwidthFloor asked for.
-type priorityConfig struct {
-	prio  Priority
-	floor float64 // 0: none
-	set   bool    // WithPriority was given
-}
-
-// checkPriority refuses contradictory priority options and turns on what
-// they need: metering for a latency tenant, a GPU-time bucket for a
-// floored one.
-func (c *tenantConfig) checkPriority() error {
-	switch {
-	case c.prio.prio == LatencyCritical && c.prio.floor > 0:
-		return fmt.Errorf("%w: WithBandwidthFloor on a LatencyCritical tenant; a floor is for the tenants that yield to it", ErrInvalidArgument)
-	case c.prio.floor > 0 && c.smLimit > 0:
-		return fmt.Errorf("%w: WithBandwidthFloor with WithSMLimit; a floor needs a GPU-time bucket: use WithGPUShare", ErrInvalidArgument)
-	}
-	if c.prio.prio == LatencyCritical {
-		c.metered = true
-	}
-	if c.prio.floor > 0 && c.gpuShare == 0 {
-		c.gpuShare, c.metered = 1, true
-	}
-	return nil
-}
+func (p Priority) String() string { return config.Priority(p).String() }
 
 // LatencyBusy reports whether a LatencyCritical tenant of the pool has
 // kernels in flight, as last seen (it asks the driver nothing).

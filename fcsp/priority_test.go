@@ -3,6 +3,7 @@ package fcsp
 import (
 	"errors"
 	"github.com/fcsp-go/fcsp-go/internal/admission"
+	"github.com/fcsp-go/fcsp-go/internal/config"
 	"math"
 	"sync"
 	"testing"
@@ -395,4 +396,16 @@ func TestReservationFailedLaunchGivesBackTheSurcharge(t *testing.T) {
 	base := fits(false)
 	require.Equal(t, 8, base)
 	require.Equal(t, base, fits(true), "a failed reserved launch kept part of its charge")
+}
+
+// TestPriorityValuesAreConfigs: WithPriority hands internal/config the
+// Priority's number, and SpinInDriver is config's too: the values must
+// agree, or an option would mean another.
+func TestPriorityValuesAreConfigs(t *testing.T) {
+	require.Equal(t, config.Normal, config.Priority(Normal))
+	require.Equal(t, config.LatencyCritical, config.Priority(LatencyCritical))
+	require.Equal(t, config.SpinInDriver, SpinInDriver)
+	for _, p := range []Priority{Normal, LatencyCritical, 7} {
+		require.Equal(t, config.Priority(p).String(), p.String())
+	}
 }

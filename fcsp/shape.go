@@ -1,48 +1,10 @@
 package fcsp
 
-import "fmt"
-
-// shapeConfig is how a tenant asks for SMs beyond WithSMs and WithRestOfSMs.
-type shapeConfig struct {
-	share     float64 // WithSMShare; 0: not asked
-	remainder bool    // WithRemainderSMs
-	sizes     []int   // WithReshapeSizes
-}
-
-// checkShape refuses options that ask for SMs in two ways.
-func (c *tenantConfig) checkShape() error {
-	var asked []string
-	if c.sms > 0 {
-		asked = append(asked, "WithSMs")
-	}
-	if c.rest {
-		asked = append(asked, "WithRestOfSMs")
-	}
-	if c.shape.share > 0 {
-		asked = append(asked, "WithSMShare")
-	}
-	if c.shape.remainder {
-		asked = append(asked, "WithRemainderSMs")
-	}
-	if len(asked) > 1 {
-		return fmt.Errorf("%w: %v together; choose one", ErrInvalidArgument, asked)
-	}
-	if len(c.shape.sizes) > 0 && (len(asked) == 0 || c.shape.remainder) {
-		return fmt.Errorf("%w: WithReshapeSizes needs a size to start at (WithSMs, WithSMShare or WithRestOfSMs)", ErrInvalidArgument)
-	}
-	return nil
-}
-
-// partitioned reports whether the tenant asked for SMs of its own.
-func (c *tenantConfig) partitioned() bool {
-	return c.sms > 0 || c.rest || c.shape.share > 0 || c.shape.remainder
-}
-
 // resolveShape turns a share into an SM count. The caller holds p.mu.
 func (p *Pool) resolveShape(cfg *tenantConfig) error {
-	if cfg.shape.share > 0 {
-		cfg.sms = p.split.Nearest(cfg.shape.share, p.info.SMs)
-		p.log.Info("SM share resolved", "share", cfg.shape.share, "sms", cfg.sms,
+	if cfg.Shape.Share > 0 {
+		cfg.SMs = p.split.Nearest(cfg.Shape.Share, p.info.SMs)
+		p.log.Info("SM share resolved", "share", cfg.Shape.Share, "sms", cfg.SMs,
 			"of", p.info.SMs, "unit", p.split.GroupSMs())
 	}
 	return nil

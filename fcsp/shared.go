@@ -11,13 +11,13 @@ import (
 // whose memory the tracker then counts there too.
 func (p *Pool) joinRegion(index int) (memtrack.Option, error) {
 	m, share, err := shm.JoinDevice(shm.MemberConfig{
-		Path: p.cfg.region, Layout: shm.PoolLayout, Options: &shm.Options{AllowForeign: p.cfg.foreign}, PID: os.Getpid(),
-		Beat: p.cfg.beat, ReapAfter: p.cfg.reapAfter,
+		Path: p.cfg.Region, Layout: shm.PoolLayout, Options: &shm.Options{AllowForeign: p.cfg.Foreign}, PID: os.Getpid(),
+		Beat: p.cfg.Beat, ReapAfter: p.cfg.ReapAfter,
 		OnReaped: func() {
 			// The slot now refuses our writes: allocations fail with
 			// ErrReaped, frees still free the device memory but move no
 			// shared count.
-			p.log.Error("fcsp: this process was reaped from the shared region (heartbeat missed); allocations now fail with ErrReaped", "region", p.cfg.region)
+			p.log.Error("fcsp: this process was reaped from the shared region (heartbeat missed); allocations now fail with ErrReaped", "region", p.cfg.Region)
 		},
 		OnReap: func(slots []int) { p.log.Warn("fcsp: reaped dead processes from the shared region", "slots", slots) },
 	}, index)

@@ -42,7 +42,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 // if ctx ends before the stream's work does (the work is not cancelled;
 // a GPU cannot take a kernel back).
 func (s *Stream) SynchronizeContext(ctx context.Context) error {
-	inDriver := s.t.pool.cfg.hostWaitSet && s.t.pool.cfg.hostWait == SpinInDriver // a wait nothing ends
+	inDriver := s.t.pool.cfg.HostWaitSet && s.t.pool.cfg.HostWait == SpinInDriver // a wait nothing ends
 	return hostwait.Bounded(ctx, inDriver, s.wait)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 )
 
 // Stream is one of a tenant's CUDA streams with its class. Launches on it
@@ -22,6 +23,7 @@ type Stream struct {
 	owned    bool           // created by the SDK (destroyed on Close)
 	fromPart bool           // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
+	waits    hostwait.History          // how long its Synchronizes lasted: a long one sleeps
 	blocks   devmem.Blocks             // freed pool blocks for reuse on this stream (memory.go)
 	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
 	closed   atomic.Bool
@@ -123,7 +125,7 @@ func (s *Stream) wait(done <-chan struct{}) error {
 		return ErrClosed
 	}
 	p := s.t.pool
-	err := s.t.doUnscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), done) })
+	err := s.t.doUnscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
 	if err == nil {
 		s.gate.AfterSync() // a latency stream's neighbours are released now
 	}

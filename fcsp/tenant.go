@@ -13,6 +13,7 @@ import (
 	"weak"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
+	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
@@ -71,9 +72,9 @@ type tenantCore struct {
 	stop    func() bool          // unregisters the context watcher
 	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
 
-	dos    doThreads      // OS threads inside Do (do.go)
-	graphs *graphs.Set    // live graphs and execs, destroyed by Close (graph.go)
-	prio   priorityConfig // WithPriority, WithBandwidthFloor (priority.go)
+	dos    doThreads   // OS threads inside Do (do.go)
+	graphs *graphs.Set // live graphs and execs, destroyed by Close (graph.go)
+	prio   config.Prio // WithPriority, WithBandwidthFloor (internal/config)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
 
@@ -85,37 +86,12 @@ type tenantCore struct {
 // rate limits still apply).
 func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	var cfg tenantConfig
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: NewTenant's option %d is nil", ErrInvalidArgument, i)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if name == "" {
-		return nil, fmt.Errorf("%w: empty tenant name", ErrInvalidArgument)
-	}
-	if err := cfg.checkShape(); err != nil {
+	if err := config.Apply(&cfg, "NewTenant", opts); err != nil {
 		return nil, err
 	}
-	if err := cfg.checkPriority(); err != nil { // priority.go
+	limit, set := p.env.SMLimit(p.info.Index)
+	if err := cfg.Resolve(name, limit, set, p.log); err != nil {
 		return nil, err
-	}
-	if cfg.gpuShare > 0 && cfg.smLimit > 0 {
-		return nil, fmt.Errorf("%w: WithGPUShare and WithSMLimit together; choose one", ErrInvalidArgument)
-	}
-	// The node's CUDA_DEVICE_SM_LIMIT binds every kind of tenant: the
-	// launch-rate limit where none was asked for, and a GPU share (also the
-	// share 1 a bandwidth floor implies) no larger than it.
-	if f, ok := p.env.SMLimit(p.info.Index); ok {
-		switch {
-		case cfg.gpuShare > f:
-			p.log.Info("GPU share bound by CUDA_DEVICE_SM_LIMIT", "tenant", name, "asked", cfg.gpuShare, "limit", f)
-			cfg.gpuShare = f
-		case cfg.gpuShare == 0 && (cfg.smLimit == 0 || cfg.smLimit > f):
-			cfg.smLimit = f
-		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -128,10 +104,10 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, prio: cfg.prio, done: make(chan struct{}), graphs: graphs.New(p.drv)}
+	c := &tenantCore{pool: p, name: name, prio: cfg.Prio, done: make(chan struct{}), graphs: graphs.New(p.drv)}
 	var err error
 	c.place = devicePlace(p.dev, p.info.SMs)
-	if cfg.partitioned() {
+	if cfg.Partitioned() {
 		if err := p.checkWorkQueues(); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
@@ -139,7 +115,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
-		part.SetSlots(cmp.Or(cfg.dos, greenctx.DefaultSlots))
+		part.SetSlots(cmp.Or(cfg.Dos, greenctx.DefaultSlots))
 		c.place = greenPlace(part)
 	}
 	undo := func(err error) (*Tenant, error) {
@@ -150,7 +126,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		}
 		return nil, fmt.Errorf("tenant %q: %w", name, err)
 	}
-	quota := cfg.quota
+	quota := cfg.Quota
 	if quota == 0 {
 		quota = p.mem.Limit()
 	}
@@ -163,7 +139,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if c.adm, err = c.newAdmission(&cfg); err != nil {
 		return undo(err)
 	}
-	first, err := c.newStream(cfg.class, true)
+	first, err := c.newStream(cfg.Class, true)
 	if err != nil {
 		return undo(err)
 	}
@@ -176,11 +152,11 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	t := &Tenant{c}
 	c.handle = weak.Make(t)
 	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) { _ = c.close("tenant handle garbage-collected without Close") }, c)
-	if cfg.ctx != nil {
-		c.closeWhenDone(cfg.ctx) // last: a ctx already done closes the tenant at once
+	if cfg.Ctx != nil {
+		c.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
 	}
 	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
-		p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.smLimit)
+		p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.SMLimit)
 	}
 	return t, nil
 }
@@ -263,10 +239,10 @@ func (c *tenantCore) SetSMLimit(f float64) error {
 func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) {
 	p := c.pool
 	return admission.NewTenant(&p.prio, admission.Config{
-		SMLimit: cfg.smLimit, GPUShare: cfg.gpuShare,
-		SMs: c.place.sms(), ThreadsPerSM: p.info.ThreadsPerSM, Dampening: p.cfg.dampening, Penalty: p.cfg.penalty,
-		Refill: cmp.Or(cfg.refill, p.cfg.refill), Clock: cfg.clock,
-		Metered: cfg.metered, Latency: cfg.prio.prio == LatencyCritical, Floor: cfg.prio.floor,
+		SMLimit: cfg.SMLimit, GPUShare: cfg.GPUShare,
+		SMs: c.place.sms(), ThreadsPerSM: p.info.ThreadsPerSM, Dampening: p.cfg.Dampening, Penalty: p.cfg.Penalty,
+		Refill: cmp.Or(cfg.Refill, p.cfg.Refill), Clock: cfg.Clock,
+		Metered: cfg.Metered, Latency: cfg.Prio.Prio == config.LatencyCritical, Floor: cfg.Prio.Floor,
 		Events: p.drv, Log: func(msg string) { p.log.Info(msg) }, Closed: c.closed.Load,
 		Enter: c.enter, Exit: c.life.exit, Primary: p.dev.Primary, AnyThread: c.place.anyThread,
 		Partitioned: c.place.partitioned(),
@@ -344,7 +320,7 @@ func (c *tenantCore) Stats() Stats {
 	s.Throttled, s.ThrottleWait = a.Throttled, a.ThrottleWait
 	s.DoAdmitted, s.DoThrottled, s.DoThrottleWait = a.DoAdmitted, a.DoThrottled, a.DoThrottleWait
 	s.GPUTimeByClass = a.GPUTimeByClass
-	s.Bandwidth = BandwidthStats{Priority: c.prio.prio, Floor: c.prio.floor, FlooredLaunches: a.Floored, BytesMoved: a.Bytes,
+	s.Bandwidth = BandwidthStats{Priority: Priority(c.prio.Prio), Floor: c.prio.Floor, FlooredLaunches: a.Floored, BytesMoved: a.Bytes,
 		BytesPerSecond: a.BytesPerSecond, Slowdown: a.Slowdown}
 	return s
 }

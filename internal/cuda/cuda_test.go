@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -60,5 +61,31 @@ func TestResourceLayout(t *testing.T) {
 	}
 	if got := r.SMInfo(13000); got.MinPartition != 8 || got.CoscheduledAlignment != 8 {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// AsError finds the *Error in a chain as errors.As does: wrapped, joined,
+// or absent.
+func TestAsError(t *testing.T) {
+	e := &Error{Op: "cuStreamQuery", Code: ErrorNotReady}
+	other := errors.New("other")
+	for _, c := range []struct {
+		err  error
+		want *Error
+	}{
+		{nil, nil},
+		{other, nil},
+		{e, e},
+		{fmt.Errorf("wrapped: %w", e), e},
+		{errors.Join(other, fmt.Errorf("x: %w", e)), e},
+		{errors.Join(other, other), nil},
+	} {
+		if got := AsError(c.err); got != c.want {
+			t.Errorf("AsError(%v) = %v, want %v", c.err, got, c.want)
+		}
+		var as *Error
+		if errors.As(c.err, &as); as != c.want {
+			t.Errorf("errors.As(%v) = %v, AsError's disagrees", c.err, as)
+		}
 	}
 }

@@ -205,5 +205,29 @@ var (
 	eventNotReady  = &Error{Op: "cuEventQuery", Code: ErrorNotReady}
 )
 
+// AsError is the *Error in err's chain, or nil: errors.As without the
+// heap-allocated target that errors.As makes of a local (a polled wait
+// classifies thousands of "not ready"s a request).
+func AsError(err error) *Error {
+	for err != nil {
+		switch e := err.(type) {
+		case *Error:
+			return e
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, err := range e.Unwrap() {
+				if ce := AsError(err); ce != nil {
+					return ce
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
 // Check is check for other implementations of Driver (the fake).
 func Check(op string, r Result) error { return check(op, r) }

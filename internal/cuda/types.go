@@ -68,6 +68,7 @@ const (
 	SplitIgnoreCoscheduling uint32 = 0x1 // CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING
 	SplitMaxClusterSize     uint32 = 0x2 // CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE
 	EventDefault            uint32 = 0x0
+	EventBlockingSync       uint32 = 0x1 // CU_EVENT_BLOCKING_SYNC: cuEventSynchronize sleeps rather than spins
 	EventDisableTiming      uint32 = 0x2 // CU_EVENT_DISABLE_TIMING: for ordering only (branch whole)
 )
 

@@ -37,3 +37,19 @@ var ErrNotComputed error = &sentinel{msg: "fake: kernel not computed: the simula
 // ErrThrottled: a launch (TryLaunch) or Do (TryDo) found its bucket
 // without its tokens now; nothing was charged or run.
 var ErrThrottled error = &sentinel{msg: "fcsp: launch throttled (its tokens are not available now)"}
+
+// ErrFewWorkQueues: CUDA_DEVICE_MAX_CONNECTIONS leaves the process too few
+// hardware work queues for a partition to isolate (fcsp.ErrFewWorkQueues).
+var ErrFewWorkQueues error = &sentinel{msg: "fcsp: too few hardware work queues for SM partitions"}
+
+// ErrInsideDo: a call that would wait for the tenant's Dos to end was made
+// from inside one (fcsp.ErrInsideDo).
+var ErrInsideDo error = &sentinel{msg: "fcsp: called from inside the tenant's own Do"}
+
+// ErrStaleGraph: a graph captured before its tenant's Reshape
+// (fcsp.ErrStaleGraph).
+var ErrStaleGraph error = &sentinel{msg: "fcsp: graph captured for the tenant's SMs before a Reshape"}
+
+// ErrNameTaken: a live tenant of the pool already has the name
+// (fcsp.ErrNameTaken).
+var ErrNameTaken error = &sentinel{msg: "fcsp: tenant name already in use"}

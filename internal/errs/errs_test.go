@@ -22,3 +22,17 @@ func TestNewMatchesItselfAndItsParent(t *testing.T) {
 		t.Fatalf("message %q", size.Error())
 	}
 }
+
+// TestSentinelsAreDistinct: each sentinel matches itself alone, so one
+// meaning never passes for another under errors.Is.
+func TestSentinelsAreDistinct(t *testing.T) {
+	all := []error{ErrClosed, ErrInvalidArgument, ErrDeviceLost, ErrNotComputed, ErrThrottled,
+		ErrFewWorkQueues, ErrInsideDo, ErrStaleGraph, ErrNameTaken}
+	for i, a := range all {
+		for j, b := range all {
+			if got := errors.Is(fmt.Errorf("wrapped: %w", a), b); got != (i == j) {
+				t.Errorf("errors.Is(%q, %q) = %v", a, b, got)
+			}
+		}
+	}
+}

@@ -13,7 +13,6 @@
 package fault
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -88,11 +87,8 @@ func (f *State[E]) Refuse(string) error { return f.Err() }
 // See classifies a driver error: a sticky one turns the pool to lost (the
 // first one is kept) and is answered with the pool's lost error.
 func (f *State[E]) See(op string, c cuda.Context, s cuda.Stream, err error) error {
-	if err == nil {
-		return nil // before ce: its address escapes, so declaring it allocates
-	}
-	var ce *cuda.Error
-	if !errors.As(err, &ce) || !ce.Code.Sticky() {
+	ce := cuda.AsError(err) // not errors.As, whose target escapes: a poll's "not ready" passes here
+	if ce == nil || !ce.Code.Sticky() {
 		return err
 	}
 	r := Record{Err: ce, Op: op, Stream: uintptr(s), At: time.Now()}

@@ -29,7 +29,7 @@ func TestPollMakesNoGarbage(t *testing.T) {
 	d := &notReadyDriver{n: 100, left: 100}
 	wait := hostwait.Poll(0)
 	if n := testing.AllocsPerRun(100, func() {
-		if err := wait(d, 0, 0, nil); err != nil {
+		if err := wait(d, 0, 0, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {

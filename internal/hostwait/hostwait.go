@@ -1,13 +1,15 @@
 // Package hostwait is how a pool's host threads wait for a stream: in the
 // driver (cuStreamSynchronize, which spins the OS thread), by polling
-// cuStreamQuery from Go, or adaptively between the two. The policy is
-// chosen once, when the pool opens (fcsp.WithHostWait).
+// cuStreamQuery from Go, asleep on a blocking-sync event, or adaptively
+// among the three. The policy is chosen once, when the pool opens
+// (fcsp.WithHostWait).
 package hostwait
 
 import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,8 +18,9 @@ import (
 
 // Wait waits for stream s with ctx: done, where not nil, ends the wait
 // early with ErrEnded (a wait in the driver cannot be ended; callers run it
-// aside).
-type Wait func(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, done <-chan struct{}) error
+// aside). h, where not nil, is the stream's history of waits, which the
+// adaptive wait reads and keeps.
+type Wait func(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, h *History, done <-chan struct{}) error
 
 // ErrEnded: a wait ended by its done channel before the stream's work did.
 var ErrEnded = errors.New("wait ended")
@@ -30,27 +33,151 @@ const AdaptiveSpin = 50 * time.Microsecond
 // cores are the process's, whatever the pool.
 var Waiters atomic.Int32
 
-// Adaptive, the default, spins in the driver while the process's waiters
-// leave the host cores to spare (at most limit of them wait), and past that
-// polls from Go, yielding after AdaptiveSpin: a lone request gets the
-// driver's latency, and 32 waiters on 16 cores share them through Go's
-// scheduler instead of being descheduled by the kernel for milliseconds
-// (H200 host, docs/BENCHMARKS.md run R: K=16 P99/P50 42 with the driver's
-// wait, 1.65 polled; K=1 the same either way).
-func Adaptive(limit int32) Wait {
+// Adaptive, the default, sleeps on a blocking-sync event where the stream's
+// recent waits were long (past LongWait), so that a batch class's
+// goroutines waiting milliseconds for their GEMMs do not each spin a core
+// the server's other goroutines need; otherwise it spins in the driver
+// while the process's waiters leave the host cores to spare (at most limit
+// of them wait), and past that polls from Go, yielding after AdaptiveSpin:
+// a lone request gets the driver's latency, and 32 waiters on 16 cores
+// share them through Go's scheduler instead of being descheduled by the
+// kernel for milliseconds (H200 host, docs/BENCHMARKS.md run R: K=16
+// P99/P50 42 with the driver's wait, 1.65 polled; K=1 the same either
+// way). blk may be nil: no wait sleeps then.
+func Adaptive(limit int32, blk *Blocker) Wait {
 	poll := Poll(AdaptiveSpin)
-	return func(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, done <-chan struct{}) error {
-		n := Waiters.Add(1)
-		defer Waiters.Add(-1)
-		if n > limit || done != nil { // a wait that a ctx may end polls
-			return poll(drv, ctx, s, done)
+	return func(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, h *History, done <-chan struct{}) error {
+		if h == nil {
+			return adapt(drv, ctx, s, done, limit, poll)
 		}
-		return Driver(drv, ctx, s, done)
+		start := time.Now()
+		var err error
+		if blk != nil && done == nil && h.Long() {
+			err = blk.Wait(s)
+		} else {
+			err = adapt(drv, ctx, s, done, limit, poll)
+		}
+		h.Add(time.Since(start))
+		return err
 	}
 }
 
+// adapt is the adaptive wait of a short one: the driver's under the limit,
+// polled past it.
+func adapt(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, done <-chan struct{}, limit int32, poll Wait) error {
+	n := Waiters.Add(1)
+	defer Waiters.Add(-1)
+	if n > limit || done != nil { // a wait that a ctx may end polls
+		return poll(drv, ctx, s, nil, done)
+	}
+	return drv.StreamSynchronize(ctx, s)
+}
+
+// LongWait is the average wait past which the adaptive wait sleeps rather
+// than spins: waking from a blocking-sync event costs some microseconds,
+// a small part of a wait this long, while spinning through it costs a core.
+const LongWait = 250 * time.Microsecond
+
+// History is one stream's recent waits: a moving average of their length
+// (each new wait weighs 1/8), kept by the adaptive wait. The zero value is
+// a stream with no long waits.
+type History struct{ avg atomic.Int64 }
+
+// Long reports whether the stream's recent waits averaged past LongWait.
+func (h *History) Long() bool { return time.Duration(h.avg.Load()) > LongWait }
+
+// Average is the moving average of the stream's waits.
+func (h *History) Average() time.Duration { return time.Duration(h.avg.Load()) }
+
+// Add folds one wait into the average. Concurrent waits on one stream may
+// lose an update to each other: the average stays a fair one.
+func (h *History) Add(d time.Duration) {
+	old := h.avg.Load()
+	h.avg.Store(old + (int64(d)-old)/8)
+}
+
+// Blocker makes the waits that sleep: it records a blocking-sync event on
+// the stream and waits for it in cuEventSynchronize, which puts the thread
+// to sleep until the GPU reaches the event, where cuStreamSynchronize on a
+// context of the default scheduling spins a core. Its events are made in
+// one context (the device's primary context), which serves the streams of
+// every green context of the device (docs/CONTEXTS.md), and reused.
+type Blocker struct {
+	drv  cuda.Driver
+	ctx  cuda.Context
+	mu   sync.Mutex
+	free []cuda.Event
+	done bool
+}
+
+// NewBlocker makes a Blocker whose events drv makes in ctx.
+func NewBlocker(drv cuda.Driver, ctx cuda.Context) *Blocker {
+	return &Blocker{drv: drv, ctx: ctx}
+}
+
+// Wait waits for the work queued on s so far, asleep.
+func (b *Blocker) Wait(s cuda.Stream) error {
+	ev, err := b.take()
+	if err != nil {
+		return err
+	}
+	if err = b.drv.EventRecord(b.ctx, ev, s); err == nil {
+		err = b.drv.EventSynchronize(b.ctx, ev)
+	}
+	if err != nil {
+		// An event a failed call touched is not trusted again.
+		return errors.Join(err, b.drv.EventDestroy(b.ctx, ev))
+	}
+	b.put(ev)
+	return nil
+}
+
+func (b *Blocker) take() (cuda.Event, error) {
+	b.mu.Lock()
+	if n := len(b.free); n > 0 && !b.done {
+		ev := b.free[n-1]
+		b.free = b.free[:n-1]
+		b.mu.Unlock()
+		return ev, nil
+	}
+	done := b.done
+	b.mu.Unlock()
+	if done {
+		return 0, ErrClosed
+	}
+	return b.drv.EventCreate(b.ctx, cuda.EventBlockingSync|cuda.EventDisableTiming)
+}
+
+func (b *Blocker) put(ev cuda.Event) {
+	b.mu.Lock()
+	if !b.done {
+		b.free = append(b.free, ev)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	_ = b.drv.EventDestroy(b.ctx, ev) // closed meanwhile
+}
+
+// Close destroys the free events; a wait under way destroys its own when
+// it ends, and later waits return ErrClosed.
+func (b *Blocker) Close() error {
+	b.mu.Lock()
+	free := b.free
+	b.free, b.done = nil, true
+	b.mu.Unlock()
+	var errs []error
+	for _, ev := range free {
+		errs = append(errs, b.drv.EventDestroy(b.ctx, ev))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrClosed: a Blocker's wait after its Close.
+var ErrClosed = errors.New("hostwait: closed")
+
 // Driver waits in cuStreamSynchronize; done is not heeded.
-func Driver(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, _ <-chan struct{}) error {
+func Driver(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, _ *History, _ <-chan struct{}) error {
 	return drv.StreamSynchronize(ctx, s)
 }
 
@@ -64,7 +191,7 @@ func Driver(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, _ <-chan struct{})
 // for 40 µs kernels on 16 cores: P99 1.1 ms against 0.1 ms with 16
 // threads; testdata/h200-syncwait.tsv at the module root).
 func Poll(spin time.Duration) Wait {
-	return func(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, done <-chan struct{}) error {
+	return func(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, _ *History, done <-chan struct{}) error {
 		var start time.Time
 		for i := 0; ; i++ {
 			err := drv.StreamQuery(ctx, s)
@@ -87,12 +214,12 @@ func Poll(spin time.Duration) Wait {
 }
 
 // For is the wait a pool's WithHostWait chose: unset, Adaptive over half
-// the cores Go may use (a container's CPU limit); inDriver, Driver; else
-// Poll(spin).
-func For(set, inDriver bool, spin time.Duration) Wait {
+// the cores Go may use (a container's CPU limit), sleeping on blk's events;
+// inDriver, Driver; else Poll(spin).
+func For(set, inDriver bool, spin time.Duration, blk *Blocker) Wait {
 	switch {
 	case !set:
-		return Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1)))
+		return Adaptive(int32(max(runtime.GOMAXPROCS(0)/2, 1)), blk)
 	case inDriver:
 		return Driver
 	}

@@ -25,18 +25,18 @@ func openStream(t *testing.T) (*fake.Driver, cuda.Context, cuda.Stream) {
 func TestAdaptive(t *testing.T) {
 	drv, ctx, s := openStream(t)
 	drv.HoldEvents(true)
-	if err := Adaptive(1000)(drv, ctx, s, nil); err != nil {
+	if err := Adaptive(1000, nil)(drv, ctx, s, nil, nil); err != nil {
 		t.Fatalf("a waiter under the limit: %v (it polled instead of waiting in the driver)", err)
 	}
 	drv.HoldEvents(false)
 
 	// Past the limit: a wait polls, so it sees the held work.
-	w := Adaptive(2)
+	w := Adaptive(2, nil)
 	Waiters.Add(2)
 	defer Waiters.Add(-2)
 	drv.HoldEvents(true)
 	done := make(chan error, 1)
-	go func() { done <- w(drv, ctx, s, nil) }()
+	go func() { done <- w(drv, ctx, s, nil, nil) }()
 	select {
 	case err := <-done:
 		t.Fatalf("the third waiter returned %v while the work was held: it did not poll", err)
@@ -55,15 +55,15 @@ func TestPollEnds(t *testing.T) {
 	drv.HoldEvents(true)
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	for _, w := range []Wait{Poll(0), Poll(time.Hour), Adaptive(1000)} {
+	for _, w := range []Wait{Poll(0), Poll(time.Hour), Adaptive(1000, nil)} {
 		c, cancel := context.WithTimeout(c, 5*time.Millisecond)
-		if err := w(drv, ctx, s, c.Done()); err != ErrEnded {
+		if err := w(drv, ctx, s, nil, c.Done()); err != ErrEnded {
 			t.Fatalf("got %v, want ErrEnded", err)
 		}
 		cancel()
 	}
 	drv.HoldEvents(false)
-	if err := Poll(0)(drv, ctx, s, nil); err != nil {
+	if err := Poll(0)(drv, ctx, s, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -74,20 +74,20 @@ func TestFor(t *testing.T) {
 	drv, ctx, s := openStream(t)
 	ended := make(chan struct{})
 	close(ended)
-	for _, w := range []Wait{For(false, false, 0), For(true, false, time.Microsecond), For(true, true, -1)} {
-		if err := w(drv, ctx, s, nil); err != nil {
+	for _, w := range []Wait{For(false, false, 0, nil), For(true, false, time.Microsecond, nil), For(true, true, -1, nil)} {
+		if err := w(drv, ctx, s, nil, nil); err != nil {
 			t.Fatalf("an idle stream: %v", err)
 		}
 	}
 	polls := drv.Calls("cuStreamQuery")
-	if err := For(true, false, time.Microsecond)(drv, ctx, s, ended); err != nil {
+	if err := For(true, false, time.Microsecond, nil)(drv, ctx, s, nil, ended); err != nil {
 		t.Fatalf("an idle stream: %v", err)
 	}
 	if drv.Calls("cuStreamQuery") == polls {
 		t.Fatal("Poll did not poll")
 	}
 	syncs := drv.Calls("cuStreamSynchronize")
-	_ = For(true, true, -1)(drv, ctx, s, ended)
+	_ = For(true, true, -1, nil)(drv, ctx, s, nil, ended)
 	if drv.Calls("cuStreamSynchronize") != syncs+1 {
 		t.Fatal("the driver's wait did not wait in the driver")
 	}

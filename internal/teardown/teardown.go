@@ -11,6 +11,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
@@ -19,23 +20,24 @@ import (
 // the pool's Open failed before making them; Shared is nil without a
 // shared region.
 type Pool struct {
-	Drv    cuda.Driver
-	Dev    *greenctx.Device
-	Spare  *greenctx.Spares // the spare partitions, which the pool no longer hands out
-	Events *event.Set
-	Peers  *devmem.Peers
-	Mem    *memtrack.Tracker
-	Shared *shm.Member
+	Drv     cuda.Driver
+	Dev     *greenctx.Device
+	Spare   *greenctx.Spares // the spare partitions, which the pool no longer hands out
+	Events  *event.Set
+	Peers   *devmem.Peers
+	Blocker *hostwait.Blocker // the host waits' events; nil where Dev is
+	Mem     *memtrack.Tracker
+	Shared  *shm.Member
 }
 
 // Close closes p's parts once the pool's tenants are closed: the spare
-// partitions, the events and kept memory pools (with the primary context,
-// before it goes), the tracker, the shared region, and the device. It
+// partitions, the events, kept memory pools and host waits' events (with
+// the primary context, before it goes), the tracker, the shared region, and the device. It
 // closes every part whatever the others answer, and joins their errors.
 func (p Pool) Close() error {
 	errs := []error{p.Spare.Close()}
 	if p.Dev != nil {
-		errs = append(errs, p.Events.Close(p.Drv, p.Dev.Primary()), p.Peers.Close(p.Drv, p.Dev.Primary()))
+		errs = append(errs, p.Events.Close(p.Drv, p.Dev.Primary()), p.Peers.Close(p.Drv, p.Dev.Primary()), p.Blocker.Close())
 	}
 	if p.Mem != nil {
 		// Before the region goes: the tracker then never reads it again

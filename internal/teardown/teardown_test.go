@@ -10,6 +10,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -34,7 +35,8 @@ func parts(t *testing.T) (*fake.Driver, Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return drv, Pool{Drv: drv, Dev: dev, Spare: spare, Events: &event.Set{}, Peers: &devmem.Peers{}, Mem: mem}
+	blk := hostwait.NewBlocker(drv, dev.Primary())
+	return drv, Pool{Drv: drv, Dev: dev, Spare: spare, Events: &event.Set{}, Peers: &devmem.Peers{}, Blocker: blk, Mem: mem}
 }
 
 // Everything a pool made is let go of: the spare partitions' green

@@ -1,0 +1,138 @@
+package config
+
+import (
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
+)
+
+// SpinInDriver is fcsp.SpinInDriver's value: WithHostWait's spin that
+// waits in the driver.
+const SpinInDriver time.Duration = -1
+
+// DefaultDampening is the fraction of a kernel's computed cost charged
+// when WithDampening is not given.
+const DefaultDampening = 0.9
+
+// Pool is what Open's options chose. The zero value is no option given;
+// NewPool sets the defaults that are not zero.
+type Pool struct {
+	NewDriver   func() cuda.Driver // nil: load libcuda (withDriver sets it)
+	Simulated   bool
+	Unit        int      // partition group size; 0: the device's granularity
+	Prewarm     []int    // partitions provisioned at Open
+	MemLimit    uint64   // 0: the device's memory
+	Environ     []string // HAMi-core style configuration, nil: none
+	Logger      *slog.Logger
+	Dampening   float64
+	Penalty     float64       // tokenbucket's: 0 default, NoPenalty none
+	Refill      time.Duration // 0: tokenbucket's default
+	Region      string        // shared region path, "": none
+	Foreign     bool          // accept a region file of another user (WithForeignSharedRegion)
+	Beat        time.Duration
+	ReapAfter   time.Duration
+	SplitFlag   uint32        // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
+	HostWait    time.Duration // how long Synchronize spins (WithHostWait)
+	HostWaitSet bool
+}
+
+// NewPool is the configuration of a pool opened without options.
+func NewPool() Pool { return Pool{Dampening: DefaultDampening} }
+
+// SetPartitionUnit is WithPartitionUnit.
+func (c *Pool) SetPartitionUnit(sms int) error {
+	if sms <= 0 {
+		return invalid("partition unit %d SMs; want a positive SM count", sms)
+	}
+	c.Unit = sms
+	return nil
+}
+
+// AddPrewarm is WithPrewarm: the sizes add to those of earlier calls.
+func (c *Pool) AddPrewarm(sizes []int) error {
+	if err := positive("prewarm size", sizes); err != nil {
+		return err
+	}
+	c.Prewarm = append(c.Prewarm, sizes...)
+	return nil
+}
+
+// SetMemLimit is WithDeviceMemoryLimit.
+func (c *Pool) SetMemLimit(bytes uint64) error {
+	if bytes == 0 {
+		return invalid("device memory limit 0; want a positive byte count")
+	}
+	c.MemLimit = bytes
+	return nil
+}
+
+// SetDampening is WithDampening.
+func (c *Pool) SetDampening(f float64) error {
+	if math.IsNaN(f) || f <= 0 || f > 1 {
+		return invalid("dampening %v; want a number in (0, 1]", f)
+	}
+	c.Dampening = f
+	return nil
+}
+
+// SetPenalty is WithThrottlePenalty: w = 0 is tokenbucket's NoPenalty, as
+// its own 0 means its default.
+func (c *Pool) SetPenalty(w float64) error {
+	if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
+		return invalid("throttle penalty %v; want a finite number >= 0", w)
+	}
+	c.Penalty = w
+	if w == 0 {
+		c.Penalty = tokenbucket.NoPenalty
+	}
+	return nil
+}
+
+// SetRefill is WithRefillPeriod.
+func (c *Pool) SetRefill(d time.Duration) error {
+	if d <= 0 {
+		return invalid("refill period %v; want a positive duration", d)
+	}
+	c.Refill = d
+	return nil
+}
+
+// SetHostWait is WithHostWait.
+func (c *Pool) SetHostWait(spin time.Duration) error {
+	if spin < 0 && spin != SpinInDriver {
+		return invalid("WithHostWait(%v); want a spin of 0 or more, or SpinInDriver", spin)
+	}
+	c.HostWait, c.HostWaitSet = spin, true
+	return nil
+}
+
+// SetRegion is WithSharedRegion: the path must name a file, existing or
+// not, in a folder that exists.
+func (c *Pool) SetRegion(path string) error {
+	if path == "" {
+		return invalid("empty shared region path (the default is %s)", shm.DefaultPath)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return invalid("shared region path %q is a directory; give a file in it (such as %s)", path, filepath.Join(path, "fcsp"))
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return invalid("shared region path %q: its folder %q does not exist", path, filepath.Dir(path))
+	}
+	c.Region = path
+	return nil
+}
+
+// SetHeartbeat is WithHeartbeat.
+func (c *Pool) SetHeartbeat(every, timeout time.Duration) error {
+	if every <= 0 || timeout <= every {
+		return invalid("heartbeat every %v, timeout %v; want 0 < every < timeout", every, timeout)
+	}
+	c.Beat, c.ReapAfter = every, timeout
+	return nil
+}

@@ -1,0 +1,259 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/stream"
+)
+
+// Tenant is what NewTenant's options chose; Resolve checks them together
+// and fills in what they imply.
+type Tenant struct {
+	SMs     int     // 0: no partition (shares the device)
+	Rest    bool    // take every free group
+	Quota   uint64  // 0: up to the device limit
+	SMLimit float64 // 0: unlimited
+	Class   stream.Class
+	Ctx     context.Context
+	Plain   bool   // WithoutMemoryPool: cuMemAlloc and cuMemFree
+	Dos     int    // WithConcurrentDos; 0: greenctx.DefaultSlots
+	Keep    uint64 // the pool's release threshold
+	NoLists bool   // the driver's pool alone, without free lists (benchmarks)
+
+	Refill   time.Duration // WithTenantRefillPeriod; 0: the pool's
+	GPUShare float64       // WithGPUShare; 0: none
+	Metered  bool          // WithGPUMetering (or WithGPUShare)
+	Clock    func() int64  // the limiter's clock (tests); nil: monotonic
+
+	Shape Shape // WithSMShare, WithRemainderSMs, WithReshapeSizes
+
+	Prio Prio // WithPriority, WithBandwidthFloor
+}
+
+// Shape is how a tenant asks for SMs beyond WithSMs and WithRestOfSMs.
+type Shape struct {
+	Share     float64 // WithSMShare; 0: not asked
+	Remainder bool    // WithRemainderSMs
+	Sizes     []int   // WithReshapeSizes
+}
+
+// Priority is fcsp.Priority's values: the rank for memory bandwidth.
+type Priority int
+
+const (
+	Normal          Priority = iota // fcsp.Normal
+	LatencyCritical                 // fcsp.LatencyCritical
+)
+
+func (p Priority) String() string {
+	switch p {
+	case Normal:
+		return "normal"
+	case LatencyCritical:
+		return "latency-critical"
+	}
+	return fmt.Sprintf("Priority(%d)", int(p))
+}
+
+// Prio is what WithPriority and WithBandwidthFloor asked for.
+type Prio struct {
+	Prio  Priority
+	Floor float64 // 0: none
+}
+
+// SetConcurrentDos is WithConcurrentDos.
+func (c *Tenant) SetConcurrentDos(n int) error {
+	if n < 1 || n > greenctx.MaxSlots {
+		return invalid("WithConcurrentDos(%d); want 1 to %d", n, greenctx.MaxSlots)
+	}
+	c.Dos = n
+	return nil
+}
+
+// SetContext is WithContext.
+func (c *Tenant) SetContext(ctx context.Context) error {
+	if ctx == nil {
+		return invalid("WithContext(nil); pass a context (context.Background() for none)")
+	}
+	c.Ctx = ctx
+	return nil
+}
+
+// SetSMs is WithSMs. Whether n is a multiple of the partition unit is the
+// split's to say (greenctx.ErrGranularity), when the partition is taken.
+func (c *Tenant) SetSMs(n int) error {
+	if n <= 0 {
+		return invalid("WithSMs(%d); want a positive multiple of the partition unit", n)
+	}
+	c.SMs = n
+	return nil
+}
+
+// SetQuota is WithMemoryQuota.
+func (c *Tenant) SetQuota(bytes uint64) error {
+	if bytes == 0 {
+		return invalid("memory quota 0; want a positive byte count")
+	}
+	c.Quota = bytes
+	return nil
+}
+
+// SetSMLimit is WithSMLimit.
+func (c *Tenant) SetSMLimit(f float64) error {
+	if err := fraction("SM limit", f); err != nil {
+		return err
+	}
+	c.SMLimit = f
+	return nil
+}
+
+// SetClass is WithStreamClass.
+func (c *Tenant) SetClass(cl stream.Class) error {
+	if !cl.Valid() {
+		return invalid("stream class %v", cl)
+	}
+	c.Class = cl
+	return nil
+}
+
+// SetSMShare is WithSMShare.
+func (c *Tenant) SetSMShare(f float64) error {
+	if err := fraction("SM share", f); err != nil {
+		return err
+	}
+	c.Shape.Share = f
+	return nil
+}
+
+// SetPriority is WithPriority.
+func (c *Tenant) SetPriority(p Priority) error {
+	if p != Normal && p != LatencyCritical {
+		return invalid("priority %v; want fcsp.Normal or fcsp.LatencyCritical", p)
+	}
+	c.Prio.Prio = p
+	return nil
+}
+
+// SetFloor is WithBandwidthFloor.
+func (c *Tenant) SetFloor(f float64) error {
+	if err := fraction("bandwidth floor", f); err != nil {
+		return err
+	}
+	c.Prio.Floor = f
+	return nil
+}
+
+// AddReshapeSizes is WithReshapeSizes: the sizes add to those of earlier
+// calls.
+func (c *Tenant) AddReshapeSizes(sms []int) error {
+	if len(sms) == 0 {
+		return invalid("WithReshapeSizes with no sizes; give the SM counts the tenant may take")
+	}
+	if err := positive("reshape size", sms); err != nil {
+		return err
+	}
+	c.Shape.Sizes = append(c.Shape.Sizes, sms...)
+	return nil
+}
+
+// SetRefill is WithTenantRefillPeriod.
+func (c *Tenant) SetRefill(d time.Duration) error {
+	if d <= 0 {
+		return invalid("refill period %v; want a positive duration", d)
+	}
+	c.Refill = d
+	return nil
+}
+
+// SetGPUShare is WithGPUShare, which implies metering.
+func (c *Tenant) SetGPUShare(f float64) error {
+	if err := fraction("GPU share", f); err != nil {
+		return err
+	}
+	c.GPUShare, c.Metered = f, true
+	return nil
+}
+
+// Partitioned reports whether the tenant asked for SMs of its own.
+func (c *Tenant) Partitioned() bool {
+	return c.SMs > 0 || c.Rest || c.Shape.Share > 0 || c.Shape.Remainder
+}
+
+// Resolve checks the tenant's name and its options together, then fills in
+// what they imply: metering for a LatencyCritical tenant, a GPU-time
+// bucket (a share of 1) for a floored one, and the node's SM limit.
+// envLimit is CUDA_DEVICE_SM_LIMIT for the pool's device where envSet; it
+// binds every kind of tenant: it is the launch-rate limit where none was
+// asked for, and caps a GPU share (also the share 1 a bandwidth floor
+// implies), which log reports.
+func (c *Tenant) Resolve(name string, envLimit float64, envSet bool, log *slog.Logger) error {
+	if name == "" {
+		return invalid("empty tenant name")
+	}
+	if err := c.checkShape(); err != nil {
+		return err
+	}
+	if err := c.checkPriority(); err != nil {
+		return err
+	}
+	if c.GPUShare > 0 && c.SMLimit > 0 {
+		return invalid("WithGPUShare and WithSMLimit together; choose one")
+	}
+	if envSet {
+		switch {
+		case c.GPUShare > envLimit:
+			log.Info("GPU share bound by CUDA_DEVICE_SM_LIMIT", "tenant", name, "asked", c.GPUShare, "limit", envLimit)
+			c.GPUShare = envLimit
+		case c.GPUShare == 0 && (c.SMLimit == 0 || c.SMLimit > envLimit):
+			c.SMLimit = envLimit
+		}
+	}
+	return nil
+}
+
+// checkShape refuses options that ask for SMs in two ways.
+func (c *Tenant) checkShape() error {
+	var asked []string
+	if c.SMs > 0 {
+		asked = append(asked, "WithSMs")
+	}
+	if c.Rest {
+		asked = append(asked, "WithRestOfSMs")
+	}
+	if c.Shape.Share > 0 {
+		asked = append(asked, "WithSMShare")
+	}
+	if c.Shape.Remainder {
+		asked = append(asked, "WithRemainderSMs")
+	}
+	if len(asked) > 1 {
+		return invalid("%v together; choose one", asked)
+	}
+	if len(c.Shape.Sizes) > 0 && (len(asked) == 0 || c.Shape.Remainder) {
+		return invalid("WithReshapeSizes needs a size to start at (WithSMs, WithSMShare or WithRestOfSMs)")
+	}
+	return nil
+}
+
+// checkPriority refuses contradictory priority options and turns on what
+// they need: metering for a latency tenant, a GPU-time bucket for a
+// floored one.
+func (c *Tenant) checkPriority() error {
+	switch {
+	case c.Prio.Prio == LatencyCritical && c.Prio.Floor > 0:
+		return invalid("WithBandwidthFloor on a LatencyCritical tenant; a floor is for the tenants that yield to it")
+	case c.Prio.Floor > 0 && c.SMLimit > 0:
+		return invalid("WithBandwidthFloor with WithSMLimit; a floor needs a GPU-time bucket: use WithGPUShare")
+	}
+	if c.Prio.Prio == LatencyCritical {
+		c.Metered = true
+	}
+	if c.Prio.Floor > 0 && c.GPUShare == 0 {
+		c.GPUShare, c.Metered = 1, true
+	}
+	return nil
+}
