@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -79,13 +80,11 @@ func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 	defer p.mu.Unlock()
 	for name, c := range p.tenants {
 		if s != 0 && c.mu.TryLock() {
-			for _, st := range c.streams {
-				if st.h() == s {
-					c.mu.Unlock()
-					return name
-				}
-			}
+			has := slices.ContainsFunc(c.streams, func(st *Stream) bool { return st.h() == s })
 			c.mu.Unlock()
+			if has {
+				return name
+			}
 		}
 		if c.place.isContext(ctx) {
 			return name

@@ -110,15 +110,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return fail(err)
 	}
-	var mopts []memtrack.Option
-	if cfg.Region != "" {
-		o, err := p.joinRegion(index)
-		if err != nil {
-			return fail(err)
-		}
-		mopts = append(mopts, o)
-	}
-	if p.mem, err = memtrack.New(p.env.DeviceLimit(index, p.info.TotalMemory, cfg.MemLimit), mopts...); err != nil {
+	if err := p.newTracker(index); err != nil {
 		return fail(err)
 	}
 	p.split, p.noSplit, err = greenctx.Cut(ctx, p.dev, greenctx.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
