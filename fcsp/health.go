@@ -50,19 +50,19 @@ func (h Health) Healthy() bool { return h.Lost == nil }
 
 // Health reports whether the device is lost.
 func (p *Pool) Health() Health {
-	lost := p.fault.Lost()
+	lost, _ := p.fault.Err().(*DeviceLostError)
 	return Health{Lost: lost, RestartRequired: lost != nil}
 }
 
 // lostError is the pool's error for r.
-func lostError(r fault.Record) *DeviceLostError {
+func lostError(r fault.Record) error {
 	e := DeviceLostError(r)
 	return &e
 }
 
 // faultState is the pool's fault state (internal/fault), lost as a
 // *DeviceLostError. Open makes it the watcher of the pool's driver.
-type faultState struct{ fault.State[*DeviceLostError] }
+type faultState struct{ fault.State }
 
 // err is the lost error, or nil.
 func (f *faultState) err() error { return f.Err() }
