@@ -90,9 +90,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 
 // ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
 // tenant made without WithReshapeSizes).
-func (c *tenantCore) ReshapeSizes() []int {
-	return c.place.sizes()
-}
+func (c *tenantCore) ReshapeSizes() []int { return c.place.sizes() }
 
 // loadModule loads image once, with the primary context: a module loaded
 // there serves every green stream of the device, on that stream's SMs

@@ -1,16 +1,7 @@
 package fcsp
 
-import (
-	"fmt"
-
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
-)
+import "github.com/fcsp-go/fcsp-go/internal/greenctx"
 
 // checkWorkQueues refuses a partition where every stream of the process
-// shares one queue: its isolation would be luck (greenctx.FewWorkQueues).
-func (p *Pool) checkWorkQueues() error {
-	if err := greenctx.FewWorkQueues(p.info.WorkQueues); err != nil {
-		return fmt.Errorf("%w: %w", ErrFewWorkQueues, err)
-	}
-	return nil
-}
+// shares one queue: its isolation would be luck (greenctx.CheckWorkQueues).
+func (p *Pool) checkWorkQueues() error { return greenctx.CheckWorkQueues(p.info.WorkQueues) }

@@ -152,15 +152,14 @@ func (s *Split) TakeFor(spare *Spares, a Ask) (*Partition, error) {
 	return s.Take(a.SMs)
 }
 
-// FewWorkQueues says why n hardware work queues are too few for a
-// partition, or is nil: where every stream of the process shares one
-// queue, a partition's isolation would be luck. fcsp wraps it as
-// ErrFewWorkQueues.
-func FewWorkQueues(n int) error {
+// CheckWorkQueues refuses a partition, with errs.ErrFewWorkQueues, where
+// the process has fewer than 2 hardware work queues (n): where every stream
+// of the process shares one queue, a partition's isolation would be luck.
+func CheckWorkQueues(n int) error {
 	if n >= 2 {
 		return nil
 	}
-	return fmt.Errorf("CUDA_DEVICE_MAX_CONNECTIONS=%d puts every stream of this process on one hardware work queue, so another class's queued work holds up this partition's whatever its SMs "+
+	return fmt.Errorf("%w: CUDA_DEVICE_MAX_CONNECTIONS=%d puts every stream of this process on one hardware work queue, so another class's queued work holds up this partition's whatever its SMs "+
 		"(on the H200: a 16-SM partition's P99 of 2.9-4.3 ms against 54-59 µs); unset it (the pool then asks for %d) or set it to 8 or more",
-		n, WorkQueuesWanted)
+		errs.ErrFewWorkQueues, n, WorkQueuesWanted)
 }

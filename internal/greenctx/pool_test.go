@@ -129,11 +129,12 @@ func TestTakeFor(t *testing.T) {
 	}
 }
 
-func TestFewWorkQueues(t *testing.T) {
-	require.NoError(t, greenctx.FewWorkQueues(2))
-	require.NoError(t, greenctx.FewWorkQueues(32))
-	err := greenctx.FewWorkQueues(1)
-	require.ErrorContains(t, err, "CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process on one hardware work queue")
+func TestCheckWorkQueues(t *testing.T) {
+	require.NoError(t, greenctx.CheckWorkQueues(2))
+	require.NoError(t, greenctx.CheckWorkQueues(32))
+	err := greenctx.CheckWorkQueues(1)
+	require.ErrorIs(t, err, errs.ErrFewWorkQueues)
+	require.ErrorContains(t, err, "fcsp: too few hardware work queues for SM partitions: CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process on one hardware work queue")
 }
 
 // A pool that could not split its device keeps a nil Split, which has no
