@@ -277,12 +277,7 @@ type NVMLFacts struct {
 // NVML asks NVML for the device's name, memory, utilization, clocks and
 // power now. Where NVML is absent (or on the simulator) the facts say why
 // they are empty.
-func (p *Pool) NVML() NVMLFacts {
-	if p.info.Simulated {
-		return NVMLFacts{Reason: "simulated device"}
-	}
-	return nvmlFacts(nvml.Query(p.info.UUID))
-}
+func (p *Pool) NVML() NVMLFacts { return nvmlFacts(nvml.QueryDevice(p.info.UUID, p.info.Simulated)) }
 
 // checkNotInsideDo refuses, with ErrInsideDo, a call made from inside a Do
 // of one of the pool's tenants that would wait for that Do to end.

@@ -154,3 +154,12 @@ func QueryWith(lib Lib, uuid string) (f Facts) {
 	}
 	return f
 }
+
+// QueryDevice is Query for a pool's device: a simulated one (the fake
+// driver's) has no NVML, which the Facts say.
+func QueryDevice(uuid string, simulated bool) Facts {
+	if simulated {
+		return Facts{Reason: "simulated device"}
+	}
+	return Query(uuid)
+}

@@ -111,3 +111,11 @@ func TestQueryWithoutNVMLSaysWhy(t *testing.T) {
 		t.Fatal("an empty Facts must say why")
 	}
 }
+
+// A simulated device is not looked for: its Facts say why they are empty.
+func TestQueryDeviceSimulated(t *testing.T) {
+	f := QueryDevice("GPU-1", true)
+	if f.Available || f.Reason != "simulated device" || f.Name != "" {
+		t.Fatalf("QueryDevice(simulated) = %+v", f)
+	}
+}
