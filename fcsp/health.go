@@ -55,10 +55,7 @@ func (p *Pool) Health() Health {
 }
 
 // lostError is the pool's error for r.
-func lostError(r fault.Record) error {
-	e := DeviceLostError(r)
-	return &e
-}
+func lostError(r fault.Record) error { return new(DeviceLostError(r)) }
 
 // faultState is the pool's fault state (internal/fault), lost as a
 // *DeviceLostError. Open makes it the watcher of the pool's driver.

@@ -104,8 +104,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
 	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	desc, err := p.dev.Describe(index)
-	desc.Simulated, desc.WorkQueues = cfg.Simulated, queues
+	desc, err := p.dev.Describe(index, cfg.Simulated, queues)
 	p.info = DeviceInfo(desc)
 	if err != nil {
 		return fail(err)

@@ -46,14 +46,16 @@ type Description struct {
 	WorkQueues        int // CUDA_DEVICE_MAX_CONNECTIONS (WorkQueues)
 }
 
-// Describe is device index's description from what d says of itself
-// (Simulated and WorkQueues are the caller's to fill).
-func (d *Device) Describe(index int) (Description, error) {
+// Describe is device index's description from what d says of itself, and
+// what the caller knows: whether the driver is the simulator, and the
+// hardware work queues (WorkQueues).
+func (d *Device) Describe(index int, simulated bool, queues int) (Description, error) {
 	f, err := d.Facts()
 	return Description{
 		Index: index, Name: f.Name, UUID: f.UUID, ComputeCapability: f.ComputeCapability,
 		SMs: d.SMs(), Granularity: d.Granularity(), Alignment: int(d.Info().CoscheduledAlignment),
 		ThreadsPerSM: f.ThreadsPerSM, TotalMemory: f.TotalMemory, DriverAPI: d.APIVersion(), Driver: f.Driver,
+		Simulated: simulated, WorkQueues: queues,
 	}, err
 }
 
