@@ -145,19 +145,7 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 	if closed {
 		return nil, nil, ErrClosed
 	}
-	pr, me, err := p.dev.Table(minCounts...)
-	return splitRows(pr), splitRows(me), err
-}
-
-func splitRows(rows []greenctx.Row) []SplitRow {
-	if rows == nil {
-		return nil
-	}
-	out := make([]SplitRow, len(rows))
-	for i, r := range rows {
-		out[i] = SplitRow(r)
-	}
-	return out
+	return greenctx.TableOf[SplitRow](p.dev, minCounts...)
 }
 
 // MemoryUsed is what all tenants hold, in bytes, including the freed

@@ -165,3 +165,26 @@ func CheckWorkQueues(n int) error {
 		"(on the H200: a 16-SM partition's P99 of 2.9-4.3 ms against 54-59 µs); unset it (the pool then asks for %d) or set it to 8 or more",
 		errs.ErrFewWorkQueues, n, WorkQueuesWanted)
 }
+
+// RowFields is Row's shape: fcsp's SplitRow has it, so that TableOf gives
+// the public rows without a conversion in fcsp.
+type RowFields interface {
+	~struct{ MinCount, Groups, GroupSMs, Remainder int }
+}
+
+// TableOf is d.Table with its rows as R.
+func TableOf[R RowFields](d *Device, minCounts ...int) (predicted, measured []R, err error) {
+	pr, me, err := d.Table(minCounts...)
+	return rowsOf[R](pr), rowsOf[R](me), err
+}
+
+func rowsOf[R RowFields](rows []Row) []R {
+	if rows == nil {
+		return nil
+	}
+	out := make([]R, len(rows))
+	for i, r := range rows {
+		out[i] = R(r)
+	}
+	return out
+}

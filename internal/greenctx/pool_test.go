@@ -145,3 +145,26 @@ func TestNilSplit(t *testing.T) {
 	require.Zero(t, s.GroupSMs())
 	require.Zero(t, s.FreeSMs())
 }
+
+// TableOf gives Table's rows as another type of Row's shape, nil where
+// Table gives nil.
+func TestTableOf(t *testing.T) {
+	type row struct{ MinCount, Groups, GroupSMs, Remainder int }
+	drv := fake.New(fake.H200())
+	d, err := greenctx.Open(drv, 0)
+	require.NoError(t, err)
+	defer d.Close()
+	pr, me, err := d.Table(8, 16)
+	require.NoError(t, err)
+	prOf, meOf, err := greenctx.TableOf[row](d, 8, 16)
+	require.NoError(t, err)
+	require.Len(t, prOf, len(pr))
+	for i := range pr {
+		require.Equal(t, row(pr[i]), prOf[i])
+		require.Equal(t, row(me[i]), meOf[i])
+	}
+	prOf, meOf, err = greenctx.TableOf[row](d)
+	require.NoError(t, err)
+	require.Nil(t, prOf)
+	require.Nil(t, meOf)
+}
