@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
+	"github.com/fcsp-go/fcsp-go/internal/graphs"
 )
 
 // withClock makes the tenant's limiter read clock (tests).
@@ -69,7 +70,7 @@ func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Ar
 		return err
 	}
 	defer c.life.exit(slot)
-	if s.recordCapture(grid, block) || s.gate.Free() {
+	if graphs.Record(&s.capture, grid.cuda(), block.cuda()) || s.gate.Free() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
 	return s.admitAndRun(context.Background(), f, grid, block, shmem, args, true)

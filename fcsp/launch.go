@@ -9,6 +9,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/ptxsig"
 )
 
@@ -91,7 +92,7 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	defer c.life.exit(slot)
 	// A captured kernel is charged when its graph launches; a free gate
 	// (unlimited, unmetered) admits everything.
-	if s.recordCapture(grid, block) || s.gate.Free() {
+	if graphs.Record(&s.capture, grid.cuda(), block.cuda()) || s.gate.Free() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
 	return s.admitAndRun(ctx, f, grid, block, shmem, args, false)

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -336,11 +337,33 @@ func (r *Reservation) Wait(ctx context.Context) (Ticket, error) {
 	return r.tk, nil
 }
 
+// Shape is a kernel launch's grid and block.
+type Shape struct{ Grid, Block cuda.Dim3 }
+
+// CheckShape refuses, with errs.ErrInvalidArgument, a launch of kernel
+// whose grid or block has a dimension of 0.
+func CheckShape(kernel string, grid, block cuda.Dim3) error {
+	if !grid.Valid() || !block.Valid() {
+		return fmt.Errorf("%w: launch of %q with grid %v, block %v; every dimension must be at least 1", errs.ErrInvalidArgument, kernel, grid, block)
+	}
+	return nil
+}
+
 // Graph is what a graph launch asks admission for.
 type Graph struct {
-	Est   *Estimate
-	Fixed float64        // GraphExec.SetCost's; 0: derived
-	Rate  func() float64 // its kernels' launch-rate price (Gate.Cost), when not fixed
+	Est     *Estimate
+	Fixed   float64 // GraphExec.SetCost's; 0: derived
+	Kernels []Shape // launched through the SDK during capture: priced by Rate when not fixed
+}
+
+// Rate is a launch of a graph with these kernels' launch-rate price on
+// the gate: its captured kernels', each priced as a launch of it (Cost).
+func (g *Gate) Rate(kernels []Shape) float64 {
+	var sum float64
+	for _, k := range kernels {
+		sum += g.Cost(k.Grid, k.Block)
+	}
+	return sum
 }
 
 // AdmitGraph charges a graph launch: its fixed cost if set, else under a
@@ -357,7 +380,7 @@ func (g *Gate) AdmitGraph(ctx context.Context, w Graph, timed bool) (Ticket, err
 				if w.Fixed != 0 {
 					return w.Fixed
 				}
-				return w.Rate()
+				return g.Rate(w.Kernels)
 			}); err != nil {
 				return Ticket{}, closedErr(err)
 			}
@@ -380,7 +403,7 @@ func (g *Gate) AdmitGraph(ctx context.Context, w Graph, timed bool) (Ticket, err
 			extra = g.t.floorExtra(base, func() float64 { return g.predicted(w.Est) })
 			return base + extra
 		}
-		return w.Rate()
+		return g.Rate(w.Kernels)
 	}
 	tk.mark = g.bucket.Mark() // see Gate.mark
 	charged, err := g.t.waitFloored(ctx, g.bucket, cost, &extra)
