@@ -9,7 +9,6 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/ptxsig"
 )
 
@@ -29,11 +28,7 @@ type Function struct {
 	est   admission.Estimates // its GPU time per launch shape, on metered streams
 	bytes atomic.Uint64       // declared bytes per launch (bandwidth.go)
 
-	// The parameters' layout the PTX declares, checked at each launch
-	// (checkArgs); nil where the module was not PTX text.
-	offs []uint32
-	end  uint32
-	sig  string
+	params ptxsig.Layout // the parameters' layout the PTX declares, checked at each launch (checkArgs)
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
@@ -54,8 +49,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name}
 	if sig, ok := m.sigs[name]; ok {
-		f.offs, f.end = sig.Offsets()
-		f.sig = sig.String()
+		f.params = sig.Layout()
 	}
 	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
 	if err != nil {
@@ -75,10 +69,12 @@ func (f *Function) Name() string { return f.name }
 // the stream or tenant ends it with ErrClosed. A tenant's Close wakes a
 // launch waiting for tokens and waits for it to leave.
 func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if err := s.checkLaunch(f, grid, block); err != nil {
-		return err
-	}
-	if err := checkArgs(f, args); err != nil {
+	return s.launch(ctx, f, grid, block, shmem, args, false)
+}
+
+// launch is Launch, and with try TryLaunch.
+func (s *Stream) launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
+	if err := s.checkLaunch(f, grid, block, args); err != nil {
 		return err
 	}
 	// Admission and launch run inside the tenant's life lock, so a Close
@@ -92,10 +88,10 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	defer c.life.exit(slot)
 	// A captured kernel is charged when its graph launches; a free gate
 	// (unlimited, unmetered) admits everything.
-	if graphs.Record(&s.capture, grid.cuda(), block.cuda()) || s.gate.Free() {
+	if s.capture.Load().Record(grid.cuda(), block.cuda()) || s.gate.Free() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
-	return s.admitAndRun(ctx, f, grid, block, shmem, args, false)
+	return s.admitAndRun(ctx, f, grid, block, shmem, args, try)
 }
 
 // work is what admission needs to know of a launch of f. Set field by

@@ -342,12 +342,24 @@ type Shape struct{ Grid, Block cuda.Dim3 }
 
 // CheckShape refuses, with errs.ErrInvalidArgument, a launch of kernel
 // whose grid or block has a dimension of 0.
+// It is inlined on the launch path: the error is formatted when read.
 func CheckShape(kernel string, grid, block cuda.Dim3) error {
-	if !grid.Valid() || !block.Valid() {
-		return fmt.Errorf("%w: launch of %q with grid %v, block %v; every dimension must be at least 1", errs.ErrInvalidArgument, kernel, grid, block)
+	if grid.Valid() && block.Valid() {
+		return nil
 	}
-	return nil
+	return &shapeError{kernel, grid, block}
 }
+
+type shapeError struct {
+	kernel      string
+	grid, block cuda.Dim3
+}
+
+func (e *shapeError) Error() string {
+	return fmt.Sprintf("%v: launch of %q with grid %v, block %v; every dimension must be at least 1", errs.ErrInvalidArgument, e.kernel, e.grid, e.block)
+}
+
+func (e *shapeError) Unwrap() error { return errs.ErrInvalidArgument }
 
 // Graph is what a graph launch asks admission for.
 type Graph struct {

@@ -24,15 +24,15 @@ type Recording struct {
 	kernels []admission.Shape
 }
 
-// Record notes a kernel launched on a stream whose capture slot is p; it
-// reports whether the stream is capturing (the launch is then not charged
-// now).
-func Record(p *atomic.Pointer[Recording], grid, block cuda.Dim3) bool {
-	if r := p.Load(); r != nil {
-		r.record(grid, block)
-		return true
+// Record notes a kernel launched on a stream whose recording is r (nil:
+// the stream is not capturing); it reports whether the stream is capturing
+// (the launch is then not charged now).
+func (r *Recording) Record(grid, block cuda.Dim3) bool {
+	if r == nil {
+		return false
 	}
-	return false
+	r.record(grid, block)
+	return true
 }
 
 func (r *Recording) record(grid, block cuda.Dim3) {
