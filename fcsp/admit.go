@@ -64,7 +64,7 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 		return nil, err
 	}
 	var w admission.Work
-	f.work(&w, grid, block)
+	w.Of(grid.cuda(), block.cuda(), &f.est, &f.bytes)
 	r, err := s.gate.Reserve(&w)
 	if err != nil {
 		return nil, err
@@ -101,8 +101,5 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		return err
 	}
 	defer c.life.exit(slot)
-	if tk.Timed() {
-		return s.runTimed(&tk, r.f, r.grid, r.block, shmem, args)
-	}
-	return s.launchCounted(r.f, r.grid, r.block, shmem, args)
+	return s.run(&tk, r.f, r.grid, r.block, shmem, args)
 }

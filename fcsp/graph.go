@@ -163,12 +163,7 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 }
 
 // onCurrentSMs refuses e when the tenant has been reshaped since it was
-// captured: an executable graph runs on the SMs it was captured for, and
-// instantiating it again in the new layout does not move it (measured on
-// the H200: instantiated at 32 SMs, re-instantiated after shrinking to 8,
-// it still ran on the 32, 24 of them by then the neighbour's; the kernel
-// nodes keep the context they were captured in). The check is one load on
-// the launch path.
+// captured (graphs.Exec.Layout says why).
 func (e *GraphExec) onCurrentSMs() error {
 	c := e.t
 	if !c.place.reshapable() || e.x.Layout() == int32(c.place.layout()) {

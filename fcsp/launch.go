@@ -94,22 +94,12 @@ func (s *Stream) launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	return s.admitAndRun(ctx, f, grid, block, shmem, args, try)
 }
 
-// work is what admission needs to know of a launch of f. Set field by
-// field: a composite literal is built aside and copied in 16-byte moves,
-// which read back its 4-byte stores before they reach the cache (a
-// store-forwarding stall, ~10 ns a launch on the limited path).
-func (f *Function) work(w *admission.Work, grid, block Dim3) {
-	w.Grid.X, w.Grid.Y, w.Grid.Z = grid.X, grid.Y, grid.Z
-	w.Block.X, w.Block.Y, w.Block.Z = block.X, block.Y, block.Z
-	w.Ests, w.Bytes = &f.est, &f.bytes
-}
-
 // admitAndRun admits a launch (with try, without waiting) and queues it,
 // timed where the ticket says. The caller is in the life lock.
 func (s *Stream) admitAndRun(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
 	var tk admission.Ticket
 	var w admission.Work
-	f.work(&w, grid, block)
+	w.Of(grid.cuda(), block.cuda(), &f.est, &f.bytes)
 	var err error
 	if try {
 		err = s.gate.TryAdmit(&w, &tk)
@@ -119,17 +109,17 @@ func (s *Stream) admitAndRun(ctx context.Context, f *Function, grid, block Dim3,
 	if err != nil {
 		return err
 	}
-	if tk.Timed() {
-		return s.runTimed(&tk, f, grid, block, shmem, args)
-	}
-	return s.launchCounted(f, grid, block, shmem, args)
+	return s.run(&tk, f, grid, block, shmem, args)
 }
 
-// runTimed queues an admitted launch between its ticket's events, with
-// the primary context, which serves every green stream (docs/CONTEXTS.md):
-// no green context is taken. Untimed tickets go to launchCounted. The
-// caller is in the life lock.
-func (s *Stream) runTimed(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+// run queues an admitted launch: with a timed ticket between its events,
+// with the primary context, which serves every green stream
+// (docs/CONTEXTS.md): no green context is taken; else through
+// launchCounted. The caller is in the life lock.
+func (s *Stream) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	if !tk.Timed() {
+		return s.launchCounted(f, grid, block, shmem, args)
+	}
 	ctx := s.t.pool.dev.Primary()
 	err := tk.Begin(ctx)
 	if err == nil {
@@ -142,10 +132,11 @@ func (s *Stream) runTimed(tk *admission.Ticket, f *Function, grid, block Dim3, s
 	return nil
 }
 
-// launchCounted queues an admitted launch and counts it; the caller is in
-// the life lock.
+// launchCounted queues an admitted launch through the pool's launcher
+// (internal/place), which takes no closure on the usual paths, and counts
+// it; the caller is in the life lock.
 func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if err := s.launchLocked(f, grid.cuda(), block.cuda(), shmem, &args.a); err != nil {
+	if err := s.t.pool.launcher.Launch(s.t.place.Placement, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a); err != nil {
 		if errors.Is(err, ErrNotComputed) {
 			s.launches.Add(1) // launched all the same, just not modelled
 		}
@@ -155,13 +146,6 @@ func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args
 		s.launches.Add(1)
 	}
 	return nil
-}
-
-// launchLocked launches through the pool's launcher (internal/place),
-// which takes no closure on the usual paths. The caller is in the life
-// lock.
-func (s *Stream) launchLocked(f *Function, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
-	return s.t.pool.launcher.Launch(s.t.place.Placement, f.handle(), grid, block, shmem, s.h(), args)
 }
 
 // wrap names the tenant in err once: errors from the life lock (a lost

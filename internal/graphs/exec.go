@@ -151,8 +151,14 @@ func (e *Exec) SetCost(tokens float64) error {
 	return nil
 }
 
-// Layout is its tenant's layout when the graph was captured: an
-// executable graph runs on the SMs it was captured for.
+// Layout is its tenant's layout when the graph was captured. A launch in
+// any other layout (the tenant was reshaped since) is refused: an
+// executable graph runs on the SMs it was captured for, and instantiating
+// it again in the new layout does not move it (measured on the H200:
+// instantiated at 32 SMs, re-instantiated after shrinking to 8, it still
+// ran on the 32, 24 of them by then the neighbour's; the kernel nodes keep
+// the context they were captured in). The check is one load on the launch
+// path.
 func (e *Exec) Layout() int32 { return e.layout }
 
 // Kernels is how many kernels were launched through the SDK during capture
