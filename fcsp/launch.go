@@ -17,7 +17,7 @@ type Module struct {
 	t *tenantCore
 	h cuda.Module
 
-	sigs map[string]ptxsig.Signature // the kernels' parameters, from PTX text; nil for a cubin
+	params map[string]ptxsig.Layout // the kernels' parameters, from PTX text; nil for a cubin
 }
 
 // Function is a kernel of a Module.
@@ -34,7 +34,7 @@ type Function struct {
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m := &Module{t: c}
-	m.sigs, _ = ptxsig.Parse(image)
+	m.params = ptxsig.Layouts(image)
 	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, c.wrap(err)
@@ -47,10 +47,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
-	f := &Function{m: m, name: name}
-	if sig, ok := m.sigs[name]; ok {
-		f.params = sig.Layout()
-	}
+	f := &Function{m: m, name: name, params: m.params[name]}
 	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)

@@ -2,6 +2,7 @@ package ptxsig
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -38,5 +39,28 @@ func TestLayoutCheck(t *testing.T) {
 		if err != nil && (!errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), `"k"`) || !strings.Contains(err.Error(), tc.l.sig)) {
 			t.Errorf("%s: %v does not match ErrInvalidArgument or name the kernel and its signature", tc.name, err)
 		}
+	}
+}
+
+// Layouts lists a PTX image's kernels; a cubin's (not PTX text) are not
+// listed, so that their launches are the driver's to check.
+func TestLayouts(t *testing.T) {
+	image, err := os.ReadFile("../../kernels/chain.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := Layouts(image)
+	l, ok := ls["chain"]
+	if !ok {
+		t.Fatalf("no chain in %v", ls)
+	}
+	if err := l.Check("chain", []uint32{0, 8, 12}, 16); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check("chain", []uint32{0}, 4); err == nil {
+		t.Fatal("one int passed chain's check")
+	}
+	if ls := Layouts([]byte{0x7f, 'E', 'L', 'F', 2, 1}); ls != nil {
+		t.Fatalf("a cubin's layouts: %v", ls)
 	}
 }

@@ -151,6 +151,21 @@ type Layout struct {
 	sig  string
 }
 
+// Layouts are the parameter layouts of a module image's kernels, by name;
+// nil for an image that is not PTX text (Parse), whose kernels are not
+// checked: a kernel not listed has the zero Layout.
+func Layouts(image []byte) map[string]Layout {
+	sigs, ok := Parse(image)
+	if !ok {
+		return nil
+	}
+	ls := make(map[string]Layout, len(sigs))
+	for name, sig := range sigs {
+		ls[name] = sig.Layout()
+	}
+	return ls
+}
+
 // Layout is the layout a launch of a kernel with these parameters reads.
 func (s Signature) Layout() Layout {
 	l := Layout{sig: s.String()}
