@@ -2,7 +2,12 @@ package fcsp
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
@@ -56,5 +61,36 @@ func BenchmarkLaunchGraph(b *testing.B) {
 		e.Close()
 		g.Close()
 		t.Close()
+	}
+}
+
+// TestLaunchGraphAllocatesNothing: a graph launch costs no garbage, as a
+// kernel launch does (its launch-rate price was a closure, 24 B a launch,
+// before admission priced the captured kernels itself).
+func TestLaunchGraphAllocatesNothing(t *testing.T) {
+	p, _ := openSim(t)
+	for i, opts := range [][]TenantOption{{WithSMs(8)}, {WithSMs(8), WithSMLimit(1)}, {WithSMs(8), WithGPUShare(1)}} {
+		tn, err := p.NewTenant(fmt.Sprint("t", i), opts...)
+		require.NoError(t, err)
+		fn := spinKernel(t, tn)
+		var a Args
+		a.Uint64(0)
+		one := Dim3{X: 1, Y: 1, Z: 1}
+		ctx := context.Background()
+		s := tn.Stream()
+		g, err := s.Capture(ctx, func() error { return s.Launch(ctx, fn, one, one, 0, &a) })
+		require.NoError(t, err)
+		e, err := g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, s.LaunchGraph(ctx, e)) // the probe
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := s.LaunchGraph(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.Zero(t, allocs, "tenant %v", opts)
+		require.NoError(t, s.Synchronize())
+		require.NoError(t, errors.Join(e.Close(), g.Close()))
+		runtime.KeepAlive(tn) // see TestLaunchAllocatesNothing
 	}
 }
