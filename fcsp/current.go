@@ -27,10 +27,7 @@ type Current struct {
 // load): a Current kept after its Do must hand out nothing, since what it
 // names may be gone.
 func (cur Current) live() bool {
-	if cur.slot >= 0 {
-		return cur.t.dos.slots.Load()[cur.slot].thread.Load() == int64(cur.thread) // made by the Do
-	}
-	return cur.t.dos.here()
+	return cur.t.dos.Live(cur.slot, cur.thread)
 }
 
 // ContextHandle is a CUcontext. In cgo, C.CUcontext(h.Pointer()).

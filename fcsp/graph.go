@@ -89,8 +89,8 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	thread := osthread.ID()
-	inside := c.dos.enter(thread)
-	defer c.dos.exit(inside, thread)
+	inside := c.dos.Enter(thread)
+	defer c.dos.Exit(inside, thread)
 	inCtx := c.place.doGreen
 	if err := inCtx(func(ctx cuda.Context) error { return c.graphs.BeginCapture(ctx, s.h()) }); err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)

@@ -3,7 +3,6 @@ package fcsp
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/life"
 )
@@ -24,7 +23,7 @@ func (l *lifeLock) resume()                         { l.l.Resume() }
 // enter admits a call while the tenant lives; ErrClosed once Close began.
 // The caller passes the slot to c.life.exit when done.
 func (c *tenantCore) enter() (uint32, error) {
-	slot, ok := c.life.enter(c.insideDoHere)
+	slot, ok := c.life.enter(c.dos.Pinned) // pass: a call from inside a Do (or Capture) on its thread
 	if !ok {
 		if lost := c.pool.fault.err(); lost != nil && !c.closed.Load() {
 			return 0, fmt.Errorf("tenant %q: %w", c.name, lost) // a Reset is under way
@@ -40,13 +39,4 @@ func (c *tenantCore) enter() (uint32, error) {
 		return 0, fmt.Errorf("tenant %q: %w", c.name, lost)
 	}
 	return slot, nil
-}
-
-// insideDoHere reports whether the caller runs inside one of the tenant's
-// Dos (or Captures) on its thread: the slow path of enter, while a reshape
-// waits. Pinned for the look, as checkNotInsideDo is.
-func (c *tenantCore) insideDoHere() bool {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return c.dos.here()
 }
