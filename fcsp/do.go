@@ -10,38 +10,10 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/place"
 )
 
-// Do runs f on a locked OS thread with one of the tenant's contexts
-// current on it, for code that uses the current context rather than taking
-// one: cuBLAS, cuDNN, TensorRT, a cgo backend. For a partitioned tenant that
-// is one of its green contexts, which the driver lets be current on one
-// thread at a time and does not lock; so the tenant keeps several, all over
-// its SMs, one for each Do in flight (WithConcurrentDos, 16 by default),
-// and past that many a Do waits for one in arrival order. No other SDK call
-// takes one: a server's allocations, streams, memory figures and scrapes
-// never wait for a Do, nor a Do for them. An unpartitioned tenant's context
-// is the device's primary context, current on any number of threads, so
-// its Do excludes nothing.
-//
-// Afterwards the thread's previous current context is restored and the
-// thread unlocked; so is it if f panics, and the panic goes on. f's error
-// is returned as is.
-//
-// Inside f, the SDK's calls on the same tenant (Alloc, NewStream, Launch,
-// a nested Do) run directly on f's thread. Library handles made in one Do
-// (a cuBLAS handle) work in any other of the tenant's Dos, whichever of its
-// green contexts that one holds (measured on the H200, docs/CONTEXTS.md).
-// Do of another tenant from inside f makes that tenant's context current
-// and restores this one after.
-//
-// A nil f is ErrInvalidArgument; a closed tenant ErrClosed; Close from
-// inside f ErrInsideDo. If ctx ends while Do waits for a context, Do
-// returns ctx's error at once and f does not run.
+// Do is Tenant.Do.
 func (c *tenantCore) Do(ctx context.Context, f func(Current) error) error {
 	return c.runDo(ctx, f, false)
 }
-
-// errTakenAfterDo: a Current used after its Do returned (Current.Stream).
-var errTakenAfterDo = admission.ErrTakenAfterDo
 
 // TryDo is Do without waiting for GPU-share tokens: under WithGPUShare, if
 // the tenant's bucket does not hold f's predicted cost now, it returns

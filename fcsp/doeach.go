@@ -20,7 +20,7 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 		return err // its runs would wait for the context this Do holds
 	}
 	// Each run holds its context until all have run (inside.Each).
-	err := inside.Each(ctx, c.place.dos(), c.Do, f)
+	err := inside.Each(ctx, c.place.Dos(), c.Do, f)
 	runtime.KeepAlive(c)
 	return err
 }
