@@ -62,13 +62,14 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 
 // doOnThread is Do from taking the thread on (a place.Frame: lock the
 // thread, take a context, make it current, count the thread inside). Its
-// undoing is one deferred call (doFrame.unwind) rather than one defer per
+// undoing is one deferred call (unwind) rather than one defer per
 // step: with few defers and returns the compiler open-codes it, where five
 // stack-allocated defers each cost a record and their unwinding a walk
 // (BenchmarkDoCgo).
 func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run *admission.Run, ownRun bool) (err error) {
-	fr := doFrame{c: c}
-	defer fr.unwind(&err)
+	var fr place.Frame
+	var started *admission.Run // a metered run whose brackets are to close
+	defer c.unwind(&fr, &started, &err)
 	// A partitioned tenant's Do holds one of its green contexts (a slot,
 	// greenctx/slots.go) while that context is current (internal/place);
 	// an unpartitioned tenant's takes the primary context, holding nothing.
@@ -82,7 +83,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 		return fmt.Errorf("tenant %q: Do: %w", c.name, err)
 	}
 	if ownRun {
-		fr.run = run
+		started = run
 		if err := run.Start(fr.Thread, fr.Cur); err != nil {
 			return fmt.Errorf("tenant %q: Do: timing its streams: %w", c.name, err)
 		}
@@ -90,20 +91,12 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	return f(Current{t: c, ctx: ctx, run: run, gctx: fr.Cur, slot: fr.Slot, thread: fr.Thread})
 }
 
-// doFrame is what doOnThread has taken, for unwind to give back.
-type doFrame struct {
-	place.Frame
-	c   *tenantCore
-	run *admission.Run // a metered run whose brackets are to close
-}
-
-// unwind gives back what the frame holds, in the reverse order of taking,
-// also when f panics: the run's brackets close on this thread with the
-// context still current and the exclusion held; then the frame is left
+// unwind gives back what doOnThread has taken, in the reverse order of
+// taking, also when f panics: the run's brackets close on this thread with
+// the context still current and the exclusion held; then the frame is left
 // (place.Frame.Leave says in which order).
-func (fr *doFrame) unwind(err *error) {
-	c := fr.c
-	if e := fr.run.End(); e != nil {
+func (c *tenantCore) unwind(fr *place.Frame, run **admission.Run, err *error) {
+	if e := (*run).End(); e != nil {
 		*err = errors.Join(*err, fmt.Errorf("tenant %q: Do: metering: %w", c.name, e))
 	}
 	// Past the guard (raw): putting the thread's context back is no device
