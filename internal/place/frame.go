@@ -16,7 +16,7 @@ import (
 // gives back what was taken, in the reverse order. A Frame lives on its
 // caller's stack, so a Do allocates nothing: the caller declares a zero
 // Frame, defers Leave (also when Take or Swap fails: it gives back what
-// they took), then calls Take and Swap.
+// they took), then calls Take and Swap. Leave is called once per Frame.
 type Frame struct {
 	Cur    cuda.Context // the context Take took, current once Swap returns
 	Thread int          // the calling OS thread, once Swap returns
