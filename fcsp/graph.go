@@ -68,8 +68,8 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	thread := osthread.ID()
-	inside := c.dos.enter(thread)
-	defer c.dos.exit(inside, thread)
+	inside := c.dos.Enter(thread)
+	defer c.dos.Exit(inside, thread)
 	g = &Graph{t: c}
 	if err := c.graphs.Capture(&g.g, c.place.doGreen, s.h(), rec, int32(c.place.layout()), c.name, f); err != nil {
 		return nil, err
