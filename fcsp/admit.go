@@ -8,13 +8,16 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 )
 
-// withClock makes the tenant's limiter read clock (tests).
-func withClock(clock func() int64) TenantOption {
-	return func(c *tenantConfig) error { c.Clock = clock; return nil }
+// checkLaunch validates a launch of f on s with args (checkArgs).
+func (s *Stream) checkLaunch(f *Function, grid, block Dim3, args *Args) error {
+	if err := s.checkShape(f, grid, block); err != nil {
+		return err
+	}
+	return checkArgs(f, args)
 }
 
-// checkLaunch validates a launch of f on s.
-func (s *Stream) checkLaunch(f *Function, grid, block Dim3) error {
+// checkShape validates a launch of f on s as grid x block.
+func (s *Stream) checkShape(f *Function, grid, block Dim3) error {
 	if s.t.closed.Load() || s.closed.Load() {
 		return ErrClosed
 	}
@@ -24,55 +27,23 @@ func (s *Stream) checkLaunch(f *Function, grid, block Dim3) error {
 	if f.m.t != s.t {
 		return fmt.Errorf("%w: kernel %q belongs to tenant %q, stream to %q", ErrInvalidArgument, f.name, f.m.t.name, s.t.name)
 	}
-	if !grid.Valid() || !block.Valid() {
-		return fmt.Errorf("%w: launch of %q with grid %v, block %v; every dimension must be at least 1", ErrInvalidArgument, f.name, grid, block)
-	}
-	return nil
+	return admission.CheckShape(f.name, grid.cuda(), block.cuda())
 }
 
-// checkArgs refuses a nil *Args.
+// checkArgs refuses a nil *Args, and Args that do not lie where the
+// kernel's PTX says it reads its parameters (ptxsig.Layout).
 func checkArgs(f *Function, args *Args) error {
 	if args == nil {
 		return fmt.Errorf("%w: launch of %q with nil *Args; pass &fcsp.Args{} for a kernel without parameters", ErrInvalidArgument, f.name)
 	}
-	if f.offs == nil && f.sig == "" {
-		return nil // not PTX text: the driver's to check
-	}
-	// The parameters Args packed must lie where the kernel reads them: a
-	// wrong count or size reaches the device otherwise, and a kernel that
-	// reads a pointer where an int was put faults it for every tenant.
-	got := args.a.Offsets()
-	ok := len(got) == len(f.offs) && uint32(len(args.a.Bytes())) == f.end
-	for i := 0; ok && i < len(got); i++ {
-		ok = got[i] == f.offs[i]
-	}
-	if !ok {
-		return fmt.Errorf("%w: launch of %q with %d parameters in %d bytes; the kernel takes %s, %d parameters in %d bytes (Ptr, Uint64: 8 bytes; Int32, Uint32, Float32: 4)",
-			ErrInvalidArgument, f.name, len(got), len(args.a.Bytes()), f.sig, len(f.offs), f.end)
-	}
-	return nil
+	return f.params.Check(f.name, args.a.Offsets(), len(args.a.Bytes()))
 }
 
 // TryLaunch is Launch without waiting: if the stream's and the tenant's
 // buckets hold the launch's cost now it is charged and launched, otherwise
 // it returns ErrThrottled having launched and charged nothing.
 func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if err := s.checkLaunch(f, grid, block); err != nil {
-		return err
-	}
-	if err := checkArgs(f, args); err != nil {
-		return err
-	}
-	c := s.t
-	slot, err := c.enter() // charge and launch inside the life lock, as Launch
-	if err != nil {
-		return err
-	}
-	defer c.life.exit(slot)
-	if s.recordCapture(grid, block) || s.gate.Free() {
-		return s.launchCounted(f, grid, block, shmem, args)
-	}
-	return s.admitAndRun(context.Background(), f, grid, block, shmem, args, true)
+	return s.launch(context.Background(), f, grid, block, shmem, args, true)
 }
 
 // Reservation is a launch admitted ahead of time by Stream.Reserve: Launch
@@ -89,11 +60,11 @@ type Reservation struct {
 // buckets do not hold it, and returns the reservation; Delay says how long
 // until it may run.
 func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
-	if err := s.checkLaunch(f, grid, block); err != nil {
+	if err := s.checkShape(f, grid, block); err != nil {
 		return nil, err
 	}
 	var w admission.Work
-	f.work(&w, grid, block)
+	w.Of(grid.cuda(), block.cuda(), &f.est, &f.bytes)
 	r, err := s.gate.Reserve(&w)
 	if err != nil {
 		return nil, err
@@ -115,11 +86,7 @@ func (r *Reservation) Cancel() { r.r.Cancel() }
 // once.
 func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) error {
 	s := r.s
-	if err := s.checkLaunch(r.f, r.grid, r.block); err != nil {
-		r.Cancel()
-		return err
-	}
-	if err := checkArgs(r.f, args); err != nil {
+	if err := s.checkLaunch(r.f, r.grid, r.block, args); err != nil {
 		r.Cancel()
 		return err
 	}
@@ -134,8 +101,5 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		return err
 	}
 	defer c.life.exit(slot)
-	if tk.Timed() {
-		return s.runTimed(&tk, r.f, r.grid, r.block, shmem, args)
-	}
-	return s.launchCounted(r.f, r.grid, r.block, shmem, args)
+	return s.run(&tk, r.f, r.grid, r.block, shmem, args)
 }

@@ -168,3 +168,8 @@ func TestTenantRefillPeriod(t *testing.T) {
 	require.InDelta(t, 30, fast, 2, "launches in 20 ms with a 1 ms period")
 	require.InDelta(t, 3, slow, 1, "launches in 20 ms with a 10 ms period")
 }
+
+// withClock makes the tenant's limiter read clock (tests).
+func withClock(clock func() int64) TenantOption {
+	return func(c *tenantConfig) error { c.Clock = clock; return nil }
+}

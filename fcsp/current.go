@@ -15,22 +15,16 @@ import (
 // partition holds, and workspace memory from its quota. It is valid during
 // that call of f.
 type Current struct {
-	t      *tenantCore
-	ctx    context.Context
-	run    *admission.Run // the Do's metering; nil: the tenant is not metered
-	gctx   cuda.Context   // the context Do made current
-	slot   int            // the Do's entry in t.dos, and its thread: while the
-	thread int            // entry names the thread, the Do is running
-}
-
-// live reports whether the Do that made cur is still running (one atomic
-// load): a Current kept after its Do must hand out nothing, since what it
-// names may be gone.
-func (cur Current) live() bool {
-	if cur.slot >= 0 {
-		return cur.t.dos.slots.Load()[cur.slot].thread.Load() == int64(cur.thread) // made by the Do
-	}
-	return cur.t.dos.here()
+	t    *tenantCore
+	ctx  context.Context
+	run  *admission.Run // the Do's metering; nil: the tenant is not metered
+	gctx cuda.Context   // the context Do made current
+	// The Do's entry in t.dos, and its thread: while the entry names the
+	// thread, the Do is running (t.dos.Live, one atomic load). A Current
+	// kept after its Do must hand out nothing, since what it names may be
+	// gone.
+	slot   int
+	thread int
 }
 
 // ContextHandle is a CUcontext. In cgo, C.CUcontext(h.Pointer()).
@@ -73,8 +67,8 @@ func (cur Current) Context() ContextHandle { return ContextHandle{cur.gctx} }
 // handle taken otherwise (Stream.Handle), outside Do, or on streams the SDK
 // did not make is not metered.
 func (cur Current) Stream(s *Stream) (StreamHandle, error) {
-	if !cur.live() {
-		return StreamHandle{}, errTakenAfterDo
+	if !cur.t.dos.Live(cur.slot, cur.thread) {
+		return StreamHandle{}, admission.ErrTakenAfterDo
 	}
 	if s == nil {
 		s = cur.t.first
@@ -100,8 +94,8 @@ func (cur Current) SMs() int { return cur.t.SMs() }
 // (nil: the first stream), counted against the tenant's quota; see
 // Tenant.AllocWorkspace.
 func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
-	if !cur.live() {
-		return nil, errTakenAfterDo
+	if !cur.t.dos.Live(cur.slot, cur.thread) {
+		return nil, admission.ErrTakenAfterDo
 	}
 	return cur.t.AllocWorkspace(cur.ctx, s, n)
 }
@@ -119,17 +113,7 @@ type Workspace struct {
 	closed atomic.Bool
 }
 
-// AllocWorkspace allocates n bytes for a library that will use them on
-// stream s (nil: the first stream). With WithMemoryPool the memory is
-// allocated, and on Close freed, in order on s, so s is the stream the
-// library must run on (cublasSetStream); without a pool it is plain device
-// memory, usable on any stream. The pattern, in Do:
-//
-//	ws, err := cur.Workspace(s, 32<<20)
-//	C.cublasSetStream_v2(h, C.cudaStream_t(stream.Pointer()))
-//	C.cublasSetWorkspace_v2(h, ws.Pointer(), C.size_t(ws.Size()))
-//	... GEMMs ...
-//	C.cublasDestroy_v2(h); ws.Close()
+// AllocWorkspace is Tenant.AllocWorkspace.
 func (c *tenantCore) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Workspace, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -2,10 +2,10 @@ package fcsp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
-	"sync"
+
+	"github.com/fcsp-go/fcsp-go/internal/inside"
 )
 
 // DoEach is Tenant.DoEach.
@@ -19,43 +19,8 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 	if err := c.checkNotInsideDo("DoEach"); err != nil {
 		return err // its runs would wait for the context this Do holds
 	}
-	n := c.place.dos()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		held sync.WaitGroup // every run holds its context
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	all := make(chan struct{})
-	held.Add(n)
-	go func() { held.Wait(); close(all) }()
-	for range n {
-		wg.Go(func() {
-			entered := false
-			err := c.Do(ctx, func(cur Current) error {
-				entered = true
-				err := f(cur)
-				held.Done()
-				select {
-				case <-all:
-				case <-ctx.Done():
-				}
-				return err
-			})
-			if !entered {
-				held.Done()
-				cancel() // one run cannot start: the others need not wait for it
-			}
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	// Each run holds its context until all have run (inside.Each).
+	err := inside.Each(ctx, c.place.Dos(), c.Do, f)
 	runtime.KeepAlive(c)
-	return errors.Join(errs...)
+	return err
 }

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/osthread"
+	"github.com/fcsp-go/fcsp-go/internal/inside"
 )
 
-// More Dos in flight on an unpartitioned tenant than doThreads has slots:
+// More Dos in flight on an unpartitioned tenant than inside.Threads has slots:
 // the last ones count themselves in the map. A Close from inside any of
 // them, slot or map, is refused; a Close of another tenant from inside is
 // not; a thread inside no Do is not taken for one; and when they have all
@@ -24,7 +24,7 @@ func TestDoCloseInsideRefusedPastTheSlots(t *testing.T) {
 	b, err := p.NewTenant("b")
 	require.NoError(t, err)
 
-	const n = doSlots + 8
+	const n = inside.Slots + 8
 	var entered sync.WaitGroup
 	entered.Add(n)
 	release := make(chan struct{})
@@ -48,12 +48,12 @@ func TestDoCloseInsideRefusedPastTheSlots(t *testing.T) {
 		}()
 	}
 	entered.Wait()
-	require.EqualValues(t, n-doSlots, a.c.dos.over.Load(), "the Dos past the slots are counted in the map")
+	require.EqualValues(t, n-inside.Slots, a.c.dos.Over(), "the Dos past the slots are counted in the map")
 	notInside := make(chan bool)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		notInside <- !a.c.dos.here()
+		notInside <- !a.c.dos.Here()
 	}()
 	require.True(t, <-notInside, "a thread inside no Do")
 	close(release)
@@ -62,11 +62,7 @@ func TestDoCloseInsideRefusedPastTheSlots(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	for i := range a.c.dos.slots.Load() {
-		require.Zero(t, a.c.dos.slots.Load()[i].thread.Load(), "slot %d still names a thread", i)
-	}
-	require.Zero(t, a.c.dos.over.Load())
-	require.Empty(t, a.c.dos.n)
+	require.True(t, a.c.dos.Idle(), "a thread still counted inside")
 	require.NoError(t, a.Close())
 }
 
@@ -83,32 +79,10 @@ func TestDoNestedKeepsTheOuterCounted(t *testing.T) {
 				return nil
 			}))
 			require.ErrorIs(t, a.Close(), ErrInsideDo, "after the nested Do returned")
-			require.True(t, a.c.dos.here())
+			require.True(t, a.c.dos.Here())
 			return nil
 		}))
-		require.False(t, a.c.dos.here())
+		require.False(t, a.c.dos.Here())
 		require.NoError(t, a.Close())
-	}
-}
-
-// Slots are claimed from the one a thread's id hashes to, and a taken one
-// is passed over.
-func TestDoThreadsProbe(t *testing.T) {
-	var d doThreads
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	me := osthread.ID()
-	other := me + doSlots // hashes to the same slot
-	s1 := d.enter(other)
-	require.Equal(t, me%doSlots, s1)
-	require.False(t, d.here(), "another thread's slot")
-	s2 := d.enter(me)
-	require.Equal(t, (me+1)%doSlots, s2, "the next slot")
-	require.True(t, d.here())
-	d.exit(s2, me)
-	require.False(t, d.here())
-	d.exit(s1, other)
-	for i := range d.slots.Load() {
-		require.Zero(t, d.slots.Load()[i].thread.Load())
 	}
 }

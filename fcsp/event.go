@@ -15,19 +15,9 @@ func (c *tenantCore) NewEvent() (*Event, error) {
 	// Every call on a tenant's event is counted in the tenant's life lock,
 	// so the tenant's Close destroys its events only after the calls on
 	// them have finished.
-	lived := func(do event.Do) event.Do {
-		return func(f func(cuda.Context) error) error {
-			slot, err := c.enter()
-			if err != nil {
-				return err
-			}
-			defer c.life.exit(slot)
-			return do(f)
-		}
-	}
 	wait := func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }
 	e := new(Event)
-	if err := c.events.Make(&e.e, c.pool.drv, lived(c.do), lived(wait)); err != nil {
+	if err := c.events.Make(&e.e, c.pool.drv, event.Counted(c.enter, c.life.exit, c.do), event.Counted(c.enter, c.life.exit, wait)); err != nil {
 		return nil, err
 	}
 	return e, nil

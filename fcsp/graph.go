@@ -2,50 +2,29 @@ package fcsp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
-	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
 // Graph is work captured from one of a tenant's streams (a decode step, say)
 // and not yet instantiated. Close it when no longer needed.
 type Graph struct {
-	t       *tenantCore
-	h       cuda.Graph
-	kernels []launchShape // the kernels launched through the SDK during capture
-	closed  atomic.Bool
-	mu      sync.Mutex // Close against an instantiation's use of h
-	layout  int32      // the tenant's layout during the capture (onCurrentSMs)
+	t *tenantCore
+	g graphs.Graph // the handle, the kernels launched through the SDK during capture, the layout then
 }
 
 // GraphExec is an instantiated Graph, launched with Stream.LaunchGraph.
 type GraphExec struct {
-	t       *tenantCore
-	h       cuda.GraphExec
-	kernels []launchShape
-	cost    atomic.Uint64      // math.Float64bits of the tokens charged per launch; 0: derived from kernels
-	est     admission.Estimate // its measured GPU time per launch, on metered streams
-	mu      sync.RWMutex       // launches (read) against Close and re-instantiation (write)
-	closed  bool
-	// The partition's layout when it was captured: an executable graph runs
-	// on the SMs it was captured for (onCurrentSMs).
-	layout atomic.Int32
+	t *tenantCore
+	x graphs.Exec // the handle, its cost and estimate, the layout it was captured for
 }
-
-type launchShape struct{ grid, block Dim3 }
 
 // capturing is what a stream records while Capture runs.
-type capturing struct {
-	mu      sync.Mutex
-	kernels []launchShape
-}
+type capturing = graphs.Recording
 
 // Capture records the work f queues on s into a Graph instead of running
 // it: kernels launched on s through the SDK (not charged to the limiter
@@ -89,83 +68,32 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	thread := osthread.ID()
-	inside := c.dos.enter(thread)
-	defer c.dos.exit(inside, thread)
-	inCtx := c.place.doGreen
-	if err := inCtx(func(ctx cuda.Context) error { return c.graphs.BeginCapture(ctx, s.h()) }); err != nil {
-		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
+	inside := c.dos.Enter(thread)
+	defer c.dos.Exit(inside, thread)
+	g = &Graph{t: c}
+	if err := c.graphs.Capture(&g.g, c.place.doGreen, s.h(), rec, int32(c.place.layout()), c.name, f); err != nil {
+		return nil, err
 	}
-	g = &Graph{t: c, layout: int32(c.place.layout())}
-	// end ends the capture; with keep, the graph is listed for the tenant's
-	// Close in the same call, so a Close cannot miss it.
-	end := func(keep bool) error {
-		return inCtx(func(ctx cuda.Context) (err error) {
-			g.h, err = c.graphs.EndCapture(ctx, s.h(), keep)
-			return err
-		})
-	}
-	ended := false
-	defer func() {
-		if !ended { // f panicked: end the capture, drop what it made
-			_ = end(false)
-		}
-	}()
-	ferr := f()
-	ended = true
-	if ferr != nil {
-		return nil, errors.Join(ferr, end(false))
-	}
-	if err := end(true); err != nil {
-		return nil, fmt.Errorf("tenant %q: capture: %w", c.name, err)
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	g.kernels = rec.kernels
 	return g, nil
 }
 
 // Kernels is how many kernels were launched through the SDK during capture.
-func (g *Graph) Kernels() int { return len(g.kernels) }
+func (g *Graph) Kernels() int { return g.g.Kernels() }
 
 // Instantiate makes the graph launchable (cuGraphInstantiateWithFlags).
 func (g *Graph) Instantiate() (*GraphExec, error) {
-	if g.closed.Load() {
-		return nil, ErrClosed
-	}
-	e := &GraphExec{t: g.t, kernels: g.kernels}
-	e.layout.Store(g.layout)
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	e := &GraphExec{t: g.t}
 	// In one of the tenant's green contexts: an executable graph runs on
 	// the SMs of the context it was instantiated in, whatever the stream.
-	err := g.t.doGreen(func(ctx cuda.Context) (err error) {
-		e.h, err = g.t.graphs.Instantiate(ctx, g.h)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("tenant %q: %w", g.t.name, err)
+	if err := g.g.Instantiate(&e.x, g.t.doGreen, g.t.name); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
 
 // Close destroys the graph (instantiated copies stay usable). Idempotent;
 // the tenant's Close destroys the graphs left.
-func (g *Graph) Close() error {
-	if !g.closed.CompareAndSwap(false, true) {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	err := g.t.do(func(ctx cuda.Context) error {
-		// Unlisted and destroyed in one call in the life lock: the
-		// tenant's Close destroys what is listed after the calls end.
-		return g.t.graphs.DestroyGraph(ctx, g.h)
-	})
-	if errors.Is(err, ErrClosed) {
-		return nil // the tenant's Close destroys it
-	}
-	return err
-}
+func (g *Graph) Close() error { return g.g.Close(g.t.do) }
 
 // SetCost sets the tokens one launch of the graph charges to the stream's
 // and tenant's launch limiter (the same units as a kernel's grid x block
@@ -176,29 +104,11 @@ func (g *Graph) Close() error {
 // complete; else from the kernels captured through the SDK, each costed
 // like a launch of it on the launching stream (set it for graphs whose
 // kernels came from libraries).
-func (e *GraphExec) SetCost(tokens float64) error {
-	if !(tokens >= 0) || math.IsInf(tokens, 1) {
-		return fmt.Errorf("%w: graph cost %v; want a finite number of tokens, 0 or more", ErrInvalidArgument, tokens)
-	}
-	e.cost.Store(math.Float64bits(tokens))
-	return nil
-}
+func (e *GraphExec) SetCost(tokens float64) error { return e.x.SetCost(tokens) }
 
 // Close destroys the instantiated graph once launches in flight are queued.
 // Idempotent.
-func (e *GraphExec) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil
-	}
-	e.closed = true
-	err := e.t.do(func(ctx cuda.Context) error { return e.t.graphs.DestroyExec(ctx, e.h) })
-	if errors.Is(err, ErrClosed) {
-		return nil // the tenant's Close destroys it
-	}
-	return err
-}
+func (e *GraphExec) Close() error { return e.x.Close(e.t.do) }
 
 // LaunchGraph queues e on s after admitting it through the stream's and the
 // tenant's launch limiter, like a kernel (see GraphExec.SetCost), waiting
@@ -220,12 +130,11 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	if err := e.onCurrentSMs(); err != nil {
 		return err
 	}
-	// e.mu before the life lock, as GraphExec.Close takes them.
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.closed {
-		return ErrClosed
+	// e's lock before the life lock, as GraphExec.Close takes them.
+	if err := e.x.Enter(); err != nil {
+		return err
 	}
+	defer e.x.Exit()
 	// Admission and launch in the life lock, as Launch: the tenant's Close
 	// destroys the exec only after this launch has left.
 	c := s.t
@@ -235,63 +144,29 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	}
 	defer c.life.exit(slot)
 	// A graph launched into a capture runs later, untimed.
-	tk, err := s.gate.AdmitGraph(ctx, admission.Graph{Est: &e.est, Fixed: math.Float64frombits(e.cost.Load()), Rate: func() float64 { return e.rateCost(s) }}, s.capture.Load() == nil)
+	tk, err := s.gate.AdmitGraph(ctx, e.x.Work(), s.capture.Load() == nil)
 	if err != nil {
 		return err
 	}
 	if tk.Timed() {
-		err = c.do(func(cctx cuda.Context) error {
-			err := tk.Begin(cctx)
-			if err == nil {
-				err = tk.End(cctx, c.graphs.Launch(cctx, e.h, s.h()))
-			}
-			return err
-		})
+		err = c.do(func(cctx cuda.Context) error { return e.x.LaunchTimed(cctx, &tk, s.h()) })
 	} else {
 		err = c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
-			return c.graphs.Launch(ctx, e.h, s.h())
+			return e.x.Launch(ctx, s.h())
 		})
 	}
 	if err != nil {
 		return fmt.Errorf("tenant %q: launching a graph: %w", s.t.name, err)
 	}
-	s.launches.Add(uint64(len(e.kernels)))
+	s.launches.Add(uint64(e.x.Kernels()))
 	return nil
 }
 
-// rateCost is a launch of e's launch-rate price on s: its captured
-// kernels', each priced as a launch of it.
-func (e *GraphExec) rateCost(s *Stream) float64 {
-	var sum float64
-	for _, k := range e.kernels {
-		sum += s.gate.Cost(k.grid.cuda(), k.block.cuda())
-	}
-	return sum
-}
-
-// recordCapture notes a kernel launched on s while it captures; it reports
-// whether s is capturing (the launch is then not charged now).
-func (s *Stream) recordCapture(grid, block Dim3) bool {
-	rec := s.capture.Load()
-	if rec == nil {
-		return false
-	}
-	rec.mu.Lock()
-	rec.kernels = append(rec.kernels, launchShape{grid, block})
-	rec.mu.Unlock()
-	return true
-}
-
 // onCurrentSMs refuses e when the tenant has been reshaped since it was
-// captured: an executable graph runs on the SMs it was captured for, and
-// instantiating it again in the new layout does not move it (measured on
-// the H200: instantiated at 32 SMs, re-instantiated after shrinking to 8,
-// it still ran on the 32, 24 of them by then the neighbour's; the kernel
-// nodes keep the context they were captured in). The check is one load on
-// the launch path.
+// captured (graphs.Exec.Layout says why).
 func (e *GraphExec) onCurrentSMs() error {
 	c := e.t
-	if !c.place.reshapable() || e.layout.Load() == int32(c.place.layout()) {
+	if !c.place.reshapable() || e.x.Layout() == int32(c.place.layout()) {
 		return nil
 	}
 	return fmt.Errorf("%w: tenant %q was reshaped to %d SMs since this graph was captured, and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/inside"
 )
 
 // Issue 28 #5: the check that refuses Close from inside a Do must pin its
@@ -22,14 +24,14 @@ func TestInsideDoCheckPinsItsThread(t *testing.T) {
 	require.NoError(t, err)
 	entered, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
-	testHookHere = func() {
-		testHookHere = nil
+	inside.TestHookHere = func() {
+		inside.TestHookHere = nil
 		go func() {
 			done <- tn.Do(context.Background(), func(Current) error { close(entered); <-release; return nil })
 		}()
 		<-entered
 	}
-	defer func() { testHookHere = nil }()
+	defer func() { inside.TestHookHere = nil }()
 	err = tn.c.checkNotInsideDo("Close")
 	close(release)
 	require.NoError(t, <-done)

@@ -17,7 +17,7 @@ type Module struct {
 	t *tenantCore
 	h cuda.Module
 
-	sigs map[string]ptxsig.Signature // the kernels' parameters, from PTX text; nil for a cubin
+	params map[string]ptxsig.Layout // the kernels' parameters, from PTX text; nil for a cubin
 }
 
 // Function is a kernel of a Module.
@@ -28,17 +28,13 @@ type Function struct {
 	est   admission.Estimates // its GPU time per launch shape, on metered streams
 	bytes atomic.Uint64       // declared bytes per launch (bandwidth.go)
 
-	// The parameters' layout the PTX declares, checked at each launch
-	// (checkArgs); nil where the module was not PTX text.
-	offs []uint32
-	end  uint32
-	sig  string
+	params ptxsig.Layout // the parameters' layout the PTX declares, checked at each launch (checkArgs)
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m := &Module{t: c}
-	m.sigs, _ = ptxsig.Parse(image)
+	m.params = ptxsig.Layouts(image)
 	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, c.wrap(err)
@@ -51,11 +47,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
-	f := &Function{m: m, name: name}
-	if sig, ok := m.sigs[name]; ok {
-		f.offs, f.end = sig.Offsets()
-		f.sig = sig.String()
-	}
+	f := &Function{m: m, name: name, params: m.params[name]}
 	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)
@@ -74,10 +66,12 @@ func (f *Function) Name() string { return f.name }
 // the stream or tenant ends it with ErrClosed. A tenant's Close wakes a
 // launch waiting for tokens and waits for it to leave.
 func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if err := s.checkLaunch(f, grid, block); err != nil {
-		return err
-	}
-	if err := checkArgs(f, args); err != nil {
+	return s.launch(ctx, f, grid, block, shmem, args, false)
+}
+
+// launch is Launch, and with try TryLaunch.
+func (s *Stream) launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
+	if err := s.checkLaunch(f, grid, block, args); err != nil {
 		return err
 	}
 	// Admission and launch run inside the tenant's life lock, so a Close
@@ -91,20 +85,10 @@ func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	defer c.life.exit(slot)
 	// A captured kernel is charged when its graph launches; a free gate
 	// (unlimited, unmetered) admits everything.
-	if s.recordCapture(grid, block) || s.gate.Free() {
+	if s.capture.Load().Record(grid.cuda(), block.cuda()) || s.gate.Free() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
-	return s.admitAndRun(ctx, f, grid, block, shmem, args, false)
-}
-
-// work is what admission needs to know of a launch of f. Set field by
-// field: a composite literal is built aside and copied in 16-byte moves,
-// which read back its 4-byte stores before they reach the cache (a
-// store-forwarding stall, ~10 ns a launch on the limited path).
-func (f *Function) work(w *admission.Work, grid, block Dim3) {
-	w.Grid.X, w.Grid.Y, w.Grid.Z = grid.X, grid.Y, grid.Z
-	w.Block.X, w.Block.Y, w.Block.Z = block.X, block.Y, block.Z
-	w.Ests, w.Bytes = &f.est, &f.bytes
+	return s.admitAndRun(ctx, f, grid, block, shmem, args, try)
 }
 
 // admitAndRun admits a launch (with try, without waiting) and queues it,
@@ -112,7 +96,7 @@ func (f *Function) work(w *admission.Work, grid, block Dim3) {
 func (s *Stream) admitAndRun(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
 	var tk admission.Ticket
 	var w admission.Work
-	f.work(&w, grid, block)
+	w.Of(grid.cuda(), block.cuda(), &f.est, &f.bytes)
 	var err error
 	if try {
 		err = s.gate.TryAdmit(&w, &tk)
@@ -122,17 +106,17 @@ func (s *Stream) admitAndRun(ctx context.Context, f *Function, grid, block Dim3,
 	if err != nil {
 		return err
 	}
-	if tk.Timed() {
-		return s.runTimed(&tk, f, grid, block, shmem, args)
-	}
-	return s.launchCounted(f, grid, block, shmem, args)
+	return s.run(&tk, f, grid, block, shmem, args)
 }
 
-// runTimed queues an admitted launch between its ticket's events, with
-// the primary context, which serves every green stream (docs/CONTEXTS.md):
-// no green context is taken. Untimed tickets go to launchCounted. The
-// caller is in the life lock.
-func (s *Stream) runTimed(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+// run queues an admitted launch: with a timed ticket between its events,
+// with the primary context, which serves every green stream
+// (docs/CONTEXTS.md): no green context is taken; else through
+// launchCounted. The caller is in the life lock.
+func (s *Stream) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	if !tk.Timed() {
+		return s.launchCounted(f, grid, block, shmem, args)
+	}
 	ctx := s.t.pool.dev.Primary()
 	err := tk.Begin(ctx)
 	if err == nil {
@@ -145,10 +129,11 @@ func (s *Stream) runTimed(tk *admission.Ticket, f *Function, grid, block Dim3, s
 	return nil
 }
 
-// launchCounted queues an admitted launch and counts it; the caller is in
-// the life lock.
+// launchCounted queues an admitted launch through the pool's launcher
+// (internal/place), which takes no closure on the usual paths, and counts
+// it; the caller is in the life lock.
 func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if err := s.launchLocked(f, grid.cuda(), block.cuda(), shmem, &args.a); err != nil {
+	if err := s.t.pool.launcher.Launch(s.t.place.Placement, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a); err != nil {
 		if errors.Is(err, ErrNotComputed) {
 			s.launches.Add(1) // launched all the same, just not modelled
 		}
@@ -158,13 +143,6 @@ func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args
 		s.launches.Add(1)
 	}
 	return nil
-}
-
-// launchLocked launches through the pool's launcher (internal/place),
-// which takes no closure on the usual paths. The caller is in the life
-// lock.
-func (s *Stream) launchLocked(f *Function, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
-	return s.t.pool.launcher.Launch(s.t.place.Placement, f.handle(), grid, block, shmem, s.h(), args)
 }
 
 // wrap names the tenant in err once: errors from the life lock (a lost

@@ -3,28 +3,26 @@ package fcsp
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/life"
 )
 
 // lifeLock is the tenant's life.Lock (internal/life says how it counts
 // calls in flight), under the names the tenant's files call it by.
-type lifeLock struct{ l life.Lock }
+type lifeLock struct{ life.Lock }
 
-func (l *lifeLock) enter(pass func() bool) (uint32, bool) { return l.l.Enter(pass) }
-func (l *lifeLock) exit(slot uint32)                      { l.l.Exit(slot) }
-func (l *lifeLock) end()                                  { l.l.End() }
+func (l *lifeLock) exit(slot uint32) { l.Exit(slot) }
+func (l *lifeLock) end()             { l.End() }
 
 // pause holds new calls back and waits for those in flight: ErrClosed once
 // end has begun, ctx's error if ctx ends first; holding nothing then.
-func (l *lifeLock) pause(ctx context.Context) error { return l.l.Pause(ctx) }
-func (l *lifeLock) resume()                         { l.l.Resume() }
+func (l *lifeLock) pause(ctx context.Context) error { return l.Pause(ctx) }
+func (l *lifeLock) resume()                         { l.Resume() }
 
 // enter admits a call while the tenant lives; ErrClosed once Close began.
 // The caller passes the slot to c.life.exit when done.
 func (c *tenantCore) enter() (uint32, error) {
-	slot, ok := c.life.enter(c.insideDoHere)
+	slot, ok := c.life.Enter(c.dos.Pinned) // pass: a call from inside a Do (or Capture) on its thread
 	if !ok {
 		if lost := c.pool.fault.err(); lost != nil && !c.closed.Load() {
 			return 0, fmt.Errorf("tenant %q: %w", c.name, lost) // a Reset is under way
@@ -40,13 +38,4 @@ func (c *tenantCore) enter() (uint32, error) {
 		return 0, fmt.Errorf("tenant %q: %w", c.name, lost)
 	}
 	return slot, nil
-}
-
-// insideDoHere reports whether the caller runs inside one of the tenant's
-// Dos (or Captures) on its thread: the slow path of enter, while a reshape
-// waits. Pinned for the look, as checkNotInsideDo is.
-func (c *tenantCore) insideDoHere() bool {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return c.dos.here()
 }

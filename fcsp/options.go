@@ -165,19 +165,24 @@ func WithStreamClass(cl Class) TenantOption {
 }
 
 // WithHostWait sets how Synchronize waits for a stream's work. By default
-// the wait adapts: while at most half of GOMAXPROCS (the host's cores, or
-// a container's CPU limit) of the process's goroutines wait, it is the
-// driver's (cuStreamSynchronize spins
-// the calling thread, the lowest latency with a core to spare); past that,
-// it polls from Go and yields after 50 µs, so that waiters outnumbering
-// cores share them through Go's scheduler rather than being descheduled by
-// the kernel for milliseconds. SpinInDriver always waits in the driver; a
-// spin of 0 or more always polls, yielding after spin. Measured on the
-// H200 host (docs/BENCHMARKS.md, runs P and R): one waiter, the driver's
-// and a polled wait alike (K=1 P99 61 and 59 µs); 16 request goroutines
-// beside 16 batch ones, P99/P50 42 in the driver and 1.65 polled; under a
-// storm of 32 goroutines calling Stats, a yielding waiter queues behind
-// them (P99 148-193 µs against 91 in the driver).
+// the wait adapts. A stream whose waits have averaged past a millisecond (a
+// batch class's GEMMs) sleeps on a blocking-sync event while Go's scheduler
+// is busy, rather than spinning a core the server's other goroutines need
+// (H200, docs/BENCHMARKS.md run CC: 4 requests a class under a server's
+// storm of calls, P99 1.08x its quiet figure against 2.02x spinning). Other
+// waits, while at most half of GOMAXPROCS (the host's cores, or a
+// container's CPU limit) of the process's goroutines wait, are the
+// driver's (cuStreamSynchronize spins the calling thread, the lowest
+// latency with a core to spare); past that, they poll from Go and yield
+// after 50 µs, so that waiters outnumbering cores share them through Go's
+// scheduler rather than being descheduled by the kernel for milliseconds.
+// SpinInDriver always waits in the driver; a spin of 0 or more always
+// polls, yielding after spin. Measured on the H200 host (docs/BENCHMARKS.md,
+// runs P and R): one waiter, the driver's and a polled wait alike (K=1 P99
+// 61 and 59 µs); 16 request goroutines beside 16 batch ones, P99/P50 42 in
+// the driver and 1.65 polled; under a storm of 32 goroutines calling Stats,
+// a yielding waiter queues behind them (P99 148-193 µs against 91 in the
+// driver).
 func WithHostWait(spin time.Duration) Option {
 	return func(c *poolConfig) error { return c.SetHostWait(spin) }
 }

@@ -26,7 +26,6 @@ func (p placement) partitioned() bool               { return p.Partitioned() }
 func (p placement) context() cuda.Context           { return p.Context() }
 func (p placement) anyThread() cuda.Context         { return p.AnyThread() }
 func (p placement) isContext(ctx cuda.Context) bool { return p.IsContext(ctx) }
-func (p placement) dos() int                        { return p.Dos() }
 func (p placement) reshapable() bool                { return p.Reshapable() }
 func (p placement) layout() int                     { return p.Layout() }
 func (p placement) sizes() []int                    { return p.Sizes() }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+
+	"github.com/fcsp-go/fcsp-go/internal/arena"
 )
 
 // Scope is a request-sized arena on a tenant: what is allocated through it
@@ -14,8 +15,7 @@ type Scope struct {
 	h    *Tenant // the handle Scope was called on: keeps the tenant alive
 	t    *tenantCore
 	ctx  context.Context
-	mu   sync.Mutex
-	live map[DevicePtr]struct{}
+	live arena.Set[DevicePtr] // allocated and not freed (internal/arena)
 }
 
 // scope is Tenant.Scope; h is the handle it was called on.
@@ -29,7 +29,7 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	s := &Scope{h: h, t: c, ctx: ctx, live: map[DevicePtr]struct{}{}}
+	s := &Scope{h: h, t: c, ctx: ctx}
 	defer func() {
 		if e := s.release(); e != nil {
 			err = errors.Join(err, fmt.Errorf("scope cleanup: %w", e))
@@ -41,33 +41,22 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 // Alloc allocates n bytes that belong to the scope, under the context
 // given to Tenant.Scope (as an http.Request carries its own).
 func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
-	s.mu.Lock()
-	ended := s.live == nil
-	s.mu.Unlock()
-	if ended {
+	if s.live.Ended() {
 		return 0, fmt.Errorf("tenant %q: Alloc in a scope that has ended: %w", s.t.name, ErrClosed)
 	}
 	p, err := s.t.Alloc(s.ctx, n)
 	if err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	if s.live == nil { // the scope ended while we allocated: not ours to keep
-		s.mu.Unlock()
+	if !s.live.Add(p) { // the scope ended while we allocated: not ours to keep
 		return 0, errors.Join(fmt.Errorf("tenant %q: Alloc in a scope that has ended: %w", s.t.name, ErrClosed), s.t.Free(p))
 	}
-	s.live[p] = struct{}{}
-	s.mu.Unlock()
 	return p, nil
 }
 
 // Free frees memory of the scope before it ends.
 func (s *Scope) Free(p DevicePtr) error {
-	s.mu.Lock()
-	_, ok := s.live[p]
-	delete(s.live, p)
-	s.mu.Unlock()
-	if !ok {
+	if !s.live.Remove(p) {
 		return fmt.Errorf("tenant %q: Free(%#x) in a scope that did not allocate it: %w", s.t.name, uint64(p), ErrUnknownPointer)
 	}
 	return s.t.Free(p)
@@ -79,16 +68,13 @@ func (s *Scope) Context() context.Context { return s.ctx }
 // Tenant is the scope's tenant.
 func (s *Scope) Tenant() *Tenant { return s.h }
 
+// release frees what the scope still holds; memory the tenant's Close
+// freed already is not an error.
 func (s *Scope) release() error {
-	s.mu.Lock()
-	live := s.live
-	s.live = nil
-	s.mu.Unlock()
-	var errs []error
-	for p := range live {
-		if err := s.t.Free(p); err != nil && !errors.Is(err, ErrClosed) {
-			errs = append(errs, err)
+	return s.live.End(func(p DevicePtr) error {
+		if err := s.t.Free(p); !errors.Is(err, ErrClosed) {
+			return err
 		}
-	}
-	return errors.Join(errs...)
+		return nil
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -189,9 +190,10 @@ func TestNotReadyPassesTheWatchWithoutGarbage(t *testing.T) {
 }
 
 // A stream whose Synchronizes have been long sleeps on an event rather than
-// spinning a core in cuStreamSynchronize (the adaptive wait, the default);
-// a stream of short ones spins.
+// spinning a core in cuStreamSynchronize while Go's scheduler is busy (the
+// adaptive wait, the default); a stream of short ones spins.
 func TestLongWaitsSleep(t *testing.T) {
+	defer hostwait.SetSchedBusy(true)()
 	p, drv := openSim(t)
 	tn, err := p.NewTenant("t", WithSMs(8))
 	require.NoError(t, err)

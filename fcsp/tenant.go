@@ -19,6 +19,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -72,9 +73,9 @@ type tenantCore struct {
 	stop    func() bool          // unregisters the context watcher
 	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
 
-	dos    doThreads   // OS threads inside Do (do.go)
-	graphs *graphs.Set // live graphs and execs, destroyed by Close (graph.go)
-	prio   config.Prio // WithPriority, WithBandwidthFloor (internal/config)
+	dos    inside.Threads // OS threads inside Do (internal/inside)
+	graphs *graphs.Set    // live graphs and execs, destroyed by Close (graph.go)
+	prio   config.Prio    // WithPriority, WithBandwidthFloor (internal/config)
 
 	reshape sync.Mutex // serialises Reshape (reshape.go)
 
@@ -443,12 +444,12 @@ func (c *tenantCore) runOnClose() error {
 	if err != nil {
 		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
 	}
-	slot := c.dos.enter(thread) // Current.Stream's check, and a Close inside is ErrInsideDo
+	slot := c.dos.Enter(thread) // Current.Stream's check, and a Close inside is ErrInsideDo
 	var errs []error
 	for _, f := range hooks {
 		errs = append(errs, runHook(f, Current{t: c, ctx: context.Background(), gctx: cur, slot: slot, thread: thread}))
 	}
-	c.dos.exit(slot, thread)
+	c.dos.Exit(slot, thread)
 	errs = append(errs, c.pool.dev.RestoreCurrent(prev, cur))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)

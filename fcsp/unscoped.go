@@ -4,20 +4,13 @@ import (
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 )
 
-// Whether the driver accepts launches and synchronisations with no context
-// current (the stream naming it) is learned on first use and remembered per
-// pool (place.Unscoped). The memory engine keeps the pool calls' probe, in
-// the same encoding (internal/devmem).
-const (
-	probeUnknown = devmem.ProbeUnknown
-	probeYes     = devmem.ProbeYes
-	probeNo      = devmem.ProbeNo
-)
-
+// unscopedProbe is whether the driver accepts launches, synchronisations
+// and pool calls with no context current (the stream naming it): learned
+// on first use and remembered per pool (place.Unscoped), in devmem's
+// encoding (devmem.ProbeUnknown, ProbeYes, ProbeNo).
 type unscopedProbe struct{ launch, sync, pool atomic.Int32 }
 
 // doUnscoped runs f with a zero context where the driver allows it, else

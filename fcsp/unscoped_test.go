@@ -5,6 +5,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
+)
+
+// The probes' states (unscopedProbe), as the tests read them.
+const (
+	probeYes = devmem.ProbeYes
+	probeNo  = devmem.ProbeNo
 )
 
 func launchOnce(t *testing.T, tn *Tenant) {

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,17 @@ type Work struct {
 	Bytes       *atomic.Uint64 // declared bytes moved per launch; 0: none
 
 	est *Estimate
+}
+
+// Of makes w a launch of grid x block of a kernel with estimates ests and
+// declared bytes bytes. Set field by field: a composite literal is built
+// aside and copied in 16-byte moves, which read back its 4-byte stores
+// before they reach the cache (a store-forwarding stall, ~10 ns a launch
+// on the limited path).
+func (w *Work) Of(grid, block cuda.Dim3, ests *Estimates, bytes *atomic.Uint64) {
+	w.Grid.X, w.Grid.Y, w.Grid.Z = grid.X, grid.Y, grid.Z
+	w.Block.X, w.Block.Y, w.Block.Z = block.X, block.Y, block.Z
+	w.Ests, w.Bytes = ests, bytes
 }
 
 func (w *Work) estimate() *Estimate {
@@ -336,11 +348,45 @@ func (r *Reservation) Wait(ctx context.Context) (Ticket, error) {
 	return r.tk, nil
 }
 
+// Shape is a kernel launch's grid and block.
+type Shape struct{ Grid, Block cuda.Dim3 }
+
+// CheckShape refuses, with errs.ErrInvalidArgument, a launch of kernel
+// whose grid or block has a dimension of 0.
+// It is inlined on the launch path: the error is formatted when read.
+func CheckShape(kernel string, grid, block cuda.Dim3) error {
+	if grid.Valid() && block.Valid() {
+		return nil
+	}
+	return &shapeError{kernel, grid, block}
+}
+
+type shapeError struct {
+	kernel      string
+	grid, block cuda.Dim3
+}
+
+func (e *shapeError) Error() string {
+	return fmt.Sprintf("%v: launch of %q with grid %v, block %v; every dimension must be at least 1", errs.ErrInvalidArgument, e.kernel, e.grid, e.block)
+}
+
+func (e *shapeError) Unwrap() error { return errs.ErrInvalidArgument }
+
 // Graph is what a graph launch asks admission for.
 type Graph struct {
-	Est   *Estimate
-	Fixed float64        // GraphExec.SetCost's; 0: derived
-	Rate  func() float64 // its kernels' launch-rate price (Gate.Cost), when not fixed
+	Est     *Estimate
+	Fixed   float64 // GraphExec.SetCost's; 0: derived
+	Kernels []Shape // launched through the SDK during capture: priced by Rate when not fixed
+}
+
+// Rate is a launch of a graph with these kernels' launch-rate price on
+// the gate: its captured kernels', each priced as a launch of it (Cost).
+func (g *Gate) Rate(kernels []Shape) float64 {
+	var sum float64
+	for _, k := range kernels {
+		sum += g.Cost(k.Grid, k.Block)
+	}
+	return sum
 }
 
 // AdmitGraph charges a graph launch: its fixed cost if set, else under a
@@ -357,7 +403,7 @@ func (g *Gate) AdmitGraph(ctx context.Context, w Graph, timed bool) (Ticket, err
 				if w.Fixed != 0 {
 					return w.Fixed
 				}
-				return w.Rate()
+				return g.Rate(w.Kernels)
 			}); err != nil {
 				return Ticket{}, closedErr(err)
 			}
@@ -380,7 +426,7 @@ func (g *Gate) AdmitGraph(ctx context.Context, w Graph, timed bool) (Ticket, err
 			extra = g.t.floorExtra(base, func() float64 { return g.predicted(w.Est) })
 			return base + extra
 		}
-		return w.Rate()
+		return g.Rate(w.Kernels)
 	}
 	tk.mark = g.bucket.Mark() // see Gate.mark
 	charged, err := g.t.waitFloored(ctx, g.bucket, cost, &extra)

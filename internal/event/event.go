@@ -21,6 +21,21 @@ import (
 // only after the calls on them have finished.
 type Do func(f func(cuda.Context) error) error
 
+// Counted is do with each call counted in its owner's life lock (enter,
+// then exit with enter's slot; enter's error refuses the call), so that
+// the owner's Close destroys its events only after the calls on them have
+// finished.
+func Counted(enter func() (uint32, error), exit func(uint32), do Do) Do {
+	return func(f func(cuda.Context) error) error {
+		slot, err := enter()
+		if err != nil {
+			return err
+		}
+		defer exit(slot)
+		return do(f)
+	}
+}
+
 // Event is one CUDA event of a Set.
 type Event struct {
 	do     Do

@@ -98,3 +98,39 @@ func TestCloseLeavesARefusedEventToTheSet(t *testing.T) {
 		}
 	}
 }
+
+// Counted makes each call inside the owner's life lock: entered before,
+// exited after with the slot enter gave, and not made when enter refuses.
+func TestCountedCallsInTheLifeLock(t *testing.T) {
+	var in, slot uint32 = 0, 41
+	var refuse error
+	enter := func() (uint32, error) {
+		if refuse != nil {
+			return 0, refuse
+		}
+		in++
+		slot++
+		return slot, nil
+	}
+	exit := func(s uint32) {
+		if s != slot {
+			t.Errorf("exit with slot %d, entered %d", s, slot)
+		}
+		in--
+	}
+	do := Counted(enter, exit, func(f func(cuda.Context) error) error { return f(0) })
+	calls := 0
+	if err := do(func(cuda.Context) error {
+		if in != 1 {
+			t.Errorf("call made with %d entries, want 1", in)
+		}
+		calls++
+		return nil
+	}); err != nil || calls != 1 || in != 0 {
+		t.Fatalf("err %v, %d calls, %d left in", err, calls, in)
+	}
+	refuse = errs.ErrClosed
+	if err := do(func(cuda.Context) error { calls++; return nil }); !errors.Is(err, errs.ErrClosed) || calls != 1 {
+		t.Fatalf("refused enter: err %v, %d calls", err, calls)
+	}
+}

@@ -2,6 +2,8 @@ package hostwait
 
 import (
 	"errors"
+	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,10 +54,12 @@ func longHistory() *History {
 	return h
 }
 
-// A stream whose waits were long sleeps on a blocking-sync event; one whose
-// waits were short spins in the driver; a stream with no history, or a
-// pool without a Blocker, never sleeps.
+// A stream whose waits were long sleeps on a blocking-sync event while Go's
+// scheduler is busy; one whose waits were short spins in the driver; so do
+// a long one on an idle scheduler, a stream with no history, and a pool
+// without a Blocker.
 func TestAdaptiveSleepsThroughLongWaits(t *testing.T) {
+	defer SetSchedBusy(true)()
 	fd, ctx, s := openStream(t)
 	d := &countingDriver{Driver: fd}
 	blk := NewBlocker(d, ctx)
@@ -76,8 +80,13 @@ func TestAdaptiveSleepsThroughLongWaits(t *testing.T) {
 	if err := Adaptive(1000, nil)(d, ctx, s, longHistory(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if d.eventSyncs.Load() != 1 || d.streamSyncs.Load() != 3 {
-		t.Fatalf("short, unknown and blocker-less waits: %d event and %d stream synchronisations; want 1 and 3", d.eventSyncs.Load(), d.streamSyncs.Load())
+	restore := SetSchedBusy(false)
+	if err := w(d, ctx, s, longHistory(), nil); err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	if d.eventSyncs.Load() != 1 || d.streamSyncs.Load() != 4 {
+		t.Fatalf("short, unknown, idle and blocker-less waits: %d event and %d stream synchronisations; want 1 and 4", d.eventSyncs.Load(), d.streamSyncs.Load())
 	}
 	// A wait a ctx may end polls, long or not.
 	fd.HoldEvents(true)
@@ -105,7 +114,7 @@ func TestHistoryFollowsTheStream(t *testing.T) {
 		h.Add(30 * time.Microsecond)
 		n++
 	}
-	if n > 24 {
+	if n > 8 {
 		t.Fatalf("%d short waits to leave the long mode", n)
 	}
 }
@@ -181,6 +190,7 @@ func TestBlockerCloseRacesWaits(t *testing.T) {
 
 // A sleeping wait makes no garbage once its event is made.
 func TestSleepingWaitMakesNoGarbage(t *testing.T) {
+	defer SetSchedBusy(true)()
 	fd, ctx, s := openStream(t)
 	blk := NewBlocker(fd, ctx)
 	defer blk.Close()
@@ -195,5 +205,33 @@ func TestSleepingWaitMakesNoGarbage(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocations per sleeping wait", n)
+	}
+}
+
+// The scheduler's load is read from runtime/metrics (a name this Go lacks
+// would read as idle forever) and cached for a millisecond.
+func TestSchedLoadReads(t *testing.T) {
+	var l schedLoad
+	now := time.Now()
+	l.busy(now)
+	for i, smp := range l.s {
+		if smp.Value.Kind() != metrics.KindUint64 {
+			t.Fatalf("metric %d %q: kind %v; this Go does not have it", i, smp.Name, smp.Value.Kind())
+		}
+	}
+	if procs := l.s[2].Value.Uint64(); procs != uint64(runtime.GOMAXPROCS(0)) {
+		t.Fatalf("gomaxprocs read %d, want %d", procs, runtime.GOMAXPROCS(0))
+	}
+	at := l.at.Load()
+	l.busy(now.Add(time.Microsecond))
+	if l.at.Load() != at {
+		t.Fatal("read again within a millisecond")
+	}
+	l.busy(now.Add(2 * time.Millisecond))
+	if l.at.Load() == at {
+		t.Fatal("not read again after a millisecond")
+	}
+	if n := testing.AllocsPerRun(100, func() { now = now.Add(2 * time.Millisecond); l.busy(now) }); n != 0 {
+		t.Fatalf("%v allocations per read", n)
 	}
 }

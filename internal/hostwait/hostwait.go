@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,16 +35,22 @@ const AdaptiveSpin = 50 * time.Microsecond
 var Waiters atomic.Int32
 
 // Adaptive, the default, sleeps on a blocking-sync event where the stream's
-// recent waits were long (past LongWait), so that a batch class's
-// goroutines waiting milliseconds for their GEMMs do not each spin a core
-// the server's other goroutines need; otherwise it spins in the driver
-// while the process's waiters leave the host cores to spare (at most limit
-// of them wait), and past that polls from Go, yielding after AdaptiveSpin:
-// a lone request gets the driver's latency, and 32 waiters on 16 cores
-// share them through Go's scheduler instead of being descheduled by the
-// kernel for milliseconds (H200 host, docs/BENCHMARKS.md run R: K=16
-// P99/P50 42 with the driver's wait, 1.65 polled; K=1 the same either
-// way). blk may be nil: no wait sleeps then.
+// recent waits were long (past LongWait) while Go's scheduler is busy, so
+// that a batch class's goroutines waiting milliseconds for their GEMMs do
+// not each spin a core the server's other goroutines need; otherwise it
+// spins in the driver while the process's waiters leave the host cores to
+// spare (at most limit of them wait), and past that polls from Go,
+// yielding after AdaptiveSpin: a lone request gets the driver's latency,
+// and 32 waiters on 16 cores share them through Go's scheduler instead of
+// being descheduled by the kernel for milliseconds (H200 host,
+// docs/BENCHMARKS.md run R: K=16 P99/P50 42 with the driver's wait, 1.65
+// polled; K=1 the same either way). blk may be nil: no wait sleeps then.
+//
+// Why both conditions (H200, run BB): sleeping through every wait longer
+// than 250 µs took K=4 under a server's storm from 2.02x its quiet P99 to
+// 1.09x (12.5 host cores busy to 9.6), but cost a lone batch goroutine 6%
+// of its throughput (the GPU idles while the thread wakes) and 16
+// concurrent requests of 400 µs their tail (P99/P50 1.15 to 2.40).
 func Adaptive(limit int32, blk *Blocker) Wait {
 	poll := Poll(AdaptiveSpin)
 	return func(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, h *History, done <-chan struct{}) error {
@@ -52,7 +59,7 @@ func Adaptive(limit int32, blk *Blocker) Wait {
 		}
 		start := time.Now()
 		var err error
-		if blk != nil && done == nil && h.Long() {
+		if blk != nil && done == nil && h.Long() && schedBusy(start) {
 			err = blk.Wait(s)
 		} else {
 			err = adapt(drv, ctx, s, done, limit, poll)
@@ -73,10 +80,49 @@ func adapt(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, done <-chan struct{
 	return drv.StreamSynchronize(ctx, s)
 }
 
-// LongWait is the average wait past which the adaptive wait sleeps rather
-// than spins: waking from a blocking-sync event costs some microseconds,
-// a small part of a wait this long, while spinning through it costs a core.
-const LongWait = 250 * time.Microsecond
+// LongWait is the average wait past which the adaptive wait may sleep
+// rather than spin: waking from a blocking-sync event costs tens of
+// microseconds, a small part of a wait this long, while spinning through it
+// costs a core. A request of a few hundred microseconds keeps spinning.
+const LongWait = time.Millisecond
+
+// sched is Go's scheduler's load as the adaptive wait reads it: busy when
+// goroutines wait for a P, or half the Ps run Go code. A core a waiter
+// spins is then taken from them; on an idle host spinning costs nothing and
+// wakes soonest. Read from runtime/metrics at most once a millisecond (a
+// read is about 70 ns), so a wait usually pays two atomic loads.
+var sched schedLoad
+
+type schedLoad struct {
+	at  atomic.Int64 // UnixNano of the last read
+	hot atomic.Bool  // the last read found it busy
+	mu  sync.Mutex
+	s   [3]metrics.Sample // guarded by mu
+}
+
+func (l *schedLoad) busy(now time.Time) bool {
+	if t := now.UnixNano(); t-l.at.Load() > int64(time.Millisecond) && l.mu.TryLock() {
+		if l.s[0].Name == "" {
+			l.s[0].Name = "/sched/goroutines/runnable:goroutines"
+			l.s[1].Name = "/sched/goroutines/running:goroutines"
+			l.s[2].Name = "/sched/gomaxprocs:threads"
+		}
+		metrics.Read(l.s[:])
+		runnable, running, procs := value(l.s[0]), value(l.s[1]), value(l.s[2])
+		l.hot.Store(runnable > 0 || (procs > 0 && 2*running >= procs))
+		l.at.Store(t)
+		l.mu.Unlock()
+	}
+	return l.hot.Load()
+}
+
+// value is a sample's count; 0 where this Go does not have the metric.
+func value(s metrics.Sample) uint64 {
+	if s.Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s.Value.Uint64()
+}
 
 // History is one stream's recent waits: a moving average of their length
 // (each new wait weighs 1/8), kept by the adaptive wait. The zero value is
@@ -211,6 +257,38 @@ func Poll(spin time.Duration) Wait {
 			}
 		}
 	}
+}
+
+// SetSchedBusy makes the adaptive wait see Go's scheduler as busy or idle
+// whatever it is, until the returned function restores the reading: for
+// tests of the sleeping wait, whose outcome would otherwise depend on the
+// test machine's cores.
+func SetSchedBusy(busy bool) (restore func()) {
+	v := int32(schedIdle)
+	if busy {
+		v = schedHot
+	}
+	old := schedForced.Swap(v)
+	return func() { schedForced.Store(old) }
+}
+
+// schedForced overrides the reading (SetSchedBusy): 0 none.
+var schedForced atomic.Int32
+
+const (
+	schedHot  = 1
+	schedIdle = 2
+)
+
+// schedBusy is sched's reading, or the one a test forced.
+func schedBusy(now time.Time) bool {
+	switch schedForced.Load() {
+	case schedHot:
+		return true
+	case schedIdle:
+		return false
+	}
+	return sched.busy(now)
 }
 
 // For is the wait a pool's WithHostWait chose: unset, Adaptive over half

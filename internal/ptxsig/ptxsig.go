@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Param is one kernel parameter as PTX declares it.
@@ -137,4 +139,56 @@ func parseList(list string) (Signature, bool) {
 		sig = append(sig, p)
 	}
 	return sig, true
+}
+
+// Layout is the parameter layout a launch's arguments must have: where
+// each parameter starts and where the last ends, as Signature.Offsets
+// says. The zero Layout checks nothing (a kernel not from PTX text: the
+// driver's to check).
+type Layout struct {
+	offs []uint32
+	end  uint32
+	sig  string
+}
+
+// Layouts are the parameter layouts of a module image's kernels, by name;
+// nil for an image that is not PTX text (Parse), whose kernels are not
+// checked: a kernel not listed has the zero Layout.
+func Layouts(image []byte) map[string]Layout {
+	sigs, ok := Parse(image)
+	if !ok {
+		return nil
+	}
+	ls := make(map[string]Layout, len(sigs))
+	for name, sig := range sigs {
+		ls[name] = sig.Layout()
+	}
+	return ls
+}
+
+// Layout is the layout a launch of a kernel with these parameters reads.
+func (s Signature) Layout() Layout {
+	l := Layout{sig: s.String()}
+	l.offs, l.end = s.Offsets()
+	return l
+}
+
+// Check refuses, with errs.ErrInvalidArgument, packed arguments (their
+// offsets, and n bytes in all) that do not lie where kernel reads its
+// parameters: a wrong count or size reaches the device otherwise, and a
+// kernel that reads a pointer where an int was put faults it for every
+// tenant.
+func (l *Layout) Check(kernel string, got []uint32, n int) error {
+	if l.offs == nil && l.sig == "" {
+		return nil // not PTX text: the driver's to check
+	}
+	ok := len(got) == len(l.offs) && uint32(n) == l.end
+	for i := 0; ok && i < len(got); i++ {
+		ok = got[i] == l.offs[i]
+	}
+	if !ok {
+		return fmt.Errorf("%w: launch of %q with %d parameters in %d bytes; the kernel takes %s, %d parameters in %d bytes (Ptr, Uint64: 8 bytes; Int32, Uint32, Float32: 4)",
+			errs.ErrInvalidArgument, kernel, len(got), n, l.sig, len(l.offs), l.end)
+	}
+	return nil
 }

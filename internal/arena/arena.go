@@ -1,0 +1,66 @@
+// Package arena keeps what a request-sized scope (Tenant.Scope) has
+// allocated and not yet freed, for the scope's end to free, so that a
+// handler that dies half-way leaks nothing.
+package arena
+
+import (
+	"errors"
+	"sync"
+)
+
+// Set is the allocations of one scope. Allocations race with its end: one
+// that completes after End is not the set's (Add says so) and is the
+// allocator's to free. The zero Set is open and empty.
+type Set[P comparable] struct {
+	mu    sync.Mutex
+	live  map[P]struct{}
+	ended bool
+}
+
+// Ended reports whether End has begun.
+func (s *Set[P]) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+// Add records p as the set's; false, recording nothing, once End has
+// begun.
+func (s *Set[P]) Add(p P) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	if s.live == nil {
+		s.live = map[P]struct{}{}
+	}
+	s.live[p] = struct{}{}
+	return true
+}
+
+// Remove forgets p, freed before the scope's end; false if p is not the
+// set's (never added, removed already, or the set has ended).
+func (s *Set[P]) Remove(p P) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.live[p]
+	delete(s.live, p)
+	return ok
+}
+
+// End ends the set and frees what it still holds with free, returning
+// free's errors joined. Later calls free nothing.
+func (s *Set[P]) End(free func(P) error) error {
+	s.mu.Lock()
+	live := s.live
+	s.live, s.ended = nil, true
+	s.mu.Unlock()
+	var errs []error
+	for p := range live {
+		if err := free(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
