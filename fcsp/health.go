@@ -58,7 +58,8 @@ func (p *Pool) Health() Health {
 func lostError(r fault.Record) error { return new(DeviceLostError(r)) }
 
 // faultState is the pool's fault state (internal/fault), lost as a
-// *DeviceLostError. Open makes it the watcher of the pool's driver.
+// *DeviceLostError. Open makes its State the watcher of the pool's driver
+// (the State itself: no promoted-method wrapper on every driver call).
 type faultState struct{ fault.State }
 
 // err is the lost error, or nil.

@@ -96,7 +96,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	// Every call, greenctx's included, goes through the guard: whichever
 	// call meets a sticky fault first turns the pool to lost.
 	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
-	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault)
+	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault.State)
 	if p.dev, err = greenctx.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
