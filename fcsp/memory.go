@@ -15,22 +15,24 @@ import (
 func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
 	p := c.pool
 	mc := devmem.Config{
-		Driver: p.drv, Device: p.dev, Tenant: c.name,
-		Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo,
-		Enter: c.enter, Exit: c.life.exit, Streams: c.memStreams,
+		Driver: p.drv, Device: p.dev,
+		Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo, Owner: (*host)(c),
 		Green: c.place.partitioned(), Probe: &p.unscoped.pool, Log: p.log,
 	}
-	c.memOps = mc
 	if cfg.Plain {
 		c.mem = devmem.NewPlain(mc)
-		return nil
+	} else {
+		// The pool's maximum size is the quota, but never more than the
+		// device may hold (a quota of MaxUint64 overflowed the driver's
+		// rounding of the size to whole chunks).
+		var err error
+		c.mem, err = devmem.NewPooled(mc, devmem.PoolConfig{Quota: min(quota, p.mem.Limit()), Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
+		if err != nil {
+			return err
+		}
 	}
-	// The pool's maximum size is the quota, but never more than the device
-	// may hold (a quota of MaxUint64 overflowed the driver's rounding of the
-	// size to whole chunks).
-	var err error
-	c.mem, err = devmem.NewPooled(mc, devmem.PoolConfig{Quota: min(quota, p.mem.Limit()), Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
-	return err
+	c.memOps = c.mem.Ops()
+	return nil
 }
 
 // memStream is a Stream as the memory engine sees it.

@@ -54,28 +54,32 @@ type tenantCore struct {
 	acct   *memtrack.Account
 	adm    *admission.Tenant // its admission: limit, GPU share, metering, floor (internal/admission)
 	mem    devmem.Allocator  // device memory: plain or pooled, chosen in NewTenant (memory.go)
-	memOps devmem.Config     // fills, copies and MemGetInfo, which allocate nothing
+	memOps *devmem.Config    // mem's: fills, copies and MemGetInfo, which allocate nothing
 
 	life   lifeLock // counts calls in flight; Close waits for them
 	closed atomic.Bool
-	// The fields above are read by every call; those below are written by
-	// NewStream, Close and Stats (mu among them): apart, so that a storm of
-	// those calls does not make every call's reads miss the cache.
-	_       [128]byte
+
+	// The fields above are read by every call; those after the pad are
+	// written by NewStream, Close and Stats (mu among them): 128 bytes
+	// apart, so that a storm of those calls does not make every call's
+	// reads miss the cache. These, written once before the tenant is
+	// shared, are part of the distance; the pad is the rest (a tenant is
+	// made and closed 150,000 times a second in a server's storm: its
+	// size is garbage).
+	graphs  *graphs.Set          // live graphs and execs, destroyed by Close (graph.go)
+	prio    config.Prio          // WithPriority, WithBandwidthFloor (internal/config)
+	cleanup runtime.Cleanup      // closes a tenant whose handle the GC found unreachable
+	stop    func() bool          // unregisters the context watcher (under mu)
+	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
+	_       [128 - 56]byte
+
 	mu      sync.Mutex
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
 	events  event.Set
-	done    chan struct{} // closed when close has finished
-	cleanup runtime.Cleanup
-	stop    func() bool          // unregisters the context watcher
-	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
-
-	dos    doThreads   // OS threads inside Do (do.go)
-	graphs *graphs.Set // live graphs and execs, destroyed by Close (graph.go)
-	prio   config.Prio // WithPriority, WithBandwidthFloor (internal/config)
-
+	closing sync.Mutex // held by the close under way: a second close waits for it
+	dos     doThreads  // OS threads inside Do (do.go)
 	reshape sync.Mutex // serialises Reshape (reshape.go)
 
 	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
@@ -85,8 +89,12 @@ type tenantCore struct {
 // device's SMs with other unpartitioned tenants (no SM isolation, quotas and
 // rate limits still apply).
 func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
-	var cfg tenantConfig
-	if err := config.Apply(&cfg, "NewTenant", opts); err != nil {
+	cp := configs.Get().(*tenantConfig)
+	err := config.Apply(cp, "NewTenant", opts)
+	cfg := *cp
+	*cp = tenantConfig{}
+	configs.Put(cp)
+	if err != nil {
 		return nil, err
 	}
 	limit, set := p.env.SMLimit(p.info.Index)
@@ -104,8 +112,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, prio: cfg.Prio, done: make(chan struct{}), graphs: graphs.New(p.drv)}
-	var err error
+	c := &tenantCore{pool: p, name: name, prio: cfg.Prio, graphs: graphs.New(p.drv)}
 	c.place = devicePlace(p.dev, p.info.SMs)
 	if cfg.Partitioned() {
 		if err := p.checkWorkQueues(); err != nil {
@@ -235,6 +242,23 @@ func (c *tenantCore) SetSMLimit(f float64) error {
 	return c.adm.SetSMLimit(f)
 }
 
+// configs recycles NewTenant's configurations: the options are funcs, so
+// the one they fill escapes, which was an allocation per tenant made.
+var configs = sync.Pool{New: func() any { return new(tenantConfig) }}
+
+// host is the tenant as its engines see it (admission.Host, devmem.Owner):
+// a conversion of the core's pointer, so that handing it over makes none
+// of the closures that were garbage of every tenant made.
+type host tenantCore
+
+func (h *host) Enter() (uint32, error)   { return (*tenantCore)(h).enter() }
+func (h *host) Exit(slot uint32)         { h.life.exit(slot) }
+func (h *host) Closed() bool             { return h.closed.Load() }
+func (h *host) Primary() cuda.Context    { return h.pool.dev.Primary() }
+func (h *host) AnyThread() cuda.Context  { return h.place.anyThread() }
+func (h *host) Log(msg string)           { h.pool.log.Info(msg) }
+func (h *host) Streams() []devmem.Stream { return (*tenantCore)(h).memStreams() }
+
 // newAdmission makes the tenant's admission engine from cfg.
 func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) {
 	p := c.pool
@@ -243,9 +267,7 @@ func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) 
 		SMs: c.place.sms(), ThreadsPerSM: p.info.ThreadsPerSM, Dampening: p.cfg.Dampening, Penalty: p.cfg.Penalty,
 		Refill: cmp.Or(cfg.Refill, p.cfg.Refill), Clock: cfg.Clock,
 		Metered: cfg.Metered, Latency: cfg.Prio.Prio == config.LatencyCritical, Floor: cfg.Prio.Floor,
-		Events: p.drv, Log: func(msg string) { p.log.Info(msg) }, Closed: c.closed.Load,
-		Enter: c.enter, Exit: c.life.exit, Primary: p.dev.Primary, AnyThread: c.place.anyThread,
-		Partitioned: c.place.partitioned(),
+		Events: p.drv, Host: (*host)(c), Partitioned: c.place.partitioned(),
 	})
 }
 
@@ -326,14 +348,15 @@ func (c *tenantCore) Stats() Stats {
 }
 
 func (c *tenantCore) close(why string) error {
+	// Another close (the tenant's context, the garbage collector, the
+	// pool) may be under way: returning before it ends would let the caller
+	// see memory still counted, or unmap the shared region under it, so a
+	// second close waits for the first's lock.
+	c.closing.Lock()
+	defer c.closing.Unlock()
 	if !c.closed.CompareAndSwap(false, true) {
-		// Another close (the tenant's context, the garbage collector, the
-		// pool) is under way: returning before it ends would let the caller
-		// see memory still counted, or unmap the shared region under it.
-		<-c.done
 		return nil
 	}
-	defer close(c.done)
 	c.adm.Close() // launches waiting for tokens return ErrClosed
 	c.life.end()  // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
@@ -344,25 +367,24 @@ func (c *tenantCore) close(why string) error {
 		stop()
 	}
 	p := c.pool
-	var errs []error
+	var errs [8]error // on the stack: a tenant closed makes no garbage here
 	c.mu.Lock()
 	streams, modules := c.streams, c.modules
 	c.streams, c.modules = nil, nil
 	c.mu.Unlock()
 	ctx := c.ctx()
 	leaks := c.acct.Live()
-	errs = append(errs, hookErr, c.mem.Close(ctx, leaks, asMemStreams(streams)))
+	errs[0], errs[1] = hookErr, c.mem.Close(ctx, leaks, asMemStreams(streams))
 	for _, s := range streams {
-		errs = append(errs, s.destroy(ctx))
+		errs[2] = errors.Join(errs[2], s.destroy(ctx)) // nil, with no garbage, while both are
 	}
-	errs = append(errs, c.events.Close(p.drv, ctx), c.graphs.Close(ctx))
+	errs[3], errs[4] = c.events.Close(p.drv, ctx), c.graphs.Close(ctx)
 	for _, m := range modules {
-		errs = append(errs, m.unload(ctx))
+		errs[5] = errors.Join(errs[5], m.unload(ctx))
 	}
-	_, err := c.acct.Close()
-	errs = append(errs, err)
+	_, errs[6] = c.acct.Close()
 	spare, err := c.place.retire(p)
-	errs = append(errs, err)
+	errs[7] = err
 	// The tenant leaves the pool's list last, so that a Pool.Close that
 	// starts meanwhile finds it and waits for this close to end.
 	p.mu.Lock()
@@ -377,7 +399,7 @@ func (c *tenantCore) close(why string) error {
 	}
 	p.mu.Unlock()
 	if spare != nil { // the pool closed meanwhile
-		errs = append(errs, spare.Close())
+		errs[7] = errors.Join(errs[7], spare.Close())
 	}
 	if why != "" || len(leaks) > 0 {
 		logf := p.log.Warn
@@ -386,7 +408,7 @@ func (c *tenantCore) close(why string) error {
 		}
 		logf("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
 	}
-	return p.forgive(errors.Join(errs...))
+	return p.forgive(errors.Join(errs[:]...))
 }
 
 // closeWhenDone closes the tenant when ctx is done (used by WithContext).

@@ -49,6 +49,10 @@ type Allocator interface {
 	// with ctx (the tenant is closed and no call is in flight), and
 	// destroys the pool. streams are the tenant's, its first stream first.
 	Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []Stream) error
+	// Ops is the engine's Config, whose fills, copies and MemInfo the
+	// tenant calls directly (they allocate nothing): the tenant keeps a
+	// pointer to it, not a copy of its own.
+	Ops() *Config
 }
 
 // Stream is one of the tenant's streams, as the engine sees it.
@@ -61,6 +65,16 @@ type Stream interface {
 	// Synchronize waits for the work queued on the stream, as the tenant
 	// does (Trim waits so before it trims the pool).
 	Synchronize() error
+}
+
+// Owner is what the engine needs of its tenant.
+type Owner interface {
+	// Enter counts a call in the tenant's life lock, or fails (closed, or
+	// the device lost); Exit counts it out with Enter's token.
+	Enter() (token uint32, err error)
+	Exit(token uint32)
+	// Streams lists the tenant's open streams, its first stream first.
+	Streams() []Stream
 }
 
 // Device is the device the engine allocates on.
@@ -76,7 +90,6 @@ type Device interface {
 type Config struct {
 	Driver cuda.Driver // the guarded driver: a fault is seen as on any call
 	Device Device
-	Tenant string // the tenant's name, for errors
 	// Account is the tenant's quota; Tracker the device's limit, against
 	// which the blocks kept on free lists count too (they are not the
 	// tenant's, but the device's memory all the same).
@@ -87,12 +100,9 @@ type Config struct {
 	Peers *Peers
 	// Info caches the device's memory figures for MemInfo. One per device.
 	Info *InfoCache
-	// Enter counts a call in the tenant's life lock, or fails (closed, or
-	// the device lost); Exit counts it out with Enter's token.
-	Enter func() (token uint32, err error)
-	Exit  func(token uint32)
-	// Streams lists the tenant's open streams, its first stream first.
-	Streams func() []Stream
+	// Owner is the tenant: one interface it implements rather than a func
+	// per need, each of which was an allocation per tenant made.
+	Owner
 	// Green says the tenant's streams are a partition's (green contexts).
 	// Stream-ordered pool calls then go with no context current where the
 	// driver takes them so, which Probe remembers for the device (ProbeYes,
@@ -110,6 +120,9 @@ const (
 	ProbeYes
 	ProbeNo
 )
+
+// tenant is the tenant's name, for errors: its account's.
+func (c *Config) tenant() string { return c.Account.Name() }
 
 // do runs f with the primary context, counted in the tenant's life lock.
 func (c *Config) do(f func(ctx cuda.Context) error) error {

@@ -87,27 +87,8 @@ func (d *device) newTenant(name string, quota uint64, pool *PoolConfig, green bo
 	require.NoError(t, err)
 	tn.newStream()
 	cfg := Config{
-		Driver: d.drv, Device: d, Tenant: name, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers,
-		Enter: func() (uint32, error) {
-			if tn.closed.Load() {
-				return 0, errs.ErrClosed
-			}
-			tn.in.Add(1)
-			return 7, nil
-		},
-		Exit: func(tok uint32) {
-			require.Equal(t, uint32(7), tok, "Exit gets Enter's token")
-			tn.in.Add(-1)
-		},
-		Streams: func() []Stream {
-			tn.mu.Lock()
-			defer tn.mu.Unlock()
-			var l []Stream
-			for _, s := range tn.streams {
-				l = append(l, s)
-			}
-			return l
-		},
+		Driver: d.drv, Device: d, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers,
+		Owner: tn,
 		Green: green, Probe: &d.probe, Log: slog.New(slog.NewTextHandler(&d.log, nil)),
 	}
 	if pool == nil {
@@ -117,6 +98,29 @@ func (d *device) newTenant(name string, quota uint64, pool *PoolConfig, green bo
 		require.NoError(t, err)
 	}
 	return tn
+}
+
+func (tn *tenant) Enter() (uint32, error) {
+	if tn.closed.Load() {
+		return 0, errs.ErrClosed
+	}
+	tn.in.Add(1)
+	return 7, nil
+}
+
+func (tn *tenant) Exit(tok uint32) {
+	require.Equal(tn.d.t, uint32(7), tok, "Exit gets Enter's token")
+	tn.in.Add(-1)
+}
+
+func (tn *tenant) Streams() []Stream {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	var l []Stream
+	for _, s := range tn.streams {
+		l = append(l, s)
+	}
+	return l
 }
 
 func (tn *tenant) newStream() *stream {

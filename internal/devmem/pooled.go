@@ -94,7 +94,7 @@ func (e *pooled) Alloc(s Stream, n uint64) (cuda.DevicePtr, error) {
 	p, err := e.alloc(s, n)
 	if err != nil {
 		r.Cancel()
-		return 0, fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err)
+		return 0, fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
 	}
 	if err := r.Commit(uint64(p)); err != nil {
 		// Cannot happen for a pointer the driver just returned; the
@@ -150,7 +150,7 @@ func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
 		if held, herr := e.Reserved(); derr == nil && herr == nil && devFree >= size+cuda.PoolChunk {
 			a := e.cfg.Account
 			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of the %d bytes its %d-byte quota allows it (%d allocated, the rest cached blocks and fragments): %w",
-				memtrack.ErrQuotaExceeded, e.cfg.Tenant, n, held, e.maxSize, a.Limit(), a.Used()-n, err) // Used counts this request's reservation too
+				memtrack.ErrQuotaExceeded, e.cfg.tenant(), n, held, e.maxSize, a.Limit(), a.Used()-n, err) // Used counts this request's reservation too
 		}
 	}
 	return p, err
@@ -166,7 +166,7 @@ func (e *pooled) Free(s Stream, p cuda.DevicePtr) error {
 		if err := e.freeToDriver(s, p); err != nil {
 			// The driver kept it (or a Close, waiting for this call, will
 			// free it): it stays recorded, its bytes never stopped counting.
-			return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err), r.Cancel())
+			return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err), r.Cancel())
 		}
 		r.Commit()
 		return nil
@@ -185,7 +185,7 @@ func (e *pooled) Free(s Stream, p cuda.DevicePtr) error {
 		if rr, rerr := e.cfg.Account.Reserve(n); rerr == nil {
 			_ = rr.Commit(uint64(p))
 		}
-		return fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err)
+		return fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
 	}
 	return nil
 }
@@ -305,6 +305,8 @@ func (e *pooled) Reserved() (uint64, error) {
 	})
 	return v, err
 }
+
+func (e *pooled) Ops() *Config { return &e.cfg }
 
 func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []Stream) error {
 	e.cfg.Peers.remove(e)
