@@ -3,6 +3,7 @@ package fcsp
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
@@ -57,12 +58,7 @@ func asMemStreams(streams []*Stream) []devmem.Stream {
 	return l
 }
 
-// Alloc allocates n bytes of device memory against the tenant's quota (from
-// its pool, in order on its first stream, with WithMemoryPool). The
-// quota is checked first, without locks; an over-quota request fails with an
-// error that is errors.Is(err, ErrQuotaExceeded) and names requested, used
-// and limit; a driver failure after admission (out of memory) gives the
-// quota back.
+// Alloc is Tenant.Alloc, for the SDK's own callers.
 func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -92,9 +88,7 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	return DevicePtr(p), err
 }
 
-// Free frees memory the tenant allocated. A pointer it does not own (never
-// allocated here, another tenant's, already freed) is refused with
-// ErrUnknownPointer and changes nothing.
+// Free is Tenant.Free, for the SDK's own callers.
 func (c *tenantCore) Free(p DevicePtr) error {
 	return c.free(c.first, p)
 }
@@ -108,9 +102,7 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 	return c.mem.Free((*memStream)(s), cuda.DevicePtr(p))
 }
 
-// AllocAsync allocates n bytes in stream order on s (the memory may be used
-// by work queued on s after this call); with WithMemoryPool it comes from
-// the tenant's pool. Quota and errors are those of Alloc.
+// AllocAsync is Tenant.AllocAsync, for the SDK's own callers.
 func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
 	if s == nil || s.t != c {
 		return 0, fmt.Errorf("%w: AllocAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
@@ -121,7 +113,7 @@ func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
 	return c.alloc(s, n)
 }
 
-// FreeAsync frees p in stream order on s: after the work queued on s.
+// FreeAsync is Tenant.FreeAsync, for the SDK's own callers.
 func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
 	if s == nil || s.t != c {
 		return fmt.Errorf("%w: FreeAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
@@ -135,19 +127,22 @@ func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
 // Trim gives the tenant's cached memory back to the driver: its streams'
 // free lists, then its pool's cache, after waiting for the streams that
 // freed blocks (and the first). It is a no-op without a pool.
-func (c *tenantCore) Trim() error {
+func (t *Tenant) Trim() error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	if c.closed.Load() {
 		return ErrClosed
 	}
 	return c.mem.Trim()
 }
 
-// MemGetInfo is what cuMemGetInfo should tell code running as this tenant
-// (the device's free memory read at most once a millisecond per pool):
+// MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
 // total is its quota (at most the device's), free what remains of it (at
 // most what the device has free). Code that sizes a KV cache from free
 // memory then sizes it to the tenant, not the card.
-func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
+func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	slot, err := c.enter()
 	if err != nil {
 		return 0, 0, err
@@ -168,11 +163,15 @@ func (c *tenantCore) cachedBytes() (n uint64) {
 }
 
 // CopyToDevice copies src into device memory at dst.
-func (c *tenantCore) CopyToDevice(dst DevicePtr, src []byte) error {
+func (t *Tenant) CopyToDevice(dst DevicePtr, src []byte) error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	return c.memOps.CopyToDevice(cuda.DevicePtr(dst), src)
 }
 
 // CopyFromDevice copies device memory at src into dst.
-func (c *tenantCore) CopyFromDevice(dst []byte, src DevicePtr) error {
+func (t *Tenant) CopyFromDevice(dst []byte, src DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	return c.memOps.CopyFromDevice(dst, cuda.DevicePtr(src))
 }

@@ -3,6 +3,7 @@ package fcsp
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 
@@ -49,7 +50,9 @@ func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 }
 
 // NewStream adds a stream of class cl to the tenant.
-func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
+func (t *Tenant) NewStream(cl Class) (*Stream, error) {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
@@ -75,7 +78,9 @@ func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
 // communicator uses) so that launches through the SDK are classified. Its
 // class is the one given to Pool.RegisterStream, else cl. The SDK does not
 // destroy adopted streams.
-func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
+func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	slot, err := c.enter()
 	if err != nil {
 		return nil, err

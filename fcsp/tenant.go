@@ -163,31 +163,47 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		c.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
 	}
 	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
-		p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.SMLimit)
+		p.log.Info("tenant created", "tenant", name, "sms", c.place.sms(), "quota", quota, "sm_limit", cfg.SMLimit)
 	}
 	return t, nil
 }
 
 // Pool is the pool the tenant belongs to.
-func (c *tenantCore) Pool() *Pool { return c.pool }
+func (t *Tenant) Pool() *Pool {
+	defer runtime.KeepAlive(t)
+	return t.c.pool
+}
 
 // Name is the tenant's name.
-func (c *tenantCore) Name() string { return c.name }
+func (t *Tenant) Name() string {
+	defer runtime.KeepAlive(t)
+	return t.c.name
+}
 
-// SMs is how many SMs the tenant's partition holds, read back from the
-// driver; for an unpartitioned tenant, the whole device's (shared).
+// SMs is Tenant.SMs, for the SDK's own callers.
 func (c *tenantCore) SMs() int { return c.place.sms() }
 
 // Partitioned reports whether the tenant has SMs of its own.
-func (c *tenantCore) Partitioned() bool { return c.place.partitioned() }
+func (t *Tenant) Partitioned() bool {
+	defer runtime.KeepAlive(t)
+	return t.c.place.partitioned()
+}
 
 // Context is the tenant's CUcontext (the green context's, or the device's
-// primary context for an unpartitioned tenant), for other bindings. Note
-// that a green context may be current on one thread at a time.
-func (c *tenantCore) Context() uintptr { return uintptr(c.place.context()) }
+// primary context for an unpartitioned tenant), for other bindings. A green
+// context may be current on one thread at a time, and the handle is valid
+// only while the Tenant is open and reachable.
+func (t *Tenant) Context() uintptr {
+	defer runtime.KeepAlive(t)
+	return uintptr(t.c.place.context())
+}
 
-// Stream is the tenant's first stream.
-func (c *tenantCore) Stream() *Stream { return c.first }
+// Stream is the tenant's first stream. It does not keep the tenant
+// reachable.
+func (t *Tenant) Stream() *Stream {
+	defer runtime.KeepAlive(t)
+	return t.c.first
+}
 
 // ctx is the tenant's context handle.
 func (c *tenantCore) ctx() cuda.Context { return c.place.context() }
@@ -233,9 +249,13 @@ func (c *tenantCore) doGreen(f func(ctx cuda.Context) error) error {
 	return c.place.doGreen(f)
 }
 
-// SetSMLimit changes the tenant's launch-rate limit; it applies from the
-// next launch. A tenant made without WithSMLimit cannot be limited later.
-func (c *tenantCore) SetSMLimit(f float64) error {
+// SetSMLimit changes the tenant's launch-rate limit (its GPU share under
+// WithGPUShare) within one refill period: the tokens it has saved scale
+// with the limit, and launches waiting for tokens are charged again at the
+// new one. A tenant made without WithSMLimit cannot be limited later.
+func (t *Tenant) SetSMLimit(f float64) error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	if !c.adm.Limited() {
 		return fmt.Errorf("%w: tenant %q was made without WithSMLimit", ErrInvalidArgument, c.name)
 	}
@@ -324,9 +344,9 @@ type WaitStats struct {
 	Max    time.Duration
 }
 
-// Stats reports the tenant's use.
+// Stats is Tenant.Stats, for the SDK's own callers.
 func (c *tenantCore) Stats() Stats {
-	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.place.partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
+	s := Stats{Name: c.name, SMs: c.place.sms(), Partitioned: c.place.partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
 	s.ContextWait = c.place.waits()
 	var gates admission.GateSums // added up in place: Stats is polled, and a copy of the gates was garbage
 	c.mu.Lock()
@@ -426,9 +446,12 @@ func (c *tenantCore) closeWhenDone(ctx context.Context) {
 // Do (a cuBLAS handle, a cuDNN handle, a TensorRT context) are destroyed on
 // the context they belong to, as net/http's Server.RegisterOnShutdown runs
 // a server's. The functions run in the order registered, each once; their
-// errors are joined to Close's. f must not call the tenant's Do or Close.
-// A nil f is ErrInvalidArgument; on a closed tenant, ErrClosed.
-func (c *tenantCore) OnClose(f func(Current) error) error {
+// errors (and panics, as errors) are joined to Close's. f must not call the
+// tenant's Do; its Close there is ErrInsideDo. A nil f is
+// ErrInvalidArgument; on a closed tenant, ErrClosed.
+func (t *Tenant) OnClose(f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	if f == nil {
 		return fmt.Errorf("%w: OnClose with a nil function", ErrInvalidArgument)
 	}
