@@ -92,7 +92,7 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	inside := c.dos.enter(thread)
 	defer c.dos.exit(inside, thread)
 	inCtx := c.place.doGreen
-	if err := inCtx(func(ctx cuda.Context) error { return c.graphs.BeginCapture(ctx, s.h()) }); err != nil {
+	if err := inCtx(func(ctx cuda.Context) error { return c.graphSet().BeginCapture(ctx, s.h()) }); err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	g = &Graph{t: c, layout: int32(c.place.layout())}

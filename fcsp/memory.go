@@ -18,7 +18,9 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
 	mc := devmem.Config{
 		Driver: p.drv, Device: p.dev,
 		Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo, Owner: (*host)(c),
-		Green: c.place.partitioned(), Probe: &p.unscoped.pool, Log: p.log,
+	}
+	if c.place.partitioned() {
+		mc.Probe = &p.unscoped.pool
 	}
 	if cfg.Plain {
 		c.mem = devmem.NewPlain(mc)
@@ -43,16 +45,12 @@ func (s *memStream) Handle() cuda.Stream    { return (*Stream)(s).h() }
 func (s *memStream) Blocks() *devmem.Blocks { return &s.blocks }
 func (s *memStream) Synchronize() error     { return (*Stream)(s).Synchronize() }
 
-// memStreams lists the tenant's streams for the memory engine.
-func (c *tenantCore) memStreams() []devmem.Stream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return asMemStreams(c.streams)
-}
-
-func asMemStreams(streams []*Stream) []devmem.Stream {
-	l := make([]devmem.Stream, len(streams))
-	for i, s := range streams {
+// Streams lists the tenant's streams for the memory engine.
+func (h *host) Streams() []devmem.Stream {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := make([]devmem.Stream, len(h.streams))
+	for i, s := range h.streams {
 		l[i] = (*memStream)(s)
 	}
 	return l

@@ -63,15 +63,17 @@ type tenantCore struct {
 	// written by NewStream, Close and Stats (mu among them): 128 bytes
 	// apart, so that a storm of those calls does not make every call's
 	// reads miss the cache. These, written once before the tenant is
-	// shared, are part of the distance; the pad is the rest (a tenant is
-	// made and closed 150,000 times a second in a server's storm: its
-	// size is garbage).
-	graphs  *graphs.Set          // live graphs and execs, destroyed by Close (graph.go)
-	prio    config.Prio          // WithPriority, WithBandwidthFloor (internal/config)
-	cleanup runtime.Cleanup      // closes a tenant whose handle the GC found unreachable
-	stop    func() bool          // unregisters the context watcher (under mu)
-	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
-	_       [128 - 56]byte
+	// shared or on no request's path (OnClose, Reshape), are part of the
+	// distance; the pad is the rest (a tenant is made and closed 150,000
+	// times a second in a server's storm: its size is garbage).
+	graphs  *graphs.Set           // live graphs and execs, destroyed by Close; made by graphSet
+	prio    config.Prio           // WithPriority, WithBandwidthFloor (internal/config)
+	cleanup runtime.Cleanup       // closes a tenant whose handle the GC found unreachable
+	stop    func() bool           // unregisters the context watcher (under mu)
+	handle  weak.Pointer[Tenant]  // for Pool.Tenant: weak, so the GC cleanup still runs
+	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
+	reshape sync.Mutex            // serialises Reshape (reshape.go)
+	_       [128 - 88]byte
 
 	mu      sync.Mutex
 	streams []*Stream
@@ -80,9 +82,6 @@ type tenantCore struct {
 	events  event.Set
 	closing sync.Mutex // held by the close under way: a second close waits for it
 	dos     doThreads  // OS threads inside Do (do.go)
-	reshape sync.Mutex // serialises Reshape (reshape.go)
-
-	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -112,9 +111,10 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, prio: cfg.Prio, graphs: graphs.New(p.drv)}
-	c.place = devicePlace(p.dev, p.info.SMs)
-	if cfg.Partitioned() {
+	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
+	if !cfg.Partitioned() {
+		c.place = devicePlace(p.dev, p.info.SMs)
+	} else {
 		if err := p.checkWorkQueues(); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
@@ -262,6 +262,20 @@ func (t *Tenant) SetSMLimit(f float64) error {
 	return c.adm.SetSMLimit(f)
 }
 
+// graphSet is the tenant's graphs.Set, made at its first capture: most
+// tenants capture none, and the set was garbage of every one made. Every
+// other use of c.graphs follows a capture of the tenant (its Graph, its
+// exec) or the end of the tenant's calls (close), so it sees the set made
+// here, under mu.
+func (c *tenantCore) graphSet() *graphs.Set {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.graphs == nil {
+		c.graphs = graphs.New(c.pool.drv)
+	}
+	return c.graphs
+}
+
 // configs recycles NewTenant's configurations: the options are funcs, so
 // the one they fill escapes, which was an allocation per tenant made.
 var configs = sync.Pool{New: func() any { return new(tenantConfig) }}
@@ -271,13 +285,12 @@ var configs = sync.Pool{New: func() any { return new(tenantConfig) }}
 // of the closures that were garbage of every tenant made.
 type host tenantCore
 
-func (h *host) Enter() (uint32, error)   { return (*tenantCore)(h).enter() }
-func (h *host) Exit(slot uint32)         { h.life.exit(slot) }
-func (h *host) Closed() bool             { return h.closed.Load() }
-func (h *host) Primary() cuda.Context    { return h.pool.dev.Primary() }
-func (h *host) AnyThread() cuda.Context  { return h.place.anyThread() }
-func (h *host) Log(msg string)           { h.pool.log.Info(msg) }
-func (h *host) Streams() []devmem.Stream { return (*tenantCore)(h).memStreams() }
+func (h *host) Enter() (uint32, error)  { return (*tenantCore)(h).enter() }
+func (h *host) Exit(slot uint32)        { h.life.exit(slot) }
+func (h *host) Closed() bool            { return h.closed.Load() }
+func (h *host) Primary() cuda.Context   { return h.pool.dev.Primary() }
+func (h *host) AnyThread() cuda.Context { return h.place.anyThread() }
+func (h *host) Log(msg string)          { h.pool.log.Info(msg) }
 
 // newAdmission makes the tenant's admission engine from cfg.
 func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) {
@@ -388,17 +401,22 @@ func (c *tenantCore) close(why string) error {
 	}
 	p := c.pool
 	var errs [8]error // on the stack: a tenant closed makes no garbage here
+	ctx := c.ctx()
+	leaks := c.acct.Live()
+	// The memory engine lists the streams itself (host.Streams), where
+	// it must wait for them; nothing can add one any more.
+	errs[0], errs[1] = hookErr, c.mem.Close(ctx, leaks)
 	c.mu.Lock()
 	streams, modules := c.streams, c.modules
 	c.streams, c.modules = nil, nil
 	c.mu.Unlock()
-	ctx := c.ctx()
-	leaks := c.acct.Live()
-	errs[0], errs[1] = hookErr, c.mem.Close(ctx, leaks, asMemStreams(streams))
 	for _, s := range streams {
 		errs[2] = errors.Join(errs[2], s.destroy(ctx)) // nil, with no garbage, while both are
 	}
-	errs[3], errs[4] = c.events.Close(p.drv, ctx), c.graphs.Close(ctx)
+	errs[3] = c.events.Close(p.drv, ctx)
+	if c.graphs != nil { // a capture made it (graphSet)
+		errs[4] = c.graphs.Close(ctx)
+	}
 	for _, m := range modules {
 		errs[5] = errors.Join(errs[5], m.unload(ctx))
 	}

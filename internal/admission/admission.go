@@ -58,17 +58,18 @@ type Config struct {
 	Refill            time.Duration // 0: tokenbucket's default
 	Clock             func() int64  // nil: monotonic
 
-	Metered bool    // time work on the GPU clock (implied by GPUShare)
-	Latency bool    // LatencyCritical: its work in flight holds floored tenants down
-	Floor   float64 // WithBandwidthFloor; 0: none
+	Metered bool // time work on the GPU clock (implied by GPUShare)
+	Latency bool // LatencyCritical: its work in flight holds floored tenants down
+	// Partitioned: the tenant's Do holds one of few green contexts. (With
+	// the flags: the Tenant copies its Config, made per tenant.)
+	Partitioned bool
+	Floor       float64 // WithBandwidthFloor; 0: none
 
 	Events Events
 	// Host is the tenant the engine serves. One interface, which the
 	// tenant implements, rather than a func per need: each method value
 	// was an allocation per tenant made.
 	Host
-	// Partitioned: the tenant's Do holds one of few green contexts.
-	Partitioned bool
 }
 
 // Host is what the engine needs of its tenant.

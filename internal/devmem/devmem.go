@@ -13,7 +13,6 @@ package devmem
 
 import (
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -47,8 +46,10 @@ type Allocator interface {
 	Reserved() (uint64, error)
 	// Close frees the allocations the tenant leaked and every cached block,
 	// with ctx (the tenant is closed and no call is in flight), and
-	// destroys the pool. streams are the tenant's, its first stream first.
-	Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []Stream) error
+	// destroys the pool. It asks the Owner for its streams only where it
+	// must wait for them (a pool that was used): a list made for every
+	// tenant closed was garbage.
+	Close(ctx cuda.Context, leaks []memtrack.Allocation) error
 	// Ops is the engine's Config, whose fills, copies and MemInfo the
 	// tenant calls directly (they allocate nothing): the tenant keeps a
 	// pointer to it, not a copy of its own.
@@ -75,6 +76,8 @@ type Owner interface {
 	Exit(token uint32)
 	// Streams lists the tenant's open streams, its first stream first.
 	Streams() []Stream
+	// Log hears a once-only notice.
+	Log(msg string)
 }
 
 // Device is the device the engine allocates on.
@@ -103,14 +106,14 @@ type Config struct {
 	// Owner is the tenant: one interface it implements rather than a func
 	// per need, each of which was an allocation per tenant made.
 	Owner
-	// Green says the tenant's streams are a partition's (green contexts).
-	// Stream-ordered pool calls then go with no context current where the
-	// driver takes them so, which Probe remembers for the device (ProbeYes,
-	// ProbeNo); otherwise, in the primary context. Log hears when the
-	// driver refuses.
-	Green bool
+	// Probe, set where the tenant's streams are a partition's (green
+	// contexts), remembers for the device whether the driver takes
+	// stream-ordered pool calls with no context current (ProbeYes,
+	// ProbeNo); those calls then go so where it does, and in the primary
+	// context otherwise, as they always do without Probe. The Owner's Log
+	// hears when the driver refuses. (Fields derived rather than kept:
+	// the Config is copied into every tenant's engine.)
 	Probe *atomic.Int32
-	Log   *slog.Logger
 }
 
 // What Config.Probe holds: whether the driver takes stream-ordered calls
@@ -139,7 +142,7 @@ func (c *Config) do(f func(ctx cuda.Context) error) error {
 // names the context, so no lock is taken and calls run in parallel. The
 // caller is counted in the life lock.
 func (c *Config) ordered(f func(ctx cuda.Context) error) error {
-	if !c.Green {
+	if c.Probe == nil {
 		return f(c.Device.Primary()) // primary contexts may be current anywhere
 	}
 	switch c.Probe.Load() {
@@ -154,7 +157,7 @@ func (c *Config) ordered(f func(ctx cuda.Context) error) error {
 		c.Probe.Store(ProbeYes)
 	case errors.Is(err, cuda.ErrorInvalidContext), errors.Is(err, cuda.ErrorInvalidHandle):
 		c.Probe.Store(ProbeNo)
-		c.Log.Info("driver needs a current context for launches/synchronisation; serialising per green context")
+		c.Owner.Log("driver needs a current context for launches/synchronisation; serialising per green context")
 		return c.do(f)
 	}
 	return err

@@ -3,7 +3,6 @@ package devmem
 import (
 	"bytes"
 	"errors"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -89,7 +88,9 @@ func (d *device) newTenant(name string, quota uint64, pool *PoolConfig, green bo
 	cfg := Config{
 		Driver: d.drv, Device: d, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers,
 		Owner: tn,
-		Green: green, Probe: &d.probe, Log: slog.New(slog.NewTextHandler(&d.log, nil)),
+	}
+	if green {
+		cfg.Probe = &d.probe
 	}
 	if pool == nil {
 		tn.mem = NewPlain(cfg)
@@ -112,6 +113,8 @@ func (tn *tenant) Exit(tok uint32) {
 	require.Equal(tn.d.t, uint32(7), tok, "Exit gets Enter's token")
 	tn.in.Add(-1)
 }
+
+func (tn *tenant) Log(msg string) { tn.d.log.WriteString(msg + "\n") }
 
 func (tn *tenant) Streams() []Stream {
 	tn.mu.Lock()
@@ -140,11 +143,7 @@ func (tn *tenant) first() *stream { return tn.streams[0] }
 func (tn *tenant) close() error {
 	tn.closed.Store(true)
 	require.Zero(tn.d.t, tn.in.Load(), "a call still counted in the life lock")
-	var l []Stream
-	for _, s := range tn.streams {
-		l = append(l, s)
-	}
-	err := tn.mem.Close(tn.d.primary, tn.acct.Live(), l)
+	err := tn.mem.Close(tn.d.primary, tn.acct.Live())
 	for _, s := range tn.streams {
 		err = errors.Join(err, tn.d.drv.StreamDestroy(tn.d.primary, s.h))
 	}

@@ -68,7 +68,7 @@ func (e *plain) Reserved() (uint64, error) { return 0, nil }
 
 func (e *plain) Ops() *Config { return &e.cfg }
 
-func (e *plain) Close(_ cuda.Context, leaks []memtrack.Allocation, _ []Stream) error {
+func (e *plain) Close(_ cuda.Context, leaks []memtrack.Allocation) error {
 	var errs []error
 	for _, a := range leaks {
 		errs = append(errs, e.cfg.Driver.MemFree(e.cfg.Device.Primary(), cuda.DevicePtr(a.Ptr)))

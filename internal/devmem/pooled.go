@@ -308,7 +308,7 @@ func (e *pooled) Reserved() (uint64, error) {
 
 func (e *pooled) Ops() *Config { return &e.cfg }
 
-func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []Stream) error {
+func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation) error {
 	e.cfg.Peers.remove(e)
 	drv := e.cfg.Driver
 	if !e.used.Load() && len(leaks) == 0 {
@@ -318,6 +318,7 @@ func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []
 		return drv.MemPoolDestroy(ctx, e.h)
 	}
 	var errs []error
+	streams := e.cfg.Streams()
 	// Leaks first: their frees are ordered on the first stream.
 	for _, a := range leaks {
 		errs = append(errs, drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].Handle()))
