@@ -9,33 +9,21 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 )
 
-// openMemory gives the tenant its memory engine (internal/devmem): plain
-// cuMemAlloc/cuMemFree with WithoutMemoryPool, else a pool of its own with
-// its streams' free lists in front of it. quota is the tenant's (the
-// device's limit where none was asked for).
-func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
+// openMemory gives the tenant its memory engine, which internal/devmem
+// chooses by the options: plain cuMemAlloc/cuMemFree with
+// WithoutMemoryPool, else a pool of its own with its streams' free lists in
+// front of it. quota is the tenant's (the device's limit where none was
+// asked for).
+func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) (err error) {
 	p := c.pool
-	mc := devmem.Config{
-		Driver: p.drv, Device: p.dev,
-		Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo, Owner: (*host)(c),
+	c.mem, err = devmem.Open(devmem.Config{
+		Driver: p.drv, Device: p.dev, Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo,
+		Owner: (*host)(c), Probe: &p.unscoped.pool,
+	}, devmem.PoolConfig{Plain: cfg.Plain, Green: c.place.partitioned(), Quota: quota, Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
+	if err == nil {
+		c.memOps = c.mem.Ops()
 	}
-	if c.place.partitioned() {
-		mc.Probe = &p.unscoped.pool
-	}
-	if cfg.Plain {
-		c.mem = devmem.NewPlain(mc)
-	} else {
-		// The pool's maximum size is the quota, but never more than the
-		// device may hold (a quota of MaxUint64 overflowed the driver's
-		// rounding of the size to whole chunks).
-		var err error
-		c.mem, err = devmem.NewPooled(mc, devmem.PoolConfig{Quota: min(quota, p.mem.Limit()), Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
-		if err != nil {
-			return err
-		}
-	}
-	c.memOps = c.mem.Ops()
-	return nil
+	return err
 }
 
 // memStream is a Stream as the memory engine sees it.
@@ -64,14 +52,11 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
-	if n == 0 {
-		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
-	}
 	return c.alloc(c.first, n)
 }
 
-// alloc is counted in the tenant's life lock from the quota check to the
-// record, so a Close that races it (a tenant ended by its context while a
+// alloc checks n, and is counted in the tenant's life lock from the quota
+// check to the record, so a Close that races it (a tenant ended by its context while a
 // request allocates) waits, then frees what it recorded: nothing is lost.
 func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	if n == 0 {
@@ -102,22 +87,27 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 
 // AllocAsync is Tenant.AllocAsync, for the SDK's own callers.
 func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
-	if s == nil || s.t != c {
-		return 0, fmt.Errorf("%w: AllocAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
-	}
-	if s.closed.Load() {
-		return 0, ErrClosed
+	if err := c.ownStream(s, "AllocAsync"); err != nil {
+		return 0, err
 	}
 	return c.alloc(s, n)
 }
 
-// FreeAsync is Tenant.FreeAsync, for the SDK's own callers.
-func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
+// ownStream refuses a stream that is not one of the tenant's open ones.
+func (c *tenantCore) ownStream(s *Stream, op string) error {
 	if s == nil || s.t != c {
-		return fmt.Errorf("%w: FreeAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
+		return fmt.Errorf("%w: %s needs one of tenant %q's streams", ErrInvalidArgument, op, c.name)
 	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	return nil
+}
+
+// FreeAsync is Tenant.FreeAsync, for the SDK's own callers.
+func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
+	if err := c.ownStream(s, "FreeAsync"); err != nil {
+		return err
 	}
 	return c.free(s, p)
 }

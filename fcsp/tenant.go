@@ -19,6 +19,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -482,9 +483,9 @@ func (t *Tenant) OnClose(f func(Current) error) error {
 	return nil
 }
 
-// runOnClose runs the OnClose functions on the tenant's context, after the
-// calls in flight have ended (so a green context is free) and before
-// anything is destroyed.
+// runOnClose runs the OnClose functions (internal/teardown) as a Do's f,
+// after the calls in flight have ended (so a green context is free) and
+// before anything is destroyed.
 func (c *tenantCore) runOnClose() error {
 	c.mu.Lock()
 	hooks := c.onClose
@@ -493,39 +494,9 @@ func (c *tenantCore) runOnClose() error {
 	if len(hooks) == 0 {
 		return nil
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	gs, cur, err := c.place.acquire(context.Background())
-	if err != nil {
-		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
-	}
-	if gs != nil {
-		defer gs.Release()
-	}
-	prev, thread, err := c.pool.dev.SwapCurrent(cur)
-	if err != nil {
-		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
-	}
-	slot := c.dos.enter(thread) // Current.Stream's check, and a Close inside is ErrInsideDo
-	var errs []error
-	for _, f := range hooks {
-		errs = append(errs, runHook(f, Current{t: c, ctx: context.Background(), gctx: cur, slot: slot, thread: thread}))
-	}
-	c.dos.exit(slot, thread)
-	errs = append(errs, c.pool.dev.RestoreCurrent(prev, cur))
-	if err := errors.Join(errs...); err != nil {
+	run := func(cur Current) error { return teardown.Run(hooks, cur) }
+	if err := c.doOnThread(context.Background(), run, nil, false); err != nil {
 		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
 	}
 	return nil
-}
-
-// runHook runs one OnClose function, turning a panic into an error: the
-// close must go on and give everything back.
-func runHook(f func(Current) error, cur Current) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("OnClose function panicked: %v", r)
-		}
-	}()
-	return f(cur)
 }

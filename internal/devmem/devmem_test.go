@@ -3,6 +3,7 @@ package devmem
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -476,4 +477,29 @@ func TestPooledStormLeavesNothing(t *testing.T) {
 	require.NoError(t, tn.close())
 	require.Zero(t, d.drv.Live().Bytes)
 	require.Zero(t, d.tracker.Used())
+}
+
+// TestOpenChooses: Open makes the engine the options chose, keeps Probe
+// for a green tenant only, and bounds a pool by the device's limit.
+func TestOpenChooses(t *testing.T) {
+	d := newDevice(t, 0, 1<<30)
+	tn := &tenant{d: d, name: "o"}
+	var err error
+	tn.acct, err = d.tracker.NewAccount("o", math.MaxUint64>>1)
+	require.NoError(t, err)
+	tn.newStream()
+	cfg := Config{Driver: d.drv, Device: d, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers, Owner: tn, Probe: &d.probe}
+
+	e, err := Open(cfg, PoolConfig{Plain: true, Quota: 1 << 20})
+	require.NoError(t, err)
+	require.IsType(t, (*plain)(nil), e)
+	require.Nil(t, e.Ops().Probe, "not green: no probe")
+	require.NoError(t, e.Close(d.primary, nil))
+
+	e, err = Open(cfg, PoolConfig{Green: true, Quota: math.MaxUint64, Explicit: true})
+	require.NoError(t, err)
+	require.IsType(t, (*pooled)(nil), e)
+	require.Same(t, &d.probe, e.Ops().Probe)
+	require.Equal(t, uint64(1<<30), e.(*pooled).maxSize, "the pool is bounded by the device's limit")
+	require.NoError(t, e.Close(d.primary, nil))
 }

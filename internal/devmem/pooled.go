@@ -35,6 +35,27 @@ type PoolConfig struct {
 	Keep uint64
 	// NoLists: the driver's pool alone, without free lists (benchmarks).
 	NoLists bool
+	// Plain: no pool, cuMemAlloc and cuMemFree (fcsp's WithoutMemoryPool;
+	// Open makes a plain engine).
+	Plain bool
+	// Green: the tenant's streams are a partition's, so Config.Probe
+	// applies (Open drops it otherwise).
+	Green bool
+}
+
+// Open makes the tenant's engine as pool says: plain, or pooled with a
+// pool of at most the quota and never more than the device may hold (a
+// quota of MaxUint64 overflowed the driver's rounding of the size to
+// whole chunks).
+func Open(cfg Config, pool PoolConfig) (Allocator, error) {
+	if !pool.Green {
+		cfg.Probe = nil
+	}
+	if pool.Plain {
+		return NewPlain(cfg), nil
+	}
+	pool.Quota = min(pool.Quota, cfg.Tracker.Limit())
+	return NewPooled(cfg, pool)
 }
 
 // MaxSize is the one place a pool's maximum size is derived from the
