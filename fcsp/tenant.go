@@ -440,13 +440,7 @@ func (c *tenantCore) close(why string) error {
 	if spare != nil { // the pool closed meanwhile
 		errs[7] = errors.Join(errs[7], spare.Close())
 	}
-	if why != "" || len(leaks) > 0 {
-		logf := p.log.Warn
-		if why == "pool closed" && len(leaks) == 0 {
-			logf = p.log.Info // Pool.Close closes open tenants, as documented: not a reclaim
-		}
-		logf("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
-	}
+	teardown.Reclaimed(p.log, c.name, why, len(leaks))
 	return p.forgive(errors.Join(errs[:]...))
 }
 

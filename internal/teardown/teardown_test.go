@@ -2,6 +2,7 @@ package teardown
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -22,5 +23,31 @@ func TestRunOrderErrorsAndPanics(t *testing.T) {
 	}
 	if err := Run[int](nil, 0); err != nil {
 		t.Fatalf("no hooks: %v", err)
+	}
+}
+
+func TestReclaimedLevels(t *testing.T) {
+	for _, tc := range []struct {
+		why   string
+		leaks int
+		want  string // "" : nothing logged
+	}{
+		{"", 0, ""},
+		{"", 2, "level=WARN"},
+		{"tenant handle garbage-collected without Close", 0, "level=WARN"},
+		{PoolClosed, 0, "level=INFO"},
+		{PoolClosed, 1, "level=WARN"},
+	} {
+		var b strings.Builder
+		Reclaimed(slog.New(slog.NewTextHandler(&b, nil)), "a", tc.why, tc.leaks)
+		if tc.want == "" {
+			if b.Len() != 0 {
+				t.Errorf("why %q, %d leaks: logged %q, want nothing", tc.why, tc.leaks, b.String())
+			}
+			continue
+		}
+		if !strings.Contains(b.String(), tc.want) || !strings.Contains(b.String(), "tenant reclaimed") {
+			t.Errorf("why %q, %d leaks: logged %q, want %s", tc.why, tc.leaks, b.String(), tc.want)
+		}
 	}
 }
