@@ -56,22 +56,7 @@ func (t *Tenant) NewStream(cl Class) (*Stream, error) {
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
-	// In the life lock until the stream is listed, so that a racing Close
-	// waits and then destroys it; and the pool is not lost, no Reset
-	// replaces the partition, and no Reshape switches its streams, meanwhile.
-	slot, err := c.enter()
-	if err != nil {
-		return nil, err
-	}
-	defer c.life.exit(slot)
-	s, err := c.newStream(cl, false)
-	if err != nil {
-		return nil, err // greenctx calls the driver through the pool's guard
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.streams = append(c.streams, s)
-	return s, nil
+	return c.addStream(func() (*Stream, error) { return c.newStream(cl, false) })
 }
 
 // Adopt wraps a stream created elsewhere (for example the one an NCCL
@@ -81,17 +66,28 @@ func (t *Tenant) NewStream(cl Class) (*Stream, error) {
 func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
+	return c.addStream(func() (*Stream, error) {
+		if reg, ok := c.pool.registry.Lookup(handle); ok {
+			cl = reg
+		}
+		s := &Stream{t: c, class: cl}
+		s.hv.Store(handle)
+		return s, c.adm.Init(&s.gate, cl, &s.hv, &s.closed)
+	})
+}
+
+// addStream lists the stream mk makes. In the life lock until the stream
+// is listed, so that a racing Close waits and then destroys it; and the
+// pool is not lost, no Reset replaces the partition, and no Reshape
+// switches its streams, meanwhile.
+func (c *tenantCore) addStream(mk func() (*Stream, error)) (*Stream, error) {
 	slot, err := c.enter()
 	if err != nil {
 		return nil, err
 	}
 	defer c.life.exit(slot)
-	if reg, ok := c.pool.registry.Lookup(handle); ok {
-		cl = reg
-	}
-	s := &Stream{t: c, class: cl}
-	s.hv.Store(handle)
-	if err := c.adm.Init(&s.gate, cl, &s.hv, &s.closed); err != nil {
+	s, err := mk()
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
