@@ -134,10 +134,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		}
 		return nil, fmt.Errorf("tenant %q: %w", name, err)
 	}
-	quota := cfg.Quota
-	if quota == 0 {
-		quota = p.mem.Limit()
-	}
+	quota := cmp.Or(cfg.Quota, p.mem.Limit()) // none asked for: the device's limit
 	if err := p.checkQuota(quota); err != nil {
 		return undo(err)
 	}
