@@ -71,7 +71,7 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	inside := c.dos.Enter(thread)
 	defer c.dos.Exit(inside, thread)
 	g = &Graph{t: c}
-	if err := c.graphs.Capture(&g.g, c.place.doGreen, s.h(), rec, int32(c.place.layout()), c.name, f); err != nil {
+	if err := c.graphSet().Capture(&g.g, c.place.doGreen, s.h(), rec, int32(c.place.layout()), c.name, f); err != nil {
 		return nil, err
 	}
 	return g, nil

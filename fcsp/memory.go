@@ -3,33 +3,26 @@ package fcsp
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 )
 
-// openMemory gives the tenant its memory engine (internal/devmem): plain
-// cuMemAlloc/cuMemFree with WithoutMemoryPool, else a pool of its own with
-// its streams' free lists in front of it. quota is the tenant's (the
-// device's limit where none was asked for).
-func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) error {
+// openMemory gives the tenant its memory engine, which internal/devmem
+// chooses by the options: plain cuMemAlloc/cuMemFree with
+// WithoutMemoryPool, else a pool of its own with its streams' free lists in
+// front of it. quota is the tenant's (the device's limit where none was
+// asked for).
+func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) (err error) {
 	p := c.pool
-	mc := devmem.Config{
-		Driver: p.drv, Device: p.dev, Tenant: c.name,
-		Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo,
-		Enter: c.enter, Exit: c.life.exit, Streams: c.memStreams,
-		Green: c.place.partitioned(), Probe: &p.unscoped.pool, Log: p.log,
+	c.mem, err = devmem.Open(devmem.Config{
+		Driver: p.drv, Device: p.dev, Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo,
+		Owner: (*host)(c), Probe: &p.unscoped.pool,
+	}, devmem.PoolConfig{Plain: cfg.Plain, Green: c.place.partitioned(), Quota: quota, Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
+	if err == nil {
+		c.memOps = c.mem.Ops()
 	}
-	c.memOps = mc
-	if cfg.Plain {
-		c.mem = devmem.NewPlain(mc)
-		return nil
-	}
-	// The pool's maximum size is the quota, but never more than the device
-	// may hold (a quota of MaxUint64 overflowed the driver's rounding of the
-	// size to whole chunks).
-	var err error
-	c.mem, err = devmem.NewPooled(mc, devmem.PoolConfig{Quota: min(quota, p.mem.Limit()), Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
 	return err
 }
 
@@ -40,27 +33,18 @@ func (s *memStream) Handle() cuda.Stream    { return (*Stream)(s).h() }
 func (s *memStream) Blocks() *devmem.Blocks { return &s.blocks }
 func (s *memStream) Synchronize() error     { return (*Stream)(s).Synchronize() }
 
-// memStreams lists the tenant's streams for the memory engine.
-func (c *tenantCore) memStreams() []devmem.Stream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return asMemStreams(c.streams)
-}
-
-func asMemStreams(streams []*Stream) []devmem.Stream {
-	l := make([]devmem.Stream, len(streams))
-	for i, s := range streams {
+// Streams lists the tenant's streams for the memory engine.
+func (h *host) Streams() []devmem.Stream {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := make([]devmem.Stream, len(h.streams))
+	for i, s := range h.streams {
 		l[i] = (*memStream)(s)
 	}
 	return l
 }
 
-// Alloc allocates n bytes of device memory against the tenant's quota (from
-// its pool, in order on its first stream, with WithMemoryPool). The
-// quota is checked first, without locks; an over-quota request fails with an
-// error that is errors.Is(err, ErrQuotaExceeded) and names requested, used
-// and limit; a driver failure after admission (out of memory) gives the
-// quota back.
+// Alloc is Tenant.Alloc, for the SDK's own callers.
 func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -68,14 +52,11 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
-	if n == 0 {
-		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
-	}
 	return c.alloc(c.first, n)
 }
 
-// alloc is counted in the tenant's life lock from the quota check to the
-// record, so a Close that races it (a tenant ended by its context while a
+// alloc checks n, and is counted in the tenant's life lock from the quota
+// check to the record, so a Close that races it (a tenant ended by its context while a
 // request allocates) waits, then frees what it recorded: nothing is lost.
 func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	if n == 0 {
@@ -90,9 +71,7 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	return DevicePtr(p), err
 }
 
-// Free frees memory the tenant allocated. A pointer it does not own (never
-// allocated here, another tenant's, already freed) is refused with
-// ErrUnknownPointer and changes nothing.
+// Free is Tenant.Free, for the SDK's own callers.
 func (c *tenantCore) Free(p DevicePtr) error {
 	return c.free(c.first, p)
 }
@@ -106,26 +85,29 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 	return c.mem.Free((*memStream)(s), cuda.DevicePtr(p))
 }
 
-// AllocAsync allocates n bytes in stream order on s (the memory may be used
-// by work queued on s after this call); with WithMemoryPool it comes from
-// the tenant's pool. Quota and errors are those of Alloc.
+// AllocAsync is Tenant.AllocAsync, for the SDK's own callers.
 func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
-	if s == nil || s.t != c {
-		return 0, fmt.Errorf("%w: AllocAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
-	}
-	if s.closed.Load() {
-		return 0, ErrClosed
+	if err := c.ownStream(s, "AllocAsync"); err != nil {
+		return 0, err
 	}
 	return c.alloc(s, n)
 }
 
-// FreeAsync frees p in stream order on s: after the work queued on s.
-func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
+// ownStream refuses a stream that is not one of the tenant's open ones.
+func (c *tenantCore) ownStream(s *Stream, op string) error {
 	if s == nil || s.t != c {
-		return fmt.Errorf("%w: FreeAsync needs one of tenant %q's streams", ErrInvalidArgument, c.name)
+		return fmt.Errorf("%w: %s needs one of tenant %q's streams", ErrInvalidArgument, op, c.name)
 	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	return nil
+}
+
+// FreeAsync is Tenant.FreeAsync, for the SDK's own callers.
+func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
+	if err := c.ownStream(s, "FreeAsync"); err != nil {
+		return err
 	}
 	return c.free(s, p)
 }
@@ -133,19 +115,22 @@ func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
 // Trim gives the tenant's cached memory back to the driver: its streams'
 // free lists, then its pool's cache, after waiting for the streams that
 // freed blocks (and the first). It is a no-op without a pool.
-func (c *tenantCore) Trim() error {
+func (t *Tenant) Trim() error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	if c.closed.Load() {
 		return ErrClosed
 	}
 	return c.mem.Trim()
 }
 
-// MemGetInfo is what cuMemGetInfo should tell code running as this tenant
-// (the device's free memory read at most once a millisecond per pool):
+// MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
 // total is its quota (at most the device's), free what remains of it (at
 // most what the device has free). Code that sizes a KV cache from free
 // memory then sizes it to the tenant, not the card.
-func (c *tenantCore) MemGetInfo() (free, total uint64, err error) {
+func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	slot, err := c.enter()
 	if err != nil {
 		return 0, 0, err
@@ -166,11 +151,15 @@ func (c *tenantCore) cachedBytes() (n uint64) {
 }
 
 // CopyToDevice copies src into device memory at dst.
-func (c *tenantCore) CopyToDevice(dst DevicePtr, src []byte) error {
+func (t *Tenant) CopyToDevice(dst DevicePtr, src []byte) error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	return c.memOps.CopyToDevice(cuda.DevicePtr(dst), src)
 }
 
 // CopyFromDevice copies device memory at src into dst.
-func (c *tenantCore) CopyFromDevice(dst []byte, src DevicePtr) error {
+func (t *Tenant) CopyFromDevice(dst []byte, src DevicePtr) error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	return c.memOps.CopyFromDevice(dst, cuda.DevicePtr(src))
 }

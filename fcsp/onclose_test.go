@@ -50,7 +50,7 @@ func TestOnCloseRunsOnTheTenantsContext(t *testing.T) {
 				err = a.Close()
 			case "context":
 				cancel()
-				<-a.c.done
+				a.c.waitClosed()
 			case "pool":
 				err = p.Close()
 			}

@@ -60,7 +60,7 @@ func TestNewTenantWithAnEndedContext(t *testing.T) {
 		cancel()
 		tn, err := p.NewTenant(fmt.Sprint("t", i), WithSMs(8), WithContext(ctx))
 		require.NoError(t, err)
-		<-tn.c.done
+		tn.c.waitClosed()
 		_, err = tn.Alloc(context.Background(), 4096)
 		require.ErrorIs(t, err, ErrClosed)
 	}

@@ -3,6 +3,7 @@ package fcsp
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 
@@ -49,44 +50,44 @@ func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 }
 
 // NewStream adds a stream of class cl to the tenant.
-func (c *tenantCore) NewStream(cl Class) (*Stream, error) {
+func (t *Tenant) NewStream(cl Class) (*Stream, error) {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
-	// In the life lock until the stream is listed, so that a racing Close
-	// waits and then destroys it; and the pool is not lost, no Reset
-	// replaces the partition, and no Reshape switches its streams, meanwhile.
-	slot, err := c.enter()
-	if err != nil {
-		return nil, err
-	}
-	defer c.life.exit(slot)
-	s, err := c.newStream(cl, false)
-	if err != nil {
-		return nil, err // greenctx calls the driver through the pool's guard
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.streams = append(c.streams, s)
-	return s, nil
+	return c.addStream(func() (*Stream, error) { return c.newStream(cl, false) })
 }
 
 // Adopt wraps a stream created elsewhere (for example the one an NCCL
 // communicator uses) so that launches through the SDK are classified. Its
 // class is the one given to Pool.RegisterStream, else cl. The SDK does not
 // destroy adopted streams.
-func (c *tenantCore) Adopt(handle uintptr, cl Class) (*Stream, error) {
+func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
+	defer runtime.KeepAlive(t)
+	c := t.c
+	return c.addStream(func() (*Stream, error) {
+		if reg, ok := c.pool.registry.Lookup(handle); ok {
+			cl = reg
+		}
+		s := &Stream{t: c, class: cl}
+		s.hv.Store(handle)
+		return s, c.adm.Init(&s.gate, cl, &s.hv, &s.closed)
+	})
+}
+
+// addStream lists the stream mk makes. In the life lock until the stream
+// is listed, so that a racing Close waits and then destroys it; and the
+// pool is not lost, no Reset replaces the partition, and no Reshape
+// switches its streams, meanwhile.
+func (c *tenantCore) addStream(mk func() (*Stream, error)) (*Stream, error) {
 	slot, err := c.enter()
 	if err != nil {
 		return nil, err
 	}
 	defer c.life.exit(slot)
-	if reg, ok := c.pool.registry.Lookup(handle); ok {
-		cl = reg
-	}
-	s := &Stream{t: c, class: cl}
-	s.hv.Store(handle)
-	if err := c.adm.Init(&s.gate, cl, &s.hv, &s.closed); err != nil {
+	s, err := mk()
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

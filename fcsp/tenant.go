@@ -20,6 +20,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
+	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -55,39 +56,46 @@ type tenantCore struct {
 	acct   *memtrack.Account
 	adm    *admission.Tenant // its admission: limit, GPU share, metering, floor (internal/admission)
 	mem    devmem.Allocator  // device memory: plain or pooled, chosen in NewTenant (memory.go)
-	memOps devmem.Config     // fills, copies and MemGetInfo, which allocate nothing
+	memOps *devmem.Config    // mem's: fills, copies and MemGetInfo, which allocate nothing
 
 	life   lifeLock // counts calls in flight; Close waits for them
 	closed atomic.Bool
-	// The fields above are read by every call; those below are written by
-	// NewStream, Close and Stats (mu among them): apart, so that a storm of
-	// those calls does not make every call's reads miss the cache.
-	_       [128]byte
+
+	// The fields above are read by every call; those after the pad are
+	// written by NewStream, Close and Stats (mu among them): 128 bytes
+	// apart, so that a storm of those calls does not make every call's
+	// reads miss the cache. These, written once before the tenant is
+	// shared or on no request's path (OnClose, Reshape), are part of the
+	// distance; the pad is the rest (a tenant is made and closed 150,000
+	// times a second in a server's storm: its size is garbage).
+	graphs  *graphs.Set           // live graphs and execs, destroyed by Close; made by graphSet
+	prio    config.Prio           // WithPriority, WithBandwidthFloor (internal/config)
+	cleanup runtime.Cleanup       // closes a tenant whose handle the GC found unreachable
+	stop    func() bool           // unregisters the context watcher (under mu)
+	handle  weak.Pointer[Tenant]  // for Pool.Tenant: weak, so the GC cleanup still runs
+	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
+	reshape sync.Mutex            // serialises Reshape (reshape.go)
+	_       [128 - 88]byte
+
 	mu      sync.Mutex
 	streams []*Stream
 	first   *Stream // streams[0], set before the tenant is shared
 	modules []*Module
 	events  event.Set
-	done    chan struct{} // closed when close has finished
-	cleanup runtime.Cleanup
-	stop    func() bool          // unregisters the context watcher
-	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs
-
-	dos    inside.Threads // OS threads inside Do (internal/inside)
-	graphs *graphs.Set    // live graphs and execs, destroyed by Close (graph.go)
-	prio   config.Prio    // WithPriority, WithBandwidthFloor (internal/config)
-
-	reshape sync.Mutex // serialises Reshape (reshape.go)
-
-	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
+	closing sync.Mutex     // held by the close under way: a second close waits for it
+	dos     inside.Threads // OS threads inside Do (internal/inside)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
 // device's SMs with other unpartitioned tenants (no SM isolation, quotas and
 // rate limits still apply).
 func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
-	var cfg tenantConfig
-	if err := config.Apply(&cfg, "NewTenant", opts); err != nil {
+	cp := configs.Get().(*tenantConfig)
+	err := config.Apply(cp, "NewTenant", opts)
+	cfg := *cp
+	*cp = tenantConfig{}
+	configs.Put(cp)
+	if err != nil {
 		return nil, err
 	}
 	limit, set := p.env.SMLimit(p.info.Index)
@@ -105,10 +113,10 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, prio: cfg.Prio, done: make(chan struct{}), graphs: graphs.New(p.drv)}
-	var err error
-	c.place = devicePlace(p.dev, p.info.SMs)
-	if cfg.Partitioned() {
+	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
+	if !cfg.Partitioned() {
+		c.place = devicePlace(p.dev, p.info.SMs)
+	} else {
 		if err := p.checkWorkQueues(); err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
@@ -127,10 +135,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		}
 		return nil, fmt.Errorf("tenant %q: %w", name, err)
 	}
-	quota := cfg.Quota
-	if quota == 0 {
-		quota = p.mem.Limit()
-	}
+	quota := cmp.Or(cfg.Quota, p.mem.Limit()) // none asked for: the device's limit
 	if err := p.checkQuota(quota); err != nil {
 		return undo(err)
 	}
@@ -157,31 +162,47 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		c.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
 	}
 	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
-		p.log.Info("tenant created", "tenant", name, "sms", c.SMs(), "quota", quota, "sm_limit", cfg.SMLimit)
+		p.log.Info("tenant created", "tenant", name, "sms", c.place.sms(), "quota", quota, "sm_limit", cfg.SMLimit)
 	}
 	return t, nil
 }
 
 // Pool is the pool the tenant belongs to.
-func (c *tenantCore) Pool() *Pool { return c.pool }
+func (t *Tenant) Pool() *Pool {
+	defer runtime.KeepAlive(t)
+	return t.c.pool
+}
 
 // Name is the tenant's name.
-func (c *tenantCore) Name() string { return c.name }
+func (t *Tenant) Name() string {
+	defer runtime.KeepAlive(t)
+	return t.c.name
+}
 
-// SMs is how many SMs the tenant's partition holds, read back from the
-// driver; for an unpartitioned tenant, the whole device's (shared).
+// SMs is Tenant.SMs, for the SDK's own callers.
 func (c *tenantCore) SMs() int { return c.place.sms() }
 
 // Partitioned reports whether the tenant has SMs of its own.
-func (c *tenantCore) Partitioned() bool { return c.place.partitioned() }
+func (t *Tenant) Partitioned() bool {
+	defer runtime.KeepAlive(t)
+	return t.c.place.partitioned()
+}
 
 // Context is the tenant's CUcontext (the green context's, or the device's
-// primary context for an unpartitioned tenant), for other bindings. Note
-// that a green context may be current on one thread at a time.
-func (c *tenantCore) Context() uintptr { return uintptr(c.place.context()) }
+// primary context for an unpartitioned tenant), for other bindings. A green
+// context may be current on one thread at a time, and the handle is valid
+// only while the Tenant is open and reachable.
+func (t *Tenant) Context() uintptr {
+	defer runtime.KeepAlive(t)
+	return uintptr(t.c.place.context())
+}
 
-// Stream is the tenant's first stream.
-func (c *tenantCore) Stream() *Stream { return c.first }
+// Stream is the tenant's first stream. It does not keep the tenant
+// reachable.
+func (t *Tenant) Stream() *Stream {
+	defer runtime.KeepAlive(t)
+	return t.c.first
+}
 
 // ctx is the tenant's context handle.
 func (c *tenantCore) ctx() cuda.Context { return c.place.context() }
@@ -227,14 +248,48 @@ func (c *tenantCore) doGreen(f func(ctx cuda.Context) error) error {
 	return c.place.doGreen(f)
 }
 
-// SetSMLimit changes the tenant's launch-rate limit; it applies from the
-// next launch. A tenant made without WithSMLimit cannot be limited later.
-func (c *tenantCore) SetSMLimit(f float64) error {
+// SetSMLimit changes the tenant's launch-rate limit (its GPU share under
+// WithGPUShare) within one refill period: the tokens it has saved scale
+// with the limit, and launches waiting for tokens are charged again at the
+// new one. A tenant made without WithSMLimit cannot be limited later.
+func (t *Tenant) SetSMLimit(f float64) error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	if !c.adm.Limited() {
 		return fmt.Errorf("%w: tenant %q was made without WithSMLimit", ErrInvalidArgument, c.name)
 	}
 	return c.adm.SetSMLimit(f)
 }
+
+// graphSet is the tenant's graphs.Set, made at its first capture: most
+// tenants capture none, and the set was garbage of every one made. Every
+// other use of c.graphs follows a capture of the tenant (its Graph, its
+// exec) or the end of the tenant's calls (close), so it sees the set made
+// here, under mu.
+func (c *tenantCore) graphSet() *graphs.Set {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.graphs == nil {
+		c.graphs = graphs.New(c.pool.drv)
+	}
+	return c.graphs
+}
+
+// configs recycles NewTenant's configurations: the options are funcs, so
+// the one they fill escapes, which was an allocation per tenant made.
+var configs = sync.Pool{New: func() any { return new(tenantConfig) }}
+
+// host is the tenant as its engines see it (admission.Host, devmem.Owner):
+// a conversion of the core's pointer, so that handing it over makes none
+// of the closures that were garbage of every tenant made.
+type host tenantCore
+
+func (h *host) Enter() (uint32, error)  { return (*tenantCore)(h).enter() }
+func (h *host) Exit(slot uint32)        { h.life.exit(slot) }
+func (h *host) Closed() bool            { return h.closed.Load() }
+func (h *host) Primary() cuda.Context   { return h.pool.dev.Primary() }
+func (h *host) AnyThread() cuda.Context { return h.place.anyThread() }
+func (h *host) Log(msg string)          { h.pool.log.Info(msg) }
 
 // newAdmission makes the tenant's admission engine from cfg.
 func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) {
@@ -244,9 +299,7 @@ func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) 
 		SMs: c.place.sms(), ThreadsPerSM: p.info.ThreadsPerSM, Dampening: p.cfg.Dampening, Penalty: p.cfg.Penalty,
 		Refill: cmp.Or(cfg.Refill, p.cfg.Refill), Clock: cfg.Clock,
 		Metered: cfg.Metered, Latency: cfg.Prio.Prio == config.LatencyCritical, Floor: cfg.Prio.Floor,
-		Events: p.drv, Log: func(msg string) { p.log.Info(msg) }, Closed: c.closed.Load,
-		Enter: c.enter, Exit: c.life.exit, Primary: p.dev.Primary, AnyThread: c.place.anyThread,
-		Partitioned: c.place.partitioned(),
+		Events: p.drv, Host: (*host)(c), Partitioned: c.place.partitioned(),
 	})
 }
 
@@ -303,9 +356,9 @@ type WaitStats struct {
 	Max    time.Duration
 }
 
-// Stats reports the tenant's use.
+// Stats is Tenant.Stats, for the SDK's own callers.
 func (c *tenantCore) Stats() Stats {
-	s := Stats{Name: c.name, SMs: c.SMs(), Partitioned: c.place.partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
+	s := Stats{Name: c.name, SMs: c.place.sms(), Partitioned: c.place.partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
 	s.ContextWait = c.place.waits()
 	var gates admission.GateSums // added up in place: Stats is polled, and a copy of the gates was garbage
 	c.mu.Lock()
@@ -327,14 +380,15 @@ func (c *tenantCore) Stats() Stats {
 }
 
 func (c *tenantCore) close(why string) error {
+	// Another close (the tenant's context, the garbage collector, the
+	// pool) may be under way: returning before it ends would let the caller
+	// see memory still counted, or unmap the shared region under it, so a
+	// second close waits for the first's lock.
+	c.closing.Lock()
+	defer c.closing.Unlock()
 	if !c.closed.CompareAndSwap(false, true) {
-		// Another close (the tenant's context, the garbage collector, the
-		// pool) is under way: returning before it ends would let the caller
-		// see memory still counted, or unmap the shared region under it.
-		<-c.done
 		return nil
 	}
-	defer close(c.done)
 	c.adm.Close() // launches waiting for tokens return ErrClosed
 	c.life.end()  // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
@@ -345,25 +399,29 @@ func (c *tenantCore) close(why string) error {
 		stop()
 	}
 	p := c.pool
-	var errs []error
+	var errs [8]error // on the stack: a tenant closed makes no garbage here
+	ctx := c.ctx()
+	leaks := c.acct.Live()
+	// The memory engine lists the streams itself (host.Streams), where
+	// it must wait for them; nothing can add one any more.
+	errs[0], errs[1] = hookErr, c.mem.Close(ctx, leaks)
 	c.mu.Lock()
 	streams, modules := c.streams, c.modules
 	c.streams, c.modules = nil, nil
 	c.mu.Unlock()
-	ctx := c.ctx()
-	leaks := c.acct.Live()
-	errs = append(errs, hookErr, c.mem.Close(ctx, leaks, asMemStreams(streams)))
 	for _, s := range streams {
-		errs = append(errs, s.destroy(ctx))
+		errs[2] = errors.Join(errs[2], s.destroy(ctx)) // nil, with no garbage, while both are
 	}
-	errs = append(errs, c.events.Close(p.drv, ctx), c.graphs.Close(ctx))
+	errs[3] = c.events.Close(p.drv, ctx)
+	if c.graphs != nil { // a capture made it (graphSet)
+		errs[4] = c.graphs.Close(ctx)
+	}
 	for _, m := range modules {
-		errs = append(errs, m.unload(ctx))
+		errs[5] = errors.Join(errs[5], m.unload(ctx))
 	}
-	_, err := c.acct.Close()
-	errs = append(errs, err)
+	_, errs[6] = c.acct.Close()
 	spare, err := c.place.retire(p)
-	errs = append(errs, err)
+	errs[7] = err
 	// The tenant leaves the pool's list last, so that a Pool.Close that
 	// starts meanwhile finds it and waits for this close to end.
 	p.mu.Lock()
@@ -378,16 +436,10 @@ func (c *tenantCore) close(why string) error {
 	}
 	p.mu.Unlock()
 	if spare != nil { // the pool closed meanwhile
-		errs = append(errs, spare.Close())
+		errs[7] = errors.Join(errs[7], spare.Close())
 	}
-	if why != "" || len(leaks) > 0 {
-		logf := p.log.Warn
-		if why == "pool closed" && len(leaks) == 0 {
-			logf = p.log.Info // Pool.Close closes open tenants, as documented: not a reclaim
-		}
-		logf("tenant reclaimed", "tenant", c.name, "why", why, "leaked_allocations", len(leaks))
-	}
-	return p.forgive(errors.Join(errs...))
+	teardown.Reclaimed(p.log, c.name, why, len(leaks))
+	return p.forgive(errors.Join(errs[:]...))
 }
 
 // closeWhenDone closes the tenant when ctx is done (used by WithContext).
@@ -405,9 +457,12 @@ func (c *tenantCore) closeWhenDone(ctx context.Context) {
 // Do (a cuBLAS handle, a cuDNN handle, a TensorRT context) are destroyed on
 // the context they belong to, as net/http's Server.RegisterOnShutdown runs
 // a server's. The functions run in the order registered, each once; their
-// errors are joined to Close's. f must not call the tenant's Do or Close.
-// A nil f is ErrInvalidArgument; on a closed tenant, ErrClosed.
-func (c *tenantCore) OnClose(f func(Current) error) error {
+// errors (and panics, as errors) are joined to Close's. f must not call the
+// tenant's Do; its Close there is ErrInsideDo. A nil f is
+// ErrInvalidArgument; on a closed tenant, ErrClosed.
+func (t *Tenant) OnClose(f func(Current) error) error {
+	defer runtime.KeepAlive(t)
+	c := t.c
 	if f == nil {
 		return fmt.Errorf("%w: OnClose with a nil function", ErrInvalidArgument)
 	}
@@ -420,9 +475,9 @@ func (c *tenantCore) OnClose(f func(Current) error) error {
 	return nil
 }
 
-// runOnClose runs the OnClose functions on the tenant's context, after the
-// calls in flight have ended (so a green context is free) and before
-// anything is destroyed.
+// runOnClose runs the OnClose functions (internal/teardown) as a Do's f,
+// after the calls in flight have ended (so a green context is free) and
+// before anything is destroyed.
 func (c *tenantCore) runOnClose() error {
 	c.mu.Lock()
 	hooks := c.onClose
@@ -431,39 +486,9 @@ func (c *tenantCore) runOnClose() error {
 	if len(hooks) == 0 {
 		return nil
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	gs, cur, err := c.place.acquire(context.Background())
-	if err != nil {
-		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
-	}
-	if gs != nil {
-		defer gs.Release()
-	}
-	prev, thread, err := c.pool.dev.SwapCurrent(cur)
-	if err != nil {
-		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
-	}
-	slot := c.dos.Enter(thread) // Current.Stream's check, and a Close inside is ErrInsideDo
-	var errs []error
-	for _, f := range hooks {
-		errs = append(errs, runHook(f, Current{t: c, ctx: context.Background(), gctx: cur, slot: slot, thread: thread}))
-	}
-	c.dos.Exit(slot, thread)
-	errs = append(errs, c.pool.dev.RestoreCurrent(prev, cur))
-	if err := errors.Join(errs...); err != nil {
+	run := func(cur Current) error { return teardown.Run(hooks, cur) }
+	if err := c.doOnThread(context.Background(), run, nil, false); err != nil {
 		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
 	}
 	return nil
-}
-
-// runHook runs one OnClose function, turning a panic into an error: the
-// close must go on and give everything back.
-func runHook(f func(Current) error, cur Current) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("OnClose function panicked: %v", r)
-		}
-	}()
-	return f(cur)
 }

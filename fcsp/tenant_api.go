@@ -11,69 +11,11 @@ import (
 // until a call made on it returns, even when the caller drops it at once
 // (p.NewTenant(...).Scope(ctx, f)).
 
-// Pool is the pool the tenant belongs to.
-func (t *Tenant) Pool() *Pool {
-	defer runtime.KeepAlive(t)
-	return t.c.Pool()
-}
-
-// Name is the tenant's name.
-func (t *Tenant) Name() string {
-	defer runtime.KeepAlive(t)
-	return t.c.Name()
-}
-
 // SMs is how many SMs the tenant's partition holds, read back from the
 // driver; for an unpartitioned tenant, the whole device's (shared).
 func (t *Tenant) SMs() int {
 	defer runtime.KeepAlive(t)
 	return t.c.SMs()
-}
-
-// Partitioned reports whether the tenant has SMs of its own.
-func (t *Tenant) Partitioned() bool {
-	defer runtime.KeepAlive(t)
-	return t.c.Partitioned()
-}
-
-// Context is the tenant's CUcontext (the green context's, or the device's
-// primary context for an unpartitioned tenant), for other bindings. A green
-// context may be current on one thread at a time, and the handle is valid
-// only while the Tenant is open and reachable.
-func (t *Tenant) Context() uintptr {
-	defer runtime.KeepAlive(t)
-	return t.c.Context()
-}
-
-// Stream is the tenant's first stream. It does not keep the tenant
-// reachable.
-func (t *Tenant) Stream() *Stream {
-	defer runtime.KeepAlive(t)
-	return t.c.Stream()
-}
-
-// NewStream adds a stream of class cl to the tenant.
-func (t *Tenant) NewStream(cl Class) (*Stream, error) {
-	defer runtime.KeepAlive(t)
-	return t.c.NewStream(cl)
-}
-
-// Adopt wraps a stream created elsewhere (for example the one an NCCL
-// communicator uses) so that launches through the SDK are classified. Its
-// class is the one given to Pool.RegisterStream, else cl. The SDK does not
-// destroy adopted streams.
-func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
-	defer runtime.KeepAlive(t)
-	return t.c.Adopt(handle, cl)
-}
-
-// SetSMLimit changes the tenant's launch-rate limit (its GPU share under
-// WithGPUShare) within one refill period: the tokens it has saved scale
-// with the limit, and launches waiting for tokens are charged again at the
-// new one. A tenant made without WithSMLimit cannot be limited later.
-func (t *Tenant) SetSMLimit(f float64) error {
-	defer runtime.KeepAlive(t)
-	return t.c.SetSMLimit(f)
 }
 
 // Stats reports the tenant's use.
@@ -141,35 +83,6 @@ func (t *Tenant) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
 func (t *Tenant) FreeAsync(s *Stream, p DevicePtr) error {
 	defer runtime.KeepAlive(t)
 	return t.c.FreeAsync(s, p)
-}
-
-// Trim gives the tenant's cached memory back to the driver: its streams'
-// free lists, then its pool's cache, after waiting for the streams that
-// freed blocks (and the first). It is a no-op without a pool.
-func (t *Tenant) Trim() error {
-	defer runtime.KeepAlive(t)
-	return t.c.Trim()
-}
-
-// MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
-// total is its quota (at most the device's), free what remains of it (at
-// most what the device has free). Code that sizes a KV cache from free
-// memory then sizes it to the tenant, not the card.
-func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
-	defer runtime.KeepAlive(t)
-	return t.c.MemGetInfo()
-}
-
-// CopyToDevice copies src into device memory at dst.
-func (t *Tenant) CopyToDevice(dst DevicePtr, src []byte) error {
-	defer runtime.KeepAlive(t)
-	return t.c.CopyToDevice(dst, src)
-}
-
-// CopyFromDevice copies device memory at src into dst.
-func (t *Tenant) CopyFromDevice(dst []byte, src DevicePtr) error {
-	defer runtime.KeepAlive(t)
-	return t.c.CopyFromDevice(dst, src)
 }
 
 // Scope runs f with a fresh Scope and frees what f left allocated. A panic
@@ -336,19 +249,4 @@ func (t *Tenant) Shutdown(ctx context.Context) error {
 		return err
 	}
 	return t.c.Shutdown(ctx)
-}
-
-// OnClose registers f to run when the tenant closes (Close, Shutdown,
-// WithContext's end, the garbage collector, the pool's Close), before its
-// streams, memory and context go: on a locked OS thread with one of the
-// tenant's contexts current, as in Do, so that library handles made inside
-// Do (a cuBLAS handle, a cuDNN handle, a TensorRT context) are destroyed on
-// the context they belong to, as net/http's Server.RegisterOnShutdown runs
-// a server's. The functions run in the order registered, each once; their
-// errors (and panics, as errors) are joined to Close's. f must not call the
-// tenant's Do; its Close there is ErrInsideDo. A nil f is
-// ErrInvalidArgument; on a closed tenant, ErrClosed.
-func (t *Tenant) OnClose(f func(Current) error) error {
-	defer runtime.KeepAlive(t)
-	return t.c.OnClose(f)
 }

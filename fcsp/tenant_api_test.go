@@ -36,3 +36,14 @@ func TestTenantInFlightCallKeepsItAlive(t *testing.T) {
 	require.Eventually(t, func() bool { runtime.GC(); return len(p.Tenants()) == 0 }, 5*time.Second, 5*time.Millisecond)
 	require.Zero(t, p.MemoryUsed())
 }
+
+// waitClosed waits for a close started elsewhere (a context's, the
+// collector's) to finish: the closed flag is set under the closing lock,
+// which the close holds until its end.
+func (c *tenantCore) waitClosed() {
+	for !c.closed.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	c.closing.Lock()
+	c.closing.Unlock() //nolint:staticcheck // the wait is the point
+}

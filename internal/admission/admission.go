@@ -58,27 +58,37 @@ type Config struct {
 	Refill            time.Duration // 0: tokenbucket's default
 	Clock             func() int64  // nil: monotonic
 
-	Metered bool    // time work on the GPU clock (implied by GPUShare)
-	Latency bool    // LatencyCritical: its work in flight holds floored tenants down
-	Floor   float64 // WithBandwidthFloor; 0: none
+	Metered bool // time work on the GPU clock (implied by GPUShare)
+	Latency bool // LatencyCritical: its work in flight holds floored tenants down
+	// Partitioned: the tenant's Do holds one of few green contexts. (With
+	// the flags: the Tenant copies its Config, made per tenant.)
+	Partitioned bool
+	Floor       float64 // WithBandwidthFloor; 0: none
 
 	Events Events
-	Log    func(msg string) // once-only notices
-	// Closed reports whether the tenant is closed (or closing).
-	Closed func() bool
+	// Host is the tenant the engine serves. One interface, which the
+	// tenant implements, rather than a func per need: each method value
+	// was an allocation per tenant made.
+	Host
+}
+
+// Host is what the engine needs of its tenant.
+type Host interface {
 	// Enter counts a call in the tenant's life lock (an error: closed, or
 	// the device lost), Exit ends it. The engine takes no closure from
 	// its host: a closure through a func value would escape, one
 	// allocation per metered Do.
-	Enter func() (uint32, error)
-	Exit  func(slot uint32)
+	Enter() (uint32, error)
+	Exit(slot uint32)
+	// Closed reports whether the tenant is closed (or closing).
+	Closed() bool
 	// Primary is the device's primary context, current on any thread.
-	Primary func() cuda.Context
+	Primary() cuda.Context
 	// AnyThread is the tenant's context a query may use from any thread
 	// (0: none, a partition's).
-	AnyThread func() cuda.Context
-	// Partitioned: the tenant's Do holds one of few green contexts.
-	Partitioned bool
+	AnyThread() cuda.Context
+	// Log hears once-only notices.
+	Log(msg string)
 }
 
 // Tenant is one tenant's admission state.

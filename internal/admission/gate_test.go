@@ -66,13 +66,8 @@ func (e *events) EventDestroy(_ cuda.Context, ev cuda.Event) error {
 // of one Default stream.
 func gate(t *testing.T, ev *events, cfg Config) (*Tenant, *Gate) {
 	t.Helper()
-	var closed atomic.Bool
 	cfg.Events, cfg.Clock = ev, func() int64 { return 1 }
-	cfg.Closed = closed.Load
-	cfg.Enter = func() (uint32, error) { return 0, nil }
-	cfg.Exit = func(uint32) {}
-	cfg.Primary = func() cuda.Context { return 0 }
-	cfg.AnyThread = cfg.Primary
+	cfg.Host = new(host)
 	tn, err := NewTenant(new(Pool), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +80,16 @@ func gate(t *testing.T, ev *events, cfg Config) (*Tenant, *Gate) {
 	}
 	return tn, &g
 }
+
+// host is an open tenant that admits every call.
+type host struct{ closed atomic.Bool }
+
+func (h *host) Enter() (uint32, error)  { return 0, nil }
+func (h *host) Exit(uint32)             {}
+func (h *host) Closed() bool            { return h.closed.Load() }
+func (h *host) Primary() cuda.Context   { return 0 }
+func (h *host) AnyThread() cuda.Context { return 0 }
+func (h *host) Log(string)              {}
 
 var noBytes atomic.Uint64
 

@@ -168,7 +168,7 @@ func (pp *Pool) queryDone(g *Gate, e cuda.Event) bool {
 			pp.query.CompareAndSwap(queryUnknown, queryYes)
 		}
 	case ctx == 0 && (errors.Is(err, cuda.ErrorInvalidContext) || errors.Is(err, cuda.ErrorInvalidHandle)):
-		if pp.query.CompareAndSwap(queryUnknown, queryNo) && g.t.cfg.Log != nil {
+		if pp.query.CompareAndSwap(queryUnknown, queryNo) {
 			g.t.cfg.Log("driver needs a current context for cuEventQuery; latency tenants are seen idle at their own polls only")
 		}
 	}

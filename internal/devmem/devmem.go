@@ -13,7 +13,6 @@ package devmem
 
 import (
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -47,8 +46,14 @@ type Allocator interface {
 	Reserved() (uint64, error)
 	// Close frees the allocations the tenant leaked and every cached block,
 	// with ctx (the tenant is closed and no call is in flight), and
-	// destroys the pool. streams are the tenant's, its first stream first.
-	Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []Stream) error
+	// destroys the pool. It asks the Owner for its streams only where it
+	// must wait for them (a pool that was used): a list made for every
+	// tenant closed was garbage.
+	Close(ctx cuda.Context, leaks []memtrack.Allocation) error
+	// Ops is the engine's Config, whose fills, copies and MemInfo the
+	// tenant calls directly (they allocate nothing): the tenant keeps a
+	// pointer to it, not a copy of its own.
+	Ops() *Config
 }
 
 // Stream is one of the tenant's streams, as the engine sees it.
@@ -61,6 +66,18 @@ type Stream interface {
 	// Synchronize waits for the work queued on the stream, as the tenant
 	// does (Trim waits so before it trims the pool).
 	Synchronize() error
+}
+
+// Owner is what the engine needs of its tenant.
+type Owner interface {
+	// Enter counts a call in the tenant's life lock, or fails (closed, or
+	// the device lost); Exit counts it out with Enter's token.
+	Enter() (token uint32, err error)
+	Exit(token uint32)
+	// Streams lists the tenant's open streams, its first stream first.
+	Streams() []Stream
+	// Log hears a once-only notice.
+	Log(msg string)
 }
 
 // Device is the device the engine allocates on.
@@ -76,7 +93,6 @@ type Device interface {
 type Config struct {
 	Driver cuda.Driver // the guarded driver: a fault is seen as on any call
 	Device Device
-	Tenant string // the tenant's name, for errors
 	// Account is the tenant's quota; Tracker the device's limit, against
 	// which the blocks kept on free lists count too (they are not the
 	// tenant's, but the device's memory all the same).
@@ -87,20 +103,17 @@ type Config struct {
 	Peers *Peers
 	// Info caches the device's memory figures for MemInfo. One per device.
 	Info *InfoCache
-	// Enter counts a call in the tenant's life lock, or fails (closed, or
-	// the device lost); Exit counts it out with Enter's token.
-	Enter func() (token uint32, err error)
-	Exit  func(token uint32)
-	// Streams lists the tenant's open streams, its first stream first.
-	Streams func() []Stream
-	// Green says the tenant's streams are a partition's (green contexts).
-	// Stream-ordered pool calls then go with no context current where the
-	// driver takes them so, which Probe remembers for the device (ProbeYes,
-	// ProbeNo); otherwise, in the primary context. Log hears when the
-	// driver refuses.
-	Green bool
+	// Owner is the tenant: one interface it implements rather than a func
+	// per need, each of which was an allocation per tenant made.
+	Owner
+	// Probe, set where the tenant's streams are a partition's (green
+	// contexts), remembers for the device whether the driver takes
+	// stream-ordered pool calls with no context current (ProbeYes,
+	// ProbeNo); those calls then go so where it does, and in the primary
+	// context otherwise, as they always do without Probe. The Owner's Log
+	// hears when the driver refuses. (Fields derived rather than kept:
+	// the Config is copied into every tenant's engine.)
 	Probe *atomic.Int32
-	Log   *slog.Logger
 }
 
 // What Config.Probe holds: whether the driver takes stream-ordered calls
@@ -110,6 +123,9 @@ const (
 	ProbeYes
 	ProbeNo
 )
+
+// tenant is the tenant's name, for errors: its account's.
+func (c *Config) tenant() string { return c.Account.Name() }
 
 // do runs f with the primary context, counted in the tenant's life lock.
 func (c *Config) do(f func(ctx cuda.Context) error) error {
@@ -126,7 +142,7 @@ func (c *Config) do(f func(ctx cuda.Context) error) error {
 // names the context, so no lock is taken and calls run in parallel. The
 // caller is counted in the life lock.
 func (c *Config) ordered(f func(ctx cuda.Context) error) error {
-	if !c.Green {
+	if c.Probe == nil {
 		return f(c.Device.Primary()) // primary contexts may be current anywhere
 	}
 	switch c.Probe.Load() {
@@ -141,7 +157,7 @@ func (c *Config) ordered(f func(ctx cuda.Context) error) error {
 		c.Probe.Store(ProbeYes)
 	case errors.Is(err, cuda.ErrorInvalidContext), errors.Is(err, cuda.ErrorInvalidHandle):
 		c.Probe.Store(ProbeNo)
-		c.Log.Info("driver needs a current context for launches/synchronisation; serialising per green context")
+		c.Owner.Log("driver needs a current context for launches/synchronisation; serialising per green context")
 		return c.do(f)
 	}
 	return err

@@ -3,7 +3,7 @@ package devmem
 import (
 	"bytes"
 	"errors"
-	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -87,28 +87,11 @@ func (d *device) newTenant(name string, quota uint64, pool *PoolConfig, green bo
 	require.NoError(t, err)
 	tn.newStream()
 	cfg := Config{
-		Driver: d.drv, Device: d, Tenant: name, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers,
-		Enter: func() (uint32, error) {
-			if tn.closed.Load() {
-				return 0, errs.ErrClosed
-			}
-			tn.in.Add(1)
-			return 7, nil
-		},
-		Exit: func(tok uint32) {
-			require.Equal(t, uint32(7), tok, "Exit gets Enter's token")
-			tn.in.Add(-1)
-		},
-		Streams: func() []Stream {
-			tn.mu.Lock()
-			defer tn.mu.Unlock()
-			var l []Stream
-			for _, s := range tn.streams {
-				l = append(l, s)
-			}
-			return l
-		},
-		Green: green, Probe: &d.probe, Log: slog.New(slog.NewTextHandler(&d.log, nil)),
+		Driver: d.drv, Device: d, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers,
+		Owner: tn,
+	}
+	if green {
+		cfg.Probe = &d.probe
 	}
 	if pool == nil {
 		tn.mem = NewPlain(cfg)
@@ -117,6 +100,31 @@ func (d *device) newTenant(name string, quota uint64, pool *PoolConfig, green bo
 		require.NoError(t, err)
 	}
 	return tn
+}
+
+func (tn *tenant) Enter() (uint32, error) {
+	if tn.closed.Load() {
+		return 0, errs.ErrClosed
+	}
+	tn.in.Add(1)
+	return 7, nil
+}
+
+func (tn *tenant) Exit(tok uint32) {
+	require.Equal(tn.d.t, uint32(7), tok, "Exit gets Enter's token")
+	tn.in.Add(-1)
+}
+
+func (tn *tenant) Log(msg string) { tn.d.log.WriteString(msg + "\n") }
+
+func (tn *tenant) Streams() []Stream {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	var l []Stream
+	for _, s := range tn.streams {
+		l = append(l, s)
+	}
+	return l
 }
 
 func (tn *tenant) newStream() *stream {
@@ -136,11 +144,7 @@ func (tn *tenant) first() *stream { return tn.streams[0] }
 func (tn *tenant) close() error {
 	tn.closed.Store(true)
 	require.Zero(tn.d.t, tn.in.Load(), "a call still counted in the life lock")
-	var l []Stream
-	for _, s := range tn.streams {
-		l = append(l, s)
-	}
-	err := tn.mem.Close(tn.d.primary, tn.acct.Live(), l)
+	err := tn.mem.Close(tn.d.primary, tn.acct.Live())
 	for _, s := range tn.streams {
 		err = errors.Join(err, tn.d.drv.StreamDestroy(tn.d.primary, s.h))
 	}
@@ -473,4 +477,29 @@ func TestPooledStormLeavesNothing(t *testing.T) {
 	require.NoError(t, tn.close())
 	require.Zero(t, d.drv.Live().Bytes)
 	require.Zero(t, d.tracker.Used())
+}
+
+// TestOpenChooses: Open makes the engine the options chose, keeps Probe
+// for a green tenant only, and bounds a pool by the device's limit.
+func TestOpenChooses(t *testing.T) {
+	d := newDevice(t, 0, 1<<30)
+	tn := &tenant{d: d, name: "o"}
+	var err error
+	tn.acct, err = d.tracker.NewAccount("o", math.MaxUint64>>1)
+	require.NoError(t, err)
+	tn.newStream()
+	cfg := Config{Driver: d.drv, Device: d, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers, Owner: tn, Probe: &d.probe}
+
+	e, err := Open(cfg, PoolConfig{Plain: true, Quota: 1 << 20})
+	require.NoError(t, err)
+	require.IsType(t, (*plain)(nil), e)
+	require.Nil(t, e.Ops().Probe, "not green: no probe")
+	require.NoError(t, e.Close(d.primary, nil))
+
+	e, err = Open(cfg, PoolConfig{Green: true, Quota: math.MaxUint64, Explicit: true})
+	require.NoError(t, err)
+	require.IsType(t, (*pooled)(nil), e)
+	require.Same(t, &d.probe, e.Ops().Probe)
+	require.Equal(t, uint64(1<<30), e.(*pooled).maxSize, "the pool is bounded by the device's limit")
+	require.NoError(t, e.Close(d.primary, nil))
 }

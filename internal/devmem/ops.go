@@ -32,7 +32,7 @@ func (c *Config) memset(n uint64, f func(cuda.Context) error) error {
 		return fmt.Errorf("%w: memset of 0 words", errs.ErrInvalidArgument)
 	}
 	if err := c.do(f); err != nil {
-		return fmt.Errorf("tenant %q: %w", c.Tenant, err)
+		return fmt.Errorf("tenant %q: %w", c.tenant(), err)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ func (e *plain) Alloc(_ Stream, n uint64) (cuda.DevicePtr, error) {
 	p, err := e.alloc(n)
 	if err != nil {
 		r.Cancel()
-		return 0, fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err)
+		return 0, fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
 	}
 	if err := r.Commit(uint64(p)); err != nil {
 		// Cannot happen for a pointer the driver just returned; the
@@ -56,7 +56,7 @@ func (e *plain) Free(_ Stream, p cuda.DevicePtr) error {
 	if err := e.cfg.Driver.MemFree(e.cfg.Device.Primary(), p); err != nil {
 		// The driver kept it (or a Close, waiting for this call, will free
 		// it): it stays recorded, its bytes never stopped counting.
-		return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err), r.Cancel())
+		return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err), r.Cancel())
 	}
 	r.Commit()
 	return nil
@@ -66,7 +66,9 @@ func (e *plain) Flush(Stream) error        { return nil }
 func (e *plain) Trim() error               { return nil }
 func (e *plain) Reserved() (uint64, error) { return 0, nil }
 
-func (e *plain) Close(_ cuda.Context, leaks []memtrack.Allocation, _ []Stream) error {
+func (e *plain) Ops() *Config { return &e.cfg }
+
+func (e *plain) Close(_ cuda.Context, leaks []memtrack.Allocation) error {
 	var errs []error
 	for _, a := range leaks {
 		errs = append(errs, e.cfg.Driver.MemFree(e.cfg.Device.Primary(), cuda.DevicePtr(a.Ptr)))

@@ -35,6 +35,27 @@ type PoolConfig struct {
 	Keep uint64
 	// NoLists: the driver's pool alone, without free lists (benchmarks).
 	NoLists bool
+	// Plain: no pool, cuMemAlloc and cuMemFree (fcsp's WithoutMemoryPool;
+	// Open makes a plain engine).
+	Plain bool
+	// Green: the tenant's streams are a partition's, so Config.Probe
+	// applies (Open drops it otherwise).
+	Green bool
+}
+
+// Open makes the tenant's engine as pool says: plain, or pooled with a
+// pool of at most the quota and never more than the device may hold (a
+// quota of MaxUint64 overflowed the driver's rounding of the size to
+// whole chunks).
+func Open(cfg Config, pool PoolConfig) (Allocator, error) {
+	if !pool.Green {
+		cfg.Probe = nil
+	}
+	if pool.Plain {
+		return NewPlain(cfg), nil
+	}
+	pool.Quota = min(pool.Quota, cfg.Tracker.Limit())
+	return NewPooled(cfg, pool)
 }
 
 // MaxSize is the one place a pool's maximum size is derived from the
@@ -94,7 +115,7 @@ func (e *pooled) Alloc(s Stream, n uint64) (cuda.DevicePtr, error) {
 	p, err := e.alloc(s, n)
 	if err != nil {
 		r.Cancel()
-		return 0, fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err)
+		return 0, fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
 	}
 	if err := r.Commit(uint64(p)); err != nil {
 		// Cannot happen for a pointer the driver just returned; the
@@ -150,7 +171,7 @@ func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
 		if held, herr := e.Reserved(); derr == nil && herr == nil && devFree >= size+cuda.PoolChunk {
 			a := e.cfg.Account
 			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of the %d bytes its %d-byte quota allows it (%d allocated, the rest cached blocks and fragments): %w",
-				memtrack.ErrQuotaExceeded, e.cfg.Tenant, n, held, e.maxSize, a.Limit(), a.Used()-n, err) // Used counts this request's reservation too
+				memtrack.ErrQuotaExceeded, e.cfg.tenant(), n, held, e.maxSize, a.Limit(), a.Used()-n, err) // Used counts this request's reservation too
 		}
 	}
 	return p, err
@@ -166,7 +187,7 @@ func (e *pooled) Free(s Stream, p cuda.DevicePtr) error {
 		if err := e.freeToDriver(s, p); err != nil {
 			// The driver kept it (or a Close, waiting for this call, will
 			// free it): it stays recorded, its bytes never stopped counting.
-			return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err), r.Cancel())
+			return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err), r.Cancel())
 		}
 		r.Commit()
 		return nil
@@ -185,7 +206,7 @@ func (e *pooled) Free(s Stream, p cuda.DevicePtr) error {
 		if rr, rerr := e.cfg.Account.Reserve(n); rerr == nil {
 			_ = rr.Commit(uint64(p))
 		}
-		return fmt.Errorf("tenant %q: %w", e.cfg.Tenant, err)
+		return fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
 	}
 	return nil
 }
@@ -306,7 +327,9 @@ func (e *pooled) Reserved() (uint64, error) {
 	return v, err
 }
 
-func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []Stream) error {
+func (e *pooled) Ops() *Config { return &e.cfg }
+
+func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation) error {
 	e.cfg.Peers.remove(e)
 	drv := e.cfg.Driver
 	if !e.used.Load() && len(leaks) == 0 {
@@ -316,6 +339,7 @@ func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation, streams []
 		return drv.MemPoolDestroy(ctx, e.h)
 	}
 	var errs []error
+	streams := e.cfg.Streams()
 	// Leaks first: their frees are ordered on the first stream.
 	for _, a := range leaks {
 		errs = append(errs, drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].Handle()))

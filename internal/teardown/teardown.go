@@ -1,6 +1,11 @@
-// Package teardown lets go of what a pool made besides its tenants, in the
-// one order that is safe: what holds device resources before the device's
-// context, and the memory tracker before the shared region it reads.
+// Package teardown is how what a pool or a tenant made is let go: a
+// pool's parts besides its tenants in the one order that is safe (what
+// holds device resources before the device's context, the memory tracker
+// before the shared region it reads), and the functions a tenant's owner
+// registered to run when it closes (fcsp's Tenant.OnClose): each once, in
+// the order registered, a panic turned into an error, since the close must
+// go on and give everything back. fcsp chooses the thread and context
+// they run on.
 package teardown
 
 import (
