@@ -100,6 +100,6 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		tk.Cancel()
 		return err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	return s.run(&tk, r.f, r.grid, r.block, shmem, args)
 }

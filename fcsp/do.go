@@ -56,7 +56,7 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 		}
 		return err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	return c.doOnThread(ctx, f, run, ownRun)
 }
 

@@ -17,7 +17,7 @@ func (c *tenantCore) NewEvent() (*Event, error) {
 	// them have finished.
 	wait := func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }
 	e := new(Event)
-	if err := c.events.Make(&e.e, c.pool.drv, event.Counted(c.enter, c.life.exit, c.do), event.Counted(c.enter, c.life.exit, wait)); err != nil {
+	if err := c.events.Make(&e.e, c.pool.drv, event.Counted(c.enter, c.life.Exit, c.do), event.Counted(c.enter, c.life.Exit, wait)); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -204,12 +204,12 @@ func TestCleanupFirstToMeetAFaultLosesTheDevice(t *testing.T) {
 	require.NoError(t, err)
 	raw := errors.Join(nil, &cuda.Error{Op: "cuStreamSynchronize", Code: cuda.ErrorIllegalAddress},
 		&cuda.Error{Op: "cuStreamDestroy_v2", Code: cuda.ErrorIllegalAddress})
-	require.NoError(t, p.forgive(raw))
+	require.NoError(t, p.fault.Forgive(raw))
 	require.False(t, p.Health().Healthy())
 	_, err = tn.Alloc(context.Background(), 1)
 	require.ErrorIs(t, err, ErrDeviceLost)
 	// A cleanup error that is not a fault is not forgiven on a healthy pool.
 	q, _ := openSim(t)
-	require.Error(t, q.forgive(&cuda.Error{Op: "cuStreamDestroy_v2", Code: cuda.ErrorInvalidHandle}))
+	require.Error(t, q.fault.Forgive(&cuda.Error{Op: "cuStreamDestroy_v2", Code: cuda.ErrorInvalidHandle}))
 	require.True(t, q.Health().Healthy())
 }

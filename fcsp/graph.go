@@ -61,7 +61,7 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	if err != nil {
 		return nil, err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	// f's calls on the tenant are made on behalf of a call in the life lock,
 	// as a Do's are: pinned and named as one, they pass a Reshape's gate (the
 	// Reshape waits for this capture) and a Close from f is ErrInsideDo.
@@ -71,7 +71,7 @@ func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	inside := c.dos.Enter(thread)
 	defer c.dos.Exit(inside, thread)
 	g = &Graph{t: c}
-	if err := c.graphSet().Capture(&g.g, c.place.doGreen, s.h(), rec, int32(c.place.layout()), c.name, f); err != nil {
+	if err := c.graphSet().Capture(&g.g, c.place.DoGreen, s.h(), rec, int32(c.place.Layout()), c.name, f); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -142,7 +142,7 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	if err != nil {
 		return err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	// A graph launched into a capture runs later, untimed.
 	tk, err := s.gate.AdmitGraph(ctx, e.x.Work(), s.capture.Load() == nil)
 	if err != nil {
@@ -166,9 +166,9 @@ func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 // captured (graphs.Exec.Layout says why).
 func (e *GraphExec) onCurrentSMs() error {
 	c := e.t
-	if !c.place.reshapable() || e.x.Layout() == int32(c.place.layout()) {
+	if !c.place.Reshapable() || e.x.Layout() == int32(c.place.Layout()) {
 		return nil
 	}
 	return fmt.Errorf("%w: tenant %q was reshaped to %d SMs since this graph was captured, and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
-		ErrStaleGraph, c.name, c.place.sms())
+		ErrStaleGraph, c.name, c.place.SMs())
 }

@@ -57,17 +57,6 @@ func (p *Pool) Health() Health {
 // lostError is the pool's error for r.
 func lostError(r fault.Record) error { return new(DeviceLostError(r)) }
 
-// faultState is the pool's fault state (internal/fault), lost as a
-// *DeviceLostError. Open makes its State the watcher of the pool's driver
-// (the State itself: no promoted-method wrapper on every driver call).
-type faultState struct{ fault.State }
-
-// err is the lost error, or nil.
-func (f *faultState) err() error { return f.Err() }
-
-// forgive drops the errors of cleaning up a lost device (fault.State.Forgive).
-func (p *Pool) forgive(err error) error { return p.fault.Forgive(err) }
-
 // whose names the tenant that owns stream s, or partition context ctx. It
 // only tries the locks: a caller may hold them (NewTenant holds the pool's),
 // and then the name is left out rather than waited for.
@@ -84,7 +73,7 @@ func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 				return name
 			}
 		}
-		if c.place.isContext(ctx) {
+		if c.place.IsContext(ctx) {
 			return name
 		}
 	}

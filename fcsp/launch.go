@@ -82,7 +82,7 @@ func (s *Stream) launch(ctx context.Context, f *Function, grid, block Dim3, shme
 	if err != nil {
 		return err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	// A captured kernel is charged when its graph launches; a free gate
 	// (unlimited, unmetered) admits everything.
 	if s.capture.Load().Record(grid.cuda(), block.cuda()) || s.gate.Free() {

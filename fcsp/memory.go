@@ -19,7 +19,7 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) (err error) {
 	c.mem, err = devmem.Open(devmem.Config{
 		Driver: p.drv, Device: p.dev, Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo,
 		Owner: (*host)(c), Probe: &p.unscoped.pool,
-	}, devmem.PoolConfig{Plain: cfg.Plain, Green: c.place.partitioned(), Quota: quota, Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
+	}, devmem.PoolConfig{Plain: cfg.Plain, Green: c.place.Partitioned(), Quota: quota, Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
 	if err == nil {
 		c.memOps = c.mem.Ops()
 	}
@@ -66,7 +66,7 @@ func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	p, err := c.mem.Alloc((*memStream)(s), n)
 	return DevicePtr(p), err
 }
@@ -81,7 +81,7 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 	if err != nil {
 		return err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	return c.mem.Free((*memStream)(s), cuda.DevicePtr(p))
 }
 
@@ -135,7 +135,7 @@ func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	return c.memOps.MemInfo(c.pool.dev.Primary(), c.cachedBytes)
 }
 

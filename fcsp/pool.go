@@ -13,6 +13,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
+	"github.com/fcsp-go/fcsp-go/internal/fault"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
@@ -48,7 +49,7 @@ type Pool struct {
 	blocker  *hostwait.Blocker // the events of the waits that sleep
 	memInfo  devmem.InfoCache  // MemGetInfo's device figures
 	_        [128]byte
-	fault    faultState // health.go, internal/fault: read by every call, so on lines of its own
+	fault    fault.State // internal/fault, lost as a *DeviceLostError (health.go): read by every call, so on lines of its own
 	_        [128]byte
 
 	prio admission.Pool // latency tenants in flight (internal/admission)
@@ -96,7 +97,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	// Every call, greenctx's included, goes through the guard: whichever
 	// call meets a sticky fault first turns the pool to lost.
 	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
-	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault.State)
+	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault)
 	if p.dev, err = greenctx.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
@@ -200,7 +201,7 @@ func (p *Pool) Close() error {
 		errs = append(errs, c.close("pool closed"))
 	}
 	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
-	return p.forgive(errors.Join(errs...))
+	return p.fault.Forgive(errors.Join(errs...))
 }
 
 // cores appends the live tenants to into. The caller holds p.mu.

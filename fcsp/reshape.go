@@ -46,24 +46,24 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	if !c.place.reshapable() {
+	if !c.place.Reshapable() {
 		return fmt.Errorf("%w: tenant %q was made without WithReshapeSizes", ErrInvalidArgument, c.name)
 	}
 	c.reshape.Lock()
 	defer c.reshape.Unlock()
 	start := time.Now()
-	if err := c.life.pause(ctx); err != nil {
+	if err := c.life.Pause(ctx); err != nil {
 		return err
 	}
-	defer c.life.resume()
+	defer c.life.Resume()
 	if c.closed.Load() {
 		return ErrClosed
 	}
 	c.mu.Lock()
 	streams := append([]*Stream(nil), c.streams...)
 	c.mu.Unlock()
-	from := c.place.sms()
-	err := c.place.reshape(sms, func(old, new cuda.Stream) {
+	from := c.place.SMs()
+	err := c.place.Reshape(sms, func(old, new cuda.Stream) {
 		for _, s := range streams {
 			if s.fromPart && s.h() == old {
 				s.hv.Store(uintptr(new))
@@ -90,7 +90,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 
 // ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
 // tenant made without WithReshapeSizes).
-func (c *tenantCore) ReshapeSizes() []int { return c.place.sizes() }
+func (c *tenantCore) ReshapeSizes() []int { return c.place.Sizes() }
 
 // loadModule loads image once, with the primary context: a module loaded
 // there serves every green stream of the device, on that stream's SMs

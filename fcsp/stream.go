@@ -36,7 +36,7 @@ type Stream struct {
 
 func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
 	s := &Stream{t: c, class: class, owned: true}
-	h, own, err := c.place.newStream(first)
+	h, own, err := c.place.NewStream(first)
 	s.fromPart = own
 	s.hv.Store(uintptr(h))
 	if err != nil {
@@ -85,7 +85,7 @@ func (c *tenantCore) addStream(mk func() (*Stream, error)) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	s, err := mk()
 	if err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func (s *Stream) Close() error {
 	} else if err != nil {
 		return err // the device is lost: the stream stays, Reset makes it again
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil // an earlier Close did
 	}
@@ -177,7 +177,7 @@ func (s *Stream) Close() error {
 	destroyed := s.destroy(c.pool.dev.Primary())
 	var released error
 	if s.owned && s.fromPart {
-		released = c.place.destroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
+		released = c.place.DestroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
 	}
 	return errors.Join(flushed, destroyed, released) // no garbage when all are nil
 }

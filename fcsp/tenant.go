@@ -20,6 +20,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
+	"github.com/fcsp-go/fcsp-go/internal/life"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -58,7 +59,7 @@ type tenantCore struct {
 	mem    devmem.Allocator  // device memory: plain or pooled, chosen in NewTenant (memory.go)
 	memOps *devmem.Config    // mem's: fills, copies and MemGetInfo, which allocate nothing
 
-	life   lifeLock // counts calls in flight; Close waits for them
+	life   life.Lock // counts calls in flight; Close waits for them (internal/life)
 	closed atomic.Bool
 
 	// The fields above are read by every call; those after the pad are
@@ -107,7 +108,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if p.closed {
 		return nil, ErrClosed
 	}
-	if err := p.fault.err(); err != nil {
+	if err := p.fault.Err(); err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", name, err)
 	}
 	if _, ok := p.tenants[name]; ok {
@@ -117,7 +118,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if !cfg.Partitioned() {
 		c.place = devicePlace(p.dev, p.info.SMs)
 	} else {
-		if err := p.checkWorkQueues(); err != nil {
+		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
 		part, err := p.takePartition(&cfg)
@@ -128,7 +129,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		c.place = greenPlace(part)
 	}
 	undo := func(err error) (*Tenant, error) {
-		err = errors.Join(err, c.place.close())
+		err = errors.Join(err, c.place.Close())
 		if c.acct != nil {
 			_, e := c.acct.Close()
 			err = errors.Join(err, e)
@@ -162,7 +163,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		c.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
 	}
 	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
-		p.log.Info("tenant created", "tenant", name, "sms", c.place.sms(), "quota", quota, "sm_limit", cfg.SMLimit)
+		p.log.Info("tenant created", "tenant", name, "sms", c.place.SMs(), "quota", quota, "sm_limit", cfg.SMLimit)
 	}
 	return t, nil
 }
@@ -180,12 +181,12 @@ func (t *Tenant) Name() string {
 }
 
 // SMs is Tenant.SMs, for the SDK's own callers.
-func (c *tenantCore) SMs() int { return c.place.sms() }
+func (c *tenantCore) SMs() int { return c.place.SMs() }
 
 // Partitioned reports whether the tenant has SMs of its own.
 func (t *Tenant) Partitioned() bool {
 	defer runtime.KeepAlive(t)
-	return t.c.place.partitioned()
+	return t.c.place.Partitioned()
 }
 
 // Context is the tenant's CUcontext (the green context's, or the device's
@@ -194,7 +195,7 @@ func (t *Tenant) Partitioned() bool {
 // only while the Tenant is open and reachable.
 func (t *Tenant) Context() uintptr {
 	defer runtime.KeepAlive(t)
-	return uintptr(t.c.place.context())
+	return uintptr(t.c.place.Context())
 }
 
 // Stream is the tenant's first stream. It does not keep the tenant
@@ -205,7 +206,7 @@ func (t *Tenant) Stream() *Stream {
 }
 
 // ctx is the tenant's context handle.
-func (c *tenantCore) ctx() cuda.Context { return c.place.context() }
+func (c *tenantCore) ctx() cuda.Context { return c.place.Context() }
 
 // do runs f, counted in the tenant's life lock, with the device's primary
 // context for the driver calls that need one current. Every driver call the
@@ -220,7 +221,7 @@ func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
 	if err != nil {
 		return err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	return f(c.pool.dev.Primary())
 }
 
@@ -231,7 +232,7 @@ func (c *tenantCore) doWith(ctx cuda.Context, f func(ctx cuda.Context) error) er
 	if err != nil {
 		return err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	return f(ctx)
 }
 
@@ -244,8 +245,8 @@ func (c *tenantCore) doGreen(f func(ctx cuda.Context) error) error {
 	if err != nil {
 		return err
 	}
-	defer c.life.exit(slot)
-	return c.place.doGreen(f)
+	defer c.life.Exit(slot)
+	return c.place.DoGreen(f)
 }
 
 // SetSMLimit changes the tenant's launch-rate limit (its GPU share under
@@ -285,10 +286,10 @@ var configs = sync.Pool{New: func() any { return new(tenantConfig) }}
 type host tenantCore
 
 func (h *host) Enter() (uint32, error)  { return (*tenantCore)(h).enter() }
-func (h *host) Exit(slot uint32)        { h.life.exit(slot) }
+func (h *host) Exit(slot uint32)        { h.life.Exit(slot) }
 func (h *host) Closed() bool            { return h.closed.Load() }
 func (h *host) Primary() cuda.Context   { return h.pool.dev.Primary() }
-func (h *host) AnyThread() cuda.Context { return h.place.anyThread() }
+func (h *host) AnyThread() cuda.Context { return h.place.AnyThread() }
 func (h *host) Log(msg string)          { h.pool.log.Info(msg) }
 
 // newAdmission makes the tenant's admission engine from cfg.
@@ -296,10 +297,10 @@ func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) 
 	p := c.pool
 	return admission.NewTenant(&p.prio, admission.Config{
 		SMLimit: cfg.SMLimit, GPUShare: cfg.GPUShare,
-		SMs: c.place.sms(), ThreadsPerSM: p.info.ThreadsPerSM, Dampening: p.cfg.Dampening, Penalty: p.cfg.Penalty,
+		SMs: c.place.SMs(), ThreadsPerSM: p.info.ThreadsPerSM, Dampening: p.cfg.Dampening, Penalty: p.cfg.Penalty,
 		Refill: cmp.Or(cfg.Refill, p.cfg.Refill), Clock: cfg.Clock,
 		Metered: cfg.Metered, Latency: cfg.Prio.Prio == config.LatencyCritical, Floor: cfg.Prio.Floor,
-		Events: p.drv, Host: (*host)(c), Partitioned: c.place.partitioned(),
+		Events: p.drv, Host: (*host)(c), Partitioned: c.place.Partitioned(),
 	})
 }
 
@@ -358,7 +359,7 @@ type WaitStats struct {
 
 // Stats is Tenant.Stats, for the SDK's own callers.
 func (c *tenantCore) Stats() Stats {
-	s := Stats{Name: c.name, SMs: c.place.sms(), Partitioned: c.place.partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
+	s := Stats{Name: c.name, SMs: c.place.SMs(), Partitioned: c.place.Partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
 	s.ContextWait = c.place.waits()
 	var gates admission.GateSums // added up in place: Stats is polled, and a copy of the gates was garbage
 	c.mu.Lock()
@@ -390,7 +391,7 @@ func (c *tenantCore) close(why string) error {
 		return nil
 	}
 	c.adm.Close() // launches waiting for tokens return ErrClosed
-	c.life.end()  // wait for launches and synchronisations in flight
+	c.life.End()  // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
 	c.mu.Lock()
 	stop := c.stop // written by closeWhenDone, maybe as this close starts
@@ -439,7 +440,7 @@ func (c *tenantCore) close(why string) error {
 		errs[7] = errors.Join(errs[7], spare.Close())
 	}
 	teardown.Reclaimed(p.log, c.name, why, len(leaks))
-	return p.forgive(errors.Join(errs[:]...))
+	return p.fault.Forgive(errors.Join(errs[:]...))
 }
 
 // closeWhenDone closes the tenant when ctx is done (used by WithContext).

@@ -21,7 +21,7 @@ func (c *tenantCore) doUnscoped(state *atomic.Int32, f func(ctx cuda.Context) er
 	if err != nil {
 		return err
 	}
-	defer c.life.exit(slot)
+	defer c.life.Exit(slot)
 	return c.doUnscopedLocked(state, f)
 }
 
