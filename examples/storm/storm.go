@@ -60,6 +60,12 @@ type stormer struct {
 	calls *atomic.Int64
 	s     *fcsp.Stream // allocpool's own stream
 	ps    fcsp.PoolStats
+	// tenant's: a name of its own (it has one tenant open at a time) and
+	// its option, made once, as a server names a class and keeps its
+	// options rather than formatting them per request: what the storm
+	// measures is the SDK's garbage, not its own.
+	name  string
+	quota fcsp.TenantOption
 }
 
 // call makes one storm call (a pair where the call is a make and a free).
@@ -94,8 +100,10 @@ func (st *stormer) call(ctx context.Context) error {
 		_, err := st.env.metrics.Gather()
 		return err
 	case "tenant":
-		n := st.env.tenants.Add(1)
-		t, err := st.env.pool.NewTenant(fmt.Sprintf("storm-%d", n), fcsp.WithMemoryQuota(stormQuota))
+		if st.name == "" {
+			st.name, st.quota = fmt.Sprintf("storm-%d", st.env.tenants.Add(1)), fcsp.WithMemoryQuota(stormQuota)
+		}
+		t, err := st.env.pool.NewTenant(st.name, st.quota)
 		if err != nil {
 			return err
 		}
