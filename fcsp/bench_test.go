@@ -199,14 +199,7 @@ func BenchmarkLaunch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mod, err := t.LoadModule(kernels.ChainPTX)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fn, err := mod.Function("spin")
-		if err != nil {
-			b.Fatal(err)
-		}
+		fn := spinKernel(b, t)
 		var args Args
 		args.Uint64(0)
 		one := Dim3{X: 1, Y: 1, Z: 1}

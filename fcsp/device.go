@@ -18,7 +18,7 @@ type DeviceInfo struct {
 	Simulated         bool
 	// WorkQueues is the number of hardware work queues (connections) the
 	// process's contexts get: CUDA_DEVICE_MAX_CONNECTIONS, which the pool
-	// sets to 32 when it is unset (workqueues.go), else the driver's 8.
+	// sets to 32 when it is unset, else the driver's 8.
 	WorkQueues int
 }
 

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 // BenchmarkLaunchGraph: launching a graph of one captured kernel through
@@ -25,14 +23,7 @@ func BenchmarkLaunchGraph(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mod, err := t.LoadModule(kernels.ChainPTX)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fn, err := mod.Function("spin")
-		if err != nil {
-			b.Fatal(err)
-		}
+		fn := spinKernel(b, t)
 		var args Args
 		args.Uint64(0)
 		one := Dim3{X: 1, Y: 1, Z: 1}
