@@ -49,7 +49,8 @@ type Tenant struct {
 
 // tenantCore is what the pool tracks; the Tenant handle wraps it so that an
 // unreachable handle can be detected and cleaned up. Its exported methods
-// are the Tenant's, wrapped in tenant_api.go.
+// are the Tenant's, wrapped in tenant_api.go where the Tenant does not
+// implement them itself.
 type tenantCore struct {
 	pool   *Pool
 	name   string

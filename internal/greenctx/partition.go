@@ -38,7 +38,6 @@ type Partition struct {
 // the partition's streams (slot 0 its first) and, for a reshapable
 // partition, an event per slot to hand the order over at a switch.
 type layout struct {
-	res     []cuda.DevResource // its groups, kept to rebuild it (reset.go)
 	green   cuda.GreenCtx
 	ctx     cuda.Context
 	sms     int
@@ -59,7 +58,7 @@ func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &layout{res: res, green: g}
+	l := &layout{green: g}
 	fail := func(err error) (*layout, error) {
 		return nil, errors.Join(err, drv.GreenCtxDestroy(g))
 	}
