@@ -8,13 +8,9 @@ import (
 // placement is where a tenant's work runs, chosen once in NewTenant
 // (internal/place says what each method means): a partition of the
 // device's SMs (greenPlace), or the whole device shared through its primary
-// context (devicePlace). What needs the Pool or a public type is converted
+// context (Pool.whole). What needs the Pool or a public type is converted
 // here.
 type placement struct{ place.Placement }
-
-func devicePlace(dev *greenctx.Device, sms int) placement {
-	return placement{place.Whole{Dev: dev, N: sms}}
-}
 
 func greenPlace(p *greenctx.Partition) placement { return placement{place.Green{Part: p}} }
 

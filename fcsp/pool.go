@@ -30,9 +30,12 @@ type Pool struct {
 	drv  cuda.Driver
 	dev  *greenctx.Device
 	info DeviceInfo
-	cfg  poolConfig
-	mem  *memtrack.Tracker
-	log  *slog.Logger
+	// whole is the placement of every unpartitioned tenant: one value,
+	// never changed, so that such a tenant made allocates no placement.
+	whole placement
+	cfg   poolConfig
+	mem   *memtrack.Tracker
+	log   *slog.Logger
 
 	closeDone chan struct{} // closed when the first Close has finished
 	raw       cuda.Driver   // the driver under the guard: only to put a thread's context back
@@ -110,6 +113,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return fail(err)
 	}
+	p.whole = placement{place.Whole{Dev: p.dev, N: p.info.SMs}}
 	if err := p.newTracker(index); err != nil {
 		return fail(err)
 	}

@@ -117,7 +117,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
 	if !cfg.Partitioned() {
-		c.place = devicePlace(p.dev, p.info.SMs)
+		c.place = p.whole
 	} else {
 		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
 			return nil, fmt.Errorf("tenant %q: %w", name, err)

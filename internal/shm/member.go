@@ -105,6 +105,21 @@ func (m *Member) DeviceUsed(dev int) uint64 {
 	return m.Read(func() uint64 { return m.region.DeviceUsed(dev) })
 }
 
+// Slots lists the region's members (none for a nil Member or once this
+// one closed): for diagnostics, as a test that waits for a reap says what
+// it found.
+func (m *Member) Slots() []SlotInfo {
+	if m == nil {
+		return nil
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.unmapped {
+		return nil
+	}
+	return m.region.Slots()
+}
+
 // PoolLayout is the shape every pool's process must agree on: 16 GPUs,
 // 1024 processes (about 4 MiB mapped).
 var PoolLayout = Layout{Devices: 16, Slots: 1024}

@@ -24,6 +24,9 @@ func TestMemberLifecycle(t *testing.T) {
 	if got := m.DeviceUsed(1); got != 1<<20 {
 		t.Fatalf("DeviceUsed %d; want %d", got, 1<<20)
 	}
+	if s := m.Slots(); len(s) != 1 || s[0].PID != os.Getpid() || s[0].Usage[1] != 1<<20 {
+		t.Fatalf("Slots %+v; want this process's one, with its 1 MiB on device 1", s)
+	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +36,13 @@ func TestMemberLifecycle(t *testing.T) {
 	if got := m.Read(func() uint64 { return 7 }); got != 0 {
 		t.Fatalf("Read after Close ran f")
 	}
+	if s := m.Slots(); s != nil {
+		t.Fatalf("Slots after Close %+v", s)
+	}
 	var none *Member
+	if s := none.Slots(); s != nil {
+		t.Fatalf("a nil Member's Slots %+v", s)
+	}
 	if err := none.Close(); err != nil {
 		t.Fatal(err)
 	}
