@@ -8,6 +8,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/freelist"
 )
 
 // ErrGranularity means a requested SM count is not a whole number of the
@@ -34,7 +35,7 @@ type Device struct {
 
 	mu     sync.Mutex
 	closed bool
-	idle   []cuda.Stream // primary-context streams released for reuse (primarystreams.go)
+	idle   freelist.List[cuda.Stream] // primary-context streams released for reuse (primarystreams.go)
 }
 
 // Open retains device ordinal's primary context and reads its SM resource.

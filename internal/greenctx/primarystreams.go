@@ -11,16 +11,9 @@ import (
 // (ReleaseStream): a server that makes and closes a stream, or a tenant,
 // per request then makes no driver call for it.
 func (d *Device) NewStream() (cuda.Stream, error) {
-	d.mu.Lock()
-	if n := len(d.idle); n > 0 && !d.closed {
-		s := d.idle[n-1]
-		d.idle = d.idle[:n-1]
-		d.mu.Unlock()
+	if s, ok, closed := d.idle.Take(); ok {
 		return s, nil
-	}
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
+	} else if closed {
 		return 0, ErrClosed
 	}
 	return d.drv.StreamCreate(d.Primary(), cuda.StreamNonBlocking)
@@ -41,24 +34,19 @@ func (d *Device) releaseStream(s cuda.Stream, wait bool) error {
 			return errors.Join(err, d.drv.StreamDestroy(ctx, s)) // a fault: not kept
 		}
 	}
-	d.mu.Lock()
-	if !d.closed && len(d.idle) < maxIdleStreams {
-		d.idle = append(d.idle, s)
-		d.mu.Unlock()
+	if d.idle.Put(s, maxIdleStreams) {
 		return nil
 	}
-	d.mu.Unlock()
 	return d.drv.StreamDestroy(ctx, s)
 }
 
-// destroyIdle destroys the kept streams; the caller holds d.mu.
+// destroyIdle closes the kept streams' list and destroys them.
 func (d *Device) destroyIdle() error {
 	var err error
-	for _, s := range d.idle {
+	for _, s := range d.idle.Close() {
 		if e := d.drv.StreamDestroy(d.Primary(), s); e != nil && err == nil {
 			err = e
 		}
 	}
-	d.idle = nil
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/freelist"
 )
 
 // Wait waits for stream s with ctx: done, where not nil, ends the wait
@@ -151,9 +152,7 @@ func (h *History) Add(d time.Duration) {
 type Blocker struct {
 	drv  cuda.Driver
 	ctx  cuda.Context
-	mu   sync.Mutex
-	free []cuda.Event
-	done bool
+	free freelist.List[cuda.Event]
 }
 
 // NewBlocker makes a Blocker whose events drv makes in ctx.
@@ -179,41 +178,25 @@ func (b *Blocker) Wait(s cuda.Stream) error {
 }
 
 func (b *Blocker) take() (cuda.Event, error) {
-	b.mu.Lock()
-	if n := len(b.free); n > 0 && !b.done {
-		ev := b.free[n-1]
-		b.free = b.free[:n-1]
-		b.mu.Unlock()
+	if ev, ok, closed := b.free.Take(); ok {
 		return ev, nil
-	}
-	done := b.done
-	b.mu.Unlock()
-	if done {
+	} else if closed {
 		return 0, ErrClosed
 	}
 	return b.drv.EventCreate(b.ctx, cuda.EventBlockingSync|cuda.EventDisableTiming)
 }
 
 func (b *Blocker) put(ev cuda.Event) {
-	b.mu.Lock()
-	if !b.done {
-		b.free = append(b.free, ev)
-		b.mu.Unlock()
-		return
+	if !b.free.Put(ev, 0) {
+		_ = b.drv.EventDestroy(b.ctx, ev) // closed meanwhile
 	}
-	b.mu.Unlock()
-	_ = b.drv.EventDestroy(b.ctx, ev) // closed meanwhile
 }
 
 // Close destroys the free events; a wait under way destroys its own when
 // it ends, and later waits return ErrClosed.
 func (b *Blocker) Close() error {
-	b.mu.Lock()
-	free := b.free
-	b.free, b.done = nil, true
-	b.mu.Unlock()
 	var errs []error
-	for _, ev := range free {
+	for _, ev := range b.free.Close() {
 		errs = append(errs, b.drv.EventDestroy(b.ctx, ev))
 	}
 	return errors.Join(errs...)
