@@ -11,10 +11,12 @@ import (
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
-// ErrClosed: the set was closed (its tenant's calls are over).
-var ErrClosed = errors.New("graphs: closed")
+// ErrClosed: the set was closed (its tenant's calls are over); the shared
+// sentinel, as every other engine's.
+var ErrClosed = errs.ErrClosed
 
 // Set is one tenant's live graphs and executable graphs. They are listed
 // and unlisted inside calls its tenant counts in flight, and Close, made

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/freelist"
 )
 
@@ -202,8 +203,9 @@ func (b *Blocker) Close() error {
 	return errors.Join(errs...)
 }
 
-// ErrClosed: a Blocker's wait after its Close.
-var ErrClosed = errors.New("hostwait: closed")
+// ErrClosed: a Blocker's wait after its Close (the shared sentinel, so
+// that a Synchronize racing the pool's Close reads as fcsp.ErrClosed).
+var ErrClosed = errs.ErrClosed
 
 // Driver waits in cuStreamSynchronize; done is not heeded.
 func Driver(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, _ *History, _ <-chan struct{}) error {
