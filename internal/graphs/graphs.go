@@ -74,11 +74,7 @@ func (gs *Set) Launch(ctx cuda.Context, e cuda.GraphExec, s cuda.Stream) error {
 // DestroyGraph unlists and destroys g, unless it was not listed (destroyed
 // before, or by Close).
 func (gs *Set) DestroyGraph(ctx cuda.Context, g cuda.Graph) error {
-	gs.mu.Lock()
-	_, ok := gs.graphs[g]
-	delete(gs.graphs, g)
-	gs.mu.Unlock()
-	if !ok {
+	if !unlist(gs, gs.graphs, g) {
 		return nil
 	}
 	return gs.drv.GraphDestroy(ctx, g)
@@ -86,14 +82,20 @@ func (gs *Set) DestroyGraph(ctx cuda.Context, g cuda.Graph) error {
 
 // DestroyExec is DestroyGraph for an executable graph.
 func (gs *Set) DestroyExec(ctx cuda.Context, e cuda.GraphExec) error {
-	gs.mu.Lock()
-	_, ok := gs.execs[e]
-	delete(gs.execs, e)
-	gs.mu.Unlock()
-	if !ok {
+	if !unlist(gs, gs.execs, e) {
 		return nil
 	}
 	return gs.drv.GraphExecDestroy(ctx, e)
+}
+
+// unlist removes h from list (one of gs's) and reports whether it was
+// there: whoever unlists a handle destroys it, once.
+func unlist[H comparable](gs *Set, list map[H]struct{}, h H) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	_, ok := list[h]
+	delete(list, h)
+	return ok
 }
 
 func (gs *Set) add(list func()) error {
