@@ -48,10 +48,3 @@ func (l *List[T]) Close() []T {
 	l.items, l.closed = nil, true
 	return items
 }
-
-// Len is how many items the list keeps.
-func (l *List[T]) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.items)
-}

@@ -134,9 +134,6 @@ type History struct{ avg atomic.Int64 }
 // Long reports whether the stream's recent waits averaged past LongWait.
 func (h *History) Long() bool { return time.Duration(h.avg.Load()) > LongWait }
 
-// Average is the moving average of the stream's waits.
-func (h *History) Average() time.Duration { return time.Duration(h.avg.Load()) }
-
 // Add folds one wait into the average. Concurrent waits on one stream may
 // lose an update to each other: the average stays a fair one.
 func (h *History) Add(d time.Duration) {
