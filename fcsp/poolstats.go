@@ -3,6 +3,7 @@ package fcsp
 import (
 	"slices"
 	"strings"
+	"sync"
 )
 
 // PoolStats is a snapshot of a pool: its device, its memory, and every live
@@ -33,6 +34,11 @@ func (p *Pool) Stats() PoolStats {
 	return s
 }
 
+// coreLists are ReadStats's lists of the live tenants, kept for reuse: a
+// list on the stack held 16, and a pool of more (a class per model, a
+// storm's short-lived tenants) grew a new array at every call.
+var coreLists = sync.Pool{New: func() any { l := make([]*tenantCore, 0, 16); return &l }}
+
 // ReadStats is Stats into s, reusing the room s.Tenants has, as
 // runtime.ReadMemStats does: a loop that polls the pool makes no garbage
 // (beyond a metered tenant's GPUTimeByClass), which the collector would
@@ -46,15 +52,18 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	// MemoryUsed, not the tracker: with a shared region it reads the region,
 	// which a Close racing this scrape may be unmapping.
 	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit()}
-	var buf [16]*tenantCore
+	list := coreLists.Get().(*[]*tenantCore)
 	p.mu.Lock()
 	s.Closed = p.closed
-	cores := p.cores(buf[:0])
+	cores := p.cores((*list)[:0])
 	p.mu.Unlock()
 	for _, c := range cores {
 		tenants = append(tenants, c.Stats())
 		s.MemoryCached += tenants[len(tenants)-1].MemoryCached
 	}
+	clear(cores) // a pooled list must not keep closed tenants reachable
+	*list = cores[:0]
+	coreLists.Put(list)
 	slices.SortFunc(tenants, func(a, b Stats) int { return strings.Compare(a.Name, b.Name) })
 	s.Tenants = tenants
 }

@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"fmt"
 	"context"
 	"runtime"
 	"testing"
@@ -115,4 +116,24 @@ func TestStatsOfManyStreamsMakeNoGarbage(t *testing.T) {
 	require.Equal(t, 41, ps.Tenants[0].Streams)
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = tn.Stats() }))
 	require.Zero(t, testing.AllocsPerRun(100, func() { p.ReadStats(&ps) }))
+}
+
+// A pool of more tenants than ReadStats's list on the stack holds (a server
+// with a class per model, or a storm's short-lived tenants) is read without
+// garbage too: the list of 40 grew a new array at every call.
+func TestReadStatsOfManyTenantsMakesNoGarbage(t *testing.T) {
+	p, _ := openSim(t)
+	var ts []*Tenant
+	for i := range 40 {
+		tn, err := p.NewTenant(fmt.Sprintf("t%02d", i), WithMemoryQuota(1<<20))
+		require.NoError(t, err)
+		ts = append(ts, tn)
+	}
+	var ps PoolStats
+	p.ReadStats(&ps)
+	require.Len(t, ps.Tenants, 40)
+	require.Zero(t, testing.AllocsPerRun(100, func() { p.ReadStats(&ps) }))
+	require.Equal(t, "t00", ps.Tenants[0].Name)
+	require.Equal(t, "t39", ps.Tenants[39].Name)
+	runtime.KeepAlive(ts)
 }

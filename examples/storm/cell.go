@@ -56,8 +56,14 @@ type Cell struct {
 	// second (MB). Under MPS, the interactive process's.
 	SchedP99us   float64 `json:"sched_latency_p99_us"`
 	GCPauseMaxUs float64 `json:"gc_pause_max_us"`
+	GCPauseP50us float64 `json:"gc_pause_p50_us"`
+	GCStopMaxUs  float64 `json:"gc_stopping_max_us"` // of the pause, stopping the goroutines
 	GCPerS       float64 `json:"gc_per_s"`
-	AllocMBPerS  float64 `json:"alloc_mb_per_s"`
+	// RunDelay is how long the process's threads were runnable but not
+	// running, waiting for a core (Linux schedstat, all threads), per wall
+	// second: the host's own contention, which no Go figure shows.
+	RunDelayMsPerS float64 `json:"os_run_delay_ms_per_s"`
+	AllocMBPerS    float64 `json:"alloc_mb_per_s"`
 
 	// Ratios to the cell with no storm of the same layout, K and round.
 	P99ToNoStorm   float64 `json:"p99_to_no_storm,omitempty"`
@@ -219,11 +225,12 @@ func runCell(ctx context.Context, env cellEnv, o cellOpts, w window) (Cell, erro
 		return w
 	}
 	werr := w.waitStart(ctx)
-	t0, cpu0, b0, s0, cw0, rt0 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait(), readRuntime()
+	t0, cpu0, b0, s0, cw0, rt0, rd0 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait(), readRuntime(), runDelay()
+	startTrace(o.kind)
 	if werr == nil {
 		werr = w.waitEnd(ctx)
 	}
-	t1, cpu1, b1, s1, cw1, rt1 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait(), readRuntime()
+	t1, cpu1, b1, s1, cw1, rt1, rd1 := time.Now(), cpuSeconds(), batchDone.Load(), st.snapshot(), ctxWait(), readRuntime(), runDelay()
 	c.CtxWaitCalls, c.CtxWaited = cw1.Calls-cw0.Calls, cw1.Waited-cw0.Waited
 	c.CtxWaitP99us, c.CtxWaitMaxUs = float64(cw1.P99.Nanoseconds())/1e3, float64(cw1.Max.Nanoseconds())/1e3
 	close(stop)
@@ -238,7 +245,10 @@ func runCell(ctx context.Context, env cellEnv, o cellOpts, w window) (Cell, erro
 	c.CPU = (cpu1 - cpu0) / el
 	c.SchedP99us = histQuantile(rt0.sched, rt1.sched, 0.99)
 	c.GCPauseMaxUs = histQuantile(rt0.pauses, rt1.pauses, 1)
+	c.GCPauseP50us = histQuantile(rt0.pauses, rt1.pauses, 0.5)
+	c.GCStopMaxUs = histQuantile(rt0.stopping, rt1.stopping, 1)
 	c.GCPerS = float64(rt1.gcs-rt0.gcs) / el
+	c.RunDelayMsPerS = (rd1 - rd0).Seconds() * 1e3 / el
 	c.AllocMBPerS = float64(rt1.allocs-rt0.allocs) / el / 1e6
 	if env.inter != nil {
 		var us []float64

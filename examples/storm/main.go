@@ -79,6 +79,9 @@ type config struct {
 	wait       string // -wait as given: "driver" or a spin duration
 	spin       time.Duration
 	cpuProfile string
+	memProfile string
+	tracePath  string
+	traceKinds []string
 	heapMiB    int
 
 	mpsRole            string
@@ -132,6 +135,9 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.DurationVar(&c.probeEvery, "probe-every", 50*time.Millisecond, "a %smid probe on each class every this long (0: none)")
 	fs.StringVar(&c.jsonPath, "json", "", "write every cell, the summary and the checks as JSON to this file")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile of the whole run (every allocation sampled; go tool pprof -sample_index=alloc_space) to this file")
+	fs.StringVar(&c.tracePath, "trace", "", "write an execution trace (go tool trace) of the first 150 ms of the first measured cell of each -trace-kinds storm to <this>-<storm>.trace")
+	traceKinds := fs.String("trace-kinds", "none,all", "the storm rows -trace traces, comma-separated")
 	fs.IntVar(&c.heapMiB, "heap", 0, "MiB of live heap the process holds throughout, as a server's own state would (0: none, the storm's few MiB alone): the collector runs about as often as heap growth / live heap, so a small process collects far more often than a server making the same calls")
 	fs.StringVar(&c.wait, "wait", "default", "how goroutines wait for their GPU work (fcsp.WithHostWait): default (the SDK's: the driver's while few wait, polled past half the cores), driver (cuStreamSynchronize) or a spin duration (poll that long, then yield between polls)")
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
@@ -166,6 +172,9 @@ func parse(args []string, usage io.Writer) (config, error) {
 		return c, err
 	}
 	if c.kindKs, err = parseInts("kind-k", *kindKs); err != nil {
+		return c, err
+	}
+	if c.traceKinds, err = parseNames("trace-kinds", *traceKinds, append([]string{stormNone, stormAll}, stormKinds...)); err != nil {
 		return c, err
 	}
 	switch {
@@ -352,6 +361,16 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	cellTrace.prefix, cellTrace.kinds = cfg.tracePath, cfg.traceKinds
+	if cfg.memProfile != "" {
+		runtime.MemProfileRate = 1
+		defer func() {
+			if f, err := os.Create(cfg.memProfile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
 	}
 	state := serverState(cfg.heapMiB)
 	defer runtime.KeepAlive(state)

@@ -1,17 +1,70 @@
 package main
 
 import (
+	"bytes"
 	"math"
+	"os"
 	"runtime/metrics"
+	"runtime/trace"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
 )
+
+// cellTrace is -trace: the first cell of each kind in -trace-kinds, its
+// window's first 150 ms traced once, so that a tail the figures do not
+// explain (a stop of the world, a slow driver call, a thread that a
+// request waited for) can be seen goroutine by goroutine, beside the same
+// of the cell with no storm.
+var cellTrace struct {
+	prefix string
+	kinds  []string
+	mu     sync.Mutex
+	done   map[string]bool
+	busy   bool // one trace at a time: the runtime has one tracer
+}
+
+// startTrace traces the next 150 ms into <prefix>-<kind>.trace, the first
+// time a cell of that kind measures.
+func startTrace(kind string) {
+	t := &cellTrace
+	if t.prefix == "" || !slices.Contains(t.kinds, kind) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done[kind] || t.busy {
+		return
+	}
+	f, err := os.Create(t.prefix + "-" + kind + ".trace")
+	if err != nil {
+		return
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		return
+	}
+	if t.done == nil {
+		t.done = map[string]bool{}
+	}
+	t.done[kind], t.busy = true, true
+	time.AfterFunc(150*time.Millisecond, func() {
+		trace.Stop()
+		_ = f.Close()
+		t.mu.Lock()
+		t.busy = false
+		t.mu.Unlock()
+	})
+}
 
 // goRuntime is what the Go runtime says of the process over a window: how
 // long runnable goroutines waited for a thread (a request goroutine coming
 // back from the driver among them), and how much the garbage collector
 // ran. A tail the SDK's own waits do not explain shows here.
 type goRuntime struct {
-	sched, pauses *metrics.Float64Histogram
-	gcs, allocs   uint64
+	sched, pauses, stopping *metrics.Float64Histogram
+	gcs, allocs             uint64
 }
 
 var runtimeSamples = []metrics.Sample{
@@ -19,6 +72,7 @@ var runtimeSamples = []metrics.Sample{
 	{Name: "/sched/pauses/total/gc:seconds"},
 	{Name: "/gc/cycles/total:gc-cycles"},
 	{Name: "/gc/heap/allocs:bytes"},
+	{Name: "/sched/pauses/stopping/gc:seconds"}, // the part of a pause spent stopping the goroutines
 }
 
 func readRuntime() goRuntime {
@@ -37,6 +91,9 @@ func readRuntime() goRuntime {
 	}
 	if s[3].Value.Kind() == metrics.KindUint64 {
 		r.allocs = s[3].Value.Uint64()
+	}
+	if s[4].Value.Kind() == metrics.KindFloat64Histogram {
+		r.stopping = s[4].Value.Float64Histogram()
 	}
 	return r
 }
@@ -68,4 +125,28 @@ func histQuantile(a, b *metrics.Float64Histogram, q float64) float64 {
 		}
 	}
 	return 0
+}
+
+// runDelay is the time the process's threads have spent runnable but
+// waiting for a core, summed over its threads (the second field of
+// /proc/self/task/*/schedstat); 0 where there is no such file. A thread
+// that exits takes its part with it.
+func runDelay() time.Duration {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if f := bytes.Fields(b); len(f) >= 2 {
+			if v, err := strconv.ParseInt(string(f[1]), 10, 64); err == nil {
+				total += v
+			}
+		}
+	}
+	return time.Duration(total)
 }

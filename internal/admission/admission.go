@@ -108,7 +108,14 @@ type Tenant struct {
 }
 
 // NewTenant makes a tenant's admission from cfg.
+//
+// A plain cfg (Config.Plain) gets the pool's one plain engine rather than
+// an engine of its own: it keeps nothing of its tenant, and a server that
+// makes and closes tenants made 208 bytes of garbage with each.
 func NewTenant(p *Pool, cfg Config) (*Tenant, error) {
+	if cfg.Plain() {
+		return p.plainEngine(cfg.Events), nil
+	}
 	t := &Tenant{cfg: cfg, pool: p, gpuShare: cfg.GPUShare > 0}
 	var err error
 	switch {
@@ -132,6 +139,27 @@ func NewTenant(p *Pool, cfg Config) (*Tenant, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// Plain reports whether cfg asks for nothing to admit: no launch-rate
+// limit or GPU share, no metering, no bandwidth floor, not latency
+// critical. Its gates are free (a launch on them costs one load), it
+// times nothing and counts nothing, and its host is never called: one
+// engine serves every plain tenant of a pool, with no host.
+func (cfg *Config) Plain() bool {
+	return cfg.SMLimit == 0 && cfg.GPUShare == 0 && !cfg.Metered && !cfg.Latency && cfg.Floor == 0
+}
+
+// plainEngine is the pool's engine for plain tenants, made at the first.
+func (pp *Pool) plainEngine(ev Events) *Tenant {
+	if t := pp.plain.Load(); t != nil {
+		return t
+	}
+	t := &Tenant{cfg: Config{Events: ev}, pool: pp}
+	if !pp.plain.CompareAndSwap(nil, t) {
+		return pp.plain.Load()
+	}
+	return t
 }
 
 // do runs f in the tenant's life lock with the primary context, current

@@ -229,3 +229,61 @@ func gateStats(tn *Tenant, g *Gate) Stats {
 	g.AddTo(&sums)
 	return tn.Stats(&sums)
 }
+
+// Plain tenants of a pool share one engine, which holds none of their
+// hosts (the first tenant's host would otherwise be kept for the pool's
+// life); every tenant that asks for anything gets its own. A plain
+// engine's gates are free, its Stats are zero, and closing it for one
+// tenant leaves the others' gates free.
+func TestPlainTenantsShareOneEngine(t *testing.T) {
+	var pp Pool
+	ev := new(events)
+	a, err := NewTenant(&pp, Config{Events: ev, Host: new(host), SMs: 16, Partitioned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewTenant(&pp, Config{Events: ev, Host: new(host), SMs: 132})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatal("two plain tenants of a pool got two engines")
+	}
+	if a.cfg.Host != nil {
+		t.Fatal("the shared plain engine holds a tenant's host")
+	}
+	for _, cfg := range []Config{
+		{SMLimit: 0.5, SMs: 16, ThreadsPerSM: 2048},
+		{GPUShare: 0.5},
+		{Metered: true},
+		{Latency: true},
+		{Floor: 0.25},
+	} {
+		cfg.Events, cfg.Host, cfg.Clock = ev, new(host), func() int64 { return 1 }
+		own, err := NewTenant(&pp, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if own == a {
+			t.Fatalf("%+v shares the plain engine", cfg)
+		}
+	}
+	var g Gate
+	var hv atomic.Uintptr
+	var closed atomic.Bool
+	if err := a.Init(&g, stream.Default, &hv, &closed); err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // one plain tenant closing
+	if !g.Free() {
+		t.Fatal("a plain tenant's gate is not free")
+	}
+	var sums GateSums
+	g.AddTo(&sums)
+	if s := a.Stats(&sums); s.Throttled != 0 || s.SMLimit != 0 || s.GPUTimeByClass != nil || s.Floored != 0 || s.Bytes != 0 {
+		t.Fatalf("a plain engine's figures: %+v", s)
+	}
+	if a.Limited() || a.Metered() {
+		t.Fatal("the plain engine claims a limit or a meter")
+	}
+}

@@ -43,6 +43,8 @@ type Pool struct {
 	// idle is closed (and replaced) when busy falls to 0, waking launches
 	// waiting at the floor to be admitted at their full share.
 	idle atomic.Pointer[chan struct{}]
+	// plain is the engine every plain tenant shares (Config.Plain).
+	plain atomic.Pointer[Tenant]
 }
 
 // LatencyBusy reports whether a LatencyCritical tenant of the pool has
