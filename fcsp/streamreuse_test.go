@@ -132,7 +132,9 @@ func TestReadStatsOfManyTenantsMakesNoGarbage(t *testing.T) {
 	var ps PoolStats
 	p.ReadStats(&ps)
 	require.Len(t, ps.Tenants, 40)
-	require.Zero(t, testing.AllocsPerRun(100, func() { p.ReadStats(&ps) }))
+	if allocs := testing.AllocsPerRun(100, func() { p.ReadStats(&ps) }); !raceEnabled {
+		require.Zero(t, allocs)
+	}
 	require.Equal(t, "t00", ps.Tenants[0].Name)
 	require.Equal(t, "t39", ps.Tenants[39].Name)
 	runtime.KeepAlive(ts)

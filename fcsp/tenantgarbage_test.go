@@ -40,7 +40,11 @@ func TestTenantMadeAndClosedGarbage(t *testing.T) {
 			runtime.ReadMemStats(&after)
 			per := (after.TotalAlloc - before.TotalAlloc) / n
 			t.Logf("%d B per tenant made and closed", per)
-			require.LessOrEqual(t, per, uint64(tenantGarbage), "a tenant made and closed allocates more than its budget (see tenantGarbage)")
+			budget := uint64(tenantGarbage)
+			if raceEnabled {
+				budget += budget / 5 // sync.Pool drops a quarter of its configs under the detector (896-935 B measured)
+			}
+			require.LessOrEqual(t, per, budget, "a tenant made and closed allocates more than its budget (see tenantGarbage)")
 		})
 	}
 }

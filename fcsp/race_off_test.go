@@ -1,0 +1,5 @@
+//go:build !race
+
+package fcsp
+
+const raceEnabled = false
