@@ -9,7 +9,7 @@ import (
 )
 
 // checkLaunch validates a launch of f on s with args (checkArgs).
-func (s *Stream) checkLaunch(f *Function, grid, block Dim3, args *Args) error {
+func (s *streamCore) checkLaunch(f *Function, grid, block Dim3, args *Args) error {
 	if err := s.checkShape(f, grid, block); err != nil {
 		return err
 	}
@@ -17,7 +17,7 @@ func (s *Stream) checkLaunch(f *Function, grid, block Dim3, args *Args) error {
 }
 
 // checkShape validates a launch of f on s as grid x block.
-func (s *Stream) checkShape(f *Function, grid, block Dim3) error {
+func (s *streamCore) checkShape(f *Function, grid, block Dim3) error {
 	if s.t.closed.Load() || s.closed.Load() {
 		return ErrClosed
 	}
@@ -42,7 +42,12 @@ func checkArgs(f *Function, args *Args) error {
 // TryLaunch is Launch without waiting: if the stream's and the tenant's
 // buckets hold the launch's cost now it is charged and launched, otherwise
 // it returns ErrThrottled having launched and charged nothing.
-func (s *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+func (h *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	s, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.release()
 	return s.launch(context.Background(), f, grid, block, shmem, args, true)
 }
 
@@ -59,7 +64,12 @@ type Reservation struct {
 // Reserve charges a launch of f as grid x block now, going into debt if the
 // buckets do not hold it, and returns the reservation; Delay says how long
 // until it may run.
-func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
+func (h *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
+	s, err := h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
 	if err := s.checkShape(f, grid, block); err != nil {
 		return nil, err
 	}
@@ -69,7 +79,7 @@ func (s *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reservation{s: s, f: f, grid: grid, block: block, r: r}, nil
+	return &Reservation{s: h, f: f, grid: grid, block: block, r: r}, nil
 }
 
 // Delay is how long from now until the reserved launch may run (0: now).
@@ -85,15 +95,20 @@ func (r *Reservation) Cancel() { r.r.Cancel() }
 // closes; either way the reservation is cancelled. A reservation launches
 // once.
 func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) error {
-	s := r.s
-	if err := s.checkLaunch(r.f, r.grid, r.block, args); err != nil {
+	if err := r.check(args); err != nil {
 		r.Cancel()
 		return err
 	}
-	tk, err := r.r.Wait(ctx)
+	tk, err := r.r.Wait(ctx) // not counted in the stream's calls: a Close meanwhile need not wait for it
 	if err != nil {
 		return err
 	}
+	s, err := r.s.acquire()
+	if err != nil {
+		tk.Cancel()
+		return err
+	}
+	defer s.release()
 	c := s.t
 	slot, err := c.enter()
 	if err != nil {
@@ -101,5 +116,19 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 		return err
 	}
 	defer c.life.Exit(slot)
+	if s.closed.Load() {
+		tk.Cancel()
+		return ErrClosed
+	}
 	return s.run(&tk, r.f, r.grid, r.block, shmem, args)
+}
+
+// check is the reserved launch's checkLaunch with args.
+func (r *Reservation) check(args *Args) error {
+	s, err := r.s.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	return s.checkLaunch(r.f, r.grid, r.block, args)
 }

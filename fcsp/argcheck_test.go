@@ -24,7 +24,7 @@ func TestLaunchRefusesArgsThatDoNotMatchThePTX(t *testing.T) {
 	ctx := context.Background()
 	one := Dim3{X: 1, Y: 1, Z: 1}
 	s := tn.Stream()
-	before := drv.StreamLaunches(s.h())
+	before := drv.StreamLaunches(s.c.h())
 	for _, bad := range []func(a *Args){
 		func(a *Args) { a.Int32(1000) },                       // the issue's: one int
 		func(a *Args) { a.Ptr(0).Int32(1) },                   // one short
@@ -39,13 +39,13 @@ func TestLaunchRefusesArgsThatDoNotMatchThePTX(t *testing.T) {
 		require.ErrorContains(t, err, "(.u64, .u32, .u32)")
 		require.ErrorIs(t, s.TryLaunch(fn, one, one, 0, &a), ErrInvalidArgument)
 	}
-	require.Equal(t, before, drv.StreamLaunches(s.h()), "a refused launch reached the driver")
+	require.Equal(t, before, drv.StreamLaunches(s.c.h()), "a refused launch reached the driver")
 	ptr, err := tn.Alloc(ctx, 4*256)
 	require.NoError(t, err)
 	var a Args
 	a.Ptr(ptr).Int32(256).Int32(2)
 	require.NoError(t, s.Launch(ctx, fn, Dim3{X: 1, Y: 1, Z: 1}, Dim3{X: 256, Y: 1, Z: 1}, 0, &a))
-	require.Equal(t, before+1, drv.StreamLaunches(s.h()))
+	require.Equal(t, before+1, drv.StreamLaunches(s.c.h()))
 }
 
 // BenchmarkCheckArgs: what the argument check adds to a launch (chain's

@@ -66,13 +66,18 @@ func (cur Current) Context() ContextHandle { return ContextHandle{cur.gctx} }
 // work queued counts as the Do's (a few microseconds). Work queued on a
 // handle taken otherwise (Stream.Handle), outside Do, or on streams the SDK
 // did not make is not metered.
-func (cur Current) Stream(s *Stream) (StreamHandle, error) {
+func (cur Current) Stream(h *Stream) (StreamHandle, error) {
 	if !cur.t.dos.Live(cur.slot, cur.thread) {
 		return StreamHandle{}, admission.ErrTakenAfterDo
 	}
-	if s == nil {
-		s = cur.t.first
+	if h == nil {
+		h = &cur.t.firstH
 	}
+	s, err := h.acquire()
+	if err != nil {
+		return StreamHandle{}, err
+	}
+	defer s.release()
 	if s.t != cur.t {
 		return StreamHandle{}, fmt.Errorf("%w: a stream of tenant %q inside tenant %q's Do", ErrInvalidArgument, s.t.name, cur.t.name)
 	}
@@ -114,21 +119,26 @@ type Workspace struct {
 }
 
 // AllocWorkspace is Tenant.AllocWorkspace.
-func (c *tenantCore) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Workspace, error) {
+func (c *tenantCore) AllocWorkspace(ctx context.Context, h *Stream, n uint64) (*Workspace, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s == nil {
-		s = c.first
+	if h == nil {
+		h = &c.firstH
 	}
-	if s.t != c {
-		return nil, fmt.Errorf("%w: a workspace of tenant %q on tenant %q's stream", ErrInvalidArgument, c.name, s.t.name)
-	}
-	p, err := c.AllocAsync(s, n)
+	s, err := h.acquire()
 	if err != nil {
 		return nil, err
 	}
-	return &Workspace{t: c, s: s, p: p, n: n}, nil
+	defer s.release()
+	if s.t != c {
+		return nil, fmt.Errorf("%w: a workspace of tenant %q on tenant %q's stream", ErrInvalidArgument, c.name, s.t.name)
+	}
+	p, err := c.allocOn(s, n, "AllocWorkspace")
+	if err != nil {
+		return nil, err
+	}
+	return &Workspace{t: c, s: h, p: p, n: n}, nil
 }
 
 // Ptr is the workspace's device address.
@@ -146,8 +156,11 @@ func (w *Workspace) Close() error {
 	if !w.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	if w.s.closed.Load() {
-		return w.t.Free(w.p)
+	if s, err := w.s.acquire(); err == nil {
+		defer s.release()
+		if !s.closed.Load() {
+			return w.t.freeOn(s, w.p, "Workspace.Close")
+		}
 	}
-	return w.t.FreeAsync(w.s, w.p)
+	return w.t.Free(w.p) // its stream closed first: in order on the first
 }

@@ -39,10 +39,15 @@ func (p *Pool) NewEvent() (*Event, error) {
 func (e *Event) Record(s *Stream) error {
 	var h cuda.Stream
 	if s != nil {
-		if s.closed.Load() {
+		c, err := s.acquire()
+		if err != nil {
+			return err
+		}
+		defer c.release()
+		if c.closed.Load() {
 			return ErrClosed
 		}
-		h = s.h()
+		h = c.h()
 	}
 	return e.e.Record(h)
 }

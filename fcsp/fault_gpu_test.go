@@ -46,7 +46,7 @@ func rawProbe(t *testing.T, p *Pool, tn *Tenant) {
 	if err == nil {
 		_ = raw.MemFree(ctx, ptr)
 	}
-	t.Logf("  raw driver, tenant %q: cuStreamSynchronize -> %v", tn.Name(), raw.StreamSynchronize(ctx, tn.Stream().h()))
+	t.Logf("  raw driver, tenant %q: cuStreamSynchronize -> %v", tn.Name(), raw.StreamSynchronize(ctx, tn.Stream().c.h()))
 	_, err = raw.StreamCreate(p.dev.Primary(), cuda.StreamNonBlocking)
 	t.Logf("  raw driver: cuStreamCreate on the primary context -> %v", err)
 }

@@ -36,13 +36,18 @@ type capturing = graphs.Recording
 // the capture is lost). If f fails or panics the capture is ended and
 // discarded. The tenant's Close waits for a capture under way to end (so f
 // must not close the tenant).
-func (s *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err error) {
+func (h *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w: Capture with a nil function", ErrInvalidArgument)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	s, err := h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
 	if s.t.closed.Load() || s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -117,10 +122,15 @@ func (e *GraphExec) Close() error { return e.x.Close(e.t.do) }
 // kernels then run on this tenant's SMs. On a metered stream the launch is
 // timed by events around it, like a kernel's, and its GPU time counts to
 // the tenant and the stream's class.
-func (s *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
+func (h *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	if e == nil {
 		return fmt.Errorf("%w: LaunchGraph of a nil graph", ErrInvalidArgument)
 	}
+	s, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.release()
 	if s.t.closed.Load() || s.closed.Load() {
 		return ErrClosed
 	}

@@ -67,7 +67,7 @@ func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 	defer p.mu.Unlock()
 	for name, c := range p.tenants {
 		if s != 0 && c.mu.TryLock() {
-			has := slices.ContainsFunc(c.streams, func(st *Stream) bool { return st.h() == s })
+			has := slices.ContainsFunc(c.streams, func(st *streamCore) bool { return st.h() == s })
 			c.mu.Unlock()
 			if has {
 				return name

@@ -65,12 +65,17 @@ func (f *Function) Name() string { return f.name }
 // wait cannot meet fails at once (context.DeadlineExceeded), and closing
 // the stream or tenant ends it with ErrClosed. A tenant's Close wakes a
 // launch waiting for tokens and waits for it to leave.
-func (s *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+func (h *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+	s, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.release()
 	return s.launch(ctx, f, grid, block, shmem, args, false)
 }
 
 // launch is Launch, and with try TryLaunch.
-func (s *Stream) launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
+func (s *streamCore) launch(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
 	if err := s.checkLaunch(f, grid, block, args); err != nil {
 		return err
 	}
@@ -93,7 +98,7 @@ func (s *Stream) launch(ctx context.Context, f *Function, grid, block Dim3, shme
 
 // admitAndRun admits a launch (with try, without waiting) and queues it,
 // timed where the ticket says. The caller is in the life lock.
-func (s *Stream) admitAndRun(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
+func (s *streamCore) admitAndRun(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
 	var tk admission.Ticket
 	var w admission.Work
 	w.Of(grid.cuda(), block.cuda(), &f.est, &f.bytes)
@@ -113,7 +118,7 @@ func (s *Stream) admitAndRun(ctx context.Context, f *Function, grid, block Dim3,
 // with the primary context, which serves every green stream
 // (docs/CONTEXTS.md): no green context is taken; else through
 // launchCounted. The caller is in the life lock.
-func (s *Stream) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if !tk.Timed() {
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
@@ -132,7 +137,7 @@ func (s *Stream) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem 
 // launchCounted queues an admitted launch through the pool's launcher
 // (internal/place), which takes no closure on the usual paths, and counts
 // it; the caller is in the life lock.
-func (s *Stream) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
+func (s *streamCore) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if err := s.t.pool.launcher.Launch(s.t.place.Placement, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a); err != nil {
 		if errors.Is(err, ErrNotComputed) {
 			s.launches.Add(1) // launched all the same, just not modelled

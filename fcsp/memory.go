@@ -27,21 +27,38 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) (err error) {
 }
 
 // memStream is a Stream as the memory engine sees it.
-type memStream Stream
+type memStream streamCore
 
-func (s *memStream) Handle() cuda.Stream    { return (*Stream)(s).h() }
+func (s *memStream) Handle() cuda.Stream    { return (*streamCore)(s).h() }
 func (s *memStream) Blocks() *devmem.Blocks { return &s.blocks }
-func (s *memStream) Synchronize() error     { return (*Stream)(s).Synchronize() }
+func (s *memStream) Synchronize() error {
+	err := (*streamCore)(s).wait(nil)
+	if err != nil && s.closed.Load() {
+		return nil // its Close, racing a Trim, flushes its blocks: nothing to wait for
+	}
+	return err
+}
 
-// Streams lists the tenant's streams for the memory engine.
+// Streams lists the tenant's streams for the memory engine, each kept
+// from reuse (its calls under way counted, as a handle's call is) until
+// ReleaseStreams: a Stream.Close meanwhile waits for the list before its
+// core serves another stream.
 func (h *host) Streams() []devmem.Stream {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l := make([]devmem.Stream, len(h.streams))
 	for i, s := range h.streams {
+		s.inflight.Add(1)
 		l[i] = (*memStream)(s)
 	}
 	return l
+}
+
+// ReleaseStreams gives back a list Streams made.
+func (h *host) ReleaseStreams(l []devmem.Stream) {
+	for _, s := range l {
+		(*streamCore)(s.(*memStream)).release()
+	}
 }
 
 // Alloc is Tenant.Alloc, for the SDK's own callers.
@@ -58,7 +75,7 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 // alloc checks n, and is counted in the tenant's life lock from the quota
 // check to the record, so a Close that races it (a tenant ended by its context while a
 // request allocates) waits, then frees what it recorded: nothing is lost.
-func (c *tenantCore) alloc(s *Stream, n uint64) (DevicePtr, error) {
+func (c *tenantCore) alloc(s *streamCore, n uint64) (DevicePtr, error) {
 	if n == 0 {
 		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
 	}
@@ -76,7 +93,7 @@ func (c *tenantCore) Free(p DevicePtr) error {
 	return c.free(c.first, p)
 }
 
-func (c *tenantCore) free(s *Stream, p DevicePtr) error {
+func (c *tenantCore) free(s *streamCore, p DevicePtr) error {
 	slot, err := c.enter()
 	if err != nil {
 		return err
@@ -86,28 +103,58 @@ func (c *tenantCore) free(s *Stream, p DevicePtr) error {
 }
 
 // AllocAsync is Tenant.AllocAsync, for the SDK's own callers.
-func (c *tenantCore) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
-	if err := c.ownStream(s, "AllocAsync"); err != nil {
+func (c *tenantCore) AllocAsync(h *Stream, n uint64) (DevicePtr, error) {
+	s, err := c.ownStream(h, "AllocAsync")
+	if err != nil {
 		return 0, err
+	}
+	defer s.release()
+	return c.allocOn(s, n, "AllocAsync")
+}
+
+// allocOn is alloc on s, acquired by the caller, once s is found open.
+func (c *tenantCore) allocOn(s *streamCore, n uint64, op string) (DevicePtr, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("tenant %q: %s on a closed stream: %w", c.name, op, ErrClosed)
 	}
 	return c.alloc(s, n)
 }
 
-// ownStream refuses a stream that is not one of the tenant's open ones.
-func (c *tenantCore) ownStream(s *Stream, op string) error {
-	if s == nil || s.t != c {
-		return fmt.Errorf("%w: %s needs one of tenant %q's streams", ErrInvalidArgument, op, c.name)
+// ownStream is the core of h, acquired (the caller releases it), where h
+// is one of the tenant's open streams.
+func (c *tenantCore) ownStream(h *Stream, op string) (*streamCore, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: %s needs one of tenant %q's streams", ErrInvalidArgument, op, c.name)
+	}
+	s, err := h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	if s.t != c {
+		s.release()
+		return nil, fmt.Errorf("%w: %s needs one of tenant %q's streams", ErrInvalidArgument, op, c.name)
 	}
 	if s.closed.Load() {
-		return ErrClosed
+		s.release()
+		return nil, ErrClosed
 	}
-	return nil
+	return s, nil
 }
 
 // FreeAsync is Tenant.FreeAsync, for the SDK's own callers.
-func (c *tenantCore) FreeAsync(s *Stream, p DevicePtr) error {
-	if err := c.ownStream(s, "FreeAsync"); err != nil {
+func (c *tenantCore) FreeAsync(h *Stream, p DevicePtr) error {
+	s, err := c.ownStream(h, "FreeAsync")
+	if err != nil {
 		return err
+	}
+	defer s.release()
+	return c.freeOn(s, p, "FreeAsync")
+}
+
+// freeOn is free on s, acquired by the caller, once s is found open.
+func (c *tenantCore) freeOn(s *streamCore, p DevicePtr, op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("tenant %q: %s on a closed stream: %w", c.name, op, ErrClosed)
 	}
 	return c.free(s, p)
 }

@@ -7,7 +7,12 @@ import "github.com/fcsp-go/fcsp-go/internal/cuda"
 // that one runs on the legacy NULL stream, which a tenant's non-blocking
 // streams do not wait for, so a GEMM queued after it can read the old
 // values (seen on the H200).
-func (s *Stream) MemsetD16(p DevicePtr, v uint16, n uint64) error {
+func (h *Stream) MemsetD16(p DevicePtr, v uint16, n uint64) error {
+	s, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.release()
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -15,7 +20,12 @@ func (s *Stream) MemsetD16(p DevicePtr, v uint16, n uint64) error {
 }
 
 // MemsetD32 sets n 32-bit words at p to v, in order on s.
-func (s *Stream) MemsetD32(p DevicePtr, v uint32, n uint64) error {
+func (h *Stream) MemsetD32(p DevicePtr, v uint32, n uint64) error {
+	s, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.release()
 	if s.closed.Load() {
 		return ErrClosed
 	}

@@ -60,7 +60,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 		return ErrClosed
 	}
 	c.mu.Lock()
-	streams := append([]*Stream(nil), c.streams...)
+	streams := append([]*streamCore(nil), c.streams...)
 	c.mu.Unlock()
 	from := c.place.SMs()
 	err := c.place.Reshape(sms, func(old, new cuda.Stream) {

@@ -41,9 +41,23 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 // SynchronizeContext is Synchronize bounded by ctx: it returns ctx.Err()
 // if ctx ends before the stream's work does (the work is not cancelled;
 // a GPU cannot take a kernel back).
-func (s *Stream) SynchronizeContext(ctx context.Context) error {
+func (h *Stream) SynchronizeContext(ctx context.Context) error {
+	s, err := h.acquire()
+	if err != nil {
+		return err
+	}
 	inDriver := s.t.pool.cfg.HostWaitSet && s.t.pool.cfg.HostWait == SpinInDriver // a wait nothing ends
-	return hostwait.Bounded(ctx, inDriver, s.wait)
+	s.release()
+	// The wait acquires the stream itself: one left to run aside when ctx
+	// ends keeps it from reuse until it is over.
+	return hostwait.Bounded(ctx, inDriver, func(done <-chan struct{}) error {
+		s, err := h.acquire()
+		if err != nil {
+			return err
+		}
+		defer s.release()
+		return s.wait(done)
+	})
 }
 
 // FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
@@ -16,7 +17,19 @@ import (
 // Stream is one of a tenant's CUDA streams with its class. Launches on it
 // pass its gate: charged to its bucket (and the tenant's) unless its class
 // bypasses, timed on a metered tenant.
+//
+// A Stream is a handle: what it names (streamCore) is reused by a later
+// NewStream once it is closed, so that a server making a stream per
+// request makes 16 bytes of garbage a request rather than the stream's
+// 144. The handle names one life of it: a call through a handle whose
+// stream was closed answers ErrClosed, whatever the core serves now.
 type Stream struct {
+	c   *streamCore
+	gen uint64 // the core's life this handle names
+}
+
+// streamCore is a stream: what a Stream names while it is open.
+type streamCore struct {
 	t        *tenantCore
 	hv       atomic.Uintptr // the CUstream; Tenant.Reshape swaps it (reshape.go)
 	class    Class
@@ -32,18 +45,78 @@ type Stream struct {
 	// work may be queued on it and Close waits for it. A stream made and
 	// closed unused is kept for reuse with no driver call.
 	used atomic.Bool
+
+	// gen counts the core's lives; a handle names one (acquire). inflight
+	// counts the calls made through a handle that are under way: a core
+	// is reused only once none is (retire), so that a call racing the
+	// stream's Close, which CUDA itself forbids, can still not reach the
+	// stream that reuses it, another tenant's perhaps.
+	gen      atomic.Uint64
+	inflight atomic.Int32
 }
 
-func (c *tenantCore) newStream(class Class, first bool) (*Stream, error) {
-	s := &Stream{t: c, class: class, owned: true}
+// streamCores keeps closed streams' cores for reuse (retire).
+var streamCores = sync.Pool{New: func() any { return new(streamCore) }}
+
+// acquire is the core h names, counted in its calls under way (release
+// ends the count); ErrClosed once the stream h names was closed.
+func (h *Stream) acquire() (*streamCore, error) {
+	s := h.c
+	s.inflight.Add(1)
+	if s.gen.Load() != h.gen {
+		s.inflight.Add(-1)
+		return nil, ErrClosed
+	}
+	return s, nil
+}
+
+// release ends a call that acquire counted.
+func (s *streamCore) release() { s.inflight.Add(-1) }
+
+// handle is a new handle of the core's present life.
+func (s *streamCore) handle() *Stream { return &Stream{c: s, gen: s.gen.Load()} }
+
+// retire ends the core's life once it is destroyed: handles of it answer
+// ErrClosed from now on, and after the calls made through them have left
+// (own: the caller is one of them, acquired, and leaves here) its fields
+// are cleared and it goes back for reuse. Nothing but handles may still
+// name it: the tenant's lists have let it go.
+func (s *streamCore) retire(own bool) {
+	s.gen.Add(1)
+	if own {
+		s.release()
+	}
+	for s.inflight.Load() > 0 {
+		runtime.Gosched() // a call that acquired before the gen moved: it is leaving
+	}
+	if s.gate.Listed() {
+		return // a metered gate may still be polled through a list: the collector takes it
+	}
+	s.t, s.class, s.owned, s.fromPart = nil, 0, false, false
+	s.gate = admission.Gate{}
+	s.hv.Store(0)
+	s.launches.Store(0)
+	s.waits.Reset()
+	s.blocks = devmem.Blocks{} // flushed by Close; another tenant's blocks must never be handed out here
+	s.capture.Store(nil)
+	s.closed.Store(false)
+	s.used.Store(false)
+	streamCores.Put(s)
+}
+
+func (c *tenantCore) newStream(class Class, first bool) (*streamCore, error) {
+	s := streamCores.Get().(*streamCore)
+	s.t, s.class, s.owned = c, class, true
 	h, own, err := c.place.NewStream(first)
 	s.fromPart = own
 	s.hv.Store(uintptr(h))
 	if err != nil {
+		s.retire(false)
 		return nil, err
 	}
 	if err := c.adm.Init(&s.gate, class, &s.hv, &s.closed); err != nil {
 		_ = s.destroy(c.pool.dev.Primary())
+		s.retire(false)
 		return nil, err
 	}
 	return s, nil
@@ -56,7 +129,7 @@ func (t *Tenant) NewStream(cl Class) (*Stream, error) {
 	if !cl.Valid() {
 		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
 	}
-	return c.addStream(func() (*Stream, error) { return c.newStream(cl, false) })
+	return c.addStream(func() (*streamCore, error) { return c.newStream(cl, false) })
 }
 
 // Adopt wraps a stream created elsewhere (for example the one an NCCL
@@ -66,21 +139,27 @@ func (t *Tenant) NewStream(cl Class) (*Stream, error) {
 func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
-	return c.addStream(func() (*Stream, error) {
+	return c.addStream(func() (*streamCore, error) {
 		if reg, ok := c.pool.registry.Lookup(handle); ok {
 			cl = reg
 		}
-		s := &Stream{t: c, class: cl}
+		s := streamCores.Get().(*streamCore)
+		s.t, s.class = c, cl
 		s.hv.Store(handle)
-		return s, c.adm.Init(&s.gate, cl, &s.hv, &s.closed)
+		if err := c.adm.Init(&s.gate, cl, &s.hv, &s.closed); err != nil {
+			_ = s.gate.Close(c.pool.dev.Primary())
+			s.retire(false)
+			return nil, err
+		}
+		return s, nil
 	})
 }
 
-// addStream lists the stream mk makes. In the life lock until the stream
-// is listed, so that a racing Close waits and then destroys it; and the
-// pool is not lost, no Reset replaces the partition, and no Reshape
-// switches its streams, meanwhile.
-func (c *tenantCore) addStream(mk func() (*Stream, error)) (*Stream, error) {
+// addStream lists the stream mk makes and hands out its handle. In the
+// life lock until the stream is listed, so that a racing Close waits and
+// then destroys it; and the pool is not lost, no Reset replaces the
+// partition, and no Reshape switches its streams, meanwhile.
+func (c *tenantCore) addStream(mk func() (*streamCore, error)) (*Stream, error) {
 	slot, err := c.enter()
 	if err != nil {
 		return nil, err
@@ -93,35 +172,63 @@ func (c *tenantCore) addStream(mk func() (*Stream, error)) (*Stream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.streams = append(c.streams, s)
-	return s, nil
+	return s.handle(), nil
 }
 
-// Handle is the CUstream, for other bindings. After Tenant.Reshape it is
-// another stream (of the new layout): take it again after a reshape.
-func (s *Stream) Handle() uintptr { return uintptr(s.h()) }
+// Handle is the CUstream, for other bindings; 0 once the stream is closed.
+// After Tenant.Reshape it is another stream (of the new layout): take it
+// again after a reshape.
+func (h *Stream) Handle() uintptr {
+	s, err := h.acquire()
+	if err != nil {
+		return 0
+	}
+	defer s.release()
+	return uintptr(s.h())
+}
 
 // h is the stream's current CUstream.
-func (s *Stream) h() cuda.Stream {
+func (s *streamCore) h() cuda.Stream {
 	if !s.used.Load() {
 		s.used.Store(true)
 	}
 	return cuda.Stream(s.hv.Load())
 }
 
-// Class is the stream's class.
-func (s *Stream) Class() Class { return s.class }
+// Class is the stream's class (ClassDefault once the stream is closed).
+func (h *Stream) Class() Class {
+	s, err := h.acquire()
+	if err != nil {
+		return ClassDefault
+	}
+	defer s.release()
+	return s.class
+}
 
-// Launches counts kernels launched on the stream through the SDK.
-func (s *Stream) Launches() uint64 { return s.launches.Load() }
+// Launches counts kernels launched on the stream through the SDK (0 once
+// the stream is closed).
+func (h *Stream) Launches() uint64 {
+	s, err := h.acquire()
+	if err != nil {
+		return 0
+	}
+	defer s.release()
+	return s.launches.Load()
+}
 
 // Synchronize waits for everything queued on the stream.
-func (s *Stream) Synchronize() error {
+func (h *Stream) Synchronize() error {
+	s, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.release()
 	return s.wait(nil)
 }
 
 // wait is Synchronize in the pool's host wait (internal/hostwait); done, where
 // not nil, ends a polled wait early with hostwait.ErrEnded.
-func (s *Stream) wait(done <-chan struct{}) error {
+func (s *streamCore) wait(done <-chan struct{}) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -133,7 +240,7 @@ func (s *Stream) wait(done <-chan struct{}) error {
 	return err
 }
 
-func (s *Stream) destroy(ctx cuda.Context) error {
+func (s *streamCore) destroy(ctx cuda.Context) error {
 	var released error
 	if s.owned && !s.fromPart {
 		h := cuda.Stream(s.hv.Load())
@@ -153,23 +260,31 @@ func (s *Stream) destroy(ctx cuda.Context) error {
 // tenant. Calls on a closed stream return ErrClosed; as with any CUDA
 // stream, it must not be closed while another goroutine still uses it.
 // Close is idempotent.
-func (s *Stream) Close() error {
+func (h *Stream) Close() error {
+	s, err := h.acquire()
+	if err != nil {
+		return nil // an earlier Close, or the tenant's, did
+	}
 	c := s.t
 	if s == c.first {
+		s.release()
 		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
 	}
 	slot, err := c.enter()
 	if errors.Is(err, ErrClosed) {
-		return nil // the tenant's Close destroyed it
+		s.release()
+		return nil // the tenant's Close destroys it
 	} else if err != nil {
+		s.release()
 		return err // the device is lost: the stream stays, Reset makes it again
 	}
-	defer c.life.Exit(slot)
 	if !s.closed.CompareAndSwap(false, true) {
-		return nil // an earlier Close did
+		c.life.Exit(slot)
+		s.release()
+		return nil // a Close racing this one is under way
 	}
 	c.mu.Lock()
-	c.streams = slices.DeleteFunc(c.streams, func(x *Stream) bool { return x == s })
+	c.streams = slices.DeleteFunc(c.streams, func(x *streamCore) bool { return x == s })
 	c.mu.Unlock()
 	flushed := c.mem.Flush((*memStream)(s))
 	// destroy handles the bucket and a primary-context stream; a
@@ -179,5 +294,7 @@ func (s *Stream) Close() error {
 	if s.owned && s.fromPart {
 		released = c.place.DestroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
 	}
+	c.life.Exit(slot)
+	s.retire(true)
 	return errors.Join(flushed, destroyed, released) // no garbage when all are nil
 }

@@ -42,7 +42,7 @@ func TestStreamClose(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, s.Launch(ctx, fn, one, one, 0, &a))
 				require.NoError(t, tn.FreeAsync(s, ptr))
-				h := s.h()
+				h := s.c.h()
 				require.NoError(t, s.Close())
 				require.NoError(t, s.Close(), "idempotent")
 				// Kept idle (in the partition, or the device's for a
@@ -172,7 +172,7 @@ func TestNotReadyPassesTheWatchWithoutGarbage(t *testing.T) {
 	p, drv := openSim(t)
 	tn, err := p.NewTenant("t", WithSMs(8))
 	require.NoError(t, err)
-	s := tn.Stream().h()
+	s := tn.Stream().c.h()
 	drv.HoldEvents(true)
 	defer drv.HoldEvents(false)
 	fn := spinKernel(t, tn)
@@ -202,7 +202,7 @@ func TestLongWaitsSleep(t *testing.T) {
 	ev, st := drv.Calls("cuEventSynchronize"), drv.Calls("cuStreamSynchronize")
 	require.Equal(t, 1, st, "a new stream's first wait")
 	for range 32 {
-		s.waits.Add(2 * time.Millisecond) // as if its work took 2 ms a wait
+		s.c.waits.Add(2 * time.Millisecond) // as if its work took 2 ms a wait
 	}
 	require.NoError(t, s.Synchronize())
 	require.Equal(t, ev+1, drv.Calls("cuEventSynchronize"), "a long stream's wait")

@@ -1,8 +1,8 @@
 package fcsp
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 

@@ -77,11 +77,12 @@ type tenantCore struct {
 	handle  weak.Pointer[Tenant]  // for Pool.Tenant: weak, so the GC cleanup still runs
 	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
 	reshape sync.Mutex            // serialises Reshape (reshape.go)
-	_       [128 - 88]byte
+	firstH  Stream                // the handle of first (Tenant.Stream), made with it
+	_       [128 - 104]byte
 
 	mu      sync.Mutex
-	streams []*Stream
-	first   *Stream // streams[0], set before the tenant is shared
+	streams []*streamCore
+	first   *streamCore // streams[0], set before the tenant is shared
 	modules []*Module
 	events  event.Set
 	closing sync.Mutex     // held by the close under way: a second close waits for it
@@ -151,9 +152,10 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if err != nil {
 		return undo(err)
 	}
-	c.streams, c.first = append(c.streams, first), first
+	c.streams, c.first, c.firstH = append(c.streams, first), first, Stream{c: first, gen: first.gen.Load()}
 	if err := c.openMemory(&cfg, quota); err != nil {
 		_ = first.destroy(c.ctx())
+		first.retire(false)
 		return undo(err)
 	}
 	p.tenants[name] = c
@@ -203,7 +205,7 @@ func (t *Tenant) Context() uintptr {
 // reachable.
 func (t *Tenant) Stream() *Stream {
 	defer runtime.KeepAlive(t)
-	return t.c.first
+	return &t.c.firstH
 }
 
 // ctx is the tenant's context handle.
@@ -413,6 +415,7 @@ func (c *tenantCore) close(why string) error {
 	c.mu.Unlock()
 	for _, s := range streams {
 		errs[2] = errors.Join(errs[2], s.destroy(ctx)) // nil, with no garbage, while both are
+		s.retire(false)                                // its handles answer ErrClosed; the core is reused
 	}
 	errs[3] = c.events.Close(p.drv, ctx)
 	if c.graphs != nil { // a capture made it (graphSet)

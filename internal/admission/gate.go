@@ -51,6 +51,12 @@ func (t *Tenant) Init(g *Gate, cl stream.Class, hv *atomic.Uintptr, closed *atom
 
 func (g *Gate) h() cuda.Stream { return cuda.Stream(g.hv.Load()) }
 
+// Listed reports whether g went on its tenant's list of metered gates (and
+// a latency tenant's on its pool's). A poll may still walk a copy of such a
+// list after Close took g off it, so the memory g lies in must not serve
+// another stream's gate.
+func (g *Gate) Listed() bool { return g.meter != nil }
+
 // Work is what one launch asks admission for. Its estimate is looked up
 // only where it is used: an unmetered gate never does.
 type Work struct {

@@ -74,8 +74,11 @@ type Owner interface {
 	// the device lost); Exit counts it out with Enter's token.
 	Enter() (token uint32, err error)
 	Exit(token uint32)
-	// Streams lists the tenant's open streams, its first stream first.
+	// Streams lists the tenant's open streams, its first stream first,
+	// each kept from reuse (a closed stream's memory serves a later one)
+	// until ReleaseStreams is given the list.
 	Streams() []Stream
+	ReleaseStreams([]Stream)
 	// Log hears a once-only notice.
 	Log(msg string)
 }
@@ -235,9 +238,11 @@ func (p *Peers) trimOthers(except *pooled) int {
 func (p *Peers) trimCaches() bool {
 	cached := false
 	for _, e := range p.list(nil) {
-		for _, s := range e.cfg.Streams() {
+		streams := e.cfg.Streams()
+		for _, s := range streams {
 			cached = cached || s.Blocks().Bytes() > 0
 		}
+		e.cfg.ReleaseStreams(streams)
 		_ = e.Trim() // the driver's pool gives back what it kept, too
 	}
 	return cached

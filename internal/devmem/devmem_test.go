@@ -62,6 +62,9 @@ type tenant struct {
 	in      atomic.Int64
 	mu      sync.Mutex
 	streams []*stream
+	// listed and released count Streams' lists and their return: the
+	// engine must give back every list it took (ReleaseStreams).
+	listed, released atomic.Int64
 }
 
 type stream struct {
@@ -118,6 +121,7 @@ func (tn *tenant) Exit(tok uint32) {
 func (tn *tenant) Log(msg string) { tn.d.log.WriteString(msg + "\n") }
 
 func (tn *tenant) Streams() []Stream {
+	tn.listed.Add(1)
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
 	var l []Stream
@@ -126,6 +130,9 @@ func (tn *tenant) Streams() []Stream {
 	}
 	return l
 }
+
+// ReleaseStreams counts the lists given back: every Streams must be.
+func (tn *tenant) ReleaseStreams([]Stream) { tn.released.Add(1) }
 
 func (tn *tenant) newStream() *stream {
 	h, err := tn.d.drv.StreamCreate(tn.d.primary, cuda.StreamNonBlocking)
@@ -267,6 +274,8 @@ func TestPooledFlushAndTrim(t *testing.T) {
 	require.ErrorIs(t, tn.mem.Trim(), errs.ErrClosed)
 	tn.closed.Store(false)
 	require.NoError(t, tn.close())
+	require.Positive(t, tn.listed.Load())
+	require.Equal(t, tn.listed.Load(), tn.released.Load(), "every list of the streams the engine took went back: a stream closed meanwhile waits for it")
 }
 
 // TestPooledNoLists: the driver's pool alone.

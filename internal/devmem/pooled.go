@@ -305,7 +305,9 @@ func (e *pooled) Trim() error {
 	}
 	defer e.cfg.Exit(tok)
 	var errs []error
-	for i, s := range e.cfg.Streams() {
+	streams := e.cfg.Streams()
+	defer e.cfg.ReleaseStreams(streams)
+	for i, s := range streams {
 		n, err := e.flush(s)
 		errs = append(errs, err)
 		if n > 0 || i == 0 {
@@ -340,6 +342,7 @@ func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation) error {
 	}
 	var errs []error
 	streams := e.cfg.Streams()
+	defer e.cfg.ReleaseStreams(streams)
 	// Leaks first: their frees are ordered on the first stream.
 	for _, a := range leaks {
 		errs = append(errs, drv.MemFreeAsync(ctx, cuda.DevicePtr(a.Ptr), streams[0].Handle()))

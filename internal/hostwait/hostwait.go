@@ -134,6 +134,9 @@ type History struct{ avg atomic.Int64 }
 // Long reports whether the stream's recent waits averaged past LongWait.
 func (h *History) Long() bool { return time.Duration(h.avg.Load()) > LongWait }
 
+// Reset forgets the waits (a stream's reused state).
+func (h *History) Reset() { h.avg.Store(0) }
+
 // Add folds one wait into the average. Concurrent waits on one stream may
 // lose an update to each other: the average stays a fair one.
 func (h *History) Add(d time.Duration) {
