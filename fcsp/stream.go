@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -18,11 +19,13 @@ import (
 // pass its gate: charged to its bucket (and the tenant's) unless its class
 // bypasses, timed on a metered tenant.
 //
-// A Stream is a handle: what it names (streamCore) is reused by a later
-// NewStream once it is closed, so that a server making a stream per
-// request makes 16 bytes of garbage a request rather than the stream's
-// 144. The handle names one life of it: a call through a handle whose
-// stream was closed answers ErrClosed, whatever the core serves now.
+// A Stream is a handle: the state it names is reused by a later NewStream
+// once the stream is closed, so that a server making a stream per request
+// makes 16 bytes of garbage a request rather than the whole stream's. A
+// handle names one stream: once that stream is closed, by its Close or
+// its tenant's, every call through the handle answers ErrClosed (Handle,
+// Class and Launches their zero values), whatever stream uses the state
+// now.
 type Stream struct {
 	c   *streamCore
 	gen uint64 // the core's life this handle names
@@ -37,6 +40,14 @@ type streamCore struct {
 	owned    bool           // created by the SDK (destroyed on Close)
 	fromPart bool           // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
+	// gen counts the core's lives; a handle names one (acquire). inflight
+	// counts the calls made through a handle that are under way: a core
+	// is reused only once none is (retire), so that a call racing the
+	// stream's Close, which CUDA itself forbids, can still not reach the
+	// stream that reuses it, another tenant's perhaps. Beside launches,
+	// which a launch writes too: one line for both.
+	inflight atomic.Int32
+	gen      atomic.Uint64
 	waits    hostwait.History          // how long its Synchronizes lasted: a long one sleeps
 	blocks   devmem.Blocks             // freed pool blocks for reuse on this stream (memory.go)
 	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
@@ -45,14 +56,6 @@ type streamCore struct {
 	// work may be queued on it and Close waits for it. A stream made and
 	// closed unused is kept for reuse with no driver call.
 	used atomic.Bool
-
-	// gen counts the core's lives; a handle names one (acquire). inflight
-	// counts the calls made through a handle that are under way: a core
-	// is reused only once none is (retire), so that a call racing the
-	// stream's Close, which CUDA itself forbids, can still not reach the
-	// stream that reuses it, another tenant's perhaps.
-	gen      atomic.Uint64
-	inflight atomic.Int32
 }
 
 // streamCores keeps closed streams' cores for reuse (retire).
@@ -86,8 +89,14 @@ func (s *streamCore) retire(own bool) {
 	if own {
 		s.release()
 	}
-	for s.inflight.Load() > 0 {
-		runtime.Gosched() // a call that acquired before the gen moved: it is leaving
+	// Calls that acquired before the gen moved are leaving: most within
+	// microseconds, a Synchronize racing the Close when the GPU is done.
+	for spins := 0; s.inflight.Load() > 0; spins++ {
+		if spins < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
 	}
 	if s.gate.Listed() {
 		return // a metered gate may still be polled through a list: the collector takes it
