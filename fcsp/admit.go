@@ -105,7 +105,9 @@ func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) erro
 	}
 	s, err := r.s.acquire()
 	if err != nil {
-		tk.Cancel()
+		// The stream closed while the reservation waited: its bucket went
+		// with it, and the ticket's gate may serve another stream by now,
+		// so nothing is given back (tk.Cancel would give it to that one).
 		return err
 	}
 	defer s.release()
