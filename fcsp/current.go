@@ -134,7 +134,10 @@ func (c *tenantCore) AllocWorkspace(ctx context.Context, h *Stream, n uint64) (*
 	if s.t != c {
 		return nil, fmt.Errorf("%w: a workspace of tenant %q on tenant %q's stream", ErrInvalidArgument, c.name, s.t.name)
 	}
-	p, err := c.allocOn(s, n, "AllocWorkspace")
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	p, err := c.alloc(s, n)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +162,7 @@ func (w *Workspace) Close() error {
 	if s, err := w.s.acquire(); err == nil {
 		defer s.release()
 		if !s.closed.Load() {
-			return w.t.freeOn(s, w.p, "Workspace.Close")
+			return w.t.free(s, w.p)
 		}
 	}
 	return w.t.Free(w.p) // its stream closed first: in order on the first

@@ -109,14 +109,6 @@ func (c *tenantCore) AllocAsync(h *Stream, n uint64) (DevicePtr, error) {
 		return 0, err
 	}
 	defer s.release()
-	return c.allocOn(s, n, "AllocAsync")
-}
-
-// allocOn is alloc on s, acquired by the caller, once s is found open.
-func (c *tenantCore) allocOn(s *streamCore, n uint64, op string) (DevicePtr, error) {
-	if s.closed.Load() {
-		return 0, fmt.Errorf("tenant %q: %s on a closed stream: %w", c.name, op, ErrClosed)
-	}
 	return c.alloc(s, n)
 }
 
@@ -148,14 +140,6 @@ func (c *tenantCore) FreeAsync(h *Stream, p DevicePtr) error {
 		return err
 	}
 	defer s.release()
-	return c.freeOn(s, p, "FreeAsync")
-}
-
-// freeOn is free on s, acquired by the caller, once s is found open.
-func (c *tenantCore) freeOn(s *streamCore, p DevicePtr, op string) error {
-	if s.closed.Load() {
-		return fmt.Errorf("tenant %q: %s on a closed stream: %w", c.name, op, ErrClosed)
-	}
 	return c.free(s, p)
 }
 
