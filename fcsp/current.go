@@ -71,7 +71,7 @@ func (cur Current) Stream(h *Stream) (StreamHandle, error) {
 		return StreamHandle{}, admission.ErrTakenAfterDo
 	}
 	if h == nil {
-		h = &cur.t.firstH
+		h = &cur.t.first
 	}
 	s, err := h.acquire()
 	if err != nil {
@@ -124,7 +124,7 @@ func (c *tenantCore) AllocWorkspace(ctx context.Context, h *Stream, n uint64) (*
 		return nil, err
 	}
 	if h == nil {
-		h = &c.firstH
+		h = &c.first
 	}
 	s, err := h.acquire()
 	if err != nil {

@@ -69,7 +69,7 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
-	return c.alloc(c.first, n)
+	return c.alloc(c.first.c, n)
 }
 
 // alloc checks n, and is counted in the tenant's life lock from the quota
@@ -90,7 +90,7 @@ func (c *tenantCore) alloc(s *streamCore, n uint64) (DevicePtr, error) {
 
 // Free is Tenant.Free, for the SDK's own callers.
 func (c *tenantCore) Free(p DevicePtr) error {
-	return c.free(c.first, p)
+	return c.free(c.first.c, p)
 }
 
 func (c *tenantCore) free(s *streamCore, p DevicePtr) error {

@@ -275,7 +275,7 @@ func (h *Stream) Close() error {
 		return nil // an earlier Close, or the tenant's, did
 	}
 	c := s.t
-	if s == c.first {
+	if s == c.first.c {
 		s.release()
 		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
 	}

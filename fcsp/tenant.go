@@ -77,12 +77,11 @@ type tenantCore struct {
 	handle  weak.Pointer[Tenant]  // for Pool.Tenant: weak, so the GC cleanup still runs
 	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
 	reshape sync.Mutex            // serialises Reshape (reshape.go)
-	firstH  Stream                // the handle of first (Tenant.Stream), made with it
+	first   Stream                // the first stream (Tenant.Stream), set before the tenant is shared
 	_       [128 - 104]byte
 
 	mu      sync.Mutex
-	streams []*streamCore
-	first   *streamCore // streams[0], set before the tenant is shared
+	streams []*streamCore // first.c among them, first
 	modules []*Module
 	events  event.Set
 	closing sync.Mutex     // held by the close under way: a second close waits for it
@@ -152,7 +151,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if err != nil {
 		return undo(err)
 	}
-	c.streams, c.first, c.firstH = append(c.streams, first), first, Stream{c: first, gen: first.gen.Load()}
+	c.streams, c.first = append(c.streams, first), Stream{c: first, gen: first.gen.Load()}
 	if err := c.openMemory(&cfg, quota); err != nil {
 		_ = first.destroy(c.ctx())
 		first.retire(false)
@@ -205,7 +204,7 @@ func (t *Tenant) Context() uintptr {
 // reachable.
 func (t *Tenant) Stream() *Stream {
 	defer runtime.KeepAlive(t)
-	return &t.c.firstH
+	return &t.c.first
 }
 
 // ctx is the tenant's context handle.
