@@ -13,6 +13,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/fcsp-go/fcsp-go/internal/spin"
 )
 
 // Stream is one of a tenant's CUDA streams with its class. Launches on it
@@ -91,13 +92,7 @@ func (s *streamCore) retire(own bool) {
 	}
 	// Calls that acquired before the gen moved are leaving: most within
 	// microseconds, a Synchronize racing the Close when the GPU is done.
-	for spins := 0; s.inflight.Load() > 0; spins++ {
-		if spins < 100 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
+	spin.Until(func() bool { return s.inflight.Load() <= 0 }, 50*time.Microsecond)
 	if s.gate.Listed() {
 		return // a metered gate may still be polled through a list: the collector takes it
 	}

@@ -1,8 +1,9 @@
 package memtrack
 
 import (
-	"runtime"
 	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/spin"
 )
 
 // Leases of device headroom.
@@ -183,13 +184,7 @@ func (t *Tracker) exact(n uint64) (used uint64, ok bool, err error) {
 	defer t.mu.Unlock()
 	t.draining.Store(true)
 	defer t.draining.Store(false)
-	for spins := 0; t.grabbing.Load() != 0; spins++ {
-		if spins < 100 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(time.Microsecond)
-		}
-	}
+	spin.Until(func() bool { return t.grabbing.Load() == 0 }, time.Microsecond)
 	for range 4 {
 		got := t.drainLocked()
 		if used, ok, err = t.devReserve(n); ok || got == 0 {

@@ -3,12 +3,12 @@ package memtrack
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/internal/spin"
 )
 
 // cacheLine is the padding unit that keeps hot counters of different
@@ -474,13 +474,7 @@ func (a *Account) Close() (leaked uint64, err error) {
 	// A Record or Release that passed its closed check before closedBit
 	// may still be using the id; wait them out (they are short and never
 	// block) before a new account may get it.
-	for spins := 0; a.ops.Load() != 0; spins++ {
-		if spins < 100 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(time.Microsecond)
-		}
-	}
+	spin.Until(func() bool { return a.ops.Load() == 0 }, time.Microsecond)
 	a.t.retire(a)
 	return leaked, nil
 }

@@ -6,12 +6,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/spin"
 	"golang.org/x/sys/unix"
 )
 
@@ -321,13 +321,7 @@ func (r *Region) Close() error {
 			break
 		}
 	}
-	for spins := 0; r.inside.Load() != regionClosing; spins++ {
-		if spins < 100 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(10 * time.Microsecond)
-		}
-	}
+	spin.Until(func() bool { return r.inside.Load() == regionClosing }, 10*time.Microsecond)
 	return unix.Munmap(r.data)
 }
 
