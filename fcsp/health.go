@@ -65,7 +65,8 @@ func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 		return ""
 	}
 	defer p.mu.Unlock()
-	for name, c := range p.tenants {
+	for name, r := range p.tenants {
+		c := r.c
 		if s != 0 && c.mu.TryLock() {
 			has := slices.ContainsFunc(c.streams, func(st *streamCore) bool { return st.h() == s })
 			c.mu.Unlock()
