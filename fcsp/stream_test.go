@@ -189,9 +189,9 @@ func TestNotReadyPassesTheWatchWithoutGarbage(t *testing.T) {
 	runtime.KeepAlive(tn)
 }
 
-// A stream whose Synchronizes have been long sleeps on an event rather than
-// spinning a core in cuStreamSynchronize while Go's scheduler is busy (the
-// adaptive wait, the default); a stream of short ones spins.
+// A stream whose Synchronizes have been long sleeps, then polls, rather
+// than spinning a core in cuStreamSynchronize while Go's scheduler is busy
+// (the adaptive wait, the default); a stream of short ones spins.
 func TestLongWaitsSleep(t *testing.T) {
 	defer hostwait.SetSchedBusy(true)()
 	p, drv := openSim(t)
@@ -204,8 +204,12 @@ func TestLongWaitsSleep(t *testing.T) {
 	for range 32 {
 		s.c.waits.Add(2 * time.Millisecond) // as if its work took 2 ms a wait
 	}
+	q := drv.Calls("cuStreamQuery")
+	start := time.Now()
 	require.NoError(t, s.Synchronize())
-	require.Equal(t, ev+1, drv.Calls("cuEventSynchronize"), "a long stream's wait")
+	require.GreaterOrEqual(t, time.Since(start), 2*time.Millisecond*(hostwait.NapEarly-1)/hostwait.NapEarly, "a long stream's wait sleeps")
+	require.Equal(t, ev, drv.Calls("cuEventSynchronize"), "a long stream's wait, its work done when it wakes")
 	require.Equal(t, st, drv.Calls("cuStreamSynchronize"), "a long stream's wait")
+	require.Greater(t, drv.Calls("cuStreamQuery"), q, "a long stream's wait polls once awake")
 	runtime.KeepAlive(tn)
 }

@@ -66,11 +66,31 @@ func TestAdaptiveSleepsThroughLongWaits(t *testing.T) {
 	defer blk.Close()
 	w := Adaptive(1000, blk)
 
+	// A long wait sleeps through most of what the stream's waits took
+	// (2 ms), then polls: its work done by then, it needs no event.
+	start := time.Now()
+	if err := w(d, ctx, s, longHistory(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 2*time.Millisecond*(NapEarly-1)/NapEarly {
+		t.Fatalf("a long wait returned after %v: it did not sleep", el)
+	}
+	if d.eventSyncs.Load() != 0 || d.streamSyncs.Load() != 0 {
+		t.Fatalf("a long wait done when it woke: %d event and %d stream synchronisations; want none", d.eventSyncs.Load(), d.streamSyncs.Load())
+	}
+	// One that runs well past what was expected sleeps on one event.
+	fd.HoldEvents(true)
+	go func() { // the work ends once the wait has gone to the event (or after 1 s: the test fails)
+		for t0 := time.Now(); d.eventSyncs.Load() == 0 && time.Since(t0) < time.Second; {
+			time.Sleep(100 * time.Microsecond)
+		}
+		fd.HoldEvents(false)
+	}()
 	if err := w(d, ctx, s, longHistory(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if d.eventSyncs.Load() != 1 || d.streamSyncs.Load() != 0 {
-		t.Fatalf("long waits: %d event and %d stream synchronisations; want it asleep on one event", d.eventSyncs.Load(), d.streamSyncs.Load())
+		t.Fatalf("a long wait past its history: %d event and %d stream synchronisations; want it asleep on one event", d.eventSyncs.Load(), d.streamSyncs.Load())
 	}
 	for _, h := range []*History{new(History), nil} {
 		if err := w(d, ctx, s, h, nil); err != nil {
