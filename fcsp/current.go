@@ -16,7 +16,6 @@ import (
 // that call of f.
 type Current struct {
 	t    *tenantCore
-	r    *tenantRef // keeps t from reuse (tenantRef): a Current kept after its Do must find t
 	ctx  context.Context
 	run  *admission.Run // the Do's metering; nil: the tenant is not metered
 	gctx cuda.Context   // the context Do made current
@@ -103,7 +102,7 @@ func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
 	if !cur.t.dos.Live(cur.slot, cur.thread) {
 		return nil, admission.ErrTakenAfterDo
 	}
-	return cur.t.AllocWorkspace(cur.r, cur.ctx, s, n)
+	return cur.t.AllocWorkspace(cur.ctx, s, n)
 }
 
 // Workspace is device memory handed to a library for its own use (cuBLAS's
@@ -113,7 +112,6 @@ func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
 // or after setting another workspace); a tenant's Close frees any left.
 type Workspace struct {
 	t      *tenantCore
-	r      *tenantRef // keeps t from reuse (tenantRef)
 	s      *Stream
 	p      DevicePtr
 	n      uint64
@@ -121,7 +119,7 @@ type Workspace struct {
 }
 
 // AllocWorkspace is Tenant.AllocWorkspace.
-func (c *tenantCore) AllocWorkspace(r *tenantRef, ctx context.Context, h *Stream, n uint64) (*Workspace, error) {
+func (c *tenantCore) AllocWorkspace(ctx context.Context, h *Stream, n uint64) (*Workspace, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -143,7 +141,7 @@ func (c *tenantCore) AllocWorkspace(r *tenantRef, ctx context.Context, h *Stream
 	if err != nil {
 		return nil, err
 	}
-	return &Workspace{t: c, r: r, s: h, p: p, n: n}, nil
+	return &Workspace{t: c, s: h, p: p, n: n}, nil
 }
 
 // Ptr is the workspace's device address.

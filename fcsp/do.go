@@ -88,7 +88,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 			return fmt.Errorf("tenant %q: Do: timing its streams: %w", c.name, err)
 		}
 	}
-	return f(Current{t: c, r: c.self, ctx: ctx, run: run, gctx: fr.Cur, slot: fr.Slot, thread: fr.Thread})
+	return f(Current{t: c, ctx: ctx, run: run, gctx: fr.Cur, slot: fr.Slot, thread: fr.Thread})
 }
 
 // unwind gives back what doOnThread has taken, in the reverse order of

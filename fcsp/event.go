@@ -8,18 +8,15 @@ import (
 )
 
 // Event marks a point in a stream, for timing on the GPU's clock.
-type Event struct {
-	e event.Event
-	r *tenantRef // keeps the tenant's core, which e's calls enter, from reuse (tenantRef); nil: the pool's
-}
+type Event struct{ e event.Event }
 
 // NewEvent makes an event in the tenant's context.
-func (c *tenantCore) NewEvent(r *tenantRef) (*Event, error) {
+func (c *tenantCore) NewEvent() (*Event, error) {
 	// Every call on a tenant's event is counted in the tenant's life lock,
 	// so the tenant's Close destroys its events only after the calls on
 	// them have finished.
 	wait := func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }
-	e := &Event{r: r}
+	e := new(Event)
 	if err := c.events.Make(&e.e, c.pool.drv, event.Counted(c.enter, c.life.Exit, c.do), event.Counted(c.enter, c.life.Exit, wait)); err != nil {
 		return nil, err
 	}

@@ -14,14 +14,12 @@ import (
 // and not yet instantiated. Close it when no longer needed.
 type Graph struct {
 	t *tenantCore
-	r *tenantRef   // keeps t from reuse (tenantRef)
 	g graphs.Graph // the handle, the kernels launched through the SDK during capture, the layout then
 }
 
 // GraphExec is an instantiated Graph, launched with Stream.LaunchGraph.
 type GraphExec struct {
 	t *tenantCore
-	r *tenantRef  // keeps t from reuse (tenantRef)
 	x graphs.Exec // the handle, its cost and estimate, the layout it was captured for
 }
 
@@ -77,7 +75,7 @@ func (h *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	thread := osthread.ID()
 	inside := c.dos.Enter(thread)
 	defer c.dos.Exit(inside, thread)
-	g = &Graph{t: c, r: c.self} // in the life lock: c is open
+	g = &Graph{t: c}
 	if err := c.graphSet().Capture(&g.g, c.place.DoGreen, s.h(), rec, int32(c.place.Layout()), c.name, f); err != nil {
 		return nil, err
 	}
@@ -89,7 +87,7 @@ func (g *Graph) Kernels() int { return g.g.Kernels() }
 
 // Instantiate makes the graph launchable (cuGraphInstantiateWithFlags).
 func (g *Graph) Instantiate() (*GraphExec, error) {
-	e := &GraphExec{t: g.t, r: g.r}
+	e := &GraphExec{t: g.t}
 	// In one of the tenant's green contexts: an executable graph runs on
 	// the SMs of the context it was instantiated in, whatever the stream.
 	if err := g.g.Instantiate(&e.x, g.t.doGreen, g.t.name); err != nil {

@@ -65,8 +65,7 @@ func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 		return ""
 	}
 	defer p.mu.Unlock()
-	for name, r := range p.tenants {
-		c := r.c
+	for name, c := range p.tenants {
 		if s != 0 && c.mu.TryLock() {
 			has := slices.ContainsFunc(c.streams, func(st *streamCore) bool { return st.h() == s })
 			c.mu.Unlock()

@@ -15,7 +15,6 @@ import (
 // Module is code loaded into a tenant's context.
 type Module struct {
 	t *tenantCore
-	r *tenantRef // keeps t from reuse (tenantRef)
 	h cuda.Module
 
 	params map[string]ptxsig.Layout // the kernels' parameters, from PTX text; nil for a cubin
@@ -33,13 +32,16 @@ type Function struct {
 }
 
 // LoadModule loads PTX (or a cubin) into the tenant's context.
-func (c *tenantCore) LoadModule(r *tenantRef, image []byte) (*Module, error) {
-	m := &Module{t: c, r: r}
+func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
+	m := &Module{t: c}
 	m.params = ptxsig.Layouts(image)
 	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
 		return nil, c.wrap(err)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.modules = append(c.modules, m)
 	return m, nil
 }
 

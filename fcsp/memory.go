@@ -13,13 +13,13 @@ import (
 // chooses by the options: plain cuMemAlloc/cuMemFree with
 // WithoutMemoryPool, else a pool of its own with its streams' free lists in
 // front of it. quota is the tenant's (the device's limit where none was
-// asked for). spare is a reused core's engine, closed (recycleCore).
-func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64, spare devmem.Allocator) (err error) {
+// asked for).
+func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) (err error) {
 	p := c.pool
 	c.mem, err = devmem.Open(devmem.Config{
 		Driver: p.drv, Device: p.dev, Account: c.acct, Tracker: p.mem, Peers: &p.pools, Info: &p.memInfo,
 		Owner: (*host)(c), Probe: &p.unscoped.pool,
-	}, devmem.PoolConfig{Plain: cfg.Plain, Green: c.place.Partitioned(), Quota: quota, Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists}, spare)
+	}, devmem.PoolConfig{Plain: cfg.Plain, Green: c.place.Partitioned(), Quota: quota, Explicit: cfg.Quota != 0, Keep: cfg.Keep, NoLists: cfg.NoLists})
 	if err == nil {
 		c.memOps = c.mem.Ops()
 	}

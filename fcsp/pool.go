@@ -62,8 +62,8 @@ type Pool struct {
 	mu      sync.Mutex
 	split   *greenctx.Split // nil when noSplit says why
 	noSplit error
-	spare   *greenctx.Spares      // provisioned, not yet owned (WithPrewarm)
-	tenants map[string]*tenantRef // live tenants; a reader that lets go of mu holds the refs (tenantRef)
+	spare   *greenctx.Spares // provisioned, not yet owned (WithPrewarm)
+	tenants map[string]*tenantCore
 	closed  bool
 }
 
@@ -79,7 +79,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantRef{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.Prewarm)}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.Prewarm)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
@@ -201,17 +201,17 @@ func (p *Pool) Close() error {
 	p.spare = greenctx.NewSpares(nil) // a closed pool keeps none
 	p.mu.Unlock()
 	errs := make([]error, 0, len(cores)+1)
-	for _, r := range cores {
-		errs = append(errs, r.c.close("pool closed"))
+	for _, c := range cores {
+		errs = append(errs, c.close("pool closed"))
 	}
 	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
 	return p.fault.Forgive(errors.Join(errs...))
 }
 
 // cores appends the live tenants to into. The caller holds p.mu.
-func (p *Pool) cores(into []*tenantRef) []*tenantRef {
-	for _, r := range p.tenants {
-		into = append(into, r)
+func (p *Pool) cores(into []*tenantCore) []*tenantCore {
+	for _, c := range p.tenants {
+		into = append(into, c)
 	}
 	return into
 }
@@ -277,8 +277,8 @@ func (p *Pool) checkNotInsideDo(what string) error {
 	p.mu.Lock()
 	cores := p.cores(nil)
 	p.mu.Unlock()
-	for _, r := range cores {
-		if err := r.c.checkNotInsideDo(what); err != nil {
+	for _, c := range cores {
+		if err := c.checkNotInsideDo(what); err != nil {
 			return err
 		}
 	}

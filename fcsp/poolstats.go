@@ -37,7 +37,7 @@ func (p *Pool) Stats() PoolStats {
 // coreLists are ReadStats's lists of the live tenants, kept for reuse: a
 // list on the stack held 16, and a pool of more (a class per model, a
 // storm's short-lived tenants) grew a new array at every call.
-var coreLists = sync.Pool{New: func() any { l := make([]*tenantRef, 0, 16); return &l }}
+var coreLists = sync.Pool{New: func() any { l := make([]*tenantCore, 0, 16); return &l }}
 
 // ReadStats is Stats into s, reusing the room s.Tenants has, as
 // runtime.ReadMemStats does: a loop that polls the pool makes no garbage
@@ -52,13 +52,13 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	// MemoryUsed, not the tracker: with a shared region it reads the region,
 	// which a Close racing this scrape may be unmapping.
 	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit()}
-	list := coreLists.Get().(*[]*tenantRef)
+	list := coreLists.Get().(*[]*tenantCore)
 	p.mu.Lock()
 	s.Closed = p.closed
 	cores := p.cores((*list)[:0])
 	p.mu.Unlock()
-	for _, r := range cores {
-		tenants = append(tenants, r.c.Stats())
+	for _, c := range cores {
+		tenants = append(tenants, c.Stats())
 		s.MemoryCached += tenants[len(tenants)-1].MemoryCached
 	}
 	clear(cores) // a pooled list must not keep closed tenants reachable
@@ -72,12 +72,12 @@ func (p *Pool) ReadStats(s *PoolStats) {
 // ok is false when there is none (never made, closed, or collected).
 func (p *Pool) Tenant(name string) (t *Tenant, ok bool) {
 	p.mu.Lock()
-	r := p.tenants[name]
+	c := p.tenants[name]
 	p.mu.Unlock()
-	if r == nil || r.c.closed.Load() {
+	if c == nil || c.closed.Load() {
 		return nil, false
 	}
-	t = r.c.handle.Value()
+	t = c.handle.Value()
 	return t, t != nil
 }
 

@@ -45,22 +45,6 @@ const (
 // the tenant is closed they return ErrClosed).
 type Tenant struct {
 	c *tenantCore
-	r *tenantRef // keeps c from reuse while the handle lives
-}
-
-// tenantRef is a tenant's name for everything that may still call into its
-// core after the tenant closes: its Tenant handle, what was made on it
-// (Module, Event, Graph, GraphExec, Workspace, Current), the pool's list
-// of tenants and the copies that list's readers make, a WithContext
-// watcher. A plain tenant's core, which keeps nothing of its tenant in a
-// pool-wide engine, is reused by a later NewTenant once its ref is
-// unreachable (recycleCore, a cleanup of the ref): so a late call through
-// any of them finds the closed core, never a later tenant reusing it, and
-// a server that makes and closes tenants makes the core's 384 bytes of
-// garbage once rather than with every tenant.
-type tenantRef struct {
-	c     *tenantCore
-	first Stream // Tenant.Stream's: a pointer into the ref, which is never reused
 }
 
 // tenantCore is what the pool tracks; the Tenant handle wraps it so that an
@@ -94,12 +78,7 @@ type tenantCore struct {
 	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
 	reshape sync.Mutex            // serialises Reshape (reshape.go)
 	first   Stream                // the first stream (Tenant.Stream), set before the tenant is shared
-	// self is the tenant's ref while it is open, for what is made on it;
-	// nil once closed, so that the ref can become unreachable. reuse: the
-	// core goes back to cores once it has (recycleCore).
-	self  *tenantRef
-	reuse bool
-	_     [128 - 113]byte
+	_       [128 - 104]byte
 
 	mu      sync.Mutex
 	streams []*streamCore // first.c among them, first
@@ -136,10 +115,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := cores.Get().(*tenantCore)
-	spare, spareMem := c.acct, c.mem // a reused core's account and memory engine, closed (recycleCore)
-	c.acct, c.mem = nil, nil
-	c.pool, c.name, c.prio = p, name, cfg.Prio
+	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
 	if !cfg.Partitioned() {
 		c.place = p.whole
 	} else {
@@ -165,7 +141,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if err := p.checkQuota(quota); err != nil {
 		return undo(err)
 	}
-	if c.acct, err = p.newAccount(spare, name, quota); err != nil {
+	if c.acct, err = p.mem.NewAccount(name, quota); err != nil {
 		return undo(err)
 	}
 	if c.adm, err = c.newAdmission(&cfg); err != nil {
@@ -176,24 +152,17 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		return undo(err)
 	}
 	c.streams, c.first = append(c.streams, first), Stream{c: first, gen: first.gen.Load()}
-	if err := c.openMemory(&cfg, quota, spareMem); err != nil {
+	if err := c.openMemory(&cfg, quota); err != nil {
 		_ = first.destroy(c.ctx())
 		first.retire(false)
 		return undo(err)
 	}
-	r := &tenantRef{c: c, first: c.first}
-	c.self = r
-	p.tenants[name] = r
-	t := &Tenant{c: c, r: r}
+	p.tenants[name] = c
+	t := &Tenant{c}
 	c.handle = weak.Make(t)
-	// The handle's cleanup holds the ref, so that the core is not reused
-	// before the close it makes has ended.
-	c.cleanup = runtime.AddCleanup(t, func(r *tenantRef) { _ = r.c.close("tenant handle garbage-collected without Close") }, r)
-	if c.reuse = c.adm.Plain(); c.reuse {
-		runtime.AddCleanup(r, recycleCore, c)
-	}
+	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) { _ = c.close("tenant handle garbage-collected without Close") }, c)
 	if cfg.Ctx != nil {
-		r.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
+		c.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
 	}
 	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
 		p.log.Info("tenant created", "tenant", name, "sms", c.place.SMs(), "quota", quota, "sm_limit", cfg.SMLimit)
@@ -235,7 +204,7 @@ func (t *Tenant) Context() uintptr {
 // reachable.
 func (t *Tenant) Stream() *Stream {
 	defer runtime.KeepAlive(t)
-	return &t.r.first
+	return &t.c.first
 }
 
 // ctx is the tenant's context handle.
@@ -460,7 +429,7 @@ func (c *tenantCore) close(why string) error {
 	// The tenant leaves the pool's list last, so that a Pool.Close that
 	// starts meanwhile finds it and waits for this close to end.
 	p.mu.Lock()
-	if r := p.tenants[c.name]; r != nil && r.c == c {
+	if p.tenants[c.name] == c {
 		delete(p.tenants, c.name)
 	}
 	if spare != nil && !p.closed {
@@ -474,52 +443,15 @@ func (c *tenantCore) close(why string) error {
 		errs[7] = errors.Join(errs[7], spare.Close())
 	}
 	teardown.Reclaimed(p.log, c.name, why, len(leaks))
-	err = p.fault.Forgive(errors.Join(errs[:]...))
-	c.self = nil // last: nothing is made on a closed tenant, and its ref may now go
-	return err
+	return p.fault.Forgive(errors.Join(errs[:]...))
 }
 
 // closeWhenDone closes the tenant when ctx is done (used by WithContext).
-// The watcher holds the ref: a ctx that ends after the tenant's Close must
-// find the closed core, not a tenant that reuses it.
-func (r *tenantRef) closeWhenDone(ctx context.Context) {
-	c := r.c
-	stop := context.AfterFunc(ctx, func() { _ = r.c.close("context done: " + context.Cause(ctx).Error()) })
+func (c *tenantCore) closeWhenDone(ctx context.Context) {
+	stop := context.AfterFunc(ctx, func() { _ = c.close("context done: " + context.Cause(ctx).Error()) })
 	c.mu.Lock()
 	c.stop = stop
 	c.mu.Unlock()
-}
-
-// cores keeps plain tenants' cores for reuse (recycleCore).
-var cores = sync.Pool{New: func() any { return new(tenantCore) }}
-
-// recycleCore runs once c's ref is unreachable: nothing can call into c
-// any more (tenantRef). A core whose close has ended goes back to cores;
-// one never closed, or whose close is under way, is left to the collector.
-func recycleCore(c *tenantCore) {
-	if !c.closing.TryLock() {
-		return
-	}
-	if !c.closed.Load() || c.self != nil {
-		c.closing.Unlock()
-		return
-	}
-	acct, mem := c.acct, c.mem // closed with the tenant, and now reachable from c alone
-	*c = tenantCore{}
-	c.acct, c.mem = acct, mem
-	cores.Put(c)
-}
-
-// newAccount opens the tenant's memory account, in spare (a reused core's,
-// closed) where it was the pool's.
-func (p *Pool) newAccount(spare *memtrack.Account, name string, quota uint64) (*memtrack.Account, error) {
-	if spare == nil || spare.Tracker() != p.mem {
-		return p.mem.NewAccount(name, quota)
-	}
-	if err := p.mem.InitAccount(spare, name, quota); err != nil {
-		return nil, err
-	}
-	return spare, nil
 }
 
 // OnClose registers f to run when the tenant closes (Close, Shutdown,

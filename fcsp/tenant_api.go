@@ -27,13 +27,13 @@ func (t *Tenant) Stats() Stats {
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (t *Tenant) LoadModule(image []byte) (*Module, error) {
 	defer runtime.KeepAlive(t)
-	return t.c.LoadModule(t.r, image)
+	return t.c.LoadModule(image)
 }
 
 // NewEvent makes an event in the tenant's context.
 func (t *Tenant) NewEvent() (*Event, error) {
 	defer runtime.KeepAlive(t)
-	return t.c.NewEvent(t.r)
+	return t.c.NewEvent()
 }
 
 // Alloc allocates n bytes of device memory against the tenant's quota, from
@@ -183,7 +183,7 @@ func (t *Tenant) DoEach(ctx context.Context, f func(Current) error) error {
 //	C.cublasDestroy_v2(h); ws.Close()
 func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Workspace, error) {
 	defer runtime.KeepAlive(t)
-	return t.c.AllocWorkspace(t.r, ctx, s, n)
+	return t.c.AllocWorkspace(ctx, s, n)
 }
 
 // Reshape changes the tenant's SMs to sms, one of the sizes it was made

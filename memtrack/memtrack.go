@@ -145,34 +145,13 @@ func (t *Tracker) Close() (leaked uint64, err error) {
 // NewAccount opens an account for a tenant. limit may exceed the device
 // limit, in which case the device limit is the effective bound.
 func (t *Tracker) NewAccount(name string, limit uint64) (*Account, error) {
-	a := new(Account)
-	if err := t.InitAccount(a, name, limit); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
-// InitAccount is NewAccount in storage the caller keeps: a, a zero Account
-// or one whose Close has returned, becomes an open account of t. It lets a
-// caller that makes and closes accounts at a high rate reuse them (fcsp
-// reuses a closed tenant's), where each NewAccount is 160 bytes of
-// garbage. The caller must hold the only reference to a's previous life:
-// a call made through one would count against the new account. An open
-// account is refused with ErrInvalidArgument and left as it was.
-func (t *Tracker) InitAccount(a *Account, name string, limit uint64) error {
-	if a == nil {
-		return fmt.Errorf("%w: InitAccount of a nil account", ErrInvalidArgument)
-	}
-	if a.t != nil && a.used.Load()&closedBit == 0 {
-		return fmt.Errorf("%w: InitAccount of tenant %q's account, which is open; close it first", ErrInvalidArgument, a.name)
-	}
 	if limit == 0 {
-		return fmt.Errorf("%w: tenant %q limit is 0 bytes; it must be at least 1 byte", ErrInvalidLimit, name)
+		return nil, fmt.Errorf("%w: tenant %q limit is 0 bytes; it must be at least 1 byte", ErrInvalidLimit, name)
 	}
 	t.mu.Lock()
 	if t.closed.Load() {
 		t.mu.Unlock()
-		return fmt.Errorf("%w: tenant %q: the device's tracker is closed", ErrClosed, name)
+		return nil, fmt.Errorf("%w: tenant %q: the device's tracker is closed", ErrClosed, name)
 	}
 	var id uint16
 	switch {
@@ -184,12 +163,9 @@ func (t *Tracker) InitAccount(a *Account, name string, limit uint64) error {
 		t.nextID++ // wraps to 0 after 65535, which stops allocation above
 	default:
 		t.mu.Unlock()
-		return fmt.Errorf("%w: tenant %q: at most %d are allowed per device", ErrTooManyAccounts, name, maxAccounts)
+		return nil, fmt.Errorf("%w: tenant %q: at most %d are allowed per device", ErrTooManyAccounts, name, maxAccounts)
 	}
-	a.t, a.name, a.id = t, name, id
-	a.used.Store(0)
-	a.lease.Store(0)
-	a.ops.Store(0)
+	a := &Account{t: t, name: name, id: id}
 	a.limit.Store(limit)
 	for int(id) >= len(t.accts) {
 		t.accts = append(t.accts, nil)
@@ -197,11 +173,8 @@ func (t *Tracker) InitAccount(a *Account, name string, limit uint64) error {
 	t.accts[id] = a
 	t.n.Add(1)
 	t.mu.Unlock()
-	return nil
+	return a, nil
 }
-
-// Tracker is the tracker a belongs to (nil for a zero Account).
-func (a *Account) Tracker() *Tracker { return a.t }
 
 // retire gives a's lease back to the device and its id to new accounts.
 func (t *Tracker) retire(a *Account) {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 )
 
 const (
@@ -531,40 +529,4 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("account used %d after soak", a.Used())
 		}
 	}
-}
-
-// InitAccount opens an account in the caller's storage: a zero Account, or
-// one closed, which then counts as new; an open one is refused unchanged.
-func TestInitAccount(t *testing.T) {
-	tr := mustTracker(t, 1*giB)
-	var a Account
-	require.NoError(t, tr.InitAccount(&a, "a", 64*miB))
-	r, err := a.Reserve(8 * miB)
-	require.NoError(t, err)
-	require.NoError(t, r.Commit(0x1000))
-	wantErr(t, tr.InitAccount(&a, "b", 64*miB), ErrInvalidArgument, `"a"`, "open", "close it first")
-	require.Equal(t, uint64(8*miB), a.Used(), "a refused InitAccount changes nothing")
-	leaked, err := a.Close()
-	require.NoError(t, err)
-	require.Equal(t, uint64(8*miB), leaked)
-	require.Zero(t, tr.Used())
-
-	require.NoError(t, tr.InitAccount(&a, "b", 16*miB), "a closed account opens again")
-	require.Equal(t, "b", a.Name())
-	require.Zero(t, a.Used())
-	require.Equal(t, uint64(16*miB), a.Limit())
-	require.Equal(t, 1, tr.Accounts())
-	_, err = a.Reserve(32 * miB)
-	require.ErrorIs(t, err, ErrQuotaExceeded, "the new limit holds")
-	_, err = a.StartRelease(0x1000)
-	require.ErrorIs(t, err, ErrUnknownPointer, "the earlier life's records are gone")
-	require.Same(t, tr, a.Tracker())
-	_, err = a.Close()
-	require.NoError(t, err)
-
-	wantErr(t, tr.InitAccount(nil, "c", 1), ErrInvalidArgument, "nil")
-	wantErr(t, tr.InitAccount(&a, "c", 0), ErrInvalidLimit, "0 bytes")
-	_, err = tr.Close()
-	require.NoError(t, err)
-	require.ErrorIs(t, tr.InitAccount(&a, "c", 1), ErrClosed)
 }

@@ -183,10 +183,6 @@ func (t *Tenant) doWith(ctx cuda.Context, f func(cuda.Context) error) error {
 	return f(ctx)
 }
 
-// Plain reports whether t is the pool's engine for plain tenants, which
-// keeps nothing of any of them (NewTenant).
-func (t *Tenant) Plain() bool { return t.pool.plain.Load() == t }
-
 // Limited reports whether the tenant has a launch-rate limit or a GPU
 // share.
 func (t *Tenant) Limited() bool { return t.limiter != nil }

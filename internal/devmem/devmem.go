@@ -207,26 +207,16 @@ func (p *Peers) remove(e *pooled) {
 	delete(p.pools, e)
 }
 
-// list is the engines but except, each counted in its peers' calls until
-// done is given the list (Close waits for them).
 func (p *Peers) list(except *pooled) []*pooled {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var l []*pooled
 	for e := range p.pools {
 		if e != except {
-			e.peers.Add(1)
 			l = append(l, e)
 		}
 	}
 	return l
-}
-
-// done ends the calls list counted.
-func done(l []*pooled) {
-	for _, e := range l {
-		e.peers.Add(-1)
-	}
 }
 
 // trimOthers gives every other pooled engine's cache back to the driver,
@@ -234,9 +224,7 @@ func done(l []*pooled) {
 // how many pools it trimmed.
 func (p *Peers) trimOthers(except *pooled) int {
 	n := 0
-	l := p.list(except)
-	defer done(l)
-	for _, e := range l {
+	for _, e := range p.list(except) {
 		if e.Trim() == nil {
 			n++
 		}
@@ -249,19 +237,12 @@ func (p *Peers) trimOthers(except *pooled) int {
 // cached blocks, can retry. It reports whether any bytes were cached.
 func (p *Peers) trimCaches() bool {
 	cached := false
-	l := p.list(nil)
-	defer done(l)
-	for _, e := range l {
-		tok, err := e.enter()
-		if err != nil {
-			continue // closed, or its tenant is
-		}
+	for _, e := range p.list(nil) {
 		streams := e.cfg.Streams()
 		for _, s := range streams {
 			cached = cached || s.Blocks().Bytes() > 0
 		}
 		e.cfg.ReleaseStreams(streams)
-		e.cfg.Exit(tok)
 		_ = e.Trim() // the driver's pool gives back what it kept, too
 	}
 	return cached

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -376,61 +375,9 @@ func TestPeersSkipClosedAndClosing(t *testing.T) {
 	require.Zero(t, d.peers.trimOthers(a.mem.(*pooled)), "closing: Trim refused")
 	b.closed.Store(false)
 	require.NoError(t, b.close())
-	require.Len(t, listed(d), 1)
+	require.Len(t, d.peers.list(nil), 1)
 	require.NoError(t, a.close())
-	require.Empty(t, listed(d))
-}
-
-// listed is the peers' list, given back at once.
-func listed(d *device) []*pooled {
-	l := d.peers.list(nil)
-	done(l)
-	return l
-}
-
-// A closed engine is made again in place (Open's spare), for another
-// tenant; an open one never is.
-func TestOpenInASpareEngine(t *testing.T) {
-	d := newDevice(t, 0, 0)
-	a := d.newTenant("a", 64<<20, pooledWith(64<<20), false)
-	b := d.newTenant("b", 64<<20, nil, false) // its memory engine is made below
-	cfg := Config{Driver: d.drv, Device: d, Account: b.acct, Tracker: d.tracker, Peers: &d.peers, Owner: b}
-	e, err := Open(cfg, *pooledWith(64 << 20), a.mem)
-	require.NoError(t, err)
-	require.NotSame(t, a.mem, e, "a's engine is open: not a spare")
-	require.NoError(t, e.Close(d.primary, nil))
-	require.NoError(t, a.close())
-	old := a.mem
-	b.mem, err = Open(cfg, *pooledWith(64 << 20), old)
-	require.NoError(t, err)
-	require.Same(t, old, b.mem, "a's closed engine serves b")
-	p, err := b.mem.Alloc(b.first(), 1<<20)
-	require.NoError(t, err)
-	require.NoError(t, b.mem.Free(b.first(), p))
-	require.Len(t, listed(d), 1, "b's engine is a peer")
-	require.NoError(t, b.close())
-}
-
-// A peer's call that listed an engine before its Close keeps that Close
-// from returning (after which the engine may serve another tenant) until
-// it has left; and once the engine is closed, a peer's call is refused
-// even where its owner lets it in (a reused owner serves a new tenant).
-func TestPooledCloseWaitsForPeersCalls(t *testing.T) {
-	d := newDevice(t, 0, 0)
-	a := d.newTenant("a", 64<<20, pooledWith(64<<20), false)
-	b := d.newTenant("b", 64<<20, pooledWith(64<<20), false)
-	l := d.peers.list(a.mem.(*pooled)) // a peer's call under way, on b
-	closed := make(chan error, 1)
-	go func() { closed <- b.mem.Close(d.primary, nil) }()
-	select {
-	case <-closed:
-		t.Fatal("Close returned while a peer's call still held the engine")
-	case <-time.After(20 * time.Millisecond):
-	}
-	require.ErrorIs(t, l[0].Trim(), errs.ErrClosed, "the owner lets the call in; the closed engine refuses it")
-	done(l)
-	require.NoError(t, <-closed)
-	require.NoError(t, a.close())
+	require.Empty(t, d.peers.list(nil))
 }
 
 // TestPooledQuotaOfAFragmentedPool: a pool full of blocks and gaps refuses
@@ -552,13 +499,13 @@ func TestOpenChooses(t *testing.T) {
 	tn.newStream()
 	cfg := Config{Driver: d.drv, Device: d, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers, Owner: tn, Probe: &d.probe}
 
-	e, err := Open(cfg, PoolConfig{Plain: true, Quota: 1 << 20}, nil)
+	e, err := Open(cfg, PoolConfig{Plain: true, Quota: 1 << 20})
 	require.NoError(t, err)
 	require.IsType(t, (*plain)(nil), e)
 	require.Nil(t, e.Ops().Probe, "not green: no probe")
 	require.NoError(t, e.Close(d.primary, nil))
 
-	e, err = Open(cfg, PoolConfig{Green: true, Quota: math.MaxUint64, Explicit: true}, nil)
+	e, err = Open(cfg, PoolConfig{Green: true, Quota: math.MaxUint64, Explicit: true})
 	require.NoError(t, err)
 	require.IsType(t, (*pooled)(nil), e)
 	require.Same(t, &d.probe, e.Ops().Probe)

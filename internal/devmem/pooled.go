@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/spin"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -25,29 +22,6 @@ type pooled struct {
 	// for the streams or trimming it (a server makes and closes tenants
 	// that never allocate through their pool).
 	used atomic.Bool
-	// closed: Close began. A peer may still hold the engine (Peers.list),
-	// and its owner, once closed, may serve a later tenant: what a peer
-	// calls enters the owner and then looks here (enter).
-	closed atomic.Bool
-	// peers counts the peers' calls under way that listed the engine
-	// (Peers.list): Close waits for them, so that a closed engine nothing
-	// else reaches may be made again (Open's spare).
-	peers atomic.Int32
-}
-
-// enter is cfg.Enter for a call a peer may make (Trim, trimCaches's look):
-// entering a closed engine's owner may enter the tenant that reuses it,
-// so a closed engine leaves again and refuses.
-func (e *pooled) enter() (uint32, error) {
-	tok, err := e.cfg.Enter()
-	if err != nil {
-		return 0, err
-	}
-	if e.closed.Load() {
-		e.cfg.Exit(tok)
-		return 0, errs.ErrClosed
-	}
-	return tok, nil
 }
 
 // PoolConfig is how a pooled engine's pool is made.
@@ -73,12 +47,7 @@ type PoolConfig struct {
 // pool of at most the quota and never more than the device may hold (a
 // quota of MaxUint64 overflowed the driver's rounding of the size to
 // whole chunks).
-//
-// spare, where not nil, is an engine an earlier tenant closed and that
-// nothing else reaches any more: a pooled engine is made in it rather than
-// allocated (a server that makes and closes tenants made 128 bytes of
-// garbage with each).
-func Open(cfg Config, pool PoolConfig, spare Allocator) (Allocator, error) {
+func Open(cfg Config, pool PoolConfig) (Allocator, error) {
 	if !pool.Green {
 		cfg.Probe = nil
 	}
@@ -86,14 +55,7 @@ func Open(cfg Config, pool PoolConfig, spare Allocator) (Allocator, error) {
 		return NewPlain(cfg), nil
 	}
 	pool.Quota = min(pool.Quota, cfg.Tracker.Limit())
-	e, _ := spare.(*pooled)
-	if e == nil || !e.closed.Load() {
-		e = new(pooled)
-	}
-	if err := e.open(cfg, pool); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return NewPooled(cfg, pool)
 }
 
 // MaxSize is the one place a pool's maximum size is derived from the
@@ -111,16 +73,7 @@ func (p PoolConfig) MaxSize() uint64 {
 // NewPooled makes the tenant's pool and its engine, which joins cfg.Peers
 // until Close.
 func NewPooled(cfg Config, pool PoolConfig) (Allocator, error) {
-	e := new(pooled)
-	if err := e.open(cfg, pool); err != nil {
-		return nil, err
-	}
-	return e, nil
-}
-
-// open makes e, new or closed (Open's spare), the engine of cfg's tenant.
-func (e *pooled) open(cfg Config, pool PoolConfig) error {
-	*e = pooled{cfg: cfg, maxSize: pool.MaxSize(), keep: pool.Keep}
+	e := &pooled{cfg: cfg, maxSize: pool.MaxSize(), keep: pool.Keep}
 	if e.keep == 0 {
 		e.keep = pool.Quota
 	}
@@ -131,7 +84,7 @@ func (e *pooled) open(cfg Config, pool PoolConfig) error {
 			e.keep = 0
 		}
 		cfg.Peers.add(e)
-		return nil
+		return e, nil
 	}
 	err := cfg.do(func(ctx cuda.Context) error {
 		h, err := cfg.Driver.MemPoolCreate(ctx, cfg.Device.Ordinal(), e.maxSize)
@@ -145,13 +98,13 @@ func (e *pooled) open(cfg Config, pool PoolConfig) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if pool.NoLists {
 		e.keep = 0
 	}
 	cfg.Peers.add(e)
-	return nil
+	return e, nil
 }
 
 func (e *pooled) Alloc(s Stream, n uint64) (cuda.DevicePtr, error) {
@@ -346,7 +299,7 @@ func (e *pooled) flushLocked(s Stream) (int, error) {
 func (e *pooled) Trim() error {
 	// In the life lock, so that Close cannot destroy the pool under the
 	// trim (the calls below enter it again, which is allowed).
-	tok, err := e.enter()
+	tok, err := e.cfg.Enter()
 	if err != nil {
 		return err
 	}
@@ -379,17 +332,7 @@ func (e *pooled) Reserved() (uint64, error) {
 func (e *pooled) Ops() *Config { return &e.cfg }
 
 func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation) error {
-	e.closed.Store(true)
 	e.cfg.Peers.remove(e)
-	err := e.close(ctx, leaks)
-	// A peer that listed e before remove is leaving (its call enters e's
-	// closed tenant, or e, and is refused): once it has, nothing but the
-	// tenant reaches e.
-	spin.Until(func() bool { return e.peers.Load() == 0 }, 10*time.Microsecond)
-	return err
-}
-
-func (e *pooled) close(ctx cuda.Context, leaks []memtrack.Allocation) error {
 	drv := e.cfg.Driver
 	if !e.used.Load() && len(leaks) == 0 {
 		if e.cfg.Peers.keepIdle(idlePool{h: e.h, maxSize: e.maxSize, keep: e.made}) {
