@@ -39,9 +39,6 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	if err != nil {
 		return nil, c.wrap(err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.modules = append(c.modules, m)
 	return m, nil
 }
 

@@ -97,8 +97,15 @@ func (c *tenantCore) ReshapeSizes() []int { return c.place.Sizes() }
 // (docs/CONTEXTS.md), so a reshapable tenant's layouts share it.
 func (c *tenantCore) loadModule(m *Module, image []byte) error {
 	return c.do(func(ctx cuda.Context) (err error) {
-		m.h, err = c.pool.dev.LoadModule(ctx, image)
-		return err
+		if m.h, err = c.pool.dev.LoadModule(ctx, image); err != nil {
+			return err
+		}
+		// Listed in the life lock: a Close racing the load waits for it,
+		// then unloads the module with the others.
+		c.mu.Lock()
+		c.modules = append(c.modules, m)
+		c.mu.Unlock()
+		return nil
 	})
 }
 
