@@ -80,7 +80,9 @@ func TestAdaptiveSleepsThroughLongWaits(t *testing.T) {
 	}
 	// One that runs well past what was expected sleeps on one event.
 	fd.HoldEvents(true)
+	released := make(chan struct{})
 	go func() { // the work ends once the wait has gone to the event (or after 1 s: the test fails)
+		defer close(released)
 		for t0 := time.Now(); d.eventSyncs.Load() == 0 && time.Since(t0) < time.Second; {
 			time.Sleep(100 * time.Microsecond)
 		}
@@ -89,6 +91,7 @@ func TestAdaptiveSleepsThroughLongWaits(t *testing.T) {
 	if err := w(d, ctx, s, longHistory(), nil); err != nil {
 		t.Fatal(err)
 	}
+	<-released
 	if d.eventSyncs.Load() != 1 || d.streamSyncs.Load() != 0 {
 		t.Fatalf("a long wait past its history: %d event and %d stream synchronisations; want it asleep on one event", d.eventSyncs.Load(), d.streamSyncs.Load())
 	}
