@@ -79,7 +79,7 @@ func Adaptive(limit int32, blk *Blocker) Wait {
 // then on. Sleeping on the event from the start left the GPU idle while
 // the driver's thread woke and then waited for a P: a lone batch goroutine
 // two GEMMs deep lost 3-6% of its throughput to a busy server (H200, runs
-// BB and I); this wakes ahead of the work's end instead.
+// BB and PP; QQ, waking early: 1%); this wakes ahead of the work's end.
 func nap(drv cuda.Driver, ctx cuda.Context, s cuda.Stream, h *History, start time.Time, blk *Blocker) error {
 	expect := time.Duration(h.avg.Load())
 	if d := expect - expect/NapEarly - time.Since(start); d > 0 {
