@@ -73,17 +73,11 @@ func (cur Current) Stream(h *Stream) (StreamHandle, error) {
 	if h == nil {
 		h = &cur.t.first
 	}
-	s, err := h.acquire()
+	s, err := cur.t.ownStream(h, "Current.Stream")
 	if err != nil {
 		return StreamHandle{}, err
 	}
 	defer s.release()
-	if s.t != cur.t {
-		return StreamHandle{}, fmt.Errorf("%w: a stream of tenant %q inside tenant %q's Do", ErrInvalidArgument, s.t.name, cur.t.name)
-	}
-	if s.closed.Load() {
-		return StreamHandle{}, ErrClosed
-	}
 	if err := cur.run.Take(&s.gate); err != nil {
 		return StreamHandle{}, fmt.Errorf("tenant %q: timing the stream: %w", cur.t.name, err)
 	}
@@ -126,17 +120,11 @@ func (c *tenantCore) AllocWorkspace(ctx context.Context, h *Stream, n uint64) (*
 	if h == nil {
 		h = &c.first
 	}
-	s, err := h.acquire()
+	s, err := c.ownStream(h, "AllocWorkspace")
 	if err != nil {
 		return nil, err
 	}
 	defer s.release()
-	if s.t != c {
-		return nil, fmt.Errorf("%w: a workspace of tenant %q on tenant %q's stream", ErrInvalidArgument, c.name, s.t.name)
-	}
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
 	p, err := c.alloc(s, n)
 	if err != nil {
 		return nil, err

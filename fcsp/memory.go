@@ -113,7 +113,7 @@ func (c *tenantCore) AllocAsync(h *Stream, n uint64) (DevicePtr, error) {
 }
 
 // ownStream is the core of h, acquired (the caller releases it), where h
-// is one of the tenant's open streams.
+// is one of the tenant's open streams; op names the call, for its error.
 func (c *tenantCore) ownStream(h *Stream, op string) (*streamCore, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: %s needs one of tenant %q's streams", ErrInvalidArgument, op, c.name)
@@ -123,8 +123,9 @@ func (c *tenantCore) ownStream(h *Stream, op string) (*streamCore, error) {
 		return nil, err
 	}
 	if s.t != c {
+		other := s.t.name
 		s.release()
-		return nil, fmt.Errorf("%w: %s needs one of tenant %q's streams", ErrInvalidArgument, op, c.name)
+		return nil, fmt.Errorf("%w: %s needs one of tenant %q's streams, not tenant %q's", ErrInvalidArgument, op, c.name, other)
 	}
 	if s.closed.Load() {
 		s.release()
