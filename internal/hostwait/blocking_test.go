@@ -11,11 +11,24 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
-// countingDriver counts the waits a policy chose.
+// countingDriver counts the waits a policy chose. Its cuStreamQuery
+// answers "not ready" while notReady is above 0, counting it down: work
+// outstanding when a wait starts, done when it looks again, whatever the
+// machine's load.
 type countingDriver struct {
 	cuda.Driver
 	streamSyncs, eventSyncs, creates atomic.Int32
+	queries, notReady                atomic.Int32
 	failRecord                       bool
+}
+
+func (d *countingDriver) StreamQuery(c cuda.Context, s cuda.Stream) error {
+	d.queries.Add(1)
+	if d.notReady.Add(-1) >= 0 {
+		return cuda.Check("cuStreamQuery", cuda.ErrorNotReady)
+	}
+	d.notReady.Store(0)
+	return d.Driver.StreamQuery(c, s)
 }
 
 func (d *countingDriver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
@@ -66,8 +79,10 @@ func TestAdaptiveSleepsThroughLongWaits(t *testing.T) {
 	defer blk.Close()
 	w := Adaptive(1000, blk)
 
-	// A long wait sleeps through most of what the stream's waits took
-	// (2 ms), then polls: its work done by then, it needs no event.
+	// A long wait with work outstanding sleeps through most of what the
+	// stream's waits took (2 ms), then polls: its work done by then, it
+	// needs no event.
+	d.notReady.Store(1)
 	start := time.Now()
 	if err := w(d, ctx, s, longHistory(), nil); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,60 @@
+package fcsp
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 39 #15: Synchronize of a stream whose waits were long, with nothing
+// left to do, returns at once: the sleeping wait asks the stream before it
+// sleeps (it slept 7/8 of the history before, 34.5 ms of 40).
+func TestSynchronizeOfIdleLongStreamDoesNotSleep(t *testing.T) {
+	defer hostwait.SetSchedBusy(true)()
+	p, _ := openSim(t)
+	tn, err := p.NewTenant("t", WithSMs(8))
+	require.NoError(t, err)
+	s := tn.Stream()
+	for range 64 {
+		s.c.waits.Add(400 * time.Millisecond)
+	}
+	start := time.Now()
+	require.NoError(t, s.Synchronize())
+	require.Less(t, time.Since(start), 100*time.Millisecond, "a Synchronize with nothing to wait for (it slept 7/8 of 400 ms before)")
+	require.True(t, s.c.waits.Long(), "a wait that found nothing to wait for pulled the stream's history down")
+	runtime.KeepAlive(tn)
+}
+
+// The sleeping wait still sleeps where work is outstanding: the work is
+// held at the wait's first query and let go once the wait has asked.
+func TestLongWaitsSleepWhileWorkOutstanding(t *testing.T) {
+	defer hostwait.SetSchedBusy(true)()
+	p, drv := openSim(t)
+	tn, err := p.NewTenant("t", WithSMs(8))
+	require.NoError(t, err)
+	s := tn.Stream()
+	for range 32 {
+		s.c.waits.Add(2 * time.Millisecond)
+	}
+	st, q := drv.Calls("cuStreamSynchronize"), drv.Calls("cuStreamQuery")
+	drv.HoldEvents(true)
+	released := make(chan struct{})
+	go func() { // the work ends once the wait has asked (or after 1 s: the test fails)
+		defer close(released)
+		for t0 := time.Now(); drv.Calls("cuStreamQuery") == q && time.Since(t0) < time.Second; {
+			runtime.Gosched()
+		}
+		drv.HoldEvents(false)
+	}()
+	start := time.Now()
+	require.NoError(t, s.Synchronize())
+	el := time.Since(start)
+	<-released
+	require.GreaterOrEqual(t, el, 1500*time.Microsecond, "a long stream's wait with work outstanding sleeps")
+	require.Equal(t, st, drv.Calls("cuStreamSynchronize"), "a long stream's wait spun in the driver")
+	require.GreaterOrEqual(t, drv.Calls("cuStreamQuery"), q+2, "a long stream's wait asks, sleeps, and asks again")
+	runtime.KeepAlive(tn)
+}
