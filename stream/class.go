@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -58,4 +59,29 @@ func Parse(s string) (Class, error) {
 		}
 	}
 	return Default, fmt.Errorf("stream: unknown class %q (want one of %s)", s, strings.Join(names[:], ", "))
+}
+
+// MarshalText writes c's name (String), so that JSON and other text
+// encodings show classes as the metrics' class label does, maps keyed by
+// Class included (Stats.GPUTimeByClass), not as numbers. It never fails: a
+// class outside the defined ones is written "class(N)".
+func (c Class) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText reads a class's name as Parse does, or a defined class's
+// number, which releases before MarshalText wrote as map keys.
+func (c *Class) UnmarshalText(b []byte) error {
+	s := string(b)
+	if n, err := strconv.ParseUint(s, 10, 8); err == nil {
+		if !Class(n).Valid() {
+			return fmt.Errorf("stream: unknown class %d (want one of %s, or 0 to %d)", n, strings.Join(names[:], ", "), numClasses-1)
+		}
+		*c = Class(n)
+		return nil
+	}
+	p, err := Parse(s)
+	if err != nil {
+		return err
+	}
+	*c = p
+	return nil
 }
