@@ -408,7 +408,9 @@ func (a *Account) Release(ptr uint64) (uint64, error) {
 		w, ok = a.t.records.remove(ptr, a.id)
 	}
 	a.ops.Add(-1)
-	if closed {
+	// A Close between the look and the removal may have taken the record:
+	// the pointer was live, and Close gave its bytes back.
+	if closed || !ok && a.used.Load()&closedBit != 0 {
 		return 0, ErrClosed
 	}
 	if !ok {

@@ -89,6 +89,9 @@ func (a *Account) StartRelease(ptr uint64) (PendingRelease, error) {
 		return PendingRelease{}, ErrClosed
 	}
 	w, ok := a.t.records.remove(ptr, a.id)
+	if !ok && a.used.Load()&closedBit != 0 {
+		return PendingRelease{}, ErrClosed // Close took the record since the look above
+	}
 	if !ok {
 		return PendingRelease{}, fmt.Errorf("%w: tenant %q has no live allocation at %#x", ErrUnknownPointer, a.name, ptr)
 	}
