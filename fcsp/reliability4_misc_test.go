@@ -58,3 +58,18 @@ func TestLongWaitsSleepWhileWorkOutstanding(t *testing.T) {
 	require.GreaterOrEqual(t, drv.Calls("cuStreamQuery"), q+2, "a long stream's wait asks, sleeps, and asks again")
 	runtime.KeepAlive(tn)
 }
+
+// Issue 39 #14: NewTenant refuses a name that cannot be its metrics' tenant
+// label (not valid UTF-8, or empty) with ErrInvalidArgument saying what a
+// name may be; one such tenant failed every scrape of the pool.
+func TestNewTenantRefusesUnusableName(t *testing.T) {
+	p, _ := openSim(t)
+	free := p.FreeSMs()
+	for _, name := range []string{"bad\xff", ""} {
+		_, err := p.NewTenant(name, WithSMs(8))
+		require.ErrorIs(t, err, ErrInvalidArgument, "name %q", name)
+		require.ErrorContains(t, err, "valid UTF-8", "name %q", name)
+	}
+	require.Empty(t, p.Stats().Tenants)
+	require.Equal(t, free, p.FreeSMs(), "a refused tenant kept SMs")
+}

@@ -31,7 +31,7 @@ func TestCollectContextWait(t *testing.T) {
 			P50: 0, P99: 1500 * time.Microsecond, Max: 4 * time.Millisecond}},
 		{Name: "whole"},
 	}}
-	s := snapshot{NewCollector(nil), ps}
+	s := snapshot{bare(), ps}
 	if problems, err := testutil.CollectAndLint(s); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", err, problems)
 	}
@@ -70,7 +70,7 @@ fcsp_tenant_context_calls_total{tenant="whole"} 0
 func TestCollectSplitsLaunchAndDoThrottling(t *testing.T) {
 	ps := fcsp.PoolStats{Tenants: []fcsp.Stats{{Name: "share", Launches: 20, Throttled: 37, ThrottleWait: 90 * time.Millisecond,
 		DoAdmitted: 20, DoThrottled: 18, DoThrottleWait: 60 * time.Millisecond}}}
-	s := snapshot{NewCollector(nil), ps}
+	s := snapshot{bare(), ps}
 	want := `
 # HELP fcsp_tenant_launches_throttled_total Of the kernel launches admitted, those that had to wait for tokens: over fcsp_tenant_launches_admitted_total, the fraction throttled.
 # TYPE fcsp_tenant_launches_throttled_total counter
@@ -94,3 +94,6 @@ fcsp_tenant_do_throttle_wait_seconds_total{tenant="share"} 0.06
 		t.Fatal(err)
 	}
 }
+
+// bare is a collector of no pool, for snapshots.
+func bare() *Collector { return newCollector(nil, nil) }

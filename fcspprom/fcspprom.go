@@ -47,9 +47,12 @@
 package fcspprom
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -60,6 +63,7 @@ import (
 // Collector collects one pool's metrics.
 type Collector struct {
 	pool  *fcsp.Pool
+	err   error // NewCollector(nil): why it describes and collects nothing valid
 	d     descs
 	all   []*prometheus.Desc
 	built cache[[]prometheus.Metric] // the metrics of the last read of the pool
@@ -106,7 +110,22 @@ func WithConstLabels(l prometheus.Labels) Option {
 // NewCollector returns a collector of pool's figures. Register it once per
 // pool; two pools in one registry need WithConstLabels telling them apart
 // (or distinct registries, or a prometheus.WrapRegistererWith label).
+//
+// A nil pool makes a collector that a registry refuses: Register returns
+// an error matching fcsp.ErrInvalidArgument (MustRegister panics with it),
+// and a scrape of it, unchecked, fails with that error, where it once
+// served no series without a word.
 func NewCollector(pool *fcsp.Pool, opts ...Option) *Collector {
+	c := newCollector(pool, opts)
+	if pool == nil {
+		c.err = fmt.Errorf("%w: fcspprom.NewCollector(nil): a nil pool; pass the *fcsp.Pool whose figures to collect", fcsp.ErrInvalidArgument)
+	}
+	return c
+}
+
+// newCollector is NewCollector without its check of pool (a nil one serves
+// tests' snapshots).
+func newCollector(pool *fcsp.Pool, opts []Option) *Collector {
 	var o options
 	for _, opt := range opts {
 		if opt != nil {
@@ -127,6 +146,7 @@ func NewCollector(pool *fcsp.Pool, opts ...Option) *Collector {
 // Gatherer serves one pool's metric families, gathered at most its max age
 // ago (NewGatherer).
 type Gatherer struct {
+	err      error // NewGatherer(nil): what every Gather returns
 	reg      *prometheus.Registry
 	gathered cache[[]*dto.MetricFamily]
 }
@@ -135,7 +155,8 @@ type Gatherer struct {
 // with opts in a registry of its own), which keeps what it gathered for
 // DefaultMaxAge, or WithMaxAge's d. The families it returns are shared by
 // the scrapes of that time: encode or merge them (promhttp,
-// prometheus.Gatherers do), do not modify them.
+// prometheus.Gatherers do), do not modify them. A nil pool's Gather fails
+// with NewCollector's error.
 func NewGatherer(pool *fcsp.Pool, opts ...Option) *Gatherer {
 	var o options
 	for _, opt := range opts {
@@ -149,14 +170,21 @@ func NewGatherer(pool *fcsp.Pool, opts ...Option) *Gatherer {
 	g := &Gatherer{reg: prometheus.NewRegistry()}
 	// The collector reads the pool at each of the gatherer's builds: the
 	// gatherer's cache is the only one.
-	g.reg.MustRegister(NewCollector(pool, append(opts, WithMaxAge(0))...))
+	if g.err = g.reg.Register(NewCollector(pool, append(opts, WithMaxAge(0))...)); g.err != nil {
+		return g // a nil pool, or const labels a registry refuses
+	}
 	g.gathered.maxAge = o.maxAge
 	g.gathered.build = g.reg.Gather
 	return g
 }
 
 // Gather implements prometheus.Gatherer.
-func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) { return g.gathered.get() }
+func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
+	if g.err != nil {
+		return nil, g.err
+	}
+	return g.gathered.get()
+}
 
 // cache holds what build made for maxAge. One caller at a time builds;
 // while one does, the others take what was built before, or wait for the
@@ -261,6 +289,10 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	if c.err != nil {
+		ch <- prometheus.NewInvalidDesc(c.err) // the registry refuses the collector
+		return
+	}
 	for _, d := range c.all {
 		ch <- d
 	}
@@ -268,8 +300,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	if c.pool == nil {
-		return // NewCollector(nil): no pool, no metrics (a registry must not panic on a scrape)
+	if c.err != nil { // unchecked, it got past its registration: the scrape fails, and says why
+		ch <- prometheus.NewInvalidMetric(prometheus.NewInvalidDesc(c.err), c.err)
+		return
 	}
 	if c.built.maxAge <= 0 {
 		c.collect(func(m prometheus.Metric) { ch <- m }, c.pool.Stats(), c.pool.FreeSMs(), c.pool.LatencyBusy())
@@ -290,7 +323,21 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats, fre
 		emit(prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...))
 	}
 	d := &c.d
+	var taken map[string]bool // the label values given, once a name needs mending
 	for _, s := range ps.Tenants {
+		// A label value must be UTF-8, and one that is not fails the
+		// whole scrape (a panic the registry recovers, every tenant's
+		// series lost): such a name (NewTenant refuses them) is shown
+		// with its invalid bytes replaced, unless that name is taken.
+		if !utf8.ValidString(s.Name) {
+			if taken == nil {
+				taken = validNames(ps.Tenants)
+			}
+			if s.Name = strings.ToValidUTF8(s.Name, "\uFFFD"); taken[s.Name] {
+				continue
+			}
+			taken[s.Name] = true
+		}
 		gauge(d.sms, float64(s.SMs), s.Name)
 		gauge(d.part, b2f(s.Partitioned), s.Name)
 		gauge(d.memUsed, float64(s.MemoryUsed), s.Name)
@@ -338,6 +385,17 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats, fre
 	gauge(d.tenants, float64(len(ps.Tenants)))
 	gauge(d.lost, b2f(!ps.Health.Healthy()))
 	gauge(d.busy, b2f(latencyBusy))
+}
+
+// validNames is the set of the tenants' names that are valid UTF-8.
+func validNames(ts []fcsp.Stats) map[string]bool {
+	m := make(map[string]bool, len(ts))
+	for _, s := range ts {
+		if utf8.ValidString(s.Name) {
+			m[s.Name] = true
+		}
+	}
+	return m
 }
 
 func b2f(b bool) float64 {

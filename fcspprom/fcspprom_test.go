@@ -2,6 +2,7 @@ package fcspprom_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,16 +190,33 @@ fcsp_pool_latency_busy 0
 	}
 }
 
-// Issue 28 #16: NewCollector(nil) and a nil option do not panic; a scrape of
-// a nil pool's collector reports nothing.
+// Issue 38 #7: NewCollector(nil) served no series, silently. Its
+// registration now fails, saying why (MustRegister panics, as for any
+// invalid collector), and so does a scrape of it where it got past one; a
+// nil option is still skipped. NewGatherer(nil)'s Gather fails the same way.
 func TestCollectorOfNoPool(t *testing.T) {
 	c := fcspprom.NewCollector(nil, nil)
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(c); err != nil {
+	if err := reg.Register(c); err == nil || !strings.Contains(err.Error(), "nil pool") {
+		t.Fatalf("Register of a nil pool's collector: %v; want an error naming the nil pool", err)
+	} else if !errors.Is(err, fcsp.ErrInvalidArgument) {
+		t.Fatalf("Register of a nil pool's collector: %v; want fcsp.ErrInvalidArgument", err)
+	}
+	unchecked := prometheus.NewPedanticRegistry()
+	if err := unchecked.Register(noDescribe{c}); err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := reg.Gather()
-	if err != nil || len(mfs) != 0 {
-		t.Fatalf("Gather: %v metric families, %v; want none", len(mfs), err)
+	if _, err := unchecked.Gather(); err == nil || !strings.Contains(err.Error(), "nil pool") {
+		t.Fatalf("a scrape of a nil pool's collector: %v; want an error naming the nil pool", err)
+	}
+	if _, err := fcspprom.NewGatherer(nil).Gather(); err == nil || !strings.Contains(err.Error(), "nil pool") {
+		t.Fatalf("NewGatherer(nil).Gather: %v; want an error naming the nil pool", err)
 	}
 }
+
+// noDescribe is a collector that describes nothing: an unchecked one,
+// which a registry does not check at registration.
+type noDescribe struct{ c prometheus.Collector }
+
+func (noDescribe) Describe(chan<- *prometheus.Desc)      {}
+func (n noDescribe) Collect(ch chan<- prometheus.Metric) { n.c.Collect(ch) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -191,8 +192,8 @@ func (c *Tenant) Partitioned() bool {
 // asked for, and caps a GPU share (also the share 1 a bandwidth floor
 // implies), which log reports.
 func (c *Tenant) Resolve(name string, envLimit float64, envSet bool, log *slog.Logger) error {
-	if name == "" {
-		return invalid("empty tenant name")
+	if err := checkName(name); err != nil {
+		return err
 	}
 	if err := c.checkShape(); err != nil {
 		return err
@@ -211,6 +212,20 @@ func (c *Tenant) Resolve(name string, envLimit float64, envSet bool, log *slog.L
 		case c.GPUShare == 0 && (c.SMLimit == 0 || c.SMLimit > envLimit):
 			c.SMLimit = envLimit
 		}
+	}
+	return nil
+}
+
+// checkName refuses a tenant name that cannot be the tenant label of its
+// metrics: Prometheus takes any UTF-8 there and nothing else, and one
+// invalid label value fails a whole scrape, every tenant's series with it.
+func checkName(name string) error {
+	const allowed = "want a non-empty string of valid UTF-8 (it is the tenant label of the tenant's metrics)"
+	switch {
+	case name == "":
+		return invalid("empty tenant name; %s", allowed)
+	case !utf8.ValidString(name):
+		return invalid("tenant name %q is not valid UTF-8; %s", name, allowed)
 	}
 	return nil
 }
