@@ -399,8 +399,10 @@ func (r *Region) Slots() []SlotInfo {
 // namespace (another container sharing /dev/shm) the PID is not checked and
 // the heartbeat alone decides, and so it does for a slot whose member is
 // still joining (its identity may not be written yet). The caller's own
-// memberships (same namespace, same PID) are never reaped by timeout: a
-// stalled process finds out through its heartbeat instead.
+// memberships (same namespace, same PID, same start time) are never reaped
+// by timeout: a stalled process finds out through its heartbeat instead. A
+// membership of the caller's namespace and PID with another start time is
+// a predecessor's (a restarted container's PID 1), and dead.
 func (r *Region) Reap(timeout time.Duration) []int {
 	return r.reap(timeout, selfNS(), os.Getpid())
 }
@@ -432,7 +434,10 @@ func (r *Region) reap(timeout time.Duration, ns uint64, self int) []int {
 		var dead bool
 		switch {
 		case ownNS && int(pid) == self:
-			dead = false // ourselves: alive, however late the beat
+			// Ourselves, alive however late the beat, unless the start
+			// time says another process held our PID in our namespace
+			// before us (a restarted container's PID 1): that one is dead.
+			dead = !alive(int(pid), start)
 		case ownNS && st == StateActive:
 			dead = stale || !alive(int(pid), start)
 		default: // joining, or another namespace's: the heartbeat decides
