@@ -1,6 +1,9 @@
 package fcsp
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -72,4 +75,26 @@ func TestNewTenantRefusesUnusableName(t *testing.T) {
 	}
 	require.Empty(t, p.Stats().Tenants)
 	require.Equal(t, free, p.FreeSMs(), "a refused tenant kept SMs")
+}
+
+// Issue 39 #17: a shared region file truncated while mapped killed every
+// member with SIGBUS at its next allocation. An allocation now fails with
+// ErrBadRegion, the pool's figures read, and the pool closes.
+func TestTruncatedSharedRegionIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	p, err := openSimErr(0, WithSharedRegion(path), WithHeartbeat(time.Millisecond, time.Hour))
+	require.NoError(t, err)
+	tn, err := p.NewTenant("t")
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = tn.Alloc(ctx, 1<<20)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, 0))
+	_, err = tn.Alloc(ctx, 1<<20)
+	require.ErrorIs(t, err, ErrBadRegion)
+	_ = p.SharedUsed()
+	_ = p.Stats()
+	time.Sleep(5 * time.Millisecond) // the heartbeat and the reaper meet it too
+	require.NoError(t, tn.Close())
+	require.NoError(t, p.Close())
 }

@@ -22,6 +22,9 @@ func (p *Pool) newTracker(index int) (err error) {
 				// shared count.
 				p.log.Error("fcsp: this process was reaped from the shared region (heartbeat missed); allocations now fail with ErrReaped", "region", p.cfg.Region)
 			},
+			OnLost: func(err error) {
+				p.log.Error("fcsp: the shared region was lost under this process; allocations now fail with ErrBadRegion until the pool is reopened", "region", p.cfg.Region, "err", err)
+			},
 			OnReap: func(slots []int) { p.log.Warn("fcsp: reaped dead processes from the shared region", "slots", slots) },
 		}, index)
 		if err != nil {

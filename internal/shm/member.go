@@ -19,9 +19,13 @@ type MemberConfig struct {
 	// mean 1 s and 5 s.
 	Beat, ReapAfter time.Duration
 	// OnReaped hears that this process was reaped (its heartbeat missed):
-	// the slot then refuses its writes. OnReap hears the slots of dead
-	// processes this member's reaper freed. Either may be nil.
+	// the slot then refuses its writes. OnLost hears that the region was
+	// lost under this process (its file truncated while mapped): the
+	// member's writes then fail with that error (ErrBadRegion). OnReap
+	// hears the slots of dead processes this member's reaper freed. Any
+	// may be nil.
 	OnReaped func()
+	OnLost   func(error)
 	OnReap   func(slots []int)
 }
 
@@ -55,7 +59,14 @@ func JoinMember(cfg MemberConfig) (*Member, error) {
 		beat, timeout = time.Second, 5*time.Second
 	}
 	m := &Member{region: r, slot: slot}
-	m.stopBeat = slot.StartHeartbeat(beat, cfg.OnReaped)
+	m.stopBeat = slot.StartHeartbeat(beat, func() {
+		switch err := r.Lost(); {
+		case err != nil && cfg.OnLost != nil:
+			cfg.OnLost(err)
+		case err == nil && cfg.OnReaped != nil:
+			cfg.OnReaped()
+		}
+	})
 	m.stopReaper = r.StartReaper(beat, timeout, cfg.OnReap)
 	return m, nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -121,6 +122,7 @@ type Region struct {
 	// enters before Close sees the count (and Close waits for it) or sees
 	// the flag (and stays out).
 	inside atomic.Int64
+	lost   atomic.Pointer[error] // Lost's error, once a call faulted on the mapping
 	path   string
 	data   []byte
 	layout Layout
@@ -289,19 +291,74 @@ func mapRegion(f *os.File, path string, l Layout, g geometry) (*Region, error) {
 	return r, nil
 }
 
-const regionClosing = 1 << 62
+const (
+	regionClosing = 1 << 62
+	regionLost    = 1 << 61 // a call faulted on the mapping (Lost)
+)
 
 // enter reports whether the mapping may be used, counting the caller in
-// until exit; false once Close began.
+// until exit; false once Close began or the region was lost.
 func (r *Region) enter() bool {
-	if r.inside.Add(1)&regionClosing != 0 {
+	if r.inside.Add(1)&(regionClosing|regionLost) != 0 {
 		r.inside.Add(-1)
 		return false
 	}
 	return true
 }
 
-func (r *Region) exit() { r.inside.Add(-1) }
+// exit ends a call that entered. Deferred as
+//
+//	defer r.exit(debug.SetPanicOnFault(true), &err)
+//
+// it turns a fault on the mapping into the call's failure: a region file
+// truncated while mapped (a stray truncate, a region reset by hand) makes
+// every access past its new end a SIGBUS, which killed every member. The
+// region is then lost: err, where the call returns one (nil: it reports
+// zeros or false), is Lost's ErrBadRegion, and later calls stay out of the
+// mapping. onFault, the goroutine's setting before the call, is restored;
+// a panic that is not a fault on the mapping goes on.
+func (r *Region) exit(onFault bool, err *error) {
+	debug.SetPanicOnFault(onFault)
+	r.inside.Add(-1)
+	v := recover()
+	if v == nil {
+		return
+	}
+	f, ok := v.(interface{ Addr() uintptr })
+	if !ok {
+		panic(v)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(r.data)))
+	off := f.Addr() - start
+	if f.Addr() < start || off >= uintptr(len(r.data)) {
+		panic(v) // not ours
+	}
+	e := fmt.Errorf("%w: %s: a fault at byte %d of the mapping (the file was truncated under this process; members must reopen it)", ErrBadRegion, r.path, off)
+	r.lost.CompareAndSwap(nil, &e)
+	r.inside.Or(regionLost)
+	if err != nil {
+		*err = r.Lost()
+	}
+}
+
+// Lost is the ErrBadRegion error of the fault that lost the region (its
+// file truncated while mapped), nil while it was not: the region's writes
+// and Join then fail with it, and its reads report zeros or nothing.
+func (r *Region) Lost() error {
+	if e := r.lost.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// stopped is the error of a write or Join that could not enter: Lost's, or
+// ErrClosed.
+func (r *Region) stopped() error {
+	if err := r.Lost(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
 
 func (r *Region) closed() bool { return r.inside.Load()&regionClosing != 0 }
 
@@ -321,7 +378,7 @@ func (r *Region) Close() error {
 			break
 		}
 	}
-	spin.Until(func() bool { return r.inside.Load() == regionClosing }, 10*time.Microsecond)
+	spin.Until(func() bool { return r.inside.Load()&^regionLost == regionClosing }, 10*time.Microsecond)
 	return unix.Munmap(r.data)
 }
 
@@ -363,13 +420,13 @@ func (r *Region) checkSlot(i int) {
 // of a reap) is nobody's, and counting it would shrink the node's limit
 // until the slot's next Join cleared it.
 //
-// After Close it returns 0.
+// After Close, and once the region was lost, it returns 0.
 func (r *Region) DeviceUsed(dev int) uint64 {
 	r.checkDev(dev)
 	if !r.enter() {
 		return 0
 	}
-	defer r.exit()
+	defer r.exit(debug.SetPanicOnFault(true), nil)
 	var sum uint64
 	off := r.geo.slotOff
 	for i := 0; i < r.layout.Slots; i++ {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -131,11 +132,14 @@ func (r *Region) Join(pid int) (*Slot, error) {
 	return r.join(pid, identity{ns: selfNS(), start: startTime(pid)})
 }
 
-func (r *Region) join(pid int, id identity) (*Slot, error) {
+func (r *Region) join(pid int, id identity) (_ *Slot, err error) {
 	if !r.enter() {
+		if err := r.Lost(); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: join %s after Close", ErrClosed, r.path)
 	}
-	defer r.exit()
+	defer r.exit(debug.SetPanicOnFault(true), &err)
 	for i := 0; i < r.layout.Slots; i++ {
 		st := r.stateWord(i)
 		w := st.Load()
@@ -221,7 +225,7 @@ func (s *Slot) Owned() bool {
 	if !s.r.enter() {
 		return false
 	}
-	defer s.r.exit()
+	defer s.r.exit(debug.SetPanicOnFault(true), nil)
 	return s.r.stateWord(s.idx).Load() == s.owner
 }
 
@@ -231,7 +235,7 @@ func (s *Slot) Beat() bool {
 	if !s.r.enter() {
 		return false
 	}
-	defer s.r.exit()
+	defer s.r.exit(debug.SetPanicOnFault(true), nil)
 	if s.r.stateWord(s.idx).Load() != s.owner {
 		return false
 	}
@@ -263,7 +267,7 @@ func (s *Slot) Leave() bool {
 	if !s.r.enter() {
 		return false
 	}
-	defer s.r.exit()
+	defer s.r.exit(debug.SetPanicOnFault(true), nil)
 	return s.r.reapSlot(s.idx, s.owner)
 }
 
@@ -292,7 +296,7 @@ func (u Usage) Load() uint64 {
 	if !u.r.enter() {
 		return 0
 	}
-	defer u.r.exit()
+	defer u.r.exit(debug.SetPanicOnFault(true), nil)
 	v, ok := ofGen(u.r.word(u.off).Load(), u.gen)
 	if !ok || !u.owned() {
 		return 0
@@ -303,11 +307,11 @@ func (u Usage) Load() uint64 {
 // Add counts n more bytes. It fails with ErrReaped if the slot is no
 // longer the member's, with ErrUsageRange past MaxUsage and with ErrClosed
 // once the region closed, changing nothing.
-func (u Usage) Add(n uint64) error {
+func (u Usage) Add(n uint64) (err error) {
 	if !u.r.enter() {
-		return ErrClosed
+		return u.r.stopped()
 	}
-	defer u.r.exit()
+	defer u.r.exit(debug.SetPanicOnFault(true), &err)
 	c := u.r.word(u.off)
 	for {
 		// The state word first: the tag alone is a few bits of the
@@ -333,11 +337,11 @@ func (u Usage) Add(n uint64) error {
 // more than it counted is wrong, but must not wrap the node-wide total).
 // It fails with ErrReaped if the slot is no longer the member's and with
 // ErrClosed once the region closed.
-func (u Usage) Sub(n uint64) error {
+func (u Usage) Sub(n uint64) (err error) {
 	if !u.r.enter() {
-		return ErrClosed
+		return u.r.stopped()
 	}
-	defer u.r.exit()
+	defer u.r.exit(debug.SetPanicOnFault(true), &err)
 	c := u.r.word(u.off)
 	for {
 		// The state word first: the tag alone is a few bits of the
@@ -370,7 +374,7 @@ func (r *Region) Slots() []SlotInfo {
 	if !r.enter() {
 		return nil
 	}
-	defer r.exit()
+	defer r.exit(debug.SetPanicOnFault(true), nil)
 	var out []SlotInfo
 	now := monotonicNow()
 	for i := 0; i < r.layout.Slots; i++ {
@@ -407,12 +411,11 @@ func (r *Region) Reap(timeout time.Duration) []int {
 	return r.reap(timeout, selfNS(), os.Getpid())
 }
 
-func (r *Region) reap(timeout time.Duration, ns uint64, self int) []int {
+func (r *Region) reap(timeout time.Duration, ns uint64, self int) (reaped []int) {
 	if !r.enter() {
 		return nil
 	}
-	defer r.exit()
-	var reaped []int
+	defer r.exit(debug.SetPanicOnFault(true), nil)
 	now := monotonicNow()
 	for i := 0; i < r.layout.Slots; i++ {
 		w := r.stateWord(i).Load()
