@@ -37,5 +37,8 @@
 //
 // The region is never trusted: opening checks magic, version, size and
 // that the recorded layout is the one this package would compute, and
-// fails with [ErrBadRegion] otherwise.
+// fails with [ErrBadRegion] otherwise. A file truncated while mapped turns
+// accesses past its new end into faults (SIGBUS): every call inside the
+// mapping recovers one, and the region is then lost ([Region.Lost]), its
+// writes failing with ErrBadRegion, rather than the process killed.
 package shm
