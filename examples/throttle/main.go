@@ -45,8 +45,12 @@ type Result struct {
 	Ratio         float64 `json:"ratio"`           // limited / unlimited
 	WithinTenPct  bool    `json:"within_10pct"`
 	NCCLPerS      float64 `json:"nccl_per_s"` // limited tenant, NCCL-class stream
-	NCCLVsFree    float64 `json:"nccl_vs_unlimited"`
-	Simulated     bool    `json:"simulated"`
+	// UnlimitedNCCLPhasePerS is the other tenant's rate during the NCCL
+	// phase, the figure NCCLVsFree divides by (UnlimitedPerS is the first
+	// phase's, the one Ratio divides by).
+	UnlimitedNCCLPhasePerS float64 `json:"unlimited_nccl_phase_per_s"`
+	NCCLVsFree             float64 `json:"nccl_vs_unlimited"` // NCCLPerS / UnlimitedNCCLPhasePerS
+	Simulated              bool    `json:"simulated"`
 }
 
 func main() {
@@ -90,10 +94,12 @@ func main() {
 	fmt.Printf("%-34s %12s\n", "phase", "kernels/s")
 	fmt.Printf("%-34s %12.1f\n", fmt.Sprintf("limited to %.0f%% (default class)", 100*r.Limit), r.LimitedPerS)
 	fmt.Printf("%-34s %12.1f\n", "unlimited neighbour", r.UnlimitedPerS)
-	fmt.Printf("%-34s %12.3f (configured %.3f, within 10%%: %v)\n", "ratio", r.Ratio, r.Limit, r.WithinTenPct)
-	fmt.Printf("%-34s %12.1f (%.2fx the unlimited tenant)\n", "limited tenant, NCCL-class stream", r.NCCLPerS, r.NCCLVsFree)
+	fmt.Printf("%-34s %12.3g (configured %.3f, within 10%%: %v)\n", "ratio", r.Ratio, r.Limit, r.WithinTenPct)
+	fmt.Printf("%-34s %12.1f\n", "limited tenant, NCCL-class stream", r.NCCLPerS)
+	fmt.Printf("%-34s %12.1f (NCCL stream %.2fx it)\n", "unlimited neighbour, same time", r.UnlimitedNCCLPhasePerS, r.NCCLVsFree)
 	if r.Simulated {
-		fmt.Println("(simulated: kernels take no time, so only the limited rate itself is meaningful)")
+		fmt.Println("(simulated: kernels take no time, so the unlimited rates and the ratio measure the host, not a GPU;")
+		fmt.Println(" only the limited rate itself is meaningful)")
 		return
 	}
 	if !r.WithinTenPct {
@@ -204,12 +210,15 @@ func run(ctx context.Context, limit float64, d time.Duration, simulate bool) (Re
 	}
 	wg.Add(2)
 	go func() { defer wg.Done(); res.NCCLPerS, errL = lim.launchFor(ctx, nccl, grid, block, &args, d) }()
-	go func() { defer wg.Done(); res.UnlimitedPerS, errF = free.launchFor(ctx, free.s, grid, block, &args, d) }()
+	go func() {
+		defer wg.Done()
+		res.UnlimitedNCCLPhasePerS, errF = free.launchFor(ctx, free.s, grid, block, &args, d)
+	}()
 	wg.Wait()
 	if err := errors.Join(errL, errF); err != nil {
 		return res, err
 	}
-	res.NCCLVsFree = res.NCCLPerS / res.UnlimitedPerS
+	res.NCCLVsFree = res.NCCLPerS / res.UnlimitedNCCLPhasePerS
 	return res, nil
 }
 

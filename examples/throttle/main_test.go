@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,22 @@ func TestLagOK(t *testing.T) {
 		if got := r.lagOK(tc.row); got != tc.want {
 			t.Errorf("lagOK(%+v) = %v, want %v", tc.row, got, tc.want)
 		}
+	}
+}
+
+// The printed ratio is the printed rates' ratio: each phase keeps its own
+// unlimited rate (the NCCL phase once overwrote the first phase's, so the
+// output showed one phase's rate beside another phase's ratio).
+func TestRatiosMatchTheirRates(t *testing.T) {
+	r, err := run(context.Background(), 0.25, 200*time.Millisecond, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
+	if !near(r.Ratio, r.LimitedPerS/r.UnlimitedPerS) {
+		t.Errorf("ratio %g, but limited %g / unlimited %g = %g", r.Ratio, r.LimitedPerS, r.UnlimitedPerS, r.LimitedPerS/r.UnlimitedPerS)
+	}
+	if !near(r.NCCLVsFree, r.NCCLPerS/r.UnlimitedNCCLPhasePerS) {
+		t.Errorf("nccl_vs_unlimited %g, but nccl %g / unlimited in that phase %g", r.NCCLVsFree, r.NCCLPerS, r.UnlimitedNCCLPhasePerS)
 	}
 }
