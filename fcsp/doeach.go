@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 )
 
@@ -16,11 +17,57 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: DoEach with a nil context", ErrInvalidArgument)
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := c.checkNotInsideDo("DoEach"); err != nil {
 		return err // its runs would wait for the context this Do holds
 	}
-	// Each run holds its context until all have run (inside.Each).
-	err := inside.Each(ctx, c.place.Dos(), c.Do, f)
+	// Each run holds its context until all have run (inside.Each), so
+	// nothing else may take part of the contexts meanwhile and wait for
+	// the rest. Another DoEach would: one at a time.
+	if err := c.each.Take(ctx); err != nil {
+		return err
+	}
+	defer c.each.Give()
+	n := c.place.Dos()
+	// Metered: every run admitted before anything is held, as a Do is.
+	var runs []*admission.Run
+	var own []bool
+	abandon := func() {
+		for i, r := range runs {
+			if own[i] {
+				r.Abandon()
+			}
+		}
+	}
+	if c.adm.Metered() {
+		key := admission.FuncKey(f)
+		for range n {
+			r, o, err := c.adm.BeginDo(ctx, key, false)
+			if err != nil {
+				abandon()
+				return err
+			}
+			runs, own = append(runs, r), append(own, o)
+		}
+	}
+	// The runs are counted in the life lock once, here, not each as a Do:
+	// a Reshape's pause then falls before all of them or after, never
+	// between, where the runs that came after it would wait at its gate
+	// and the runs holding contexts for them would keep it waiting.
+	slot, err := c.enter()
+	if err != nil {
+		abandon()
+		return err
+	}
+	defer c.life.Exit(slot)
+	err = inside.Each(ctx, n, func(ctx context.Context, i int, f func(Current) error) error {
+		if runs == nil {
+			return c.doOnThread(ctx, f, nil, false)
+		}
+		return c.doOnThread(ctx, f, runs[i], own[i])
+	}, f)
 	runtime.KeepAlive(c)
 	return err
 }

@@ -87,10 +87,18 @@ func (g *Graph) Kernels() int { return g.g.Kernels() }
 
 // Instantiate makes the graph launchable (cuGraphInstantiateWithFlags).
 func (g *Graph) Instantiate() (*GraphExec, error) {
-	e := &GraphExec{t: g.t}
+	c := g.t
+	e := &GraphExec{t: c}
+	// The life lock before the graph's lock, as Close takes them (see
+	// GraphExec.Close).
+	slot, err := c.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer c.life.Exit(slot)
 	// In one of the tenant's green contexts: an executable graph runs on
 	// the SMs of the context it was instantiated in, whatever the stream.
-	if err := g.g.Instantiate(&e.x, g.t.doGreen, g.t.name); err != nil {
+	if err := g.g.Instantiate(&e.x, c.place.DoGreen, c.name); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -98,7 +106,28 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 
 // Close destroys the graph (instantiated copies stay usable). Idempotent;
 // the tenant's Close destroys the graphs left.
-func (g *Graph) Close() error { return g.g.Close(g.t.do) }
+func (g *Graph) Close() error { return g.t.closeGraph(g.g.Close) }
+
+// closeGraph runs close, a graph's or an exec's (which takes the graph's
+// own lock around the call it makes through its Do), in the life lock: the
+// life lock first, as launches and instantiations take them. A Close that
+// held its graph's lock while it waited at a Reshape's gate kept a launch
+// from inside a Do, which the Reshape waits for, from that lock. Refused
+// by a closing tenant (ErrClosed), close leaves the graph to the tenant's
+// Close.
+func (c *tenantCore) closeGraph(close func(graphs.Do) error) error {
+	slot, err := c.enter()
+	if err != nil {
+		return close(func(func(cuda.Context) error) error { return err })
+	}
+	defer c.life.Exit(slot)
+	return close(c.doLocked)
+}
+
+// doLocked is do for a caller already counted in the life lock.
+func (c *tenantCore) doLocked(f func(ctx cuda.Context) error) error {
+	return f(c.pool.dev.Primary())
+}
 
 // SetCost sets the tokens one launch of the graph charges to the stream's
 // and tenant's launch limiter (the same units as a kernel's grid x block
@@ -113,7 +142,7 @@ func (e *GraphExec) SetCost(tokens float64) error { return e.x.SetCost(tokens) }
 
 // Close destroys the instantiated graph once launches in flight are queued.
 // Idempotent.
-func (e *GraphExec) Close() error { return e.x.Close(e.t.do) }
+func (e *GraphExec) Close() error { return e.t.closeGraph(e.x.Close) }
 
 // LaunchGraph queues e on s after admitting it through the stream's and the
 // tenant's launch limiter, like a kernel (see GraphExec.SetCost), waiting
@@ -137,29 +166,33 @@ func (h *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	if e.t != s.t {
 		return fmt.Errorf("%w: a graph of tenant %q launched on tenant %q's stream", ErrInvalidArgument, e.t.name, s.t.name)
 	}
-	if err := e.onCurrentSMs(); err != nil {
-		return err
-	}
-	// e's lock before the life lock, as GraphExec.Close takes them.
-	if err := e.x.Enter(); err != nil {
-		return err
-	}
-	defer e.x.Exit()
 	// Admission and launch in the life lock, as Launch: the tenant's Close
-	// destroys the exec only after this launch has left.
+	// destroys the exec only after this launch has left, and no Reshape
+	// moves the tenant meanwhile. The life lock before e's, as
+	// GraphExec.Close takes them; and e's layout is checked once in it: a
+	// launch that waited at a Reshape's gate finds the new one.
 	c := s.t
 	slot, err := c.enter()
 	if err != nil {
 		return err
 	}
 	defer c.life.Exit(slot)
+	if err := e.x.Enter(); err != nil {
+		return err
+	}
+	defer e.x.Exit()
+	if err := e.onCurrentSMs(); err != nil {
+		return err
+	}
 	// A graph launched into a capture runs later, untimed.
 	tk, err := s.gate.AdmitGraph(ctx, e.x.Work(), s.capture.Load() == nil)
 	if err != nil {
 		return err
 	}
+	// In the life lock already: not entered again, which would wait at a
+	// Reshape's gate while the Reshape waited for the first entry.
 	if tk.Timed() {
-		err = c.do(func(cctx cuda.Context) error { return e.x.LaunchTimed(cctx, &tk, s.h()) })
+		err = e.x.LaunchTimed(c.pool.dev.Primary(), &tk, s.h())
 	} else {
 		err = c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
 			return e.x.Launch(ctx, s.h())
@@ -172,13 +205,15 @@ func (h *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 	return nil
 }
 
-// onCurrentSMs refuses e when the tenant has been reshaped since it was
-// captured (graphs.Exec.Layout says why).
+// onCurrentSMs refuses e when the tenant's SMs have moved since it was
+// captured (graphs.Exec.Layout says why): a Reshape, or for any placement
+// a new layout number. The caller is in the life lock, so no Reshape
+// moves them until it leaves.
 func (e *GraphExec) onCurrentSMs() error {
 	c := e.t
-	if !c.place.Reshapable() || e.x.Layout() == int32(c.place.Layout()) {
+	if e.x.Layout() == int32(c.place.Layout()) {
 		return nil
 	}
-	return fmt.Errorf("%w: tenant %q was reshaped to %d SMs since this graph was captured, and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
+	return fmt.Errorf("%w: tenant %q's SMs changed since this graph was captured (it has %d now), and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
 		ErrStaleGraph, c.name, c.place.SMs())
 }

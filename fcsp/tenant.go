@@ -86,6 +86,7 @@ type tenantCore struct {
 	events  event.Set
 	closing sync.Mutex     // held by the close under way: a second close waits for it
 	dos     inside.Threads // OS threads inside Do (internal/inside)
+	each    inside.Turn    // one DoEach at a time (doeach.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the

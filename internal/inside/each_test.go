@@ -19,7 +19,7 @@ func TestEachHoldsUntilAll(t *testing.T) {
 	var mu sync.Mutex
 	free := []int{0, 1, 2, 3}
 	var running, most atomic.Int32
-	do := func(ctx context.Context, f func(int) error) error {
+	do := func(ctx context.Context, _ int, f func(int) error) error {
 		mu.Lock()
 		if len(free) == 0 { // a run came back for a second context
 			mu.Unlock()
@@ -59,7 +59,7 @@ func TestEachHoldsUntilAll(t *testing.T) {
 func TestEachOneCannotStart(t *testing.T) {
 	var calls atomic.Int32
 	refused := errors.New("refused")
-	do := func(ctx context.Context, f func(int) error) error {
+	do := func(ctx context.Context, _ int, f func(int) error) error {
 		if calls.Add(1) == 2 {
 			time.Sleep(10 * time.Millisecond) // the others are waiting by now
 			return refused
@@ -78,7 +78,7 @@ func TestEachContextEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	var calls atomic.Int32
-	do := func(ctx context.Context, f func(int) error) error {
+	do := func(ctx context.Context, _ int, f func(int) error) error {
 		if calls.Add(1) == 1 {
 			return f(0)
 		}
@@ -86,4 +86,51 @@ func TestEachContextEnds(t *testing.T) {
 		return ctx.Err()
 	}
 	require.ErrorIs(t, Each(ctx, 2, do, func(int) error { return nil }), context.DeadlineExceeded)
+}
+
+// A panic in a run ends the others' wait and goes on in Each's caller,
+// once every run has returned; the runs' i number them 0 to n-1.
+func TestEachPanicGoesOnInTheCaller(t *testing.T) {
+	const n = 3
+	var returned atomic.Int32
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	do := func(ctx context.Context, i int, f func(int) error) error {
+		defer returned.Add(1)
+		mu.Lock()
+		seen[i] = true
+		mu.Unlock()
+		return f(i)
+	}
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_ = Each(context.Background(), n, do, func(i int) error {
+			if i == 1 {
+				panic("boom")
+			}
+			return nil
+		})
+	}()
+	require.Equal(t, "boom", got)
+	require.EqualValues(t, n, returned.Load(), "every run returned before the panic went on")
+	require.Len(t, seen, n)
+}
+
+// One Turn at a time; a waiter's ctx ends its wait.
+func TestTurn(t *testing.T) {
+	var turn Turn
+	ctx := context.Background()
+	require.NoError(t, turn.Take(ctx))
+	short, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, turn.Take(short), context.DeadlineExceeded)
+	took := make(chan struct{})
+	go func() {
+		_ = turn.Take(ctx)
+		close(took)
+	}()
+	turn.Give()
+	<-took
+	turn.Give()
 }
