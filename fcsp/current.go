@@ -94,10 +94,13 @@ func (cur Current) SMs() int { return cur.t.SMs() }
 // Tenant.AllocWorkspace.
 func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
 	if !cur.t.dos.Live(cur.slot, cur.thread) {
-		return nil, admission.ErrTakenAfterDo
+		return nil, errWorkspaceAfterDo
 	}
 	return cur.t.AllocWorkspace(cur.ctx, s, n)
 }
+
+// errWorkspaceAfterDo is admission.ErrTakenAfterDo for Workspace, named.
+var errWorkspaceAfterDo = fmt.Errorf("%w: Current.Workspace called after its Do returned; a Current is valid during its call of f", ErrInvalidArgument)
 
 // Workspace is device memory handed to a library for its own use (cuBLAS's
 // cublasSetWorkspace, a cuDNN workspace, what a TensorRT IGpuAllocator

@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
@@ -44,8 +45,8 @@ func (e *Event) Record(s *Stream) error {
 			return err
 		}
 		defer c.release()
-		if c.closed.Load() {
-			return ErrClosed
+		if c.closed.Load() || c.t.closed.Load() {
+			return ErrClosed // a pool event's record is in no tenant's life lock: the tenant's Close may be under way
 		}
 		h = c.h()
 	}
@@ -56,7 +57,12 @@ func (e *Event) Record(s *Stream) error {
 func (e *Event) Synchronize() error { return e.e.Synchronize() }
 
 // Since is the GPU time from start to e (both recorded and reached).
-func (e *Event) Since(start *Event) (time.Duration, error) { return e.e.Since(&start.e) }
+func (e *Event) Since(start *Event) (time.Duration, error) {
+	if start == nil {
+		return 0, fmt.Errorf("%w: Event.Since of a nil start event", ErrInvalidArgument)
+	}
+	return e.e.Since(&start.e)
+}
 
 // Close destroys the event. It is idempotent, and an event whose tenant or
 // pool closed first was destroyed by that Close: Close then returns nil.

@@ -62,9 +62,15 @@ type streamCore struct {
 // streamCores keeps closed streams' cores for reuse (retire).
 var streamCores = sync.Pool{New: func() any { return new(streamCore) }}
 
+// errNoStream answers calls through a nil or zero *Stream.
+var errNoStream = fmt.Errorf("%w: a nil or zero *Stream; take one from Tenant.NewStream, Tenant.Stream or Tenant.Adopt", ErrInvalidArgument)
+
 // acquire is the core h names, counted in its calls under way (release
 // ends the count); ErrClosed once the stream h names was closed.
 func (h *Stream) acquire() (*streamCore, error) {
+	if h == nil || h.c == nil {
+		return nil, errNoStream
+	}
 	s := h.c
 	s.inflight.Add(1)
 	if s.gen.Load() != h.gen {
@@ -80,12 +86,14 @@ func (s *streamCore) release() { s.inflight.Add(-1) }
 // handle is a new handle of the core's present life.
 func (s *streamCore) handle() *Stream { return &Stream{c: s, gen: s.gen.Load()} }
 
-// retire ends the core's life once it is destroyed: handles of it answer
-// ErrClosed from now on, and after the calls made through them have left
-// (own: the caller is one of them, acquired, and leaves here) its fields
-// are cleared and it goes back for reuse. Nothing but handles may still
-// name it: the tenant's lists have let it go.
-func (s *streamCore) retire(own bool) {
+// expire ends the core's life: handles of it answer ErrClosed from now
+// on, and once the calls made through them have left (own: the caller is
+// one of them, acquired, and leaves here) nothing reaches the CUstream
+// through it. It comes before anything the stream holds is released for
+// reuse: a call racing the stream's Close, which CUDA itself forbids, may
+// be past its checks, and must still land on this stream, not on the one
+// that takes its CUstream next (another tenant's, perhaps).
+func (s *streamCore) expire(own bool) {
 	s.gen.Add(1)
 	if own {
 		s.release()
@@ -93,6 +101,13 @@ func (s *streamCore) retire(own bool) {
 	// Calls that acquired before the gen moved are leaving: most within
 	// microseconds, a Synchronize racing the Close when the GPU is done.
 	spin.Until(func() bool { return s.inflight.Load() <= 0 }, 50*time.Microsecond)
+}
+
+// retire ends the core's life (expire) once it is destroyed, clears its
+// fields and puts it back for reuse. Nothing but handles may still name
+// it: the tenant's lists have let it go.
+func (s *streamCore) retire(own bool) {
+	s.expire(own) // at once when destroy expired it
 	if s.gate.Listed() {
 		return // a metered gate may still be polled through a list: the collector takes it
 	}
@@ -106,6 +121,21 @@ func (s *streamCore) retire(own bool) {
 	s.closed.Store(false)
 	s.used.Store(false)
 	streamCores.Put(s)
+}
+
+// streamTotals is what a tenant's closed streams counted, kept so that
+// its Stats's counters only go up (a server closes a stream a request).
+type streamTotals struct {
+	launches uint64
+	gates    admission.GateSums
+}
+
+// keepTotals adds s's counters to its tenant's closed streams' as s leaves
+// the tenant's list (the caller holds the tenant's mu): its calls are over.
+func (s *streamCore) keepTotals() {
+	g := &s.t.gone
+	g.launches += s.launches.Load()
+	s.gate.AddTo(&g.gates)
 }
 
 func (c *tenantCore) newStream(class Class, first bool) (*streamCore, error) {
@@ -130,23 +160,39 @@ func (c *tenantCore) newStream(class Class, first bool) (*streamCore, error) {
 func (t *Tenant) NewStream(cl Class) (*Stream, error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
-	if !cl.Valid() {
-		return nil, fmt.Errorf("%w: stream class %v", ErrInvalidArgument, cl)
+	if err := checkClass(cl); err != nil {
+		return nil, err
 	}
 	return c.addStream(func() (*streamCore, error) { return c.newStream(cl, false) })
+}
+
+// checkClass refuses a class that is not one of the Class constants.
+func checkClass(cl Class) error {
+	if cl.Valid() {
+		return nil
+	}
+	return fmt.Errorf("%w: stream class %v; want ClassDefault, ClassAttention, ClassMemcpy or ClassNCCL (default, attention, memcpy, nccl)", ErrInvalidArgument, cl)
 }
 
 // Adopt wraps a stream created elsewhere (for example the one an NCCL
 // communicator uses) so that launches through the SDK are classified. Its
 // class is the one given to Pool.RegisterStream, else cl. The SDK does not
-// destroy adopted streams.
+// destroy adopted streams. Handle 0 (the legacy NULL stream, which
+// synchronises with every other) and a class that is not one of the
+// Class constants are ErrInvalidArgument.
 func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
+	if handle == 0 {
+		return nil, fmt.Errorf("%w: Adopt of stream handle 0, the NULL stream; adopt a stream made with cuStreamCreate", ErrInvalidArgument)
+	}
+	if reg, ok := c.pool.registry.Lookup(handle); ok {
+		cl = reg
+	}
+	if err := checkClass(cl); err != nil {
+		return nil, err // a class's figures are kept in arrays of the defined ones
+	}
 	return c.addStream(func() (*streamCore, error) {
-		if reg, ok := c.pool.registry.Lookup(handle); ok {
-			cl = reg
-		}
 		s := streamCores.Get().(*streamCore)
 		s.t, s.class = c, cl
 		s.hv.Store(handle)
@@ -244,17 +290,34 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 	return err
 }
 
+// destroy closes the stream's gate (unless its Close did: closed),
+// expires its handles, keeps its counters and then releases a
+// primary-context CUstream for reuse; a partition's own streams are
+// released through the partition. Its caller retires it next.
 func (s *streamCore) destroy(ctx cuda.Context) error {
-	var released error
-	if s.owned && !s.fromPart {
-		h := cuda.Stream(s.hv.Load())
-		if s.used.Load() {
-			released = s.t.pool.dev.ReleaseStream(h)
-		} else {
-			released = s.t.pool.dev.ReleaseUnused(h)
-		}
+	var shut error
+	if !s.closed.Load() {
+		shut = s.gate.Close(ctx)
 	}
-	return errors.Join(released, s.gate.Close(ctx)) // no garbage when both are nil
+	s.expire(false)
+	c := s.t
+	c.mu.Lock()
+	s.keepTotals()
+	c.mu.Unlock()
+	return errors.Join(shut, s.releaseHandle()) // no garbage when both are nil
+}
+
+// releaseHandle gives a primary-context CUstream the SDK made back for
+// reuse; its calls are over (expire).
+func (s *streamCore) releaseHandle() error {
+	if !s.owned || s.fromPart {
+		return nil
+	}
+	h := cuda.Stream(s.hv.Load())
+	if s.used.Load() {
+		return s.t.pool.dev.ReleaseStream(h)
+	}
+	return s.t.pool.dev.ReleaseUnused(h)
 }
 
 // Close waits for the stream, gives the blocks on its free list back to the
@@ -266,39 +329,58 @@ func (s *streamCore) destroy(ctx cuda.Context) error {
 // Close is idempotent.
 func (h *Stream) Close() error {
 	s, err := h.acquire()
-	if err != nil {
+	if errors.Is(err, ErrClosed) {
 		return nil // an earlier Close, or the tenant's, did
+	} else if err != nil {
+		return err
 	}
 	c := s.t
 	if s == c.first.c {
 		s.release()
 		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
 	}
+	// First, in the life lock (so that the tenant's Close waits, and then
+	// finds the stream still listed): the stream refuses new calls and its
+	// gate wakes the launches waiting for tokens.
 	slot, err := c.enter()
 	if errors.Is(err, ErrClosed) {
 		s.release()
 		return nil // the tenant's Close destroys it
 	} else if err != nil {
 		s.release()
-		return err // the device is lost: the stream stays, Reset makes it again
+		return err // the device is lost: the stream stays, the tenant's Close destroys it
 	}
 	if !s.closed.CompareAndSwap(false, true) {
 		c.life.Exit(slot)
 		s.release()
 		return nil // a Close racing this one is under way
 	}
+	shut := s.gate.Close(c.pool.dev.Primary())
+	c.life.Exit(slot)
+	// Then its handles expire and the calls under way leave, outside the
+	// life lock: one may be waiting at a Reshape's gate, and the Reshape
+	// for this Close's slot. Until they have, nothing of the stream is
+	// released.
+	s.expire(true)
+	// Last, in the life lock again, the stream is unlisted and released.
+	// A tenant's Close that began meanwhile found it listed and destroys
+	// it (this Close may not touch it then).
+	if slot, err = c.enter(); err != nil {
+		if errors.Is(err, ErrClosed) {
+			err = nil
+		}
+		return errors.Join(shut, err)
+	}
 	c.mu.Lock()
 	c.streams = slices.DeleteFunc(c.streams, func(x *streamCore) bool { return x == s })
+	s.keepTotals()
 	c.mu.Unlock()
 	flushed := c.mem.Flush((*memStream)(s))
-	// destroy handles the bucket and a primary-context stream; a
-	// partition's own streams are destroyed through the partition.
-	destroyed := s.destroy(c.pool.dev.Primary())
-	var released error
+	released := s.releaseHandle()
 	if s.owned && s.fromPart {
 		released = c.place.DestroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
 	}
 	c.life.Exit(slot)
-	s.retire(true)
-	return errors.Join(flushed, destroyed, released) // no garbage when all are nil
+	s.retire(false)
+	return errors.Join(shut, flushed, released) // no garbage when all are nil
 }

@@ -87,6 +87,7 @@ type tenantCore struct {
 	closing sync.Mutex     // held by the close under way: a second close waits for it
 	dos     inside.Threads // OS threads inside Do (internal/inside)
 	each    inside.Turn    // one DoEach at a time (doeach.go)
+	gone    streamTotals   // the closed streams' counters, for Stats (stream.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
@@ -367,6 +368,7 @@ func (c *tenantCore) Stats() Stats {
 	var gates admission.GateSums // added up in place: Stats is polled, and a copy of the gates was garbage
 	c.mu.Lock()
 	s.Streams = len(c.streams)
+	s.Launches, gates = c.gone.launches, c.gone.gates // the closed streams': the counters only go up
 	for _, st := range c.streams {
 		s.MemoryCached += st.blocks.Bytes()
 		s.Launches += st.launches.Load()
