@@ -20,6 +20,12 @@ type DeviceInfo struct {
 	// process's contexts get: CUDA_DEVICE_MAX_CONNECTIONS, which the pool
 	// sets to 32 when it is unset, else the driver's 8.
 	WorkQueues int
+	// Caveats says what in this process's environment keeps its
+	// partitions from being its own: an NVIDIA MPS client (whose
+	// neighbours' kernels share the SMs), an LD_PRELOAD layer that
+	// interposes on the driver. Open logs each as a warning; empty where
+	// nothing was found.
+	Caveats []string
 }
 
 func (d DeviceInfo) String() string { return greenctx.Description(d).String() }

@@ -70,9 +70,18 @@ func TestDoMakesTheTenantCurrentAndRestores(t *testing.T) {
 	require.ErrorIs(t, a.Do(context.Background(), func(Current) error { return boom }), boom)
 	require.NoError(t, a.Do(context.Background(), func(Current) error { return nil }))
 
-	// An unpartitioned tenant's Do makes the primary context current.
+	// An unpartitioned tenant's Do beside a partition makes a green
+	// context of the commons current, over the SMs no partition holds
+	// (issue 37); with no partition, the primary context.
 	b, err := p.NewTenant("b")
 	require.NoError(t, err)
+	require.NoError(t, b.Do(context.Background(), func(c Current) error {
+		got, err := drv.CtxGetCurrent()
+		require.True(t, p.commons.Owns(got))
+		require.Equal(t, 132-16, c.SMs())
+		return err
+	}))
+	require.NoError(t, a.Close())
 	require.NoError(t, b.Do(context.Background(), func(c Current) error {
 		got, err := drv.CtxGetCurrent()
 		require.Equal(t, primary, got)

@@ -16,6 +16,15 @@
 // charged from grid x block, no feedback loop). Streams carry a class: NCCL
 // streams are never throttled, attention streams 20% less, copies 50% less.
 //
+// A tenant made with no SM option is unpartitioned: it shares the SMs no
+// partition holds with the other unpartitioned tenants (the whole device
+// while no partition exists), never a partition's, and those SMs follow
+// the partitions as they are made, closed and reshaped. The pool confines
+// the work queued on its tenants' streams and graphs; work a library queues
+// on its own default stream of the primary context, behind the SDK's back,
+// runs on every SM, the partitions' included. Pool.ProbeSMs runs a %smid
+// kernel on each tenant to check where work lands (docs/CONTEXTS.md).
+//
 // Library code (cuBLAS, cuDNN, a cgo backend) runs through Tenant.Do with
 // one of the tenant's green contexts current; a tenant keeps one per Do in
 // flight, all over its SMs. Nothing else takes a green context: the calls a

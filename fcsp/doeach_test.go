@@ -3,12 +3,14 @@ package fcsp
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
 // DoEach visits every green context Do may hold, once each, making the
@@ -31,11 +33,21 @@ func TestDoEachVisitsEveryContext(t *testing.T) {
 	}
 	require.Equal(t, 4, tn.c.partition().Slots())
 
-	whole, err := p.NewTenant("whole")
+	// An unpartitioned tenant beside a partition runs in the commons'
+	// green contexts: DoEach warms as many as one class uses by default.
+	plain, err := p.NewTenant("plain")
 	require.NoError(t, err)
-	runs := 0
-	require.NoError(t, whole.DoEach(context.Background(), func(Current) error { runs++; return nil }))
-	require.Equal(t, 1, runs)
+	var runs atomic.Int32
+	require.NoError(t, plain.DoEach(context.Background(), func(Current) error { runs.Add(1); return nil }))
+	require.EqualValues(t, greenctx.DefaultSlots, runs.Load())
+
+	// On the whole device (no partition) the one primary context serves.
+	q, _ := openSim(t)
+	whole, err := q.NewTenant("whole")
+	require.NoError(t, err)
+	runs.Store(0)
+	require.NoError(t, whole.DoEach(context.Background(), func(Current) error { runs.Add(1); return nil }))
+	require.EqualValues(t, 1, runs.Load())
 }
 
 // Bad calls: nil f, from inside a Do, and a ctx that ends while another Do

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/config"
@@ -30,12 +31,18 @@ type Pool struct {
 	drv  cuda.Driver
 	dev  *greenctx.Device
 	info DeviceInfo
-	// whole is the placement of every unpartitioned tenant: one value,
-	// never changed, so that such a tenant made allocates no placement.
-	whole placement
-	cfg   poolConfig
-	mem   *memtrack.Tracker
-	log   *slog.Logger
+	// whole is the whole device, shared through its primary context;
+	// plain is every unpartitioned tenant's placement: the commons
+	// (commons.go) where the device can be partitioned, else whole. One
+	// value each, never changed, so that such a tenant made allocates no
+	// placement.
+	whole   placement
+	plain   placement
+	commons *greenctx.Partition // nil where the device cannot be partitioned
+	probe   smProbe             // ProbeSMs's kernel (probe.go)
+	cfg     poolConfig
+	mem     *memtrack.Tracker
+	log     *slog.Logger
 
 	closeDone chan struct{} // closed when the first Close has finished
 	raw       cuda.Driver   // the driver under the guard: only to put a thread's context back
@@ -58,6 +65,12 @@ type Pool struct {
 	prio admission.Pool // latency tenants in flight (internal/admission)
 
 	pools devmem.Peers // the tenants' memory engines, which trim each other (memory.go)
+
+	// placeMu orders the changes of which SMs each tenant holds:
+	// partitions made, closed and reshaped, and the commons moved after
+	// them (commons.go has the lock order). Before mu.
+	placeMu  sync.Mutex
+	followed atomic.Uint64 // the split's Version the commons last followed (commons.go)
 
 	mu      sync.Mutex
 	split   *greenctx.Split // nil when noSplit says why
@@ -108,8 +121,11 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
 	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	desc, err := p.dev.Describe(index, cfg.Simulated, queues)
+	desc, err := p.dev.Describe(index, cfg.Simulated, queues, greenctx.Caveats(cfg.Environ))
 	p.info = DeviceInfo(desc)
+	for _, c := range p.info.Caveats {
+		p.log.Warn("fcsp pool: partitions may not hold here", "device", index, "why", c)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -120,6 +136,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.split, p.noSplit, err = greenctx.Cut(ctx, p.dev, greenctx.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
 		Spare: p.spare, Log: p.log, Device: p.info.String()})
 	if err != nil {
+		return fail(err)
+	}
+	if err := p.openCommons(); err != nil {
 		return fail(err)
 	}
 	return p, nil
@@ -203,6 +222,10 @@ func (p *Pool) Close() error {
 	errs := make([]error, 0, len(cores)+1)
 	for _, c := range cores {
 		errs = append(errs, c.close("pool closed"))
+	}
+	errs = append(errs, closeProbe(p.dev, &p.probe))
+	if p.commons != nil {
+		errs = append(errs, p.commons.Close())
 	}
 	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
 	return p.fault.Forgive(errors.Join(errs...))

@@ -102,10 +102,12 @@ func TestTenantPartitions(t *testing.T) {
 	_, err = p.NewTenant("late", WithSMs(8))
 	require.ErrorIs(t, err, ErrInsufficientSMs)
 
+	// No SM is free: an unpartitioned tenant shares the rest's SMs, never
+	// the sized partition's (issue 37).
 	shared, err := p.NewTenant("shared")
 	require.NoError(t, err)
 	require.False(t, shared.Partitioned())
-	require.Equal(t, 132, shared.SMs())
+	require.Equal(t, 116, shared.SMs())
 	require.Equal(t, []string{"batch", "interactive", "shared"}, p.Tenants())
 
 	require.NoError(t, batch.Close())

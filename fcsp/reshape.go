@@ -59,21 +59,15 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	c.mu.Lock()
-	streams := append([]*streamCore(nil), c.streams...)
-	c.mu.Unlock()
 	from := c.place.SMs()
-	err := c.place.Reshape(sms, func(old, new cuda.Stream) {
-		for _, s := range streams {
-			if s.fromPart && s.h() == old {
-				s.hv.Store(uintptr(new))
-			}
-		}
-	})
+	err := c.place.Reshape(sms, c.swapStreams())
 	if errors.Is(err, greenctx.ErrClosed) {
 		return ErrClosed
 	}
 	if err != nil {
+		return fmt.Errorf("tenant %q: %w", c.name, err)
+	}
+	if err := c.moveCommons(from); err != nil {
 		return fmt.Errorf("tenant %q: %w", c.name, err)
 	}
 	// A launch-rate limit is threads per refill period of the tenant's
@@ -122,3 +116,40 @@ func (f *Function) handle() cuda.Function { return f.h }
 
 // unload unloads the module.
 func (m *Module) unload(ctx cuda.Context) error { return m.t.pool.dev.UnloadModule(ctx, m.h) }
+
+// moveCommons moves the unpartitioned tenants off the SMs the tenant grew
+// into, or onto those it gave back, while its own calls are still held
+// back: its work after the Reshape never meets theirs. A growth that would
+// leave them no SMs is undone (back to from SMs) and refused.
+func (c *tenantCore) moveCommons(from int) error {
+	p := c.pool
+	if p.commons == nil {
+		return nil
+	}
+	if err := p.lockPlace("Reshape"); err != nil {
+		return errors.Join(err, c.place.Reshape(from, c.swapStreams()))
+	}
+	defer p.placeMu.Unlock()
+	p.mu.Lock()
+	left, plain := p.commonsLeft(), p.plainCount()
+	p.mu.Unlock()
+	if plain > 0 && !left {
+		return errors.Join(errNoCommons(plain), c.place.Reshape(from, c.swapStreams()))
+	}
+	return p.follow(false)
+}
+
+// swapStreams is Reshape's swap: each of the tenant's own streams on old
+// moves to new.
+func (c *tenantCore) swapStreams() func(old, new cuda.Stream) {
+	c.mu.Lock()
+	streams := append([]*streamCore(nil), c.streams...)
+	c.mu.Unlock()
+	return func(old, new cuda.Stream) {
+		for _, s := range streams {
+			if s.fromPart && s.h() == old {
+				s.hv.Store(uintptr(new))
+			}
+		}
+	}
+}

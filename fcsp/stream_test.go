@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -186,33 +185,5 @@ func TestNotReadyPassesTheWatchWithoutGarbage(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs)
-	runtime.KeepAlive(tn)
-}
-
-// A stream whose Synchronizes have been long sleeps, then polls, rather
-// than spinning a core in cuStreamSynchronize while Go's scheduler is busy
-// (the adaptive wait, the default); a stream of short ones spins.
-func TestLongWaitsSleep(t *testing.T) {
-	defer hostwait.SetSchedBusy(true)()
-	p, drv := openSim(t)
-	tn, err := p.NewTenant("t", WithSMs(8))
-	require.NoError(t, err)
-	s := tn.Stream()
-	require.NoError(t, s.Synchronize())
-	ev, st := drv.Calls("cuEventSynchronize"), drv.Calls("cuStreamSynchronize")
-	require.Equal(t, 1, st, "a new stream's first wait")
-	for range 32 {
-		s.c.waits.Add(2 * time.Millisecond) // as if its work took 2 ms a wait
-	}
-	q := drv.Calls("cuStreamQuery")
-	start := time.Now()
-	require.NoError(t, s.Synchronize())
-	// Asleep until an eighth of the expected wait (the average, a little
-	// under 2 ms) was left: past 1.5 ms, where a wait that spun returns in
-	// microseconds.
-	require.GreaterOrEqual(t, time.Since(start), 1500*time.Microsecond, "a long stream's wait sleeps")
-	require.Equal(t, ev, drv.Calls("cuEventSynchronize"), "a long stream's wait, its work done when it wakes")
-	require.Equal(t, st, drv.Calls("cuStreamSynchronize"), "a long stream's wait")
-	require.Greater(t, drv.Calls("cuStreamQuery"), q, "a long stream's wait polls once awake")
 	runtime.KeepAlive(tn)
 }

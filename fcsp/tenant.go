@@ -90,9 +90,17 @@ type tenantCore struct {
 	gone    streamTotals   // the closed streams' counters, for Stats (stream.go)
 }
 
-// NewTenant makes a tenant. Without WithSMs or WithRestOfSMs it shares the
-// device's SMs with other unpartitioned tenants (no SM isolation, quotas and
-// rate limits still apply).
+// NewTenant makes a tenant. Without WithSMs, WithSMShare, WithRestOfSMs or
+// WithRemainderSMs it is unpartitioned: it shares SMs with the other
+// unpartitioned tenants (quotas and rate limits still apply), and those SMs
+// are never a partition's. While no partition exists they are the whole
+// device; once one does, the SMs no partition holds (the pool's commons),
+// which follow the partitions as they are made, closed and reshaped: each
+// such change holds the unpartitioned tenants' calls back while their
+// streams move, as a Reshape holds a tenant's, and refuses with
+// ErrInsideDo from inside one of their Dos. Where no SM is free they share
+// the SMs of the tenant made WithRestOfSMs; with none to share, making one
+// (or a partition that would take their last SMs) is ErrInsufficientSMs.
 func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	cp := configs.Get().(*tenantConfig)
 	err := config.Apply(cp, "NewTenant", opts)
@@ -106,6 +114,37 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if err := cfg.Resolve(name, limit, set, p.log); err != nil {
 		return nil, err
 	}
+	if err := p.lockPlace("NewTenant"); err != nil {
+		return nil, err
+	}
+	if !cfg.Partitioned() {
+		// The commons first follows the partitions made since it last
+		// moved (it does not move while it serves no tenant).
+		if err := p.follow(true); err != nil {
+			p.placeMu.Unlock()
+			return nil, fmt.Errorf("tenant %q: %w", name, err)
+		}
+	}
+	t, err := p.newTenant(name, &cfg)
+	if err != nil || !cfg.Partitioned() {
+		p.placeMu.Unlock()
+		return t, err
+	}
+	// A partition: the unpartitioned tenants leave its SMs before it is
+	// handed out.
+	err = p.follow(false)
+	p.placeMu.Unlock()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("tenant %q: %w", name, err), t.Close())
+	}
+	return t, nil
+}
+
+// newTenant is NewTenant once the options are resolved. The caller holds
+// placeMu.
+func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
+	cfg := *cfgp
+	var err error
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -119,7 +158,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	}
 	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
 	if !cfg.Partitioned() {
-		c.place = p.whole
+		c.place = p.plain
 	} else {
 		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
@@ -130,6 +169,9 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		}
 		part.SetSlots(cmp.Or(cfg.Dos, greenctx.DefaultSlots))
 		c.place = greenPlace(part)
+		if p.plainCount() > 0 && !p.commonsLeft() {
+			return nil, fmt.Errorf("tenant %q: %w", name, errors.Join(errNoCommons(p.plainCount()), c.place.Close()))
+		}
 	}
 	undo := func(err error) (*Tenant, error) {
 		err = errors.Join(err, c.place.Close())
@@ -167,9 +209,32 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		c.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
 	}
 	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
-		p.log.Info("tenant created", "tenant", name, "sms", c.place.SMs(), "quota", quota, "sm_limit", cfg.SMLimit)
+		p.log.Info("tenant created", createdArgs(name, c, quota, &cfg)...)
 	}
 	return t, nil
+}
+
+// createdArgs is what the "tenant created" line says: the limit the
+// tenant has (a GPU share, a floor or a launch-rate limit), not an
+// sm_limit of 0 for a share.
+func createdArgs(name string, c *tenantCore, quota uint64, cfg *tenantConfig) []any {
+	args := []any{"tenant", name, "sms", c.place.SMs(), "partitioned", c.place.Partitioned(), "quota", quota}
+	switch {
+	case cfg.GPUShare > 0:
+		args = append(args, "gpu_share", cfg.GPUShare)
+	case cfg.SMLimit > 0:
+		args = append(args, "sm_limit", cfg.SMLimit)
+	}
+	if cfg.Prio.Floor > 0 {
+		args = append(args, "bandwidth_floor", cfg.Prio.Floor)
+	}
+	if cfg.Prio.Prio == config.LatencyCritical {
+		args = append(args, "priority", "latency-critical")
+	}
+	if cfg.Shape.Share > 0 {
+		args = append(args, "sm_share", cfg.Shape.Share)
+	}
+	return args
 }
 
 // Pool is the pool the tenant belongs to.
@@ -417,7 +482,8 @@ func (c *tenantCore) close(why string) error {
 	c.mu.Unlock()
 	for _, s := range streams {
 		errs[2] = errors.Join(errs[2], s.destroy(ctx)) // nil, with no garbage, while both are
-		s.retire(false)                                // its handles answer ErrClosed; the core is reused
+		errs[2] = errors.Join(errs[2], c.releaseShared(s))
+		s.retire(false) // its handles answer ErrClosed; the core is reused
 	}
 	errs[3] = c.events.Close(p.drv, ctx)
 	if c.graphs != nil { // a capture made it (graphSet)
@@ -444,6 +510,9 @@ func (c *tenantCore) close(why string) error {
 	p.mu.Unlock()
 	if spare != nil { // the pool closed meanwhile
 		errs[7] = errors.Join(errs[7], spare.Close())
+	}
+	if c.place.Partitioned() {
+		p.released() // the unpartitioned tenants may grow onto its SMs
 	}
 	teardown.Reclaimed(p.log, c.name, why, len(leaks))
 	return p.fault.Forgive(errors.Join(errs[:]...))

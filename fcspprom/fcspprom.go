@@ -247,7 +247,7 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 		return desc
 	}
 	const t = "tenant"
-	d.sms = mk("fcsp_tenant_sms", "SMs the tenant runs on (the whole device when not partitioned).", t)
+	d.sms = mk("fcsp_tenant_sms", "SMs the tenant runs on (unpartitioned: those no partition holds, shared; the whole device while no partition exists).", t)
 	d.part = mk("fcsp_tenant_partitioned", "1 if the tenant has SMs of its own (a green context).", t)
 	d.memUsed = mk("fcsp_tenant_memory_used_bytes", "Device memory the tenant's live allocations hold: what its quota bounds. Freed blocks it keeps cached are not in it (fcsp_tenant_memory_cached_bytes).", t)
 	d.memLimit = mk("fcsp_tenant_memory_limit_bytes", "The tenant's memory quota.", t)

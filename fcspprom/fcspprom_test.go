@@ -51,9 +51,9 @@ fcsp_tenant_memory_used_bytes{tenant="interactive"} 1.048576e+06
 # TYPE fcsp_tenant_memory_limit_bytes gauge
 fcsp_tenant_memory_limit_bytes{tenant="batch"} ` + strconv.FormatUint(pool.MemoryLimit(), 10) + `
 fcsp_tenant_memory_limit_bytes{tenant="interactive"} 6.7108864e+07
-# HELP fcsp_tenant_sms SMs the tenant runs on (the whole device when not partitioned).
+# HELP fcsp_tenant_sms SMs the tenant runs on (unpartitioned: those no partition holds, shared; the whole device while no partition exists).
 # TYPE fcsp_tenant_sms gauge
-fcsp_tenant_sms{tenant="batch"} 132
+fcsp_tenant_sms{tenant="batch"} 124
 fcsp_tenant_sms{tenant="interactive"} 8
 # HELP fcsp_tenant_sm_limit_ratio WithSMLimit: the tenant's launch-rate limit as a fraction of what its own SMs (fcsp_tenant_sms) can take; 0: none. A WithGPUShare tenant's limit is fcsp_tenant_gpu_share_ratio.
 # TYPE fcsp_tenant_sm_limit_ratio gauge

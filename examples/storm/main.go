@@ -13,8 +13,10 @@
 //	scrape     Gather of fcspprom.NewGatherer: what a server's /metrics serves
 //	tenant     a third tenant (unpartitioned, 64 MiB quota) made and closed
 //
-// in four layouts: alone (interactive on its 16 SMs, no batch), partitioned
-// (16 SMs + the rest), shared (both unpartitioned) and mps (each class a
+// in five layouts: alone (interactive on its 16 SMs, no batch), partitioned
+// (16 SMs + the rest), plainbatch (16 SMs + a batch class made with no SM
+// option, which runs on the SMs no partition holds), shared (both
+// unpartitioned) and mps (each class a
 // process of this binary on the plain device under NVIDIA MPS at 12% / 88%
 // active threads, the storm in those processes and a third one). Rounds
 // interleave the layouts so that drift meets all alike. A %smid probe runs
@@ -56,7 +58,7 @@ func main() {
 	}
 }
 
-var layoutNames = []string{"alone", "partitioned", "shared", "mps"}
+var layoutNames = []string{"alone", "partitioned", "plainbatch", "shared", "mps"}
 
 type config struct {
 	cublas     string
@@ -120,7 +122,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.SetOutput(usage)
 	fs.StringVar(&c.cublas, "cublas", "", "path of libcublas, used as given (default: "+strings.Join(gemmjob.DefaultCublas, ", then ")+"); without it the requests are chain kernels")
 	fs.BoolVar(&c.simulate, "simulate", false, "use the simulated H200 even where a GPU is present")
-	layouts := fs.String("layouts", "alone,partitioned,shared", "layouts to run each round, comma-separated: alone, partitioned, shared, mps")
+	layouts := fs.String("layouts", "alone,partitioned,shared", "layouts to run each round, comma-separated: alone, partitioned, plainbatch (batch made with no SM option beside the partition), shared, mps")
 	ks := fs.String("k", "1,4,16", "request goroutines per class, one row set per value")
 	storms := fs.String("storm", "none,"+strings.Join(stormKinds, ",")+",all", "storm rows: none, "+strings.Join(stormKinds, ", ")+", all")
 	kindKs := fs.String("kind-k", "1", "the K values at which single storm kinds run in the partitioned layout (none and all run at every K; -full: every kind at every K in every layout)")
@@ -439,7 +441,7 @@ func (c config) estimate() time.Duration {
 // its own (opened here and closed after, so that no context is left when
 // the mps layout starts the daemon).
 func runLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, layout string, round int, out io.Writer) (cells []Cell, chk SMCheck, err error) {
-	chk = SMCheck{Round: round, Layout: layout, MustBeDisjoint: layout == "partitioned"}
+	chk = SMCheck{Round: round, Layout: layout, MustBeDisjoint: layout == "partitioned" || layout == "plainbatch"}
 	pool, err := op.open(ctx)
 	if err != nil {
 		return nil, chk, err
@@ -452,6 +454,8 @@ func runLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, lay
 	var interOpts, batchOpts []fcsp.TenantOption
 	if layout != "shared" {
 		interOpts = append(interOpts, fcsp.WithSMs(cfg.interSMs))
+	}
+	if layout == "partitioned" {
 		batchOpts = append(batchOpts, fcsp.WithRestOfSMs())
 	}
 	maxK := slices.Max(cfg.ks)

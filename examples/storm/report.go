@@ -199,6 +199,23 @@ func checks(byKey map[sumKey]Summary, scaling []Scaling, order []sumKey) []Check
 				fmt.Sprintf("%.1f TFLOP/s, %.1f%%", s.BatchTFLOPs, 100*s.BatchToNoStorm))
 		}
 	}
+	// Issue 37: a batch class made with no SM option beside the
+	// partition, against the same work made WithRestOfSMs.
+	for _, k := range order {
+		if k.layout != "plainbatch" {
+			continue
+		}
+		pl, pa := byKey[k], byKey[sumKey{"partitioned", k.k, k.storm}]
+		if pa.P99us == 0 {
+			continue
+		}
+		add(pl.P99us <= 1.2*pa.P99us, fmt.Sprintf("plainbatch K=%d storm %s: P99 <= 1.2x partitioned's (batch WithRestOfSMs)", k.k, k.storm),
+			fmt.Sprintf("%.1f us against %.1f, %.2fx", pl.P99us, pa.P99us, pl.P99us/pa.P99us))
+		if pa.BatchTFLOPs > 0 {
+			out = append(out, Check{fmt.Sprintf("plainbatch K=%d storm %s: batch against WithRestOfSMs's (reported)", k.k, k.storm), true,
+				fmt.Sprintf("%.1f TFLOP/s against %.1f, %.2fx", pl.BatchTFLOPs, pa.BatchTFLOPs, pl.BatchTFLOPs/pa.BatchTFLOPs)})
+		}
+	}
 	for _, sc := range scaling {
 		if sc.Layout != "partitioned" || sc.Storm != stormNone {
 			continue

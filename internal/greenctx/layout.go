@@ -19,6 +19,7 @@ type shape struct {
 	lane  []int
 	rem   bool
 	held  int
+	rest  bool // the partition took the rest (TakeRestLayouts)
 }
 
 // TakeLayouts builds a partition that can be reshaped between sizes (SM
@@ -51,6 +52,7 @@ func (s *Split) TakeLayouts(initial int, sizes []int) (*Partition, error) {
 		switch {
 		case !u && len(lane) < need:
 			s.used[i] = true
+			s.version.Add(1)
 			lane = append(lane, i)
 		case !u:
 			free = append(free, i)
@@ -73,14 +75,17 @@ func (s *Split) TakeRestLayouts(sizes []int) (*Partition, error) {
 	var lane []int
 	for i := len(s.used) - 1; i >= 0; i-- {
 		if !s.used[i] {
-			s.used[i] = true
+			s.used[i], s.rest[i] = true, true
+			s.version.Add(1)
 			lane = append(lane, i)
 		}
 	}
 	rem := !s.remUsed && s.Remainder() > 0
 	s.remUsed = s.remUsed || rem
+	s.remRest = s.remRest || rem
+	s.version.Add(1)
 	s.mu.Unlock()
-	sh := &shape{split: s, lane: lane, rem: rem, held: len(lane)}
+	sh := &shape{split: s, lane: lane, rem: rem, held: len(lane), rest: true}
 	extra := 0
 	if rem {
 		extra = s.Remainder()
@@ -128,7 +133,7 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 	if sh.rem {
 		extra = s.Remainder()
 	}
-	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{})}
+	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{}), rest: sh.rest}
 	fail := func(err error) (*Partition, error) {
 		for _, l := range p.layouts {
 			err = errors.Join(err, l.destroy(p.drv, s.dev.Primary()))
@@ -169,11 +174,19 @@ func (p *Partition) Sizes() []int {
 	return out
 }
 
+// Rest reports whether the partition took the rest of the split
+// (WithRestOfSMs): the commons shares its SMs when none is free.
+func (p *Partition) Rest() bool { return p.rest }
+
 // Reshapable reports whether the partition was made with layouts.
 func (p *Partition) Reshapable() bool { return p.shape != nil }
 
-// Layout is the index of the current layout in Sizes.
+// Layout is the index of the current layout in Sizes; for the commons,
+// how many times it has switched.
 func (p *Partition) Layout() int {
+	if p.commons {
+		return int(p.epoch.Load())
+	}
 	l := p.cur.Load()
 	for i, x := range p.layouts {
 		if x == l {
@@ -221,22 +234,32 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	}
 	sh := p.shape
 	if next.groups > old.groups {
-		if err := sh.split.claim(sh.lane[old.groups:next.groups]); err != nil {
+		if err := sh.split.claim(sh.lane[old.groups:next.groups], sh.rest); err != nil {
 			return err
 		}
 	}
-	primary := p.dev.Primary()
-	for j := range old.streams {
-		err := p.drv.EventRecord(primary, old.events[j], old.streams[j])
-		if err == nil {
-			err = p.drv.StreamWaitEvent(primary, next.streams[j], old.events[j])
+	if err := p.handOver(old, next, swap); err != nil {
+		if next.groups > old.groups {
+			sh.split.give(sh.lane[old.groups:next.groups], false)
 		}
-		if err != nil {
-			// Streams that already wait lose nothing: the wait is on work
-			// that was queued before.
-			if next.groups > old.groups {
-				sh.split.give(sh.lane[old.groups:next.groups], false)
-			}
+		return err
+	}
+	sh.held = next.groups
+	if next.groups < old.groups {
+		sh.split.give(sh.lane[next.groups:old.groups], false)
+	}
+	return nil
+}
+
+// handOver makes next the current layout in old's place: each of next's
+// streams first waits for the work queued on old's (an event recorded on
+// the old stream, cuStreamWaitEvent on the new), slot waiters on old move
+// to next, and swap is told each stream's old and new handle. On an error
+// nothing is switched (streams that already wait lose nothing: the wait
+// is on work queued before). The caller holds p.mu.
+func (p *Partition) handOver(old, next *layout, swap func(old, new cuda.Stream)) error {
+	for j := range old.streams {
+		if err := p.waitFor(old, next, j); err != nil {
 			return err
 		}
 	}
@@ -244,10 +267,6 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	next.retired.Store(&fresh)
 	p.cur.Store(next)
 	close(*old.retired.Load()) // slot waiters on the old layout move to the new one
-	sh.held = next.groups
-	if next.groups < old.groups {
-		sh.split.give(sh.lane[next.groups:old.groups], false)
-	}
 	if swap != nil {
 		for j := range old.streams {
 			swap(old.streams[j], next.streams[j])
@@ -256,8 +275,29 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	return nil
 }
 
-// claim marks groups idx used if every one is free.
-func (s *Split) claim(idx []int) error {
+// waitFor queues on next's stream j a wait for the work queued on old's.
+// A reshapable partition keeps an event per stream for it; the commons,
+// which moves seldom, makes one for the hand-over (a wait holds the
+// event's state when it is queued, so it may go at once).
+func (p *Partition) waitFor(old, next *layout, j int) (err error) {
+	primary := p.dev.Primary()
+	var e cuda.Event
+	if old.events != nil {
+		e = old.events[j]
+	} else if e, err = p.drv.EventCreate(primary, cuda.EventDisableTiming); err != nil {
+		return err
+	} else {
+		defer func() { err = errors.Join(err, p.drv.EventDestroy(primary, e)) }()
+	}
+	if err = p.drv.EventRecord(primary, e, old.streams[j]); err == nil {
+		err = p.drv.StreamWaitEvent(primary, next.streams[j], e)
+	}
+	return err
+}
+
+// claim marks groups idx used (and the rest's, if rest) if every one is
+// free.
+func (s *Split) claim(idx []int, rest bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, i := range idx {
@@ -267,7 +307,8 @@ func (s *Split) claim(idx []int) error {
 		}
 	}
 	for _, i := range idx {
-		s.used[i] = true
+		s.used[i], s.rest[i] = true, rest
+		s.version.Add(1)
 	}
 	return nil
 }

@@ -32,6 +32,12 @@ type Partition struct {
 	shut  atomic.Bool   // closed, read without mu on the slots' path
 	done  chan struct{} // closed by Close: slot waiters leave
 	waits waitLog
+	rest  bool // took the rest of the split (TakeRest, TakeRestLayouts)
+
+	// A pool's commons (commons.go): layouts built as the split changes,
+	// named by key; epoch counts its switches (Layout).
+	commons bool
+	epoch   atomic.Int32
 }
 
 // layout is one green context of a partition, with a stream for each of
@@ -46,6 +52,12 @@ type layout struct {
 	events  []cuda.Event
 	slots   slots                         // green contexts over the same SMs (slots.go)
 	retired atomic.Pointer[chan struct{}] // closed when the layout stops being current
+
+	// The commons' (commons.go): which SMs (CommonsKey), when it was last
+	// made current, and for the whole device's, its one shared slot.
+	key   string
+	stamp int32
+	any   *Slot
 }
 
 func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
@@ -94,6 +106,9 @@ func (l *layout) destroy(drv cuda.Driver, primary cuda.Context) error {
 		}
 	}
 	errs = append(errs, l.destroySlots(drv))
+	if l.green == 0 { // the commons' whole device: the primary context
+		return errors.Join(errs...)
+	}
 	return errors.Join(append(errs, drv.GreenCtxDestroy(l.green))...)
 }
 
@@ -137,6 +152,7 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 		return p.cur.Load().streams[i], nil
 	}
 	made := make([]cuda.Stream, len(p.layouts))
+	var err error
 	var evs []cuda.Event
 	primary := p.dev.Primary()
 	undo := func(err error) (cuda.Stream, error) {
@@ -151,11 +167,9 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 		return 0, err
 	}
 	for i, l := range p.layouts {
-		s, err := p.drv.GreenCtxStreamCreate(l.green, cuda.StreamNonBlocking, priority)
-		if err != nil {
+		if made[i], err = p.layoutStream(l, priority); err != nil {
 			return undo(err)
 		}
-		made[i] = s
 	}
 	if p.shape != nil {
 		for range p.layouts {
@@ -218,7 +232,11 @@ func (p *Partition) destroyStream(s cuda.Stream, wait bool) error {
 		p.mu.Unlock()
 		return fmt.Errorf("greenctx: stream %#x was destroyed already", uintptr(s))
 	}
-	if i := p.slot(s); i > 0 && !p.closed && len(p.idle) < maxIdleStreams {
+	first := 1 // the partition's own stream, index 0, lives with it
+	if p.commons {
+		first = 0 // the commons' streams are all its tenants'
+	}
+	if i := p.slot(s); i >= first && !p.closed && len(p.idle) < maxIdleStreams {
 		p.idle = append(p.idle, i)
 		p.mu.Unlock()
 		return nil
@@ -228,7 +246,7 @@ func (p *Partition) destroyStream(s cuda.Stream, wait bool) error {
 		return ErrClosed
 	}
 	i := p.slot(s)
-	if i <= 0 {
+	if i < first {
 		p.mu.Unlock()
 		return fmt.Errorf("greenctx: stream %#x was not made by NewStream on %v", uintptr(s), p)
 	}

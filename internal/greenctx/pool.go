@@ -43,19 +43,20 @@ type Description struct {
 	DriverAPI         int    // cuDriverGetVersion
 	Driver            string // which binding: libcuda.so.1 or the fake
 	Simulated         bool
-	WorkQueues        int // CUDA_DEVICE_MAX_CONNECTIONS (WorkQueues)
+	WorkQueues        int      // CUDA_DEVICE_MAX_CONNECTIONS (WorkQueues)
+	Caveats           []string // what keeps partitions from holding here (Caveats)
 }
 
 // Describe is device index's description from what d says of itself, and
 // what the caller knows: whether the driver is the simulator, and the
 // hardware work queues (WorkQueues).
-func (d *Device) Describe(index int, simulated bool, queues int) (Description, error) {
+func (d *Device) Describe(index int, simulated bool, queues int, caveats []string) (Description, error) {
 	f, err := d.Facts()
 	return Description{
 		Index: index, Name: f.Name, UUID: f.UUID, ComputeCapability: f.ComputeCapability,
 		SMs: d.SMs(), Granularity: d.Granularity(), Alignment: int(d.Info().CoscheduledAlignment),
 		ThreadsPerSM: f.ThreadsPerSM, TotalMemory: f.TotalMemory, DriverAPI: d.APIVersion(), Driver: f.Driver,
-		Simulated: simulated, WorkQueues: queues,
+		Simulated: simulated, WorkQueues: queues, Caveats: caveats,
 	}, err
 }
 

@@ -27,7 +27,7 @@ func TestOpenIndex(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	d, err := greenctx.OpenIndex(context.Background(), drv, 0)
 	require.NoError(t, err)
-	desc, err := d.Describe(0, false, 32)
+	desc, err := d.Describe(0, false, 32, nil)
 	require.NoError(t, err)
 	require.Equal(t, 32, desc.WorkQueues)
 	require.Equal(t, d.SMs(), desc.SMs)

@@ -52,7 +52,11 @@ func (s *Slot) Context() cuda.Context { return s.ctx }
 
 // Name records the OS thread the holder made the context current on, so
 // that a nested call on that thread finds it (Holding).
-func (s *Slot) Name(thread int) { s.holder.Store(int64(thread)) }
+func (s *Slot) Name(thread int) {
+	if s != s.l.any { // a shared slot names no holder
+		s.holder.Store(int64(thread))
+	}
+}
 
 // MaxSlots bounds SetSlots: a layout's free slots are the bits of one word.
 const MaxSlots = 64
@@ -221,6 +225,9 @@ func (p *Partition) TryAcquire() (*Slot, error) {
 			return nil, ErrClosed
 		}
 		l := p.cur.Load()
+		if l.any != nil {
+			return l.any, nil // the commons' whole device: shared
+		}
 		s := l.slots.take()
 		if s == nil {
 			var err error
@@ -266,6 +273,9 @@ func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
 		if p.shut.Load() {
 			return nil, ErrClosed
 		}
+		if l.any != nil {
+			return l.any, nil // the layout became the commons' whole device
+		}
 		s, err := p.newSlot(l)
 		if err != nil {
 			return nil, err
@@ -306,6 +316,9 @@ func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
 // Release gives a slot back. The caller has made another context current
 // on its thread first (the slot's may then be made current elsewhere).
 func (s *Slot) Release() {
+	if s == s.l.any {
+		return // shared: nothing to give back
+	}
 	s.holder.Store(0)
 	s.l.slots.put(s)
 }
@@ -317,7 +330,7 @@ func (p *Partition) Holding(thread int) *Slot {
 	if thread == 0 {
 		return nil
 	}
-	for _, s := range *p.cur.Load().slots.all.Load() {
+	for _, s := range *p.cur.Load().slots.all.Load() { // none on the whole device
 		if s.holder.Load() == int64(thread) {
 			return s
 		}

@@ -3,7 +3,9 @@ package greenctx
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -20,7 +22,20 @@ type Split struct {
 
 	mu      sync.Mutex
 	used    []bool
-	remUsed bool // the remainder is part of a partition
+	remUsed bool   // the remainder is part of a partition
+	rest    []bool // the group is held by a partition of the rest (WithRestOfSMs)
+	remRest bool   // the remainder is, too
+
+	version atomic.Uint64 // counts the changes of used and remUsed (Version)
+}
+
+// Version counts the changes of which SMs partitions hold: a caller that
+// saw one knows nothing moved while it is unchanged (0 for a nil Split).
+func (s *Split) Version() uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.version.Load()
 }
 
 // Split cuts the device at minCount, honouring SM co-scheduling.
@@ -36,7 +51,7 @@ func (d *Device) SplitWith(minCount int, flags uint32) (*Split, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Split{dev: d, minCount: minCount, flags: flags, groups: groups[:n], rem: rem, used: make([]bool, n)}, nil
+	return &Split{dev: d, minCount: minCount, flags: flags, groups: groups[:n], rem: rem, used: make([]bool, n), rest: make([]bool, n)}, nil
 }
 
 // Flags are the split flags the cut was made with.
@@ -136,6 +151,7 @@ func (s *Split) Take(sms int) (*Partition, error) {
 		}
 		if !s.used[i] {
 			s.used[i] = true
+			s.version.Add(1)
 			idx = append(idx, i)
 		}
 	}
@@ -157,12 +173,15 @@ func (s *Split) TakeRest() (*Partition, error) {
 	var idx []int
 	for i, u := range s.used {
 		if !u {
-			s.used[i] = true
+			s.used[i], s.rest[i] = true, true
+			s.version.Add(1)
 			idx = append(idx, i)
 		}
 	}
 	rem := !s.remUsed && s.Remainder() > 0
 	s.remUsed = s.remUsed || rem
+	s.remRest = s.remRest || rem
+	s.version.Add(1)
 	s.mu.Unlock()
 	if len(idx) == 0 && !rem {
 		return nil, fmt.Errorf("%w: no free groups left and the split's remainder is taken", ErrInsufficientSMs)
@@ -172,6 +191,7 @@ func (s *Split) TakeRest() (*Partition, error) {
 		s.give(idx, rem)
 		return nil, err
 	}
+	p.rest = true
 	return p, nil
 }
 
@@ -188,6 +208,7 @@ func (s *Split) TakeRemainder() (*Partition, error) {
 		return nil, fmt.Errorf("%w: the split's remainder of %d SMs is already part of a partition", ErrInsufficientSMs, s.Remainder())
 	}
 	s.remUsed = true
+	s.version.Add(1)
 	s.mu.Unlock()
 	p, err := s.build(nil, true)
 	if err != nil {
@@ -201,15 +222,49 @@ func (s *Split) give(idx []int, rem bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, i := range idx {
-		s.used[i] = false
+		s.used[i], s.rest[i] = false, false
+		s.version.Add(1)
 	}
 	if rem {
-		s.remUsed = false
+		s.remUsed, s.remRest = false, false
+		s.version.Add(1)
 	}
 }
 
-// resources lists the groups idx and, if rem, the remainder, as one
+// Commons says which SMs a pool's unpartitioned tenants run on now: every
+// SM while no partition holds any (whole); else the free groups and the
+// remainder while free; else, where a partition took the rest
+// (WithRestOfSMs), that partition's SMs, which they then share with it
+// (shared); else none (no groups, no rem). A partition of a size asked
+// for (WithSMs) is never among them.
+func (s *Split) Commons() (idx []int, rem, whole, shared bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.used, true) && !s.remUsed {
+		return nil, false, true, false
+	}
+	for i, u := range s.used {
+		if !u {
+			idx = append(idx, i)
+		}
+	}
+	rem = !s.remUsed && s.Remainder() > 0
+	if len(idx) > 0 || rem {
+		return idx, rem, false, false
+	}
+	for i, r := range s.rest {
+		if r {
+			idx = append(idx, i)
+		}
+	}
+	rem = s.remRest
+	return idx, rem, false, len(idx) > 0 || rem
+}
+
+// Resources lists the groups idx and, if rem, the remainder, as one
 // descriptor's input.
+func (s *Split) Resources(idx []int, rem bool) []cuda.DevResource { return s.resources(idx, rem) }
+
 func (s *Split) resources(idx []int, rem bool) []cuda.DevResource {
 	res := make([]cuda.DevResource, 0, len(idx)+1)
 	for _, j := range idx {

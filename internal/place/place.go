@@ -210,3 +210,50 @@ func (g Green) Retire(keep bool) (*greenctx.Partition, error) {
 }
 
 func (g Green) Close() error { return g.Part.Close() }
+
+// Commons is where an unpartitioned tenant's work runs when the device can
+// be partitioned: the pool's commons (greenctx, commons.go), shared by
+// every such tenant, on the whole device while no partition exists and on
+// the SMs no partition holds once one does. The pool moves it (Follow) as
+// partitions are made, closed and reshaped; the tenant cannot reshape it.
+type Commons struct {
+	Green
+}
+
+// Partitioned is false: the SMs are shared with the other unpartitioned
+// tenants (and, where no SM is free, with the partition of the rest).
+func (c Commons) Partitioned() bool { return false }
+
+// AnyThread is the primary context while the commons is the whole device.
+func (c Commons) AnyThread() cuda.Context {
+	if c.Part.Whole() {
+		return c.Part.Context()
+	}
+	return 0
+}
+
+// IsContext is false: the commons' contexts are every unpartitioned
+// tenant's, as the primary context is.
+func (c Commons) IsContext(cuda.Context) bool { return false }
+
+// NewStream makes the tenant a stream of its own, its first included (the
+// commons' first stream is no tenant's).
+func (c Commons) NewStream(bool) (cuda.Stream, bool, error) {
+	h, err := c.Part.NewStream(0)
+	return h, true, err
+}
+
+// Dos is how many runs DoEach makes: the contexts one class uses at once
+// by default, of the commons' many (its tenants share them).
+func (c Commons) Dos() int { return min(c.Part.Limit(), greenctx.DefaultSlots) }
+
+func (c Commons) Reshapable() bool { return false }
+func (c Commons) Sizes() []int     { return []int{c.Part.SMs()} }
+
+func (c Commons) Reshape(int, func(old, new cuda.Stream)) error {
+	return errors.New("the commons is moved by its pool") // Reshape checks Reshapable first
+}
+
+// Retire and Close leave the commons to the pool, which closes it last.
+func (c Commons) Retire(bool) (*greenctx.Partition, error) { return nil, nil }
+func (c Commons) Close() error                             { return nil }

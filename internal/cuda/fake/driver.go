@@ -65,11 +65,15 @@ type green struct {
 	handle    cuda.GreenCtx
 	ctx       cuda.Context
 	sms       uint32
+	set       smSet // which SMs (sms.go)
 	res       cuda.DevResource
 	destroyed bool
 }
 
-type descInfo struct{ sms uint32 }
+type descInfo struct {
+	sms uint32
+	set smSet
+}
 
 type streamInfo struct {
 	ctx      cuda.Context
@@ -761,6 +765,9 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 		return cuda.Check(op, cuda.ErrorInvalidHandle)
 	}
 	k := d.kernels[fn.name]
+	if k == nil && fn.name == SMIDKernel {
+		k = d.smid(d.streamSMs(s))
+	}
 	if st.capture != nil {
 		var buf []byte
 		var offs []uint32
@@ -807,7 +814,8 @@ const (
 	magic    = 0x46414b45 // "FAKE"
 )
 
-func (d *Driver) makeResource(dev cuda.Device, sms uint32, gen uint64) cuda.DevResource {
+func (d *Driver) makeResource(dev cuda.Device, set smSet, gen uint64) cuda.DevResource {
+	sms := uint32(set.count())
 	var r cuda.DevResource
 	r.SetSM(cuda.SMInfo{Count: sms, MinPartition: d.spec.MinPartition, CoscheduledAlignment: d.spec.Alignment})
 	if d.spec.APIVersion < 13000 {
@@ -816,6 +824,7 @@ func (d *Driver) makeResource(dev cuda.Device, sms uint32, gen uint64) cuda.DevR
 	binary.LittleEndian.PutUint32(r.Raw[offMagic:], magic)
 	binary.LittleEndian.PutUint64(r.Raw[offGen:], gen)
 	binary.LittleEndian.PutUint32(r.Raw[offDev:], uint32(dev))
+	setResourceSMs(&r, set)
 	return r
 }
 
@@ -832,7 +841,7 @@ func (d *Driver) DeviceGetDevResource(dev cuda.Device, t cuda.ResourceType) (cud
 	if t != cuda.ResourceSM {
 		return cuda.DevResource{}, cuda.Check(op, cuda.ErrorInvalidResourceType)
 	}
-	return d.makeResource(dev, d.spec.SMs, 0), nil
+	return d.makeResource(dev, allSMs(d.spec.SMs), 0), nil
 }
 
 func validResource(r *cuda.DevResource) bool {
@@ -864,11 +873,22 @@ func (d *Driver) DevSmResourceSplitByCount(input cuda.DevResource, flags, minCou
 	d.splitGen++
 	dev := cuda.Device(binary.LittleEndian.Uint32(input.Raw[offDev:]))
 	size := d.spec.groupSize(input.SMCount(), minCount, flags)
+	// Each group takes the next size SMs of the input; the remainder what
+	// is left (sms.go).
+	ids := resourceSMs(&input).list()
 	groups := make([]cuda.DevResource, n)
 	for i := range groups {
-		groups[i] = d.makeResource(dev, size, d.splitGen)
+		var set smSet
+		for _, id := range ids[i*int(size) : (i+1)*int(size)] {
+			set.add(id)
+		}
+		groups[i] = d.makeResource(dev, set, d.splitGen)
 	}
-	rem := d.makeResource(dev, input.SMCount()-uint32(n)*size, d.splitGen)
+	var rest smSet
+	for _, id := range ids[n*int(size):] {
+		rest.add(id)
+	}
+	rem := d.makeResource(dev, rest, d.splitGen)
 	return groups, rem, n, nil
 }
 
@@ -883,6 +903,7 @@ func (d *Driver) DevResourceGenerateDesc(res []cuda.DevResource) (cuda.ResourceD
 		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
 	}
 	var sms uint32
+	var set smSet
 	gen := binary.LittleEndian.Uint64(res[0].Raw[offGen:])
 	for i := range res {
 		if !validResource(&res[i]) {
@@ -894,12 +915,13 @@ func (d *Driver) DevResourceGenerateDesc(res []cuda.DevResource) (cuda.ResourceD
 			return 0, cuda.Check(op, cuda.ErrorInvalidResourceConfig)
 		}
 		sms += res[i].SMCount()
+		set = set.union(resourceSMs(&res[i]))
 	}
 	if sms > d.spec.SMs || sms == 0 {
 		return 0, cuda.Check(op, cuda.ErrorInvalidResourceConfig)
 	}
 	h := cuda.ResourceDesc(d.handle())
-	d.descs[h] = descInfo{sms: sms}
+	d.descs[h] = descInfo{sms: sms, set: set}
 	return h, nil
 }
 
@@ -923,8 +945,8 @@ func (d *Driver) GreenCtxCreate(desc cuda.ResourceDesc, dev cuda.Device, flags u
 	if flags != cuda.GreenCtxDefaultStream {
 		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
 	}
-	g := &green{handle: cuda.GreenCtx(d.handle()), sms: info.sms}
-	g.res = d.makeResource(dev, info.sms, 0)
+	g := &green{handle: cuda.GreenCtx(d.handle()), sms: info.sms, set: info.set}
+	g.res = d.makeResource(dev, info.set, 0)
 	g.ctx = cuda.Context(d.handle())
 	d.contexts[g.ctx] = &context{dev: dev, green: g}
 	d.greens[g.handle] = g

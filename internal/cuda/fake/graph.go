@@ -226,7 +226,15 @@ func (d *Driver) GraphInstantiate(c cuda.Context, g cuda.Graph) (cuda.GraphExec,
 		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
 	}
 	h := cuda.GraphExec(d.handle())
-	d.lib().execs[h] = &graph{ctx: gr.ctx, ops: slices.Clone(gr.ops)}
+	ops := slices.Clone(gr.ops)
+	for i := range ops {
+		if ops[i].name == SMIDKernel && d.kernels[SMIDKernel] == nil {
+			// An executable graph runs on the SMs of the context it was
+			// instantiated in, whatever stream launches it (sms.go).
+			ops[i].kernel = d.smid(d.ctxSMs(c))
+		}
+	}
+	d.lib().execs[h] = &graph{ctx: gr.ctx, ops: ops}
 	return h, nil
 }
 

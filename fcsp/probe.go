@@ -1,0 +1,182 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smprobe"
+)
+
+// SMReport is where each tenant's work ran, by a probe kernel whose blocks
+// record the SM they ran on (%smid): what Pool.ProbeSMs found.
+type SMReport struct {
+	// SMs lists, for each tenant, the SMs the probe's blocks ran on when
+	// queued on a stream of the tenant's: its partition's, or for an
+	// unpartitioned tenant the SMs no partition holds.
+	SMs map[string][]int
+	// Breaches says, for each tenant whose blocks ran on SMs of another
+	// tenant's partition, whose and how many. Empty while the pool
+	// confines every tenant. Unpartitioned tenants share SMs with each
+	// other, and with the partition of the rest (WithRestOfSMs) where no
+	// SM is free: neither is a breach.
+	Breaches []string
+}
+
+// Confined reports whether no tenant ran on another's partition.
+func (r SMReport) Confined() bool { return len(r.Breaches) == 0 }
+
+// ProbeSMs runs a probe kernel on a new stream of each tenant (a
+// microsecond of work per SM, 4 blocks per SM of the device) and reports
+// the SMs each one's blocks ran on, and any that ran on SMs of another
+// tenant's partition: a health check that the pool's confinement holds
+// on this driver, which a server may run now and then. What the SDK does
+// not see, it cannot confine: work a library queues on the primary context
+// (its own default stream) rather than on a tenant's stream runs on every
+// SM, the partitions' included (docs/CONTEXTS.md); this probe does not
+// find it. The first call loads the kernel, which waits for the device.
+func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
+	if ctx == nil {
+		return SMReport{}, fmt.Errorf("%w: ProbeSMs with a nil context", ErrInvalidArgument)
+	}
+	fn, err := p.probeFunction()
+	if err != nil {
+		return SMReport{}, err
+	}
+	p.mu.Lock()
+	cores := p.cores(nil)
+	p.mu.Unlock()
+	r := SMReport{SMs: make(map[string][]int, len(cores))}
+	var errs []error
+	for _, c := range cores {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		sms, err := c.probeSMs(fn)
+		if errors.Is(err, ErrClosed) {
+			continue // closed meanwhile
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.SMs[c.name] = sms
+	}
+	r.Breaches = p.breaches(cores, r.SMs)
+	return r, errors.Join(errs...)
+}
+
+// breaches lists the tenants whose SMs overlap another's partition.
+func (p *Pool) breaches(cores []*tenantCore, sms map[string][]int) []string {
+	var out []string
+	for _, own := range cores {
+		if !own.place.Partitioned() || sms[own.name] == nil {
+			continue
+		}
+		rest := false
+		if g, ok := own.place.Placement.(place.Green); ok {
+			rest = g.Part.Rest()
+		}
+		for _, c := range cores {
+			if c == own || (rest && !c.place.Partitioned()) {
+				continue // unpartitioned tenants may share the rest's SMs
+			}
+			if n := len(smprobe.Overlap(sms[c.name], sms[own.name])); n > 0 {
+				out = append(out, fmt.Sprintf("tenant %q ran on %d SMs of tenant %q's partition", c.name, n, own.name))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// probeSMs runs the probe on a new stream of the tenant's.
+func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
+	h, err := c.addStream(func() (*streamCore, error) { return c.newStream(ClassDefault, false) })
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	blocks := smprobe.Blocks(c.pool.info.SMs)
+	buf, err := c.alloc(s, uint64(4*blocks))
+	if err != nil {
+		s.release()
+		return nil, errors.Join(err, h.Close())
+	}
+	err = h.MemsetD32(buf, smprobe.Unwritten, uint64(blocks))
+	if err == nil {
+		var a Args
+		a.Ptr(buf).Uint64(smprobe.Cycles)
+		err = c.launchProbe(s, fn, blocks, &a)
+	}
+	if err == nil {
+		err = s.wait(nil)
+	}
+	out := make([]byte, 4*blocks)
+	if err == nil {
+		err = c.memOps.CopyFromDevice(out, cuda.DevicePtr(buf))
+	}
+	err = errors.Join(err, c.free(s, buf))
+	s.release()
+	if err = errors.Join(err, h.Close()); err != nil {
+		return nil, err
+	}
+	return smprobe.SMs(out), nil
+}
+
+// launchProbe queues the probe on s, counted in the tenant's life lock and
+// admitted as nothing: a health check is not the tenant's work.
+func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Args) error {
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.Exit(slot)
+	return s.launchCounted(fn, Dim3{X: uint32(blocks), Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, a)
+}
+
+// smProbe is the pool's probe kernel, loaded on first use with the primary
+// context, which serves every tenant's streams (docs/CONTEXTS.md).
+type smProbe struct {
+	mu  sync.Mutex
+	mod cuda.Module
+	fn  *Function
+}
+
+func (p *Pool) probeFunction() (*Function, error) {
+	p.probe.mu.Lock()
+	defer p.probe.mu.Unlock()
+	if p.probe.fn != nil {
+		return p.probe.fn, nil
+	}
+	ctx := p.dev.Primary()
+	mod, err := p.dev.LoadModule(ctx, smprobe.PTX)
+	if err != nil {
+		return nil, fmt.Errorf("loading the SM probe: %w", err)
+	}
+	h, err := p.dev.Function(ctx, mod, smprobe.Name)
+	if err != nil {
+		return nil, errors.Join(err, p.dev.UnloadModule(ctx, mod))
+	}
+	p.probe.mod, p.probe.fn = mod, &Function{h: h, name: smprobe.Name}
+	return p.probe.fn, nil
+}
+
+// closeProbe unloads the probe kernel, if it was loaded.
+func closeProbe(dev *greenctx.Device, pr *smProbe) error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.fn == nil {
+		return nil
+	}
+	pr.fn = nil
+	return dev.UnloadModule(dev.Primary(), pr.mod)
+}
