@@ -63,7 +63,7 @@ func TestPoolStatsAndTenantByName(t *testing.T) {
 
 	s := p.Stats()
 	require.Equal(t, p.Device(), s.Device)
-	require.Equal(t, uint64(1<<20), s.MemoryUsed)
+	require.Equal(t, uint64(32<<20), s.MemoryUsed, "the device limit counts the 32 MiB chunk a's pool mapped")
 	require.Equal(t, p.MemoryLimit(), s.MemoryLimit)
 	require.Len(t, s.Tenants, 2)
 	require.Equal(t, "a", s.Tenants[0].Name)

@@ -31,12 +31,42 @@ type memStream streamCore
 
 func (s *memStream) Handle() cuda.Stream    { return (*streamCore)(s).h() }
 func (s *memStream) Blocks() *devmem.Blocks { return &s.blocks }
+func (s *memStream) Capturing() bool        { return s.capture.Load() != nil }
+
+// Synchronize is streamCore.wait for the engine, whose caller is counted in
+// the tenant's life lock already: it does not count itself in again, which
+// a Reshape's pause between the two entries would make wait for itself.
 func (s *memStream) Synchronize() error {
-	err := (*streamCore)(s).wait(nil)
-	if err != nil && s.closed.Load() {
+	if s.closed.Load() {
 		return nil // its Close, racing a Trim, flushes its blocks: nothing to wait for
 	}
+	sc := (*streamCore)(s)
+	p := s.t.pool
+	err := s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, sc.h(), &s.waits, nil) })
+	if err == nil {
+		s.gate.AfterSync() // a latency stream's neighbours are released now
+	} else if s.closed.Load() {
+		return nil
+	}
 	return err
+}
+
+// TryEnter is enter for a neighbour's trim (devmem.Owner): it never waits
+// at a Reshape's gate, where two tenants trimming each other while both
+// reshape would wait for each other; a paused, closing or lost tenant is
+// not trimmed.
+func (h *host) TryEnter() (uint32, bool) {
+	c := (*tenantCore)(h)
+	gated := false
+	slot, ok := c.life.Enter(func() bool { gated = true; return true })
+	if !ok {
+		return 0, false
+	}
+	if gated || c.closed.Load() || c.pool.fault.Err() != nil {
+		c.life.Exit(slot) // through the gate for no more than this look
+		return 0, false
+	}
+	return slot, true
 }
 
 // Streams lists the tenant's streams for the memory engine, each kept
@@ -157,9 +187,11 @@ func (t *Tenant) Trim() error {
 }
 
 // MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
-// total is its quota (at most the device's), free what remains of it (at
-// most what the device has free). Code that sizes a KV cache from free
-// memory then sizes it to the tenant, not the card.
+// total is its quota (at most the device's), free what remains of it, at
+// most what the device limit leaves (where the tenants' pools' chunks
+// count) and what the device has free, read again after any change the
+// pool's tenants made to what they hold. Code that sizes a KV cache from
+// free memory then sizes it to the tenant, not the card.
 func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
 	defer runtime.KeepAlive(t)
 	c := t.c

@@ -107,7 +107,8 @@ func TestMemoryPoolStorm(t *testing.T) {
 		require.NoError(t, err)
 		tenants = append(tenants, tn)
 	}
-	var over atomic.Int64
+	var over, driverOver atomic.Int64
+	var maxOver atomic.Uint64
 	together(t, 24, func(g int) error {
 		tn := tenants[g%len(tenants)]
 		r := rand.New(rand.NewPCG(uint64(g), 7))
@@ -132,6 +133,11 @@ func TestMemoryPoolStorm(t *testing.T) {
 			if tn.Stats().MemoryUsed > quota || p.MemoryUsed() > p.MemoryLimit() {
 				over.Add(1)
 			}
+			if d := drv.Live().Bytes; d > p.MemoryLimit() {
+				driverOver.Add(1)
+				for m := maxOver.Load(); d-p.MemoryLimit() > m && !maxOver.CompareAndSwap(m, d-p.MemoryLimit()); m = maxOver.Load() {
+				}
+			}
 		}
 		for _, ptr := range mine {
 			if err := tn.Free(ptr); err != nil {
@@ -141,11 +147,9 @@ func TestMemoryPoolStorm(t *testing.T) {
 		return nil
 	})
 	require.Zero(t, over.Load(), "a limit was passed")
-	var cached uint64
-	for _, tn := range tenants {
-		cached += tn.Stats().MemoryCached
-	}
-	require.Equal(t, cached, p.MemoryUsed(), "the device counts exactly the blocks kept for reuse")
+	t.Logf("driver over the limit %d times, by at most %d MiB", driverOver.Load(), maxOver.Load()>>20)
+	require.LessOrEqual(t, maxOver.Load(), uint64(2*cuda.PoolChunk), "past the limit by more than the chunks of one allocation tried alone")
+	require.Equal(t, drv.Live().Bytes, p.MemoryUsed(), "the device limit counts exactly what the pools map")
 	for _, tn := range tenants {
 		require.Zero(t, tn.Stats().MemoryUsed)
 		require.NoError(t, tn.Close())

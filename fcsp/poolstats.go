@@ -11,14 +11,22 @@ import (
 type PoolStats struct {
 	Device      DeviceInfo
 	Health      Health // as Pool.Health reports it
-	MemoryUsed  uint64 // bytes counted against MemoryLimit: the tenants' allocations and MemoryCached (under WithSharedRegion, every process's)
+	MemoryUsed  uint64 // bytes of device memory counted against MemoryLimit (under WithSharedRegion, every process's): plain tenants' allocations and what the tenants' pools map
+	MemoryOwn   uint64 // this process's part of MemoryUsed (all of it without WithSharedRegion), as counted when each tenant was read
 	MemoryLimit uint64 // the device's limit: its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT, whichever is smallest
 	Tenants     []Stats
 
 	// MemoryCached is the sum of the tenants' Stats.MemoryCached: freed
 	// pool blocks kept on their free lists. They still hold device memory,
-	// so they count in MemoryUsed and against the device limit, but in no
-	// tenant's MemoryUsed or quota.
+	// in their pools' chunks, so they count in MemoryUsed and against the
+	// device limit, but in no tenant's MemoryUsed or quota.
+	//
+	// A tenant's pool (WithMemoryPool, the default) maps device memory a
+	// chunk at a time (32 MiB on the H200) and keeps it mapped until a
+	// trim: the device limit counts those chunks, which hold the tenant's
+	// allocations, its cached blocks and the pool's free space, so
+	// MemoryUsed is at least the tenants' MemoryUsed and MemoryCached,
+	// and a tenant that allocated 1 MiB holds 32 MiB of it.
 	MemoryCached uint64
 	// Closed: the pool is closed (or closing); the figures are what was
 	// left, and Tenants is empty once every tenant's close has finished.
@@ -60,6 +68,7 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	for _, c := range cores {
 		tenants = append(tenants, c.Stats())
 		s.MemoryCached += tenants[len(tenants)-1].MemoryCached
+		s.MemoryOwn += c.mem.Charged()
 	}
 	clear(cores) // a pooled list must not keep closed tenants reachable
 	*list = cores[:0]

@@ -107,6 +107,20 @@ func (t *Tracker) Used() uint64 {
 // Limit returns the device limit in bytes.
 func (t *Tracker) Limit() uint64 { return t.limit }
 
+// Room is how many of want bytes the device limit has left: want, or
+// Limit less Used where that is less. (The device counter alone, which
+// counts the accounts' leases too, settles it where it leaves want; Used,
+// which walks the accounts for their leases, only where it does not.)
+func (t *Tracker) Room(want uint64) uint64 {
+	if t.closed.Load() {
+		return 0
+	}
+	if t.share == nil && sat(t.limit, t.dev.Load()) >= want {
+		return want
+	}
+	return min(want, sat(t.limit, t.Used()))
+}
+
 // Accounts returns the number of open accounts (0 after Close).
 func (t *Tracker) Accounts() int {
 	if t.closed.Load() {
@@ -251,6 +265,9 @@ type Account struct {
 	t    *Tracker
 	name string
 	id   uint16
+	// apart: the device limit is charged by the account's owner
+	// (ChargeDeviceApart), not by its reservations. Set before the first.
+	apart bool
 	// The counters are a cache line from any other object's bytes: the
 	// fields above are the account's own, set once, and with this pad 64
 	// bytes (one pad fewer than the counters had before them: accounts
@@ -317,6 +334,9 @@ func (a *Account) reserve(n uint64) error {
 	if n > lim || u > lim-n {
 		return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
 	}
+	if a.apart {
+		return a.reserveApart(n)
+	}
 	if du, ok, err := a.devTake(n); err != nil {
 		return fmt.Errorf("tenant %q: %w", a.name, err)
 	} else if !ok {
@@ -335,6 +355,52 @@ func (a *Account) reserve(n uint64) error {
 			return nil
 		}
 		u = a.used.Load()
+	}
+}
+
+// reserveApart is reserve's tenant half alone, for an account whose owner
+// charges the device.
+func (a *Account) reserveApart(n uint64) error {
+	lim := a.limit.Load()
+	for {
+		u := a.used.Load()
+		if u&closedBit != 0 {
+			return ErrClosed
+		}
+		if n > lim || u > lim-n {
+			return &QuotaError{Tenant: a.name, Requested: n, Used: u, Limit: lim, Scope: ScopeTenant}
+		}
+		if a.used.CompareAndSwap(u, u+n) {
+			return nil
+		}
+	}
+}
+
+// ChargeDeviceApart makes the account's reservations count against its own
+// limit alone: its owner charges the device limit itself, through
+// Tracker.ReserveDevice, for the device memory its allocations take. A
+// pooled tenant's memory engine does so: its pool maps device memory in
+// chunks (32 MiB on the H200) that hold its allocations, cached blocks and
+// free space, and the device limit counts the chunks, not the bytes asked
+// for. Call it before the account's first reservation; an account that
+// holds bytes (or is closed) refuses with ErrInvalidArgument (ErrClosed).
+func (a *Account) ChargeDeviceApart() error {
+	u := a.used.Load()
+	if u&closedBit != 0 {
+		return ErrClosed
+	}
+	if u != 0 {
+		return fmt.Errorf("%w: tenant %q holds %d bytes; its device charge can change only while it holds none", ErrInvalidArgument, a.name, u)
+	}
+	a.apart = true
+	return nil
+}
+
+// devBack gives n bytes the account no longer holds back to the device,
+// unless its owner charges the device.
+func (a *Account) devBack(n uint64) {
+	if n > 0 && !a.apart {
+		a.devGive(n)
 	}
 }
 
@@ -367,9 +433,7 @@ func (a *Account) unreserve(n uint64) {
 	if n == 0 {
 		return
 	}
-	if m := a.sub(n); m > 0 {
-		a.devGive(m)
-	}
+	a.devBack(a.sub(n))
 }
 
 // record remembers a live allocation of n bytes at device pointer ptr, so
@@ -417,9 +481,7 @@ func (a *Account) Release(ptr uint64) (uint64, error) {
 		return 0, fmt.Errorf("%w: tenant %q has no live allocation at %#x", ErrUnknownPointer, a.name, ptr)
 	}
 	n := wordSize(w)
-	if m := a.sub(n); m > 0 {
-		a.devGive(m)
-	}
+	a.devBack(a.sub(n))
 	return n, nil
 }
 
@@ -470,7 +532,7 @@ func (a *Account) Close() (leaked uint64, err error) {
 	// From here no operation changes a.used (they all see closedBit), so
 	// whatever is left is ours to return to the device exactly once.
 	leaked = a.used.Swap(closedBit) &^ closedBit
-	if leaked > 0 {
+	if leaked > 0 && !a.apart {
 		a.t.devRelease(leaked)
 	}
 	// A Record or Release that passed its closed check before closedBit

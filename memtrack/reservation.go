@@ -114,7 +114,7 @@ func (r *PendingRelease) Commit() {
 	}
 	a, n := r.a, wordSize(r.word)
 	r.a = nil
-	if m := a.sub(n); m > 0 {
+	if m := a.sub(n); m > 0 && !a.apart {
 		a.t.devRelease(m)
 	}
 }
@@ -136,7 +136,7 @@ func (r *PendingRelease) Cancel() error {
 	if !a.t.records.insert(r.ptr, r.word) {
 		// Cannot happen: the pointer was ours until a moment ago and the
 		// driver still holds it. Do not leave its bytes counted forever.
-		if m := a.sub(wordSize(r.word)); m > 0 {
+		if m := a.sub(wordSize(r.word)); m > 0 && !a.apart {
 			a.t.devRelease(m)
 		}
 		return fmt.Errorf("tenant %q: pointer %#x was recorded again while being freed", a.name, r.ptr)

@@ -275,7 +275,7 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 		return finish(err)
 	}
 	r.PeakShared = p.SharedUsed()
-	fmt.Fprintf(log, "parent: shared total with the child holding its memory: %d bytes (this process: %d)\n", r.PeakShared, srv.tn.Stats().MemoryUsed)
+	fmt.Fprintf(log, "parent: shared total with the child holding its memory: %d bytes (this process: %d)\n", r.PeakShared, p.Stats().MemoryOwn)
 	if r.PeakShared < cfg.hold {
 		kill()
 		return finish(fmt.Errorf("shared total %d bytes while the child holds %d", r.PeakShared, cfg.hold))
@@ -350,11 +350,10 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 		r.Ratio = float64(r.Fault.P99) / float64(r.Quiet.P99)
 	}
 	r.FinalShared = p.SharedUsed()
-	// The shared total counts every process; the tenant's own count is
-	// this process's alone: what it holds and the freed blocks its pool
-	// keeps, which count against the device too.
-	if st := srv.tn.Stats(); r.FinalShared != st.MemoryUsed+st.MemoryCached {
-		own := st.MemoryUsed + st.MemoryCached
+	// The shared total counts every process; MemoryOwn is this process's
+	// part: what its tenants' pools map (whole chunks, which hold what
+	// they allocated and cached).
+	if own := p.Stats().MemoryOwn; r.FinalShared != own {
 		return r, fmt.Errorf("shared total %d bytes, this process holds %d: the accounting did not heal exactly", r.FinalShared, own)
 	}
 	if h := p.Health(); !h.Healthy() {

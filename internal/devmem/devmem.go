@@ -22,14 +22,23 @@ import (
 
 // Allocator is a tenant's device memory. Alloc, Free and Flush are called
 // by a caller counted in the tenant's life lock (Config.Enter), so that the
-// tenant's Close waits for them; Trim and Reserved count themselves in;
-// Close is called once no call is in flight, and the last.
+// tenant's Close waits for them; Trim and Reserved count themselves in.
+// Neither counts itself in again while counted: a Reshape's pause between
+// two entries would wait for the first while the second waited at its
+// gate. Close is called once no call is in flight, and the last.
+//
+// The device limit (Config.Tracker) counts what the engines hold from the
+// driver: a plain engine's allocations, and the memory a pooled engine's
+// pool maps, in whole chunks (cuda.PoolChunk on the H200), which holds its
+// allocations, its cached blocks and the pool's free space. The tenant's
+// quota (Config.Account) counts what was asked for.
 type Allocator interface {
 	// Alloc allocates n bytes (n > 0), in order on s where the engine
 	// orders allocations, after reserving them in the tenant's account.
-	// Over the quota it fails with a *memtrack.QuotaError or an error
-	// that matches memtrack.ErrQuotaExceeded; a driver failure gives the
-	// reservation back.
+	// Over the quota, or where the device limit has no room for what it
+	// must map, it fails with an error that matches
+	// memtrack.ErrQuotaExceeded (a *memtrack.QuotaError in its chain); a
+	// driver failure gives the reservation back.
 	Alloc(s Stream, n uint64) (cuda.DevicePtr, error)
 	// Free frees p, allocated by Alloc, in order on s. A pointer the
 	// account does not hold is refused with its error, changing nothing.
@@ -39,11 +48,16 @@ type Allocator interface {
 	Flush(s Stream) error
 	// Trim gives what the tenant caches back to the driver (its streams'
 	// lists, then its pool's cache), waiting for the streams that freed
-	// blocks. A plain engine caches nothing.
+	// blocks and the first, except a capturing one (a synchronisation
+	// would end its capture). A plain engine caches nothing.
 	Trim() error
 	// Reserved is how many bytes the tenant's pool holds from the driver:
 	// allocated, cached on the lists and by the driver (0 without one).
 	Reserved() (uint64, error)
+	// Charged is what the engine holds of the device limit: a plain
+	// engine's allocations, or what a pooled engine's pool maps (with
+	// what the allocations in flight may map). No driver call.
+	Charged() uint64
 	// Close frees the allocations the tenant leaked and every cached block,
 	// with ctx (the tenant is closed and no call is in flight), and
 	// destroys the pool. It asks the Owner for its streams only where it
@@ -64,8 +78,13 @@ type Stream interface {
 	// Blocks is what the stream keeps for the engine.
 	Blocks() *Blocks
 	// Synchronize waits for the work queued on the stream, as the tenant
-	// does (Trim waits so before it trims the pool).
+	// does (Trim waits so before it trims the pool), for a caller counted
+	// in the life lock: it does not count itself in again.
 	Synchronize() error
+	// Capturing says a capture is under way on the stream: it is not
+	// synchronised, and no block is freed on it, which would join the
+	// graph rather than the pool.
+	Capturing() bool
 }
 
 // Owner is what the engine needs of its tenant.
@@ -74,6 +93,11 @@ type Owner interface {
 	// the device lost); Exit counts it out with Enter's token.
 	Enter() (token uint32, err error)
 	Exit(token uint32)
+	// TryEnter is Enter for a neighbour's trim, which must not wait at
+	// the tenant's Reshape gate (two tenants trimming each other while
+	// both reshape would wait for each other): false while the tenant is
+	// paused, closing, or its device lost.
+	TryEnter() (token uint32, ok bool)
 	// Streams lists the tenant's open streams, its first stream first,
 	// each kept from reuse (a closed stream's memory serves a later one)
 	// until ReleaseStreams is given the list.
@@ -104,7 +128,8 @@ type Config struct {
 	// Peers are the device's engines, which give back what they cache when
 	// an allocation finds the device full. One per device.
 	Peers *Peers
-	// Info caches the device's memory figures for MemInfo. One per device.
+	// Info caches the device's memory figures for MemInfo; the engines
+	// tell it when they change what they hold. One per device.
 	Info *InfoCache
 	// Owner is the tenant: one interface it implements rather than a func
 	// per need, each of which was an allocation per tenant made.
@@ -130,7 +155,8 @@ const (
 // tenant is the tenant's name, for errors: its account's.
 func (c *Config) tenant() string { return c.Account.Name() }
 
-// do runs f with the primary context, counted in the tenant's life lock.
+// do runs f with the primary context, counted in the tenant's life lock,
+// for a caller that is not counted in already.
 func (c *Config) do(f func(ctx cuda.Context) error) error {
 	tok, err := c.Enter()
 	if err != nil {
@@ -142,17 +168,18 @@ func (c *Config) do(f func(ctx cuda.Context) error) error {
 
 // ordered runs the stream-ordered call f (an allocation from the pool, a
 // free to it) with a zero context where the driver allows it: the stream
-// names the context, so no lock is taken and calls run in parallel. The
-// caller is counted in the life lock.
+// names the context, so no lock is taken and calls run in parallel; with
+// the primary context, which may be current anywhere, where it does not.
+// The caller is counted in the life lock.
 func (c *Config) ordered(f func(ctx cuda.Context) error) error {
 	if c.Probe == nil {
-		return f(c.Device.Primary()) // primary contexts may be current anywhere
+		return f(c.Device.Primary())
 	}
 	switch c.Probe.Load() {
 	case ProbeYes:
 		return f(0)
 	case ProbeNo:
-		return c.do(f)
+		return f(c.Device.Primary())
 	}
 	err := f(0)
 	switch {
@@ -161,18 +188,21 @@ func (c *Config) ordered(f func(ctx cuda.Context) error) error {
 	case errors.Is(err, cuda.ErrorInvalidContext), errors.Is(err, cuda.ErrorInvalidHandle):
 		c.Probe.Store(ProbeNo)
 		c.Owner.Log("driver needs a current context for launches/synchronisation; serialising per green context")
-		return c.do(f)
+		return f(c.Device.Primary())
 	}
 	return err
 }
 
-// reserve reserves n bytes in the tenant's account. Freed blocks kept by
-// pooled tenants count against the device limit: refused by it, they are
-// given back to the driver and the reservation tried once more.
+// reserve reserves n bytes in the tenant's account. Where the device
+// limit refuses, the pooled engines give back what they cache and it is
+// tried again (Peers.atLimit).
 func (c *Config) reserve(n uint64) (memtrack.Reservation, error) {
 	r, err := c.Account.Reserve(n)
-	if err != nil && deviceFull(err) && c.Peers.trimCaches() {
-		r, err = c.Account.Reserve(n)
+	if err != nil && deviceFull(err) {
+		err = c.Peers.atLimit(nil, func() error {
+			r, err = c.Account.Reserve(n)
+			return err
+		})
 	}
 	return r, err // memtrack's errors name the tenant already
 }
@@ -190,6 +220,16 @@ type Peers struct {
 	pools  map[*pooled]struct{}
 	idle   []idlePool // emptied pools kept for new tenants (idle.go)
 	closed bool
+	// pressure counts the requests the device limit refused that are
+	// trimming the engines' caches to try again: meanwhile a freed block
+	// goes back to its pool, not onto a list, so that the request's next
+	// trim can give its chunk back; back counts those frees and the
+	// charges given back meanwhile, which are worth another try.
+	pressure atomic.Int32
+	back     atomic.Uint64
+	// alone serialises the allocations the device limit had no room to
+	// charge ahead, which are tried one at a time (charge.go).
+	alone sync.Mutex
 }
 
 func (p *Peers) add(e *pooled) {
@@ -220,30 +260,74 @@ func (p *Peers) list(except *pooled) []*pooled {
 }
 
 // trimOthers gives every other pooled engine's cache back to the driver,
-// so that an allocation that found the device full can retry. It returns
-// how many pools it trimmed.
+// so that an allocation the driver refused can retry. It returns how many
+// pools gave memory back.
 func (p *Peers) trimOthers(except *pooled) int {
 	n := 0
 	for _, e := range p.list(except) {
-		if e.Trim() == nil {
+		if e.trimForPeer() > 0 {
 			n++
 		}
 	}
 	return n
 }
 
-// trimCaches empties every pooled engine's free lists (the caller's own
-// too), so that an allocation refused by the device limit, which counts
-// cached blocks, can retry. It reports whether any bytes were cached.
-func (p *Peers) trimCaches() bool {
-	cached := false
+// trimCaches gives every pooled engine's cache back to the driver, self's
+// too (the caller's, counted in its life lock already, or nil), and
+// returns how many bytes of the device limit that freed.
+func (p *Peers) trimCaches(self *pooled) (released uint64) {
 	for _, e := range p.list(nil) {
-		streams := e.cfg.Streams()
-		for _, s := range streams {
-			cached = cached || s.Blocks().Bytes() > 0
+		if e == self {
+			n, _ := e.trim(false)
+			released += n
+			continue
 		}
-		e.cfg.ReleaseStreams(streams)
-		_ = e.Trim() // the driver's pool gives back what it kept, too
+		released += e.trimForPeer()
 	}
-	return cached
+	return released
+}
+
+// limitRounds bounds how many times a request the device limit refuses
+// trims the caches and tries again.
+const limitRounds = 4
+
+// atLimit runs try, a request the device limit just refused, again after
+// the pooled engines gave back what they cache, for as long as the trims
+// give memory back or blocks were freed meanwhile (a block freed during a
+// trim is given back by the next), at most limitRounds times. It returns
+// try's last error. self is the caller's engine, counted in its life lock,
+// or nil; the caller holds nothing the engines' trims take.
+func (p *Peers) atLimit(self *pooled, try func() error) error {
+	p.pressure.Add(1)
+	defer p.pressure.Add(-1)
+	var err error
+	for range limitRounds {
+		back := p.back.Load()
+		released := p.trimCaches(self)
+		if err = try(); err == nil || !deviceFull(err) {
+			return err
+		}
+		if released == 0 && p.back.Load() == back {
+			return err
+		}
+	}
+	return err
+}
+
+// underPressure says a request the device limit refused is trimming the
+// caches: a freed block goes back to its pool (and is counted in back).
+func (p *Peers) underPressure() bool {
+	if p.pressure.Load() == 0 {
+		return false
+	}
+	p.back.Add(1)
+	return true
+}
+
+// gaveBack counts a charge given back while a request the device limit
+// refused is trimming the caches.
+func (p *Peers) gaveBack() {
+	if p.pressure.Load() != 0 {
+		p.back.Add(1)
+	}
 }

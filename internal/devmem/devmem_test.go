@@ -65,6 +65,12 @@ type tenant struct {
 	// listed and released count Streams' lists and their return: the
 	// engine must give back every list it took (ReleaseStreams).
 	listed, released atomic.Int64
+	// paused is a Reshape's gate held: an Enter then would wait for the
+	// calls in flight, its caller's own entry among them (nested counts
+	// the entries refused so). onRelease runs at each ReleaseStreams.
+	paused    atomic.Bool
+	nested    atomic.Int64
+	onRelease func()
 }
 
 type stream struct {
@@ -72,12 +78,20 @@ type stream struct {
 	h      cuda.Stream
 	blocks Blocks
 	syncs  atomic.Int64
+	onSync func() // runs at each Synchronize
+	// capturing: a capture is under way (the fake's own capture is
+	// begun on it, so that a synchronisation invalidates it).
+	capturing atomic.Bool
 }
 
 func (s *stream) Handle() cuda.Stream { return s.h }
+func (s *stream) Capturing() bool     { return s.capturing.Load() }
 func (s *stream) Blocks() *Blocks     { return &s.blocks }
 func (s *stream) Synchronize() error {
 	s.syncs.Add(1)
+	if s.onSync != nil {
+		s.onSync()
+	}
 	return s.d.drv.StreamSynchronize(s.d.primary, s.h)
 }
 
@@ -109,8 +123,20 @@ func (tn *tenant) Enter() (uint32, error) {
 	if tn.closed.Load() {
 		return 0, errs.ErrClosed
 	}
+	if tn.paused.Load() {
+		tn.nested.Add(1)
+		return 0, errors.New("entered while a reshape waits for the calls in flight: it would wait for its own caller")
+	}
 	tn.in.Add(1)
 	return 7, nil
+}
+
+func (tn *tenant) TryEnter() (uint32, bool) {
+	if tn.closed.Load() || tn.paused.Load() {
+		return 0, false
+	}
+	tn.in.Add(1)
+	return 7, true
 }
 
 func (tn *tenant) Exit(tok uint32) {
@@ -132,7 +158,12 @@ func (tn *tenant) Streams() []Stream {
 }
 
 // ReleaseStreams counts the lists given back: every Streams must be.
-func (tn *tenant) ReleaseStreams([]Stream) { tn.released.Add(1) }
+func (tn *tenant) ReleaseStreams([]Stream) {
+	tn.released.Add(1)
+	if tn.onRelease != nil {
+		tn.onRelease()
+	}
+}
 
 func (tn *tenant) newStream() *stream {
 	h, err := tn.d.drv.StreamCreate(tn.d.primary, cuda.StreamNonBlocking)
@@ -205,8 +236,8 @@ func TestPlainAllocFree(t *testing.T) {
 }
 
 // TestPooledReusesBlocksOnTheirStream: a freed block waits on its stream's
-// list, counted against the device (not the quota), for the next
-// allocation of its class on that stream alone.
+// list, in the pool's chunk the device limit counts (not the quota), for
+// the next allocation of its class on that stream alone.
 func TestPooledReusesBlocksOnTheirStream(t *testing.T) {
 	d := newDevice(t, 0, 0)
 	tn := d.newTenant("a", 64<<20, pooledWith(64<<20), false)
@@ -217,7 +248,7 @@ func TestPooledReusesBlocksOnTheirStream(t *testing.T) {
 	require.NoError(t, tn.mem.Free(s1, x))
 	require.Equal(t, uint64(3072), s1.blocks.Bytes(), "kept at its class size")
 	require.Zero(t, tn.acct.Used())
-	require.Equal(t, uint64(3072), d.tracker.Used(), "the device counts the cached block")
+	require.Equal(t, uint64(cuda.PoolChunk), d.tracker.Used(), "the device limit counts the chunk the pool mapped, which holds the cached block")
 
 	calls := d.drv.Calls(op)
 	y, err := tn.mem.Alloc(s2, 3000)
@@ -231,7 +262,7 @@ func TestPooledReusesBlocksOnTheirStream(t *testing.T) {
 	require.Equal(t, calls+1, d.drv.Calls(op), "a cached block costs no driver call")
 	require.Zero(t, s1.blocks.Bytes())
 	require.Equal(t, uint64(3000+2900), tn.acct.Used(), "the quota counts what was asked for")
-	require.Equal(t, uint64(3000+2900), d.tracker.Used())
+	require.Equal(t, uint64(cuda.PoolChunk), d.tracker.Used(), "the device limit what the pool maps")
 
 	big, err := tn.mem.Alloc(s1, maxCachedSize+1)
 	require.ErrorIs(t, err, memtrack.ErrQuotaExceeded)
@@ -258,7 +289,7 @@ func TestPooledFlushAndTrim(t *testing.T) {
 	}
 	require.NoError(t, tn.mem.Flush(s2))
 	require.Zero(t, s2.blocks.Bytes())
-	require.Equal(t, uint64(1<<20), d.tracker.Used(), "s3's block still counts")
+	require.Equal(t, uint64(cuda.PoolChunk), d.tracker.Used(), "the pool's chunk still counts")
 	held, err := tn.mem.Reserved()
 	require.NoError(t, err)
 	require.Equal(t, uint64(cuda.PoolChunk), held)
@@ -289,7 +320,7 @@ func TestPooledNoLists(t *testing.T) {
 		require.NoError(t, tn.mem.Free(s, p))
 	}
 	require.Zero(t, s.blocks.Bytes())
-	require.Zero(t, d.tracker.Used())
+	require.Equal(t, uint64(cuda.PoolChunk), d.tracker.Used(), "the driver's pool keeps its chunk, which the device limit counts")
 	require.Equal(t, 3, d.drv.Calls("cuMemFreeAsync"))
 	require.NoError(t, tn.close())
 }
@@ -341,21 +372,23 @@ func TestPeersTrimWhenTheDeviceIsFull(t *testing.T) {
 	}
 }
 
-// TestPeersTrimAtTheDeviceLimit: cached blocks count against the device
-// limit; a reservation the limit refuses empties the lists and retries.
+// TestPeersTrimAtTheDeviceLimit: the chunks a pool maps count against the
+// device limit, cached blocks and all; a reservation the limit refuses
+// empties the lists, trims the pools and retries.
 func TestPeersTrimAtTheDeviceLimit(t *testing.T) {
-	d := newDevice(t, 0, 8<<20)
-	a := d.newTenant("a", 8<<20, pooledWith(8<<20), false)
-	b := d.newTenant("b", 16<<20, nil, false)
+	d := newDevice(t, 0, 64<<20)
+	a := d.newTenant("a", 32<<20, pooledWith(32<<20), false)
+	b := d.newTenant("b", 128<<20, nil, false)
 	p, err := a.mem.Alloc(a.first(), 6<<20)
 	require.NoError(t, err)
 	require.NoError(t, a.mem.Free(a.first(), p))
-	require.Equal(t, uint64(6<<20), d.tracker.Used())
-	q, err := b.mem.Alloc(b.first(), 4<<20)
-	require.NoError(t, err, "b's reservation must empty a's lists")
+	require.Equal(t, uint64(cuda.PoolChunk), d.tracker.Used())
+	q, err := b.mem.Alloc(b.first(), 40<<20)
+	require.NoError(t, err, "b's reservation must empty a's lists and trim its pool")
 	require.Zero(t, a.first().blocks.Bytes())
-	require.Equal(t, uint64(4<<20), d.tracker.Used())
-	_, err = b.mem.Alloc(b.first(), 5<<20)
+	require.Equal(t, uint64(40<<20), d.tracker.Used())
+	require.Equal(t, uint64(40<<20), d.drv.Live().Bytes)
+	_, err = b.mem.Alloc(b.first(), 25<<20)
 	var qe *memtrack.QuotaError
 	require.ErrorAs(t, err, &qe, "nothing cached: the limit is real")
 	require.Equal(t, memtrack.ScopeDevice, qe.Scope)
@@ -364,16 +397,28 @@ func TestPeersTrimAtTheDeviceLimit(t *testing.T) {
 	require.NoError(t, b.close())
 }
 
-// TestPeersSkipClosedAndClosing: an engine whose tenant is closing is not
-// trimmed (its Enter refuses), and a closed one has left its peers.
+// TestPeersSkipClosedAndClosing: an engine whose tenant is closing or
+// paused is not trimmed (its TryEnter refuses), and a closed one has left
+// its peers.
 func TestPeersSkipClosedAndClosing(t *testing.T) {
 	d := newDevice(t, 0, 0)
 	a := d.newTenant("a", 64<<20, pooledWith(64<<20), false)
 	b := d.newTenant("b", 64<<20, pooledWith(64<<20), false)
+	cache := func() {
+		p, err := b.mem.Alloc(b.first(), 1<<20)
+		require.NoError(t, err)
+		require.NoError(t, b.mem.Free(b.first(), p))
+	}
+	cache()
 	require.Equal(t, 1, d.peers.trimOthers(a.mem.(*pooled)))
+	cache()
 	b.closed.Store(true)
-	require.Zero(t, d.peers.trimOthers(a.mem.(*pooled)), "closing: Trim refused")
+	require.Zero(t, d.peers.trimOthers(a.mem.(*pooled)), "closing: not trimmed")
 	b.closed.Store(false)
+	b.paused.Store(true)
+	require.Zero(t, d.peers.trimOthers(a.mem.(*pooled)), "paused by a Reshape: not trimmed, nor waited for")
+	b.paused.Store(false)
+	require.Equal(t, 1, d.peers.trimOthers(a.mem.(*pooled)))
 	require.NoError(t, b.close())
 	require.Len(t, d.peers.list(nil), 1)
 	require.NoError(t, a.close())

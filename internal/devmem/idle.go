@@ -66,7 +66,7 @@ func (e *pooled) release(drv cuda.Driver, ctx cuda.Context) error {
 		return errors.Join(err, drv.MemPoolDestroy(ctx, e.h))
 	}
 	if held, err := drv.MemPoolGetAttribute(ctx, e.h, cuda.PoolReservedMemCurrent); err != nil || held != 0 ||
-		!e.cfg.Peers.keepIdle(idlePool{h: e.h, maxSize: e.maxSize, keep: e.made}) {
+		!e.cfg.Peers.keepIdle(idlePool{h: e.h, maxSize: e.maxSize, keep: e.keep}) {
 		return errors.Join(err, drv.MemPoolDestroy(ctx, e.h))
 	}
 	return nil

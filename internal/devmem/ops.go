@@ -47,17 +47,18 @@ func (c *Config) CopyFromDevice(dst []byte, src cuda.DevicePtr) error {
 	return c.do(func(ctx cuda.Context) error { return c.Driver.MemcpyDtoH(ctx, dst, src) })
 }
 
-// MemInfo is what cuMemGetInfo should tell code running as the tenant
-// (the device's free memory read through c.Info, at most InfoMaxAge old):
+// MemInfo is what cuMemGetInfo should tell code running as the tenant:
 // total is its quota (at most the device's limit), free what remains of it
-// (at most what the device has free), less cached, the bytes kept on its
-// streams' free lists, which are the tenant's too. (Free space mapped by
-// its pool is not subtracted: only this tenant can allocate it, and the
-// device's free memory already excludes it.) The caller is counted in the
-// life lock, whose entry says a closed tenant or a lost device, which the
-// cached figure must not hide; a reading is made with ctx. (cached is the
-// tenant's: Streams would make a list at every call, which a server asking
-// at request rate would pay for.)
+// less cached, the bytes kept on its streams' free lists, which are the
+// tenant's too, and never more than the device limit leaves (Tracker.Room:
+// what the tenants' pools map counts there) nor than the device has free.
+// (Free space mapped by its pool is not added: whether a request fits in
+// it depends on the blocks around it.) The device's figure is read through
+// c.Info, which any change the engines make to what they hold renews. The
+// caller is counted in the life lock, whose entry says a closed tenant or
+// a lost device, which the cached figure must not hide; a reading is made
+// with ctx. (cached is the tenant's: Streams would make a list at every
+// call, which a server asking at request rate would pay for.)
 func (c *Config) MemInfo(ctx cuda.Context, cached func() uint64) (free, total uint64, err error) {
 	df, dt, err := c.Info.Get(c.Driver, ctx)
 	if err != nil {
@@ -65,50 +66,72 @@ func (c *Config) MemInfo(ctx cuda.Context, cached func() uint64) (free, total ui
 	}
 	free, total = c.Account.MemInfo(df, min(dt, c.Tracker.Limit()))
 	free -= min(free, cached())
-	return free, total, nil
+	return c.Tracker.Room(free), total, nil
 }
 
 // InfoMaxAge is how old the device's free-memory figure that MemInfo
-// reports may be. cuMemGetInfo asks the kernel driver (about 100 µs of a
-// host core on the H200 host: 16 goroutines a class asking every 100 µs
-// kept 13 cores busy); a server that sizes work from the figure at request
-// rate needs it cheap far more than it needs it exact to the microsecond,
-// and the tenant's own part of it (its quota and what it holds) is exact
-// at every call.
+// reports may be, where the SDK changed nothing it holds meanwhile.
+// cuMemGetInfo asks the kernel driver (about 100 µs of a host core on the
+// H200 host: 16 goroutines a class asking every 100 µs kept 13 cores
+// busy); a server that sizes work from the figure at request rate needs it
+// cheap far more than it needs other processes' changes to the
+// microsecond. The tenant's own part of it (its quota and what it holds)
+// is exact at every call, and so is the SDK's: an engine that changes what
+// it holds from the driver (a plain allocation or free, a chunk its pool
+// mapped or gave back) renews the figure (Changed).
 const InfoMaxAge = time.Millisecond
 
 // InfoCache caches a device's free and total memory: one caller refreshes
-// it when it is older than InfoMaxAge, the others read the last figure
-// meanwhile. Its zero value is empty; one per device.
+// it when it is older than InfoMaxAge, or the engines changed what they
+// hold since it was read; the others read the last figure meanwhile. Its
+// zero value is empty; one per device, and nil does without one.
 type InfoCache struct {
-	at          atomic.Int64 // monotonic ns of the reading; 0: none yet
-	free, total atomic.Uint64
-	mu          sync.Mutex // one refresh at a time
+	last atomic.Pointer[infoReading]
+	gen  atomic.Uint64 // counts the engines' changes (Changed)
+	mu   sync.Mutex    // one refresh at a time
 }
 
-// Get is the device's free and total memory, at most InfoMaxAge old; a
-// reading is made with ctx.
+// infoReading is one cuMemGetInfo: at (monotonic ns), after gen changes.
+type infoReading struct {
+	at          int64
+	gen         uint64
+	free, total uint64
+}
+
+// Changed says the engines changed what they hold from the device: the
+// next Get reads it again.
+func (m *InfoCache) Changed() {
+	if m != nil {
+		m.gen.Add(1)
+	}
+}
+
+// Get is the device's free and total memory: at most InfoMaxAge old, and
+// read after the engines' last change; a reading is made with ctx.
 func (m *InfoCache) Get(drv cuda.Driver, ctx cuda.Context) (free, total uint64, err error) {
-	now := nanotime()
-	if at := m.at.Load(); at != 0 && now-at < int64(InfoMaxAge) {
-		return m.free.Load(), m.total.Load(), nil
+	if m == nil {
+		return drv.MemGetInfo(ctx)
+	}
+	if r := m.last.Load(); r != nil && r.gen == m.gen.Load() && nanotime()-r.at < int64(InfoMaxAge) {
+		return r.free, r.total, nil
 	}
 	if !m.mu.TryLock() {
-		if m.at.Load() != 0 { // another caller is refreshing: the last figure will do
-			return m.free.Load(), m.total.Load(), nil
+		// Another caller is refreshing: the last figure will do if the
+		// engines changed nothing since it was read.
+		if r := m.last.Load(); r != nil && r.gen == m.gen.Load() {
+			return r.free, r.total, nil
 		}
-		m.mu.Lock() // the first reading: wait for it
+		m.mu.Lock()
 	}
 	defer m.mu.Unlock()
-	if at := m.at.Load(); at != 0 && nanotime()-at < int64(InfoMaxAge) {
-		return m.free.Load(), m.total.Load(), nil
+	if r := m.last.Load(); r != nil && r.gen == m.gen.Load() && nanotime()-r.at < int64(InfoMaxAge) {
+		return r.free, r.total, nil
 	}
+	gen := m.gen.Load() // before the reading: a change during it renews it again
 	if free, total, err = drv.MemGetInfo(ctx); err != nil {
 		return 0, 0, err
 	}
-	m.free.Store(free)
-	m.total.Store(total)
-	m.at.Store(nanotime())
+	m.last.Store(&infoReading{at: nanotime(), gen: gen, free: free, total: total})
 	return free, total, nil
 }
 

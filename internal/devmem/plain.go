@@ -45,6 +45,9 @@ func (e *plain) alloc(n uint64) (cuda.DevicePtr, error) {
 	if errors.Is(err, cuda.ErrorOutOfMemory) && e.cfg.Peers.trimOthers(nil) > 0 {
 		p, err = e.cfg.Driver.MemAlloc(e.cfg.Device.Primary(), n)
 	}
+	if err == nil {
+		e.cfg.Info.Changed()
+	}
 	return p, err
 }
 
@@ -59,12 +62,14 @@ func (e *plain) Free(_ Stream, p cuda.DevicePtr) error {
 		return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err), r.Cancel())
 	}
 	r.Commit()
+	e.cfg.Info.Changed()
 	return nil
 }
 
 func (e *plain) Flush(Stream) error        { return nil }
 func (e *plain) Trim() error               { return nil }
 func (e *plain) Reserved() (uint64, error) { return 0, nil }
+func (e *plain) Charged() uint64           { return e.cfg.Account.Used() }
 
 func (e *plain) Ops() *Config { return &e.cfg }
 
@@ -72,6 +77,9 @@ func (e *plain) Close(_ cuda.Context, leaks []memtrack.Allocation) error {
 	var errs []error
 	for _, a := range leaks {
 		errs = append(errs, e.cfg.Driver.MemFree(e.cfg.Device.Primary(), cuda.DevicePtr(a.Ptr)))
+	}
+	if len(leaks) > 0 {
+		e.cfg.Info.Changed()
 	}
 	return errors.Join(errs...)
 }

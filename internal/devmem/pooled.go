@@ -15,13 +15,16 @@ type pooled struct {
 	cfg     Config
 	h       cuda.MemPool
 	maxSize uint64 // what the driver lets the pool hold; 0: its default
-	keep    uint64 // the most each stream's free lists hold
-	made    uint64 // the pool's release threshold, set when it was made
+	keep    uint64 // the pool's release threshold, and the most each stream's free lists hold unless noLists
+	// c is the pool's charge against the device limit (charge.go), made
+	// when the pool is first used: a tenant that never allocates makes none.
+	c atomic.Pointer[charge]
 	// used: the pool has handed out memory. One that never did holds none
 	// and had nothing queued: Close keeps or destroys it without waiting
 	// for the streams or trimming it (a server makes and closes tenants
 	// that never allocate through their pool).
-	used atomic.Bool
+	used    atomic.Bool
+	noLists bool // the driver's pool alone (PoolConfig.NoLists)
 }
 
 // PoolConfig is how a pooled engine's pool is made.
@@ -73,16 +76,15 @@ func (p PoolConfig) MaxSize() uint64 {
 // NewPooled makes the tenant's pool and its engine, which joins cfg.Peers
 // until Close.
 func NewPooled(cfg Config, pool PoolConfig) (Allocator, error) {
-	e := &pooled{cfg: cfg, maxSize: pool.MaxSize(), keep: pool.Keep}
+	if err := cfg.Account.ChargeDeviceApart(); err != nil { // the engine charges what the pool maps
+		return nil, err
+	}
+	e := &pooled{cfg: cfg, maxSize: pool.MaxSize(), keep: pool.Keep, noLists: pool.NoLists}
 	if e.keep == 0 {
 		e.keep = pool.Quota
 	}
-	e.made = e.keep
-	if h, ok := cfg.Peers.takeIdle(e.maxSize, e.made); ok {
+	if h, ok := cfg.Peers.takeIdle(e.maxSize, e.keep); ok {
 		e.h = h // an earlier tenant's, emptied: no driver call
-		if pool.NoLists {
-			e.keep = 0
-		}
 		cfg.Peers.add(e)
 		return e, nil
 	}
@@ -100,21 +102,21 @@ func NewPooled(cfg Config, pool PoolConfig) (Allocator, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pool.NoLists {
-		e.keep = 0
-	}
 	cfg.Peers.add(e)
 	return e, nil
 }
 
 func (e *pooled) Alloc(s Stream, n uint64) (cuda.DevicePtr, error) {
-	r, err := e.cfg.reserve(n)
+	r, err := e.cfg.reserve(n) // the quota: the device limit counts what the pool maps (charge)
 	if err != nil {
 		return 0, err
 	}
 	p, err := e.alloc(s, n)
 	if err != nil {
 		r.Cancel()
+		if errors.Is(err, memtrack.ErrQuotaExceeded) {
+			return 0, err // it names the tenant
+		}
 		return 0, fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
 	}
 	if err := r.Commit(uint64(p)); err != nil {
@@ -129,7 +131,8 @@ func (e *pooled) Alloc(s Stream, n uint64) (cuda.DevicePtr, error) {
 // alloc allocates n bytes in order on s: from s's free list, else from the
 // pool. When the driver is out of memory it gives back the tenant's own
 // cached blocks (a pool of mixed sizes fragments up to its maximum size),
-// then the other tenants', and tries again after each.
+// then the other tenants', and tries again after each. The caller is
+// counted in the life lock: nothing here counts itself in again.
 func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
 	class, size, cacheable := sizeClass(n)
 	alloc := func() error {
@@ -139,17 +142,14 @@ func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
 				return nil
 			}
 		}
-		if !e.used.Load() {
-			e.used.Store(true)
-		}
-		return e.cfg.ordered(func(ctx cuda.Context) (err error) {
-			p, err = e.cfg.Driver.MemAllocFromPoolAsync(ctx, size, e.h, s.Handle())
-			return err
-		})
+		p, err = e.fromPool(s, n, size)
+		return err
 	}
 	err = alloc()
-	if errors.Is(err, cuda.ErrorOutOfMemory) && e.Trim() == nil {
-		err = alloc()
+	if errors.Is(err, cuda.ErrorOutOfMemory) {
+		if _, terr := e.trim(false); terr == nil {
+			err = alloc()
+		}
 	}
 	if errors.Is(err, cuda.ErrorOutOfMemory) && e.cfg.Peers.trimOthers(e) > 0 {
 		err = alloc()
@@ -161,14 +161,11 @@ func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
 		// allocated. That is the tenant's quota speaking, not the device
 		// running out. (What the pool holds cannot decide it: other
 		// goroutines free and allocate in between.)
-		var devFree uint64
-		derr := e.cfg.do(func(ctx cuda.Context) (err error) {
-			devFree, _, err = e.cfg.Driver.MemGetInfo(ctx)
-			return err
-		})
+		ctx := e.cfg.Device.Primary()
+		devFree, _, derr := e.cfg.Driver.MemGetInfo(ctx)
 		// With a chunk to spare on the device, the out-of-memory is the
 		// pool's maximum size speaking.
-		if held, herr := e.Reserved(); derr == nil && herr == nil && devFree >= size+cuda.PoolChunk {
+		if held, herr := e.reserved(ctx); derr == nil && herr == nil && devFree >= size+cuda.PoolChunk {
 			a := e.cfg.Account
 			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of the %d bytes its %d-byte quota allows it (%d allocated, the rest cached blocks and fragments): %w",
 				memtrack.ErrQuotaExceeded, e.cfg.tenant(), n, held, e.maxSize, a.Limit(), a.Used()-n, err) // Used counts this request's reservation too
@@ -231,58 +228,40 @@ func (e *pooled) takeCached(s Stream, class int) (cuda.DevicePtr, bool) {
 	if l == nil {
 		return 0, false
 	}
-	p, ok := l.take(class)
-	if ok {
-		// The allocation's own reservation counts it from here.
-		e.cfg.Tracker.ReleaseDevice(classSize(class))
-	}
-	return p, ok
+	return l.take(class)
 }
 
 // putCached keeps a freed block on s's list if it has room (keep bytes per
 // stream); false means the caller frees it to the driver. (The pool's
-// maximum size already bounds live and cached blocks together.)
-//
-// A cached block is still device memory: it stays counted against the
-// device limit (not the tenant's quota) while it is on a list, and a block
-// the device limit has no room for goes back to the driver instead.
+// maximum size already bounds live and cached blocks together.) A cached
+// block is still device memory, in a chunk of the pool the device limit
+// counts (charge). While a request the device limit refused is trimming
+// the caches, a freed block goes back to the driver, so that its chunk can
+// go back too.
 func (e *pooled) putCached(s Stream, p cuda.DevicePtr, class int) bool {
-	size := classSize(class)
-	if e.cfg.Tracker.ReserveDevice(size) != nil {
+	if e.cfg.Peers.underPressure() {
 		return false
 	}
-	if !s.Blocks().list().put(class, p, e.keep) {
-		e.cfg.Tracker.ReleaseDevice(size)
+	if e.noLists {
 		return false
 	}
-	return true
+	return s.Blocks().list().put(class, p, e.keep)
 }
 
-// drain empties s's list and returns its blocks, which stop counting
-// against the device limit: the caller gives them to the driver.
+// drain empties s's list and returns its blocks: the caller gives them to
+// the driver.
 func (e *pooled) drain(s Stream) []cuda.DevicePtr {
 	l := s.Blocks().l.Load()
 	if l == nil {
 		return nil
 	}
-	ptrs, freed := l.drain()
-	e.cfg.Tracker.ReleaseDevice(freed)
+	ptrs, _ := l.drain()
 	return ptrs
 }
 
 func (e *pooled) Flush(s Stream) error {
 	_, err := e.flushLocked(s)
 	return err
-}
-
-// flush is flushLocked for a caller not counted in the life lock.
-func (e *pooled) flush(s Stream) (int, error) {
-	tok, err := e.cfg.Enter()
-	if err != nil {
-		return 0, err
-	}
-	defer e.cfg.Exit(tok)
-	return e.flushLocked(s)
 }
 
 // flushLocked gives s's free list back to the pool, in order on s, and
@@ -297,33 +276,65 @@ func (e *pooled) flushLocked(s Stream) (int, error) {
 }
 
 func (e *pooled) Trim() error {
-	// In the life lock, so that Close cannot destroy the pool under the
-	// trim (the calls below enter it again, which is allowed).
+	// In the life lock, once, so that Close cannot destroy the pool under
+	// the trim and a Reshape's pause waits for it whole.
 	tok, err := e.cfg.Enter()
 	if err != nil {
 		return err
 	}
 	defer e.cfg.Exit(tok)
+	_, err = e.trim(true)
+	return err
+}
+
+// trim gives the streams' lists back to the pool, then what the pool
+// caches to the driver, and says how many bytes of the device limit that
+// freed. With wait it first waits for the streams whose blocks it gave
+// back, and the first, so that the driver may release their blocks' chunks
+// (a neighbour's allocation at the limit waits for no tenant's streams).
+// A capturing stream is left alone: a free on it would join the graph, a
+// synchronisation would end the capture. The caller is counted in the
+// life lock.
+func (e *pooled) trim(wait bool) (uint64, error) {
 	var errs []error
 	streams := e.cfg.Streams()
 	defer e.cfg.ReleaseStreams(streams)
 	for i, s := range streams {
-		n, err := e.flush(s)
+		if s.Capturing() {
+			continue
+		}
+		n, err := e.flushLocked(s)
 		errs = append(errs, err)
-		if n > 0 || i == 0 {
+		if wait && (n > 0 || i == 0) {
 			errs = append(errs, s.Synchronize())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return 0, err
 	}
-	return e.cfg.do(func(ctx cuda.Context) error { return e.cfg.Driver.MemPoolTrimTo(ctx, e.h, 0) })
+	return e.trimPool()
+}
+
+// trimForPeer is trim for another tenant's request the device or its
+// limit refused: without waiting for any stream, and not at all while
+// this tenant is paused by a Reshape, closing, or was never used.
+func (e *pooled) trimForPeer() uint64 {
+	if !e.used.Load() {
+		return 0
+	}
+	tok, ok := e.cfg.TryEnter()
+	if !ok {
+		return 0
+	}
+	defer e.cfg.Exit(tok)
+	released, _ := e.trim(false)
+	return released
 }
 
 func (e *pooled) Reserved() (uint64, error) {
 	var v uint64
 	err := e.cfg.do(func(ctx cuda.Context) (err error) {
-		v, err = e.cfg.Driver.MemPoolGetAttribute(ctx, e.h, cuda.PoolReservedMemCurrent)
+		v, err = e.reserved(ctx)
 		return err
 	})
 	return v, err
@@ -335,7 +346,7 @@ func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation) error {
 	e.cfg.Peers.remove(e)
 	drv := e.cfg.Driver
 	if !e.used.Load() && len(leaks) == 0 {
-		if e.cfg.Peers.keepIdle(idlePool{h: e.h, maxSize: e.maxSize, keep: e.made}) {
+		if e.cfg.Peers.keepIdle(idlePool{h: e.h, maxSize: e.maxSize, keep: e.keep}) {
 			return nil
 		}
 		return drv.MemPoolDestroy(ctx, e.h)
@@ -355,7 +366,29 @@ func (e *pooled) Close(ctx cuda.Context, leaks []memtrack.Allocation) error {
 		errs = append(errs, drv.StreamSynchronize(ctx, s.Handle()))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return errors.Join(err, drv.MemPoolDestroy(ctx, e.h))
+		err = errors.Join(err, drv.MemPoolDestroy(ctx, e.h))
+		e.uncharge()
+		return err
 	}
-	return e.release(drv, ctx)
+	err := e.release(drv, ctx)
+	e.uncharge()
+	return err
+}
+
+// uncharge gives the pool's charge back to the device limit: it was
+// emptied and kept, or destroyed.
+func (e *pooled) uncharge() {
+	c := e.c.Load()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held > 0 {
+		e.cfg.Tracker.ReleaseDevice(c.held)
+	}
+	if c.mapped > 0 {
+		e.cfg.Info.Changed()
+	}
+	c.held, c.pending, c.mapped = 0, 0, 0
 }
