@@ -145,8 +145,10 @@ func run(ctx context.Context, o options) (Report, error) {
 		"interactive_rate": o.load.interactiveRate, "interactive_workers": o.load.interactiveWorkers, "server_args": o.serverArgs,
 	}}
 	if o.spawn == "" {
-		row, err := measure(ctx, o.addr, o.load)
-		rep.Rows = append(rep.Rows, row)
+		row, ran, err := measure(ctx, o.addr, o.load)
+		if ran {
+			rep.Rows = append(rep.Rows, row)
+		}
 		return rep, err
 	}
 	var log io.Writer
@@ -183,12 +185,14 @@ func run(ctx context.Context, o options) (Report, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		row, err := spawnAndMeasure(ctx, o, p.mode, p.load, log)
+		row, ran, err := spawnAndMeasure(ctx, o, p.mode, p.load, log)
 		row.Mode = p.label
 		if o.rounds > 1 {
 			row.Round = p.round
 		}
-		rep.Rows = append(rep.Rows, row)
+		if ran { // a server that never came up measured nothing: no row of zeros
+			rep.Rows = append(rep.Rows, row)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.label, err))
 		}
@@ -197,23 +201,26 @@ func run(ctx context.Context, o options) (Report, error) {
 	return rep, errors.Join(errs...)
 }
 
-// measure runs the load against a server that is already up.
-func measure(ctx context.Context, addr string, l load) (Row, error) {
+// measure runs the load against a server that is already up; ran says
+// whether it got as far as sending the load.
+func measure(ctx context.Context, addr string, l load) (row Row, ran bool, err error) {
 	d := newDriver(addr, l)
 	h, err := d.health(ctx)
 	if err != nil {
-		return Row{}, fmt.Errorf("server at %s: %w", addr, err)
+		return Row{}, false, fmt.Errorf("no server answers at %s (%w); start one (go run ./examples/server -addr %s), or have loadgen start one per mode: go build -o server ./examples/server && go run ./examples/loadgen -spawn ./server",
+			addr, err, addr)
 	}
-	row, err := d.run(ctx, l)
+	row, err = d.run(ctx, l)
 	row.Mode, row.Device, row.Simulated = h.Mode, h.Device, h.Simulated
-	return row, err
+	return row, true, err
 }
 
-// spawnAndMeasure starts the server in mode, measures it and stops it.
-func spawnAndMeasure(ctx context.Context, o options, mode string, l load, log io.Writer) (row Row, err error) {
+// spawnAndMeasure starts the server in mode, measures it and stops it; ran
+// says whether the server came up and the load was sent.
+func spawnAndMeasure(ctx context.Context, o options, mode string, l load, log io.Writer) (row Row, ran bool, err error) {
 	s, err := spawn(o.spawn, mode, o.serverArgs, log)
 	if err != nil {
-		return row, err
+		return row, false, err
 	}
 	defer func() {
 		clean, serr := s.stop(o.stopGrace)
@@ -223,12 +230,12 @@ func spawnAndMeasure(ctx context.Context, o options, mode string, l load, log io
 	d := newDriver(s.addr, l)
 	h, err := s.waitReady(ctx, d, o.readyTimeout)
 	if err != nil {
-		return row, err
+		return row, false, err
 	}
 	if h.Mode != mode {
-		return row, fmt.Errorf("asked for mode %s, the server says %s", mode, h.Mode)
+		return row, false, fmt.Errorf("asked for mode %s, the server says %s", mode, h.Mode)
 	}
 	row, err = d.run(ctx, l)
 	row.Device, row.Simulated = h.Device, h.Simulated
-	return row, err
+	return row, true, err
 }

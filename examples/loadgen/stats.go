@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -168,6 +169,10 @@ func printTable(w io.Writer, r Report) {
 			}
 			fmt.Fprintln(w)
 		}
+	}
+	if slices.ContainsFunc(r.Rows, func(row Row) bool { return row.Simulated }) {
+		fmt.Fprintln(w, "simulated: the server ran on the simulated H200, whose kernels run on this host's CPU: the latencies and\n"+
+			"rates above measure the host and the HTTP path, not a GPU, and say nothing of isolation; run the server on a GPU for those")
 	}
 	for _, row := range r.Rows {
 		for _, c := range []struct {
