@@ -29,6 +29,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -46,8 +47,8 @@ import (
 // Config is what the flags set.
 type Config struct {
 	LatSMs      int           `json:"lat_sms"`
-	LatMiB      int           `json:"lat_mib"`      // per array of a latency request
-	NbMiB       int           `json:"nb_mib"`       // per array of a neighbour triad
+	LatMiB      int           `json:"lat_mib"`      // per array of a latency request, as asked (the simulator uses 4096 floats: Result's *_array_bytes say what ran)
+	NbMiB       int           `json:"nb_mib"`       // per array of a neighbour triad, as asked
 	ChainSteps  int           `json:"chain_steps"`  // the compute neighbour's FMAs per thread
 	Requests    int           `json:"requests"`     // per mode
 	Interval    time.Duration `json:"interval_ns"`  // between request arrivals
@@ -56,6 +57,8 @@ type Config struct {
 	NbBaseline  time.Duration `json:"nb_baseline"`  // how long each neighbour runs alone
 	Simulate    bool          `json:"simulate"`     // the simulated H200
 	MaxDuration time.Duration `json:"max_duration"` // a mode stops early past this
+
+	latN, nbN int // float32 elements per array, as run
 }
 
 // Mode is one row of the table.
@@ -87,6 +90,8 @@ type Result struct {
 	Simulated bool    `json:"simulated"`
 	Config    Config  `json:"config"`
 	NbSMs     int     `json:"neighbour_sms"`
+	LatBytes  uint64  `json:"lat_array_bytes"` // per array of a latency request, as run
+	NbBytes   uint64  `json:"nb_array_bytes"`  // per array of a neighbour triad, as run
 	Modes     []Mode  `json:"modes"`
 	WallS     float64 `json:"wall_s"`
 }
@@ -135,7 +140,7 @@ func main() {
 		_ = json.NewEncoder(os.Stdout).Encode(r)
 		return
 	}
-	printTable(r)
+	printTable(os.Stdout, r)
 }
 
 func open(ctx context.Context, simulate bool) (*fcsp.Pool, error) {
@@ -160,11 +165,15 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	r := &Result{Device: info.String(), Simulated: info.Simulated, Config: cfg}
 	if info.Simulated {
 		// The simulator computes the triad in Go: keep the arrays small.
-		cfg.LatMiB, cfg.NbMiB, cfg.ChainSteps = 0, 0, 16
+		cfg.latN, cfg.nbN, cfg.ChainSteps = simElems, simElems, 16
 		cfg.Requests = min(cfg.Requests, 50)
 		cfg.NbBaseline = min(cfg.NbBaseline, 50*time.Millisecond)
 		r.Config = cfg
 	}
+	if !info.Simulated {
+		cfg.latN, cfg.nbN = max(cfg.LatMiB<<20/4, simElems), max(cfg.NbMiB<<20/4, simElems)
+	}
+	r.LatBytes, r.NbBytes = 4*uint64(cfg.latN), 4*uint64(cfg.nbN)
 	lat, err := newLatency(ctx, pool, cfg)
 	if err != nil {
 		return nil, err
@@ -230,8 +239,21 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	return r, nil
 }
 
-// elems is how many float32 fit in mib MiB (at least 4096: the simulator).
-func elems(mib int) int { return max(mib<<20/4, 4096) }
+// simElems is the simulator's array length, in float32 elements.
+const simElems = 4096
+
+// size is n bytes in the largest binary unit that keeps a whole number.
+func size(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
 
 // triad is a tenant's three arrays and its loaded triad kernel.
 type triad struct {
@@ -291,7 +313,7 @@ func newLatency(ctx context.Context, pool *fcsp.Pool, cfg Config) (*latency, err
 	if err != nil {
 		return nil, err
 	}
-	tr, err := newTriad(ctx, t, elems(cfg.LatMiB))
+	tr, err := newTriad(ctx, t, cfg.latN)
 	if err != nil {
 		t.Close()
 		return nil, err
@@ -377,7 +399,7 @@ func newNeighbour(ctx context.Context, pool *fcsp.Pool, cfg Config, kind string,
 		}
 	}
 	if kind == "memory" {
-		nb.n = elems(cfg.NbMiB)
+		nb.n = cfg.nbN
 		if nb.tr, err = newTriad(ctx, t, nb.n); err != nil {
 			return fail(err)
 		}
@@ -460,28 +482,32 @@ func (nb *neighbour) runFor(ctx context.Context, d time.Duration, during func() 
 	return n, el, errors.Join(err, lerr)
 }
 
-func printTable(r *Result) {
-	fmt.Println(r.Device)
+func printTable(w io.Writer, r *Result) {
+	fmt.Fprintln(w, r.Device)
 	c := r.Config
-	fmt.Printf("latency tenant: %d SMs, LatencyCritical, one triad over %d MiB arrays per request (%.0f MiB moved), a request every %v\n",
-		c.LatSMs, c.LatMiB, 3*float64(c.LatMiB), c.Interval)
-	fmt.Printf("neighbour: the other %d SMs, two kernels in flight; memory: triad over %d MiB arrays; compute: chain of %d FMAs per thread; floored refill period %v\n\n",
-		r.NbSMs, c.NbMiB, c.ChainSteps, c.Refill)
-	fmt.Printf("%-18s %9s %9s %7s %7s %8s %7s %8s %8s | %11s %8s %8s\n",
+	fmt.Fprintf(w, "latency tenant: %d SMs, LatencyCritical, one triad over %s arrays per request (%s moved), a request every %v\n",
+		c.LatSMs, size(r.LatBytes), size(3*r.LatBytes), c.Interval)
+	fmt.Fprintf(w, "neighbour: the other %d SMs, two kernels in flight; memory: triad over %s arrays; compute: chain of %d FMAs per thread; floored refill period %v\n",
+		r.NbSMs, size(r.NbBytes), c.ChainSteps, c.Refill)
+	if r.Simulated {
+		fmt.Fprintf(w, "(simulated: arrays of %d floats and chains of 16 FMAs, whatever -lat-mib, -nb-mib and -chain-steps say: the simulator computes them in Go)\n", simElems)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-18s %9s %9s %7s %7s %8s %7s %8s %8s | %11s %8s %8s\n",
 		"mode", "P50 us", "P99 us", "P50/al", "P99/al", "GB/s", "/alone", "GPU GB/s", "slowdown", "nb kern/s", "nb GB/s", "nb/alone")
 	for _, m := range r.Modes {
 		nb := fmt.Sprintf("%11s %8s %8s", "-", "-", "-")
 		if m.Neighbour != "none" {
 			nb = fmt.Sprintf("%11.0f %8.0f %8.3f", m.NbPerS, m.NbGBps, m.NbVsAlone)
 		}
-		fmt.Printf("%-18s %9.1f %9.1f %7.3f %7.3f %8.1f %7.3f %8.1f %8.3f | %s\n",
+		fmt.Fprintf(w, "%-18s %9.1f %9.1f %7.3f %7.3f %8.1f %7.3f %8.1f %8.3f | %s\n",
 			m.Name, m.P50Us, m.P99Us, m.P50VsAlone, m.P99VsAlone, m.GBps, m.GBpsVsAl, m.GPUGBps, m.Slowdown, nb)
 	}
-	fmt.Println("\nP50/al, P99/al: latency over the alone figure (1 = as fast as alone); GB/s: request bytes / P50 wall latency, /alone its fraction of alone;")
-	fmt.Println("GPU GB/s and slowdown: the latency tenant's Stats.Bandwidth (GPU clock, last ~100 ms of its GPU time; slowdown against the best it has run);")
-	fmt.Println("nb/alone: the neighbour's kernels/s over its own alone figure (what the priority costs it).")
-	fmt.Printf("wall time %.1f s\n", r.WallS)
+	fmt.Fprintln(w, "\nP50/al, P99/al: latency over the alone figure (1 = as fast as alone); GB/s: request bytes / P50 wall latency, /alone its fraction of alone;")
+	fmt.Fprintln(w, "GPU GB/s and slowdown: the latency tenant's Stats.Bandwidth (GPU clock, last ~100 ms of its GPU time; slowdown against the best it has run);")
+	fmt.Fprintln(w, "nb/alone: the neighbour's kernels/s over its own alone figure (what the priority costs it).")
+	fmt.Fprintf(w, "wall time %.1f s\n", r.WallS)
 	if r.Simulated {
-		fmt.Println("(simulated: kernels take no time on the simulator, so these numbers mean nothing; they need a GPU)")
+		fmt.Fprintln(w, "(simulated: kernels take no time on the simulator, so these numbers mean nothing; they need a GPU)")
 	}
 }
