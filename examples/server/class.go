@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/examples/workload"
@@ -36,6 +37,12 @@ type class struct {
 	verify int
 	m      *metrics
 	log    *slog.Logger
+	gate   <-chan struct{} // tests: a request holding a lane waits here
+
+	// Requests waiting for a lane, and holding one (on the GPU, or waiting
+	// for the tenant's tokens): the model-server protocol's queued and
+	// running requests (metrics.go).
+	waiting, running atomic.Int64
 }
 
 // newClass makes the class's tenant, loads the kernel into it and makes one
@@ -122,11 +129,17 @@ func (c *class) serve(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		return response{}, http.StatusBadRequest, err
 	}
 	resp := response{Class: c.name, N: n, Steps: c.cfg.Steps, SMs: c.tenant.SMs()}
+	c.waiting.Add(1)
 	ln, err := c.acquire(ctx)
+	c.waiting.Add(-1)
 	if err != nil {
 		return resp, statusOf(err), fmt.Errorf("waiting for a free stream: %w", err)
 	}
-	defer func() { c.lanes <- ln }()
+	c.running.Add(1)
+	defer func() {
+		c.running.Add(-1)
+		c.lanes <- ln
+	}()
 	resp.QueueMs = ms(time.Since(start))
 	if err := c.run(ctx, ln, n, &resp); err != nil {
 		return resp, statusOf(err), err
@@ -172,6 +185,13 @@ func (c *class) run(ctx context.Context, ln *lane, n int, resp *response) (err e
 			err = errors.Join(err, ferr)
 		}
 	}()
+	if c.gate != nil {
+		select {
+		case <-c.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	ln.args.Reset().Ptr(buf).Int32(int32(n)).Int32(int32(c.cfg.Steps))
 	grid := fcsp.Dim3{X: uint32((n + threadsPerBlock - 1) / threadsPerBlock), Y: 1, Z: 1}
 	block := fcsp.Dim3{X: threadsPerBlock, Y: 1, Z: 1}

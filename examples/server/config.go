@@ -70,6 +70,9 @@ type config struct {
 	onReady func(*fcsp.Pool) `json:"-"`
 	// logOut is where logs go (stderr when nil).
 	logOut io.Writer `json:"-"`
+	// gate, set by tests: a request that holds a stream, its memory
+	// allocated, waits until gate is closed.
+	gate <-chan struct{} `json:"-"`
 }
 
 func defaultConfig() config {

@@ -7,7 +7,10 @@
 // apply in every mode: an over-quota request gets 429 with the reason.
 //
 // GET /healthz says the mode and device; GET /metrics serves Prometheus
-// metrics (per tenant memory, SMs, launches, throttling; per class latency).
+// metrics (per tenant memory, SMs, launches, throttling; per class latency,
+// and the queued and running requests and memory use that the Gateway API
+// Inference Extension's model-server protocol asks of a model server, so an
+// inference gateway can route each class across replicas: metrics.go).
 // SIGINT or SIGTERM shuts it down gracefully.
 //
 //	go run ./examples/server                                  # partitioned, the GPU or else the simulated H200

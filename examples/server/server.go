@@ -102,6 +102,8 @@ func newServer(pool *fcsp.Pool, cfg config, log *slog.Logger) (_ *server, err er
 	if s.batch, err = newClass(pool, "batch", cfg.Batch, cfg.Verify, s.m, log, bopts...); err != nil {
 		return nil, errors.Join(fmt.Errorf("batch tenant: %w", err), s.close())
 	}
+	s.interactive.gate, s.batch.gate = cfg.gate, cfg.gate
+	s.m.reg.MustRegister(classCollector{s.interactive, s.batch})
 	return s, nil
 }
 
