@@ -6,8 +6,13 @@
 // does: each kind with the definitions it reaches, additionalProperties
 // false on every object, int-or-string and quantities as oneOf.
 //
+// A kind the document does not define (ResourceClaimTemplate of
+// resource.k8s.io/v1 before Kubernetes 1.34) is left out, saying so.
+//
 //	go mod download -json k8s.io/kubernetes@v1.30.14   # prints its Dir
 //	go run gen.go $DIR/api/openapi-spec/swagger.json v1.30.14
+//	go mod download -json k8s.io/kubernetes@v1.34.4    # for deploy/server-dra.yaml
+//	go run gen.go $DIR/api/openapi-spec/swagger.json v1.34.4
 package main
 
 import (
@@ -23,6 +28,8 @@ var kinds = map[string]string{ // file name -> definition
 	"deployment-apps-v1": "io.k8s.api.apps.v1.Deployment",
 	"service-v1":         "io.k8s.api.core.v1.Service",
 	"configmap-v1":       "io.k8s.api.core.v1.ConfigMap",
+	// Dynamic resource allocation (deploy/server-dra.yaml), GA in 1.34.
+	"resourceclaimtemplate-resource-v1": "io.k8s.api.resource.v1.ResourceClaimTemplate",
 }
 
 func main() {
@@ -41,6 +48,10 @@ func main() {
 	sort.Strings(names)
 	for _, file := range names {
 		root := kinds[file]
+		if _, ok := doc.Definitions[root]; !ok {
+			fmt.Fprintf(os.Stderr, "gen: %s: not in Kubernetes %s's API, left out\n", root, os.Args[2])
+			continue
+		}
 		defs := map[string]any{}
 		var walk func(string)
 		walk = func(name string) {
