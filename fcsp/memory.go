@@ -33,6 +33,18 @@ func (s *memStream) Handle() cuda.Stream    { return (*streamCore)(s).h() }
 func (s *memStream) Blocks() *devmem.Blocks { return &s.blocks }
 func (s *memStream) Capturing() bool        { return s.capture.Load() != nil }
 
+// Idle queries the stream (cuStreamQuery: no wait) for a caller counted in
+// the life lock; a capturing stream is not queried, which would end its
+// capture.
+func (s *memStream) Idle() bool {
+	if s.Capturing() || s.closed.Load() {
+		return false
+	}
+	sc := (*streamCore)(s)
+	p := s.t.pool
+	return s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.drv.StreamQuery(ctx, sc.h()) }) == nil
+}
+
 // Synchronize is streamCore.wait for the engine, whose caller is counted in
 // the tenant's life lock already: it does not count itself in again, which
 // a Reshape's pause between the two entries would make wait for itself.

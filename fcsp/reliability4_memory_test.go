@@ -122,9 +122,40 @@ func TestMemGetInfoSeesANeighboursAllocation(t *testing.T) {
 	}
 }
 
+// Issue 39, item 3 on the simulator as on the H200 (whose driver gives a
+// freed block's chunk back only once the stream it was freed on was
+// synchronised): a tenant's cached blocks give way to a neighbour at the
+// device limit. (TestGPUPooledCachesUnderDeviceLimit refused b's fifth
+// chunk on the H200 when the neighbours' trims synchronised nothing.)
+func TestPooledCachesGiveWayAtTheDeviceLimit(t *testing.T) {
+	const limit = 1 << 30
+	p, drv := openSim(t, WithDeviceMemoryLimit(limit))
+	a, err := p.NewTenant("a", WithMemoryPool(0), WithMemoryQuota(limit))
+	require.NoError(t, err)
+	b, err := p.NewTenant("b")
+	require.NoError(t, err)
+	ctx := context.Background()
+	var ptrs []DevicePtr
+	for range 28 {
+		ptr, err := a.Alloc(ctx, 32<<20)
+		require.NoError(t, err)
+		ptrs = append(ptrs, ptr)
+	}
+	for _, ptr := range ptrs {
+		require.NoError(t, a.Free(ptr))
+	}
+	for i := range 28 {
+		_, err := b.Alloc(ctx, 32<<20)
+		require.NoError(t, err, "allocation %d of b", i)
+		require.LessOrEqual(t, drv.Live().Bytes, uint64(limit), "after allocation %d of b", i)
+	}
+}
+
 // Issue 39, item 6: a neighbour's allocation at the device limit, which
-// trims every pooled tenant's cache, synchronises no stream: a capture in
-// progress on a tenant's first stream survives it.
+// trims every pooled tenant's cache, leaves a capture in progress on a
+// tenant's first stream alone, and waits for no stream: a stream whose
+// work runs keeps its freed blocks' chunks (the driver gives them back only
+// after a synchronisation), one whose work is done is synchronised at once.
 func TestNeighbourAtTheLimitLeavesACaptureAlone(t *testing.T) {
 	const limit = 64 << 20
 	p, drv := openSim(t, WithDeviceMemoryLimit(limit))
@@ -137,7 +168,7 @@ func TestNeighbourAtTheLimitLeavesACaptureAlone(t *testing.T) {
 	require.NoError(t, err)
 	ptr, err := a.AllocAsync(s2, 28<<20)
 	require.NoError(t, err)
-	require.NoError(t, a.FreeAsync(s2, ptr)) // cached on s2's list: 28 of 64 MiB
+	require.NoError(t, a.FreeAsync(s2, ptr)) // cached on s2's list: a's pool maps 32 of 64 MiB
 	inCapture, release := make(chan struct{}), make(chan struct{})
 	var g *Graph
 	var capErr error
@@ -150,14 +181,18 @@ func TestNeighbourAtTheLimitLeavesACaptureAlone(t *testing.T) {
 		})
 	})
 	<-inCapture
-	syncs := drv.Calls("cuStreamSynchronize") + drv.Calls("cuStreamQuery") + drv.Calls("cuCtxSynchronize")
-	q, err := b.Alloc(ctx, 40<<20) // the limit counts a's pool: a is trimmed
-	syncsAfter := drv.Calls("cuStreamSynchronize") + drv.Calls("cuStreamQuery") + drv.Calls("cuCtxSynchronize")
+	drv.HoldEventsIn(p.dev.Primary(), true) // every stream's work seems to run
+	syncs := drv.Calls("cuStreamSynchronize") + drv.Calls("cuCtxSynchronize")
+	_, busyErr := b.Alloc(ctx, 40<<20)
+	syncsBusy := drv.Calls("cuStreamSynchronize") + drv.Calls("cuCtxSynchronize")
+	drv.HoldEventsIn(p.dev.Primary(), false)
+	q, err := b.Alloc(ctx, 40<<20)
 	close(release)
 	wg.Wait()
-	require.NoError(t, err, "a's cache must make room")
+	require.ErrorIs(t, busyErr, ErrQuotaExceeded, "a's chunk waits for s2's work")
+	require.Equal(t, syncs, syncsBusy, "an allocation at the limit waits for no stream")
+	require.NoError(t, err, "a's cache makes room once s2's work is done")
 	require.NoError(t, capErr, "the capture on a's first stream")
-	require.Equal(t, syncs, syncsAfter, "an allocation at the limit waits for no tenant's stream")
 	require.NoError(t, g.Close())
 	require.NoError(t, b.Free(q))
 }

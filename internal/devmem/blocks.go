@@ -66,6 +66,11 @@ func classSize(class int) uint64 {
 // so that a stream of a plain engine costs a pointer.
 type Blocks struct {
 	l atomic.Pointer[freeList]
+	// freed: blocks were freed to the driver on the stream since the
+	// engine last synchronised it. The driver gives a freed block's chunk
+	// back only once a synchronisation of its stream has seen the free
+	// (on the H200 neither a trim, nor a query, nor an event did).
+	freed atomic.Bool
 }
 
 // Bytes is what the stream's free lists hold.

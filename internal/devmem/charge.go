@@ -253,7 +253,9 @@ func (e *pooled) giveBackLocked(c *charge, s Stream, p cuda.DevicePtr) error {
 	keep := c.held - min(c.held, c.pending)
 	mapped, err := e.trimTo(ctx, keep)
 	if err == nil && mapped > keep && !s.Capturing() {
-		if err = s.Synchronize(); err == nil {
+		// The driver keeps the chunk until it has seen the free: s is
+		// the caller's own stream.
+		if err = e.seen(s, true); err == nil {
 			mapped, err = e.trimTo(ctx, keep)
 		}
 	}

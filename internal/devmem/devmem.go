@@ -85,6 +85,9 @@ type Stream interface {
 	// synchronised, and no block is freed on it, which would join the
 	// graph rather than the pool.
 	Capturing() bool
+	// Idle says the stream's work is done (cuStreamQuery), without
+	// waiting: false while it runs, captures, or on an error.
+	Idle() bool
 }
 
 // Owner is what the engine needs of its tenant.

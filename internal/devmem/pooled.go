@@ -219,7 +219,27 @@ func (e *pooled) freeOn(s Stream, p cuda.DevicePtr, n uint64) error {
 
 // freeToDriver frees p to the pool in order on s.
 func (e *pooled) freeToDriver(s Stream, p cuda.DevicePtr) error {
-	return e.cfg.ordered(func(ctx cuda.Context) error { return e.cfg.Driver.MemFreeAsync(ctx, p, s.Handle()) })
+	err := e.cfg.ordered(func(ctx cuda.Context) error { return e.cfg.Driver.MemFreeAsync(ctx, p, s.Handle()) })
+	if b := s.Blocks(); err == nil && !b.freed.Load() {
+		b.freed.Store(true)
+	}
+	return err
+}
+
+// seen synchronises s, whose freed blocks' chunks the driver gives back
+// only then: waiting for its work where wait says so, else only where
+// its work is done already (a neighbour's trim waits for no stream).
+func (e *pooled) seen(s Stream, wait bool) error {
+	b := s.Blocks()
+	if !b.freed.Load() || !wait && !s.Idle() {
+		return nil
+	}
+	b.freed.Store(false) // before: a free after the synchronisation sets it again
+	err := s.Synchronize()
+	if err != nil {
+		b.freed.Store(true)
+	}
+	return err
 }
 
 // takeCached pops a cached block of the class from s's list.
@@ -289,9 +309,10 @@ func (e *pooled) Trim() error {
 
 // trim gives the streams' lists back to the pool, then what the pool
 // caches to the driver, and says how many bytes of the device limit that
-// freed. With wait it first waits for the streams whose blocks it gave
-// back, and the first, so that the driver may release their blocks' chunks
-// (a neighbour's allocation at the limit waits for no tenant's streams).
+// freed. The streams on which blocks were freed are synchronised first,
+// so that the driver may give their chunks back: with wait, waiting for
+// their work; without (a neighbour's request), only those whose work is
+// done, so that an allocation at the limit waits for no tenant's stream.
 // A capturing stream is left alone: a free on it would join the graph, a
 // synchronisation would end the capture. The caller is counted in the
 // life lock.
@@ -299,15 +320,12 @@ func (e *pooled) trim(wait bool) (uint64, error) {
 	var errs []error
 	streams := e.cfg.Streams()
 	defer e.cfg.ReleaseStreams(streams)
-	for i, s := range streams {
+	for _, s := range streams {
 		if s.Capturing() {
 			continue
 		}
-		n, err := e.flushLocked(s)
-		errs = append(errs, err)
-		if wait && (n > 0 || i == 0) {
-			errs = append(errs, s.Synchronize())
-		}
+		_, err := e.flushLocked(s)
+		errs = append(errs, err, e.seen(s, wait))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return 0, err

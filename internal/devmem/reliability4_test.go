@@ -85,9 +85,11 @@ func TestBlocksFreedDuringTheTrimDoNotRefuse(t *testing.T) {
 }
 
 // Issue 39, item 6: the trim a neighbour's allocation at the device limit
-// makes synchronises no stream (a capturing one would lose its capture,
-// and the allocation would wait for every tenant's work).
-func TestPeersTrimSynchroniseNothing(t *testing.T) {
+// makes synchronises neither a capturing stream (its capture would end)
+// nor one whose work runs (the allocation would wait for it); it
+// synchronises the streams on which it freed blocks once their work is
+// done, at once, which the driver needs to give their chunks back.
+func TestPeersTrimWaitForNoStream(t *testing.T) {
 	const limit = 64 << 20
 	d := newDevice(t, 0, limit)
 	a := d.newTenant("a", 32<<20, pooledWith(32<<20), false)
@@ -96,10 +98,17 @@ func TestPeersTrimSynchroniseNothing(t *testing.T) {
 	p, err := a.mem.Alloc(s2, 28<<20)
 	require.NoError(t, err)
 	require.NoError(t, a.mem.Free(s2, p)) // cached on s2's list
+	a.first().capturing.Store(true)
+	s2.busy.Store(true)
+	_, err = b.mem.Alloc(b.first(), 40<<20)
+	require.ErrorIs(t, err, memtrack.ErrQuotaExceeded, "a's chunk is held by a free its busy stream has not run")
+	require.Equal(t, []int64{0, 0}, []int64{a.first().syncs.Load(), s2.syncs.Load()}, "streams synchronised for a neighbour")
+	s2.busy.Store(false)
 	q, err := b.mem.Alloc(b.first(), 40<<20)
 	require.NoError(t, err, "a's cache makes room")
-	require.Equal(t, []int64{0, 0}, []int64{a.first().syncs.Load(), s2.syncs.Load()}, "streams synchronised for a neighbour")
+	require.Equal(t, []int64{0, 1}, []int64{a.first().syncs.Load(), s2.syncs.Load()}, "only the stream that freed blocks, done with its work")
 	require.NoError(t, b.mem.Free(b.first(), q))
+	a.first().capturing.Store(false)
 	require.NoError(t, a.close())
 	require.NoError(t, b.close())
 }

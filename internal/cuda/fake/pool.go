@@ -14,7 +14,13 @@ import (
 // block may straddle two chunks: 21 fit in 64 MiB), and device memory
 // mapped a chunk at a time as blocks reach it. A freed block is free space
 // at once; its chunks stay mapped (cached) until a trim, or a
-// synchronisation with more mapped than the release threshold.
+// synchronisation with more mapped than the release threshold. A trim
+// gives back only chunks whose freed blocks' frees were seen by the host:
+// on the H200 a block freed with cuMemFreeAsync on a stream with nothing
+// queued kept its chunk through two trims, a successful cuStreamQuery and
+// a completed event, and gave it back after cuStreamSynchronize. (The
+// fake's synchronisations, and its stream queries, see every free: the
+// driver's calls that end them do not say which stream.)
 type pool struct {
 	ctx       cuda.Context
 	chunk     uint64
@@ -24,6 +30,9 @@ type pool struct {
 	live      map[uint64]uint64 // block offset -> size
 	order     []block           // live blocks by offset
 	mapped    map[uint64]bool   // chunk index -> mapped
+	// unseen are blocks freed whose frees no synchronisation has seen
+	// yet: a trim keeps their chunks.
+	unseen []block
 	// dense is how many of order's first blocks are packed from offset 0
 	// with no free byte between them: fit starts after them, so filling a
 	// pool is linear, not quadratic (20000-block probes under -race).
@@ -111,6 +120,12 @@ func (p *pool) trim(mem *Memory, keep uint64) {
 			busy[c] = true
 		}
 	}
+	for _, b := range p.unseen {
+		lo, hi := p.chunks(b.off, b.n)
+		for c := lo; c < hi; c++ {
+			busy[c] = true
+		}
+	}
 	idx := make([]uint64, 0, len(p.mapped))
 	for c := range p.mapped {
 		if !busy[c] {
@@ -129,7 +144,7 @@ func (p *pool) destroy(mem *Memory) {
 	for off := range p.live {
 		mem.unplace(p.base + cuda.DevicePtr(off))
 	}
-	p.live, p.order, p.dense = nil, nil, 0
+	p.live, p.order, p.dense, p.unseen = nil, nil, 0, nil
 	mem.used -= p.reserved()
 	p.mapped = nil
 }
@@ -244,9 +259,12 @@ func (d *Driver) MemFreeAsync(c cuda.Context, ptr cuda.DevicePtr, s cuda.Stream)
 		if ptr < p.base || uint64(ptr-p.base) >= p.size {
 			continue
 		}
-		if !p.remove(uint64(ptr - p.base)) {
+		off := uint64(ptr - p.base)
+		n, ok := p.live[off]
+		if !ok || !p.remove(off) {
 			break
 		}
+		p.unseen = append(p.unseen, block{off, n})
 		d.mem.unplace(ptr)
 		return nil
 	}
@@ -311,9 +329,11 @@ func (d *Driver) MemPoolGetAttribute(c cuda.Context, h cuda.MemPool, a cuda.Pool
 	return 0, cuda.Check(op, cuda.ErrorInvalidValue)
 }
 
-// releaseAboveThreshold is what a synchronisation does to every pool.
+// releaseAboveThreshold is what a synchronisation does to every pool: the
+// frees it sees, and what is mapped above the release threshold.
 func (d *Driver) releaseAboveThreshold() {
 	for _, p := range d.pools {
+		p.unseen = p.unseen[:0]
 		p.trim(&d.mem, p.threshold)
 	}
 }
