@@ -153,8 +153,9 @@ func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
 
 // DoEach runs f once in each of the tenant's contexts: for a partitioned
 // tenant, in every green context Do may hold (WithConcurrentDos; made now
-// where not made yet), for an unpartitioned one once, in the primary
-// context. A server calls it before it serves, to warm what each context
+// where not made yet); for an unpartitioned one, once in the primary
+// context while no partition exists, else in 16 of the commons' green
+// contexts (docs/CONTEXTS.md). A server calls it before it serves, to warm what each context
 // pays for once: making the context (about 1.2 ms on the H200) and a
 // library's first use of its kernels in it (cuBLAS loads them lazily, per
 // context, and a module load waits for the whole device, the other
@@ -165,6 +166,9 @@ func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
 // The runs are concurrent, each a Do, and each holds its context until all
 // have run, so that every context gets one; other Dos of the tenant may
 // wait meanwhile. The errors of all runs are joined. ctx bounds the waits.
+// One DoEach of a tenant runs at a time (a second waits for the first),
+// and a Reshape waits for a whole DoEach, never splitting its runs. A panic
+// in f goes on in the caller, once every run has returned, as Do's does.
 func (t *Tenant) DoEach(ctx context.Context, f func(Current) error) error {
 	defer runtime.KeepAlive(t)
 	return t.c.DoEach(ctx, f)

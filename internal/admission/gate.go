@@ -416,7 +416,10 @@ func (g *Gate) AdmitGraph(ctx context.Context, w Graph, timed bool) (Ticket, err
 		}
 		return tk, nil // untimed: nothing to settle
 	}
-	if err := g.t.do(g.poll); err != nil {
+	// The caller (LaunchGraph) is in the tenant's life lock: entering it
+	// again could wait at a Reshape's gate while the Reshape waited for the
+	// first entry.
+	if err := g.poll(g.t.cfg.Primary()); err != nil {
 		return Ticket{}, err
 	}
 	if g.bucket == nil {
