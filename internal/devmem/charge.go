@@ -55,7 +55,7 @@ func (e *pooled) Charged() uint64 {
 // growth is the most a size-byte allocation from the pool may map: the
 // chunks it spans, and one more where it straddles a chunk's end; nothing
 // once the charge covers the pool's maximum size, which it never maps
-// past. The caller holds chg.
+// past. The caller holds c.mu.
 func (e *pooled) growth(c *charge, size uint64) uint64 {
 	w := ((size+cuda.PoolChunk-1)/cuda.PoolChunk + 1) * cuda.PoolChunk
 	if e.maxSize > 0 {
@@ -151,7 +151,7 @@ func (e *pooled) settleAfter(w uint64) error {
 // charged, which the device limit may refuse (its *memtrack.QuotaError,
 // the charge as it was). (mapped may count chunks the allocations in
 // flight mapped already: the charge stays above what is mapped.) The
-// caller holds chg.
+// caller holds c.mu.
 func (e *pooled) settleLocked(c *charge, mapped uint64, grow bool) error {
 	if mapped != c.mapped {
 		c.mapped = mapped
