@@ -31,7 +31,7 @@ func TestTinyMatrixOnSimulator(t *testing.T) {
 	js := filepath.Join(dir, "storm.json")
 	args := []string{"-simulate", "-duration", "200ms", "-warmup", "20ms", "-rounds", "1", "-k", "1,2",
 		"-storm", "none,alloc,allocpool,stream,meminfo,stats,scrape,tenant,all", "-storm-g", "1", "-pace", "1ms",
-		"-layouts", "alone,partitioned,shared,mps", "-mps-start=", "-mps-stop=", "-json", js}
+		"-layouts", "alone,partitioned,plainbatch,shared,mps", "-mps-start=", "-mps-stop=", "-json", js}
 	var out, errw bytes.Buffer
 	if err := run(context.Background(), args, &out, &errw); err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out.String(), errw.String())
@@ -39,7 +39,9 @@ func TestTinyMatrixOnSimulator(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{"| layout | K | storm |", "| partitioned | 1 | tenant | chain |", "| mps | 2 | all | chain |",
 		"Must-show checks", "partitioned K=1 storm all: P99 <= 80 us", "CUDA_DEVICE_MAX_CONNECTIONS=1 (partitioned",
-		"round 1 partitioned: %smid probe launched"} {
+		// The simulator models the probe: each context's SMs (issue 37).
+		"round 1 partitioned: %smid (", "interactive ran on 16 SMs, batch on 116, overlap 0 PASS",
+		"round 1 plainbatch: %smid (", "plainbatch K=1 storm none: P99 <= 1.2x partitioned's"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
@@ -58,9 +60,9 @@ func TestTinyMatrixOnSimulator(t *testing.T) {
 		want += len(cfg.plan(l))
 	}
 	// alone: none at 2 Ks; partitioned: 7 kinds at K=1 + none, all at 2
-	// Ks; shared and mps: none, all at 2 Ks.
-	if want != 2+11+4+4 || len(rep.Cells) != want {
-		t.Fatalf("%d cells, planned %d, want 21", len(rep.Cells), want)
+	// Ks; plainbatch, shared and mps: none, all at 2 Ks.
+	if want != 2+11+4+4+4 || len(rep.Cells) != want {
+		t.Fatalf("%d cells, planned %d, want 25", len(rep.Cells), want)
 	}
 	// On the simulator under -race, with two cores shared, one request
 	// can outlast a short window in a storm cell (CI once measured none in
@@ -91,12 +93,12 @@ func TestTinyMatrixOnSimulator(t *testing.T) {
 			t.Errorf("cell %s K=%d %s: no ratio to the no-storm cell", c.Layout, c.K, c.Storm)
 		}
 	}
-	for _, l := range []string{"partitioned", "shared", "mps"} {
+	for _, l := range []string{"partitioned", "plainbatch", "shared", "mps"} {
 		if stormReqs[l] == 0 {
 			t.Errorf("%s: no request measured in any storm cell", l)
 		}
 	}
-	if len(rep.SMChecks) != 4 || len(rep.Summary) != want || len(rep.Checks) == 0 {
+	if len(rep.SMChecks) != 5 || len(rep.Summary) != want || len(rep.Checks) == 0 {
 		t.Fatalf("%d smid checks, %d summary rows, %d checks", len(rep.SMChecks), len(rep.Summary), len(rep.Checks))
 	}
 	// The SDK refuses a partition with one hardware work queue
