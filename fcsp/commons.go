@@ -77,7 +77,7 @@ func (p *Pool) follow(making bool) error {
 			return err // the pause would wait for this Do
 		}
 	}
-	paused := plain[:0]
+	paused := make([]*tenantCore, 0, len(plain))
 	defer func() {
 		for _, c := range paused {
 			c.life.Resume()
@@ -100,11 +100,13 @@ func (p *Pool) follow(making bool) error {
 		c.mu.Unlock()
 	}
 	from := p.commons.SMs()
+	// A closing tenant was not held back: its Close still syncs and
+	// releases its streams by their old handles, so no layout goes now.
 	err := p.commons.Follow(key, p.split.Resources(idx, rem), func(old, new cuda.Stream) {
 		for _, s := range streams[old] {
 			s.hv.Store(uintptr(new))
 		}
-	})
+	}, len(paused) < len(plain))
 	if err != nil {
 		return fmt.Errorf("moving the unpartitioned tenants' SMs: %w", err)
 	}

@@ -7,8 +7,12 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 )
 
 // smidProbePTX: smid(u32 *out, u64 cycles): each block writes its %smid at
@@ -316,4 +320,71 @@ func TestCommonsMovesRaceEveryCall(t *testing.T) {
 		require.Len(t, r.SMs[tn.Name()], 132-16)
 	}
 	require.Zero(t, drv.Overlaps(), "a green context of the commons was current on two threads")
+}
+
+// TestGPUShutdownOrder's shape on the simulator: a partition and two plain
+// tenants (one pooled) closed by their contexts racing the pool's Close,
+// ten times: nothing of the driver's is left, the commons' green contexts
+// and streams included.
+func TestCommonsLeavesNothingAtShutdown(t *testing.T) {
+	for round := range 10 {
+		p, err := openSimErr(0)
+		require.NoError(t, err)
+		drv := p.drv.(*cuda.Guard).Unwrap().(*fake.Driver)
+		var cancels []context.CancelFunc
+		for i, opts := range [][]TenantOption{{WithSMs(16)}, {}, {WithMemoryPool(0), WithMemoryQuota(1 << 30)}} {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancels = append(cancels, cancel)
+			tn, err := p.NewTenant(string(rune('a'+i)), append(opts, WithContext(ctx))...)
+			require.NoError(t, err)
+			for range 8 {
+				ptr, err := tn.Alloc(context.Background(), 32<<20)
+				require.NoError(t, err)
+				if i == 2 {
+					require.NoError(t, tn.Free(ptr))
+				}
+			}
+		}
+		for _, c := range cancels {
+			c()
+		}
+		require.NoError(t, p.Close(), "round %d", round)
+		live := drv.Live()
+		require.Zero(t, live.GreenCtxs, "round %d: %+v", round, live)
+		require.Zero(t, live.Streams, "round %d: %+v", round, live)
+		require.Zero(t, live.Events, "round %d: %+v", round, live)
+		require.Zero(t, live.Bytes, "round %d: %+v", round, live)
+	}
+}
+
+// A plain tenant whose Close waits for its Do cannot be held back by a
+// move of the commons: the move leaves the layout its streams are on,
+// which its Close still synchronises and releases, and the pool's Close
+// lets it go. (Here the Do's slot also keeps that layout; the move keeps it
+// too where no Do holds one, as in TestGPUShutdownOrder's closes.)
+func TestCommonsMoveLeavesAClosingTenantsStreams(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(16))
+	require.NoError(t, err)
+	b, err := p.NewTenant("b")
+	require.NoError(t, err)
+	s, err := b.NewStream(ClassDefault)
+	require.NoError(t, err)
+	require.NoError(t, s.Synchronize())
+	in, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = b.Do(context.Background(), func(Current) error { close(in); <-release; return nil })
+	}()
+	<-in
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	for !b.c.closed.Load() {
+		time.Sleep(100 * time.Microsecond)
+	}
+	require.NoError(t, a.Close()) // moves the commons to the whole device
+	close(release)
+	require.NoError(t, <-closed)
+	require.NoError(t, p.Close())
+	require.Zero(t, drv.Live().GreenCtxs)
+	require.Zero(t, drv.Live().Streams)
 }

@@ -78,8 +78,10 @@ func CommonsKey(idx []int, rem, whole bool) string {
 // hands them (swap is told each stream's old and new handle), and Layout
 // changes, so that a graph instantiated before is known stale. The caller
 // holds back every call that could queue work on the commons' streams
-// meanwhile (the tenants' life locks, paused).
-func (p *Partition) Follow(key string, res []cuda.DevResource, swap func(old, new cuda.Stream)) error {
+// meanwhile (the tenants' life locks, paused). keep says a tenant that
+// could not be held back (one closing) may still use streams of the
+// layouts built: none is let go now.
+func (p *Partition) Follow(key string, res []cuda.DevResource, swap func(old, new cuda.Stream), keep bool) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -107,7 +109,10 @@ func (p *Partition) Follow(key string, res []cuda.DevResource, swap func(old, ne
 		return err
 	}
 	next.stamp = p.epoch.Add(1)
-	gone := p.evict(key == wholeKey)
+	var gone []*layout
+	if !keep {
+		gone = p.evict(key == wholeKey)
+	}
 	p.mu.Unlock()
 	var errs []error
 	for _, l := range gone { // waits for their streams: outside the lock
