@@ -68,6 +68,9 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 		}
 		return c.doOnThread(ctx, f, runs[i], own[i])
 	}, f)
+	if err == nil {
+		err = c.warmOthers(ctx, f) // a reshapable tenant's other sizes
+	}
 	runtime.KeepAlive(c)
 	return err
 }

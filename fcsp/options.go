@@ -261,6 +261,24 @@ func WithReshapeSizes(sms ...int) TenantOption {
 	return func(c *tenantConfig) error { return c.AddReshapeSizes(sms) }
 }
 
+// WithLatencyTarget makes the tenant a latency class whose SMs follow its
+// load: it starts on minSMs, and the pool's controller grows it up to
+// maxSMs (both multiples of the pool's unit) while its requests in flight
+// or their P99 ask for more, taking the SMs from the tenant made
+// WithRestOfSMs after it (the throughput class, which gets the sizes it
+// needs for that by itself), and gives them back one step at a time once
+// the load has asked for less for 100 ms and the P99 is within p99. A
+// request is what the SDK sees of it: a call of the tenant's (a Do, a
+// Synchronize) under way, and its time a Synchronize of one of the
+// tenant's streams. Moves are at least 2 ms apart, and none starts while
+// the work queued before the last one still runs. Stats.SMMoves counts
+// them and SMMoveReason says why the last was made. One latency class per
+// pool; make it before the rest's tenant. DoEach warms the contexts of
+// every size it may take.
+func WithLatencyTarget(p99 time.Duration, minSMs, maxSMs int) TenantOption {
+	return func(c *tenantConfig) error { return c.SetLatency(p99, minSMs, maxSMs) }
+}
+
 // WithTenantRefillPeriod sets the tenant's own refill period, overriding
 // the pool's WithRefillPeriod for its launch-rate limit.
 func WithTenantRefillPeriod(d time.Duration) TenantOption {

@@ -40,6 +40,7 @@ type Pool struct {
 	plain   placement
 	commons *greenctx.Partition // nil where the device cannot be partitioned
 	probe   smProbe             // ProbeSMs's kernel (probe.go)
+	steer   steer               // the SM controller of a latency class (steer.go)
 	cfg     poolConfig
 	mem     *memtrack.Tracker
 	log     *slog.Logger

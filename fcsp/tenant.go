@@ -78,7 +78,8 @@ type tenantCore struct {
 	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
 	reshape sync.Mutex            // serialises Reshape (reshape.go)
 	first   Stream                // the first stream (Tenant.Stream), set before the tenant is shared
-	_       [128 - 104]byte
+	lat     *latencyLog           // a latency class's request times (steer.go); nil for others
+	_       [128 - 112]byte
 
 	mu      sync.Mutex
 	streams []*streamCore // first.c among them, first
@@ -163,6 +164,9 @@ func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
 		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
+		if err := p.shapeSteered(&cfg); err != nil {
+			return nil, fmt.Errorf("tenant %q: %w", name, err)
+		}
 		part, err := p.takePartition(&cfg)
 		if err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
@@ -202,6 +206,7 @@ func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
 		return undo(err)
 	}
 	p.tenants[name] = c
+	p.wireSteered(c, &cfg)
 	t := &Tenant{c}
 	c.handle = weak.Make(t)
 	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) { _ = c.close("tenant handle garbage-collected without Close") }, c)
@@ -409,6 +414,12 @@ type Stats struct {
 	// Memory bandwidth and priority (bandwidth.go, priority.go).
 	Bandwidth BandwidthStats
 
+	// SMMoves counts the moves of a latency class's SMs
+	// (WithLatencyTarget) and SMMoveReason says why the last was made (or
+	// refused); zero for other tenants.
+	SMMoves      uint64
+	SMMoveReason string
+
 	// ContextWait is how long calls waited for one of the tenant's contexts
 	// (Do, and the few driver calls that need the context current): the
 	// exclusion a partitioned tenant's callers share. Zero for an
@@ -445,6 +456,7 @@ func (c *tenantCore) Stats() Stats {
 	s.Throttled, s.ThrottleWait = a.Throttled, a.ThrottleWait
 	s.DoAdmitted, s.DoThrottled, s.DoThrottleWait = a.DoAdmitted, a.DoThrottled, a.DoThrottleWait
 	s.GPUTimeByClass = a.GPUTimeByClass
+	c.pool.steerStats(c, &s)
 	s.Bandwidth = BandwidthStats{Priority: Priority(c.prio.Prio), Floor: c.prio.Floor, FlooredLaunches: a.Floored, BytesMoved: a.Bytes,
 		BytesPerSecond: a.BytesPerSecond, Slowdown: a.Slowdown}
 	return s
@@ -460,8 +472,9 @@ func (c *tenantCore) close(why string) error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	c.adm.Close() // launches waiting for tokens return ErrClosed
-	c.life.End()  // wait for launches and synchronisations in flight
+	c.pool.unwireSteered(c) // no move of its SMs from here on
+	c.adm.Close()           // launches waiting for tokens return ErrClosed
+	c.life.End()            // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
 	c.mu.Lock()
 	stop := c.stop // written by closeWhenDone, maybe as this close starts

@@ -153,7 +153,9 @@ func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
 
 // DoEach runs f once in each of the tenant's contexts: for a partitioned
 // tenant, in every green context Do may hold (WithConcurrentDos; made now
-// where not made yet); for an unpartitioned one, once in the primary
+// where not made yet), and for one that can be reshaped (WithReshapeSizes,
+// WithLatencyTarget, the rest tenant beside a latency class) in those of
+// every size it may take, so that no Reshape meets a cold context; for an unpartitioned one, once in the primary
 // context while no partition exists, else in 16 of the commons' green
 // contexts (docs/CONTEXTS.md). A server calls it before it serves, to warm what each context
 // pays for once: making the context (about 1.2 ms on the H200) and a

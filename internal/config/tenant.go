@@ -33,6 +33,24 @@ type Tenant struct {
 	Shape Shape // WithSMShare, WithRemainderSMs, WithReshapeSizes
 
 	Prio Prio // WithPriority, WithBandwidthFloor
+
+	Latency Latency // WithLatencyTarget
+}
+
+// Latency is a latency class's target and the SMs it may hold
+// (WithLatencyTarget): the pool's controller sizes it between Min and Max.
+type Latency struct {
+	Target   time.Duration
+	Min, Max int
+}
+
+// SetLatency records WithLatencyTarget's arguments, checked.
+func (c *Tenant) SetLatency(target time.Duration, min, max int) error {
+	if target <= 0 || min <= 0 || max < min {
+		return invalid("WithLatencyTarget(%v, %d, %d); want a positive target and 0 < minSMs <= maxSMs", target, min, max)
+	}
+	c.Latency = Latency{Target: target, Min: min, Max: max}
+	return nil
 }
 
 // Shape is how a tenant asks for SMs beyond WithSMs and WithRestOfSMs.
@@ -181,7 +199,7 @@ func (c *Tenant) SetGPUShare(f float64) error {
 
 // Partitioned reports whether the tenant asked for SMs of its own.
 func (c *Tenant) Partitioned() bool {
-	return c.SMs > 0 || c.Rest || c.Shape.Share > 0 || c.Shape.Remainder
+	return c.SMs > 0 || c.Rest || c.Shape.Share > 0 || c.Shape.Remainder || c.Latency.Min > 0
 }
 
 // Resolve checks the tenant's name and its options together, then fills in
@@ -244,6 +262,12 @@ func (c *Tenant) checkShape() error {
 	}
 	if c.Shape.Remainder {
 		asked = append(asked, "WithRemainderSMs")
+	}
+	if c.Latency.Min > 0 {
+		asked = append(asked, "WithLatencyTarget")
+		if len(c.Shape.Sizes) > 0 {
+			return invalid("WithLatencyTarget with WithReshapeSizes; the target's bounds give the sizes")
+		}
 	}
 	if len(asked) > 1 {
 		return invalid("%v together; choose one", asked)

@@ -265,6 +265,7 @@ func (p *Partition) handOver(old, next *layout, swap func(old, new cuda.Stream))
 	}
 	fresh := make(chan struct{})
 	next.retired.Store(&fresh)
+	p.prev = old
 	p.cur.Store(next)
 	close(*old.retired.Load()) // slot waiters on the old layout move to the new one
 	if swap != nil {
@@ -273,6 +274,27 @@ func (p *Partition) handOver(old, next *layout, swap func(old, new cuda.Stream))
 		}
 	}
 	return nil
+}
+
+// Drained reports whether the work queued on the layout the last Reshape
+// left has run to its end (its hand-over events reached): until then that
+// work may still run on SMs the partition no longer holds.
+func (p *Partition) Drained() (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prev == nil || p.closed {
+		return true, nil
+	}
+	for _, e := range p.prev.events {
+		err := p.drv.EventQuery(p.dev.Primary(), e)
+		if errors.Is(err, cuda.ErrorNotReady) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	p.prev = nil
+	return true, nil
 }
 
 // waitFor queues on next's stream j a wait for the work queued on old's.
@@ -311,4 +333,56 @@ func (s *Split) claim(idx []int, rest bool) error {
 		s.version.Add(1)
 	}
 	return nil
+}
+
+// WarmOthers runs f, on the calling thread (which the caller has locked),
+// in up to n green contexts of every layout but the current one, making
+// those contexts first where fewer are made: so that a Reshape to any size
+// meets contexts made, and a library's first use of its kernels in each
+// done (cuBLAS loads them per context, and a load waits for the whole
+// device). f makes the context it is given current and puts the thread's
+// back. The slots are taken while f runs, so nothing else holds them; a
+// layout whose slots are held elsewhere (none is, but the current one) is
+// warmed in those that are free.
+func (p *Partition) WarmOthers(n int, f func(ctx cuda.Context) error) error {
+	p.mu.Lock()
+	cur := p.cur.Load()
+	var others []*layout
+	for _, l := range p.layouts {
+		if l != cur {
+			others = append(others, l)
+		}
+	}
+	p.mu.Unlock()
+	for _, l := range others {
+		n := min(n, int(l.slots.max.Load()))
+		var held []*Slot
+		for len(held) < n {
+			s := l.slots.take()
+			if s == nil {
+				var err error
+				if s, err = p.newSlot(l); err != nil {
+					release(held)
+					return err
+				} else if s == nil {
+					break // its limit, or held
+				}
+			}
+			held = append(held, s)
+		}
+		for _, s := range held {
+			if err := f(s.ctx); err != nil {
+				release(held)
+				return fmt.Errorf("warming the %d-SM layout: %w", l.sms, err)
+			}
+		}
+		release(held)
+	}
+	return nil
+}
+
+func release(held []*Slot) {
+	for _, s := range held {
+		s.Release()
+	}
 }

@@ -32,7 +32,8 @@ type Partition struct {
 	shut  atomic.Bool   // closed, read without mu on the slots' path
 	done  chan struct{} // closed by Close: slot waiters leave
 	waits waitLog
-	rest  bool // took the rest of the split (TakeRest, TakeRestLayouts)
+	rest  bool    // took the rest of the split (TakeRest, TakeRestLayouts)
+	prev  *layout // the layout the last switch left, until Drained (under mu)
 
 	// A pool's commons (commons.go): layouts built as the split changes,
 	// named by key; epoch counts its switches (Layout).

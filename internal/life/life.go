@@ -176,3 +176,17 @@ func (l *Lock) Resume() {
 	g.cond.Broadcast()
 	g.mu.Unlock()
 }
+
+// InFlight is how many calls are counted in now: a sum of the slots, read
+// without stopping them (a controller's sample, not a barrier).
+func (l *Lock) InFlight() int {
+	a := l.slots.Load()
+	if a == nil {
+		return 0
+	}
+	n := int64(0)
+	for i := range a {
+		n += a[i].n.Load()
+	}
+	return int(max(n, 0))
+}

@@ -115,3 +115,19 @@ func TestLifeLockSlotsHandedOn(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+func TestInFlightCountsCallsUnderWay(t *testing.T) {
+	var l Lock
+	require.Zero(t, l.InFlight())
+	var slots []uint32
+	for range 5 {
+		s, ok := l.Enter(func() bool { return false })
+		require.True(t, ok)
+		slots = append(slots, s)
+	}
+	require.Equal(t, 5, l.InFlight())
+	for _, s := range slots {
+		l.Exit(s)
+	}
+	require.Zero(t, l.InFlight())
+}

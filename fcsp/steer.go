@@ -1,0 +1,243 @@
+package fcsp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smctl"
+)
+
+// SMs that follow the load (WithLatencyTarget, issue 41). A pool with a
+// latency class and a rest tenant made after it runs one controller
+// goroutine: every millisecond it samples the latency class (its calls in
+// flight, the P99 of its Synchronizes over the last 20 ms, whether the
+// last move still drains) and asks internal/smctl what it should hold; a
+// move reshapes the two tenants, the one giving SMs first. Both were made
+// with every size the controller may choose (their green contexts built
+// at NewTenant; DoEach warms them), so a move costs two Reshapes: a few
+// microseconds, plus the wait for each tenant's calls in flight.
+
+// Controller timing: sampled every tick; a P99 over window; shrinks after
+// hold; moves at least gap apart.
+const (
+	steerTick   = time.Millisecond
+	steerWindow = 20 * time.Millisecond
+	steerHold   = 100 * time.Millisecond
+	steerGap    = 2 * time.Millisecond
+)
+
+// steer is the pool's controller, wired when both tenants exist. Its
+// fields are guarded by mu (Pool.mu is taken before it where both are).
+type steer struct {
+	mu     sync.Mutex
+	lat    *tenantCore // the latency class
+	rest   *tenantCore // the throughput class it trades SMs with
+	total  int         // the SMs the two hold together
+	ctl    *smctl.Controller
+	stop   chan struct{}
+	done   chan struct{}
+	moves  uint64
+	reason string
+}
+
+// latencyLog keeps a latency class's recent request times (its
+// Synchronizes), written without locks by the requests, read by the
+// controller alone.
+type latencyLog struct {
+	next atomic.Uint64
+	ring [2048]struct{ at, d atomic.Int64 }
+	buf  []int64 // the controller's
+}
+
+func (l *latencyLog) add(start time.Time, d time.Duration) {
+	i := l.next.Add(1) - 1
+	e := &l.ring[i%uint64(len(l.ring))]
+	e.at.Store(start.UnixNano())
+	e.d.Store(int64(d))
+}
+
+// p99 is the P99 of the requests that started in the window before now; 0
+// where none did.
+func (l *latencyLog) p99(now time.Time, window time.Duration) time.Duration {
+	from := now.Add(-window).UnixNano()
+	l.buf = l.buf[:0]
+	for i := range l.ring {
+		if e := &l.ring[i]; e.at.Load() >= from {
+			l.buf = append(l.buf, e.d.Load())
+		}
+	}
+	if len(l.buf) == 0 {
+		return 0
+	}
+	slices.Sort(l.buf)
+	return time.Duration(l.buf[min(len(l.buf)-1, len(l.buf)*99/100)])
+}
+
+// latencySizes is the latency class's sizes: its bounds, in units.
+func latencySizes(min, max, unit int) []int {
+	var out []int
+	for n := min; n <= max && unit > 0; n += unit {
+		out = append(out, n)
+	}
+	return out
+}
+
+// shapeSteered fills in a latency class's start and sizes, or a rest
+// tenant's sizes where a latency class exists to trade with. The caller
+// holds p.mu.
+func (p *Pool) shapeSteered(cfg *tenantConfig) error {
+	unit := p.split.GroupSMs()
+	p.steer.mu.Lock()
+	defer p.steer.mu.Unlock()
+	switch {
+	case cfg.Latency.Min > 0:
+		if p.steer.lat != nil {
+			return fmt.Errorf("%w: WithLatencyTarget: tenant %q is this pool's latency class already; one per pool", ErrInvalidArgument, p.steer.lat.name)
+		}
+		if unit == 0 || cfg.Latency.Min%unit != 0 || cfg.Latency.Max%unit != 0 {
+			return fmt.Errorf("%w: WithLatencyTarget bounds %d..%d SMs; this pool's partitions are multiples of %d", ErrGranularity, cfg.Latency.Min, cfg.Latency.Max, unit)
+		}
+		cfg.SMs, cfg.Shape.Sizes = cfg.Latency.Min, latencySizes(cfg.Latency.Min, cfg.Latency.Max, unit)
+	case cfg.Rest && p.steer.lat != nil && p.steer.rest == nil && len(cfg.Shape.Sizes) == 0:
+		lat := p.steer.lat
+		all := p.split.FreeSMs() + p.spare.SMs()
+		for k := 0; lat.place.SMs()+k*unit <= lat.mostSMs(); k++ {
+			if n := all - k*unit; n > 0 {
+				cfg.Shape.Sizes = append(cfg.Shape.Sizes, n)
+			}
+		}
+	}
+	return nil
+}
+
+// mostSMs is the latency class's most SMs (its last size).
+func (c *tenantCore) mostSMs() int {
+	s := c.place.Sizes()
+	return s[len(s)-1]
+}
+
+// wireSteered records a latency class, or the rest tenant that completes
+// the pair, and then starts the controller. The caller holds p.mu.
+func (p *Pool) wireSteered(c *tenantCore, cfg *tenantConfig) {
+	st := &p.steer
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case cfg.Latency.Min > 0:
+		c.lat = &latencyLog{}
+		st.lat = c
+		ctl, err := smctl.New(smctl.Config{Min: cfg.Latency.Min, Max: c.mostSMs(), Unit: p.split.GroupSMs(), Target: cfg.Latency.Target,
+			FullAt: c.place.Dos(), Hold: steerHold, MinGap: steerGap})
+		if err != nil {
+			return // bounds were checked in shapeSteered
+		}
+		st.ctl = ctl
+	case cfg.Rest && st.lat != nil && st.rest == nil && c.place.Reshapable():
+		st.rest = c
+		st.total = st.lat.place.SMs() + c.place.SMs()
+		st.stop, st.done = make(chan struct{}), make(chan struct{})
+		go p.runSteer(st.lat, c, st.ctl, st.stop, st.done)
+	}
+}
+
+// unwireSteered stops the controller when one of its tenants closes,
+// after the move under way, if any, has ended.
+func (p *Pool) unwireSteered(c *tenantCore) {
+	st := &p.steer
+	st.mu.Lock()
+	if st.lat != c && st.rest != c {
+		st.mu.Unlock()
+		return
+	}
+	stop, done := st.stop, st.done
+	if st.lat == c {
+		st.lat, st.ctl = nil, nil
+	}
+	st.rest, st.stop, st.done = nil, nil, nil
+	st.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// runSteer is the controller's goroutine.
+func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(steerTick)
+	defer tick.Stop()
+	total := lat.place.SMs() + rest.place.SMs()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: lat.life.InFlight(), P99: lat.lat.p99(now, steerWindow),
+			Draining: !drained(lat) || !drained(rest)}
+		m := ctl.Decide(s)
+		if m.SMs == s.SMs {
+			continue
+		}
+		start := time.Now()
+		err := p.moveSMs(lat, rest, s.SMs, m.SMs, total)
+		if errors.Is(err, ErrClosed) {
+			return
+		}
+		p.steer.mu.Lock()
+		if err == nil {
+			p.steer.moves++
+			p.steer.reason = m.Reason
+		} else {
+			p.steer.reason = fmt.Sprintf("%s: refused: %v", m.Reason, err)
+		}
+		p.steer.mu.Unlock()
+		p.log.Debug("SMs moved", "tenant", lat.name, "from_sms", s.SMs, "sms", m.SMs, "reason", m.Reason, "took", time.Since(start), "err", err)
+	}
+}
+
+// moveSMs reshapes the latency class from from to to SMs and the rest to
+// what is left of total: the one giving SMs first.
+func (p *Pool) moveSMs(lat, rest *tenantCore, from, to, total int) error {
+	ctx := context.Background()
+	if to > from {
+		if err := rest.Reshape(ctx, total-to); err != nil {
+			return err
+		}
+		if err := lat.Reshape(ctx, to); err != nil {
+			return errors.Join(err, rest.Reshape(ctx, total-from))
+		}
+		return nil
+	}
+	if err := lat.Reshape(ctx, to); err != nil {
+		return err
+	}
+	return rest.Reshape(ctx, total-to)
+}
+
+// drained reports whether the work queued before c's last Reshape has run.
+func drained(c *tenantCore) bool {
+	g, ok := c.place.Placement.(place.Green)
+	if !ok {
+		return true
+	}
+	done, err := g.Part.Drained()
+	return done || err != nil
+}
+
+// moves is what the latency class's Stats says of the controller.
+func (p *Pool) steerStats(c *tenantCore, s *Stats) {
+	st := &p.steer
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.lat == c {
+		s.SMMoves, s.SMMoveReason = st.moves, st.reason
+	}
+}

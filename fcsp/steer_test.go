@@ -1,0 +1,89 @@
+package fcsp
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// Issue 41 on the simulator: a latency class beside a rest tenant grows
+// within its bounds when a burst of requests is in flight, taking the SMs
+// from the rest, and gives them back, one step a hold, once idle; never
+// below its floor. Every move is counted with its reason.
+func TestLatencyClassFollowsItsLoad(t *testing.T) {
+	p, _ := openSim(t)
+	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
+	require.NoError(t, err)
+	require.Equal(t, 16, lat.SMs())
+	require.Equal(t, []int{16, 24, 32, 40, 48}, lat.ReshapeSizes())
+	rest, err := p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	require.Equal(t, 116, rest.SMs())
+	require.Equal(t, []int{84, 92, 100, 108, 116}, rest.ReshapeSizes())
+	_, err = p.NewTenant("another", WithLatencyTarget(time.Millisecond, 8, 16))
+	require.ErrorIs(t, err, ErrInvalidArgument, "one latency class per pool")
+
+	// A burst: 16 goroutines with a request in flight each, back to back
+	// (a Reshape waits for the requests in flight, so they must end).
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond, "the burst grows the class to its most")
+	require.Equal(t, 132-48, rest.SMs(), "taken from the rest")
+	st := lat.Stats()
+	require.NotZero(t, st.SMMoves)
+	require.Contains(t, st.SMMoveReason, "grow: ")
+	close(stop)
+	wg.Wait()
+	// Idle: back to the floor, one step a hold, never below it.
+	require.Eventually(t, func() bool { return lat.SMs() == 16 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 116, rest.SMs())
+	require.Contains(t, lat.Stats().SMMoveReason, "shrink: ")
+	time.Sleep(3 * steerHold)
+	require.Equal(t, 16, lat.SMs(), "never below the floor")
+	require.NoError(t, rest.Close()) // the controller stops with its tenant
+	require.Equal(t, 16, lat.SMs())
+}
+
+// DoEach warms every size a reshapable tenant may take: a later Reshape
+// and the Dos after it make no green context.
+func TestDoEachWarmsEverySize(t *testing.T) {
+	p, drv := openSim(t)
+	a, err := p.NewTenant("a", WithSMs(8), WithReshapeSizes(16, 24), WithConcurrentDos(3))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	seen := map[cuda.Context]bool{}
+	require.NoError(t, a.DoEach(context.Background(), func(cur Current) error {
+		mu.Lock()
+		seen[cur.gctx] = true
+		mu.Unlock()
+		return nil
+	}))
+	require.Len(t, seen, 9, "3 contexts in each of 3 sizes")
+	made := drv.Calls("cuGreenCtxCreate")
+	for _, n := range []int{16, 24, 8} {
+		require.NoError(t, a.Reshape(context.Background(), n))
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { require.NoError(t, a.Do(context.Background(), func(Current) error { time.Sleep(time.Millisecond); return nil })) })
+		}
+		wg.Wait()
+	}
+	require.Equal(t, made, drv.Calls("cuGreenCtxCreate"), "a context made on a request's path")
+}

@@ -1,0 +1,128 @@
+// Package smctl decides how many SMs a latency class holds, from what the
+// SDK sees of it: its requests in flight and how long they take. The pool
+// (fcsp, steer.go) samples, asks, and moves the SMs; this package only
+// decides, so that its rules are tested without a device or a clock.
+//
+// The rules, in order:
+//   - A move still draining (work queued before it still running on the
+//     SMs it moved) blocks every decision: nothing moves until it is done.
+//   - Moves are at least MinGap apart (a bounded rate).
+//   - Grow at once to what the load asks: one step per request in flight
+//     past the first, from Min at one request to Max at FullAt (the
+//     requests a burst brings), and one step more while the recent P99 is
+//     over target. A burst's first requests see the class grow within a
+//     sample or two.
+//   - Shrink one step at a time, and only after the load has asked for
+//     less for Hold and the P99 is within target: a lull between requests
+//     gives nothing back.
+//   - Never below Min, never above Max.
+package smctl
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is a latency class's bounds and the controller's pace.
+type Config struct {
+	Min, Max int           // SMs, multiples of Unit
+	Unit     int           // the split's group
+	Target   time.Duration // the P99 a request should meet
+	FullAt   int           // requests in flight that ask for Max (a class's concurrency)
+	Hold     time.Duration // how long less must be asked before a shrink
+	MinGap   time.Duration // the least time between two moves
+}
+
+// Sample is what the pool saw of the class at one instant.
+type Sample struct {
+	At       time.Time
+	SMs      int           // held now
+	InFlight int           // requests in flight (the class's calls under way)
+	P99      time.Duration // over the recent requests; 0: none finished
+	Draining bool          // the last move's old layouts still run work
+}
+
+// Move is a decision: SMs to hold (== Sample.SMs: stay) and why.
+type Move struct {
+	SMs    int
+	Reason string
+}
+
+// Controller keeps what the rules need between samples. Not safe for
+// concurrent use: the pool's one controller goroutine calls it.
+type Controller struct {
+	cfg      Config
+	lastMove time.Time
+	lowSince time.Time // when the load began asking for less; zero: it does not
+}
+
+// New checks cfg and makes a controller.
+func New(cfg Config) (*Controller, error) {
+	switch {
+	case cfg.Unit <= 0 || cfg.Min <= 0 || cfg.Min%cfg.Unit != 0 || cfg.Max%cfg.Unit != 0 || cfg.Max < cfg.Min:
+		return nil, fmt.Errorf("bounds %d..%d SMs: want multiples of %d, the least first", cfg.Min, cfg.Max, cfg.Unit)
+	case cfg.Target <= 0:
+		return nil, fmt.Errorf("target %v: want a positive P99", cfg.Target)
+	}
+	if cfg.FullAt < 2 {
+		cfg.FullAt = 2
+	}
+	return &Controller{cfg: cfg}, nil
+}
+
+// Config is the controller's configuration.
+func (c *Controller) Config() Config { return c.cfg }
+
+// want is the size the load asks for: Min at one request in flight, Max
+// at FullAt, linear between, rounded up to whole units.
+func (c *Controller) want(inFlight int) int {
+	cfg := c.cfg
+	if inFlight <= 1 || cfg.Max == cfg.Min {
+		return cfg.Min
+	}
+	steps := (cfg.Max - cfg.Min) / cfg.Unit
+	k := ((inFlight-1)*steps + cfg.FullAt - 2) / (cfg.FullAt - 1) // ceil
+	return min(cfg.Min+k*cfg.Unit, cfg.Max)
+}
+
+// Decide says what the class should hold after s.
+func (c *Controller) Decide(s Sample) Move {
+	cfg := c.cfg
+	stay := Move{SMs: s.SMs}
+	if s.Draining {
+		stay.Reason = "a move is draining"
+		return stay
+	}
+	want := c.want(s.InFlight)
+	over := s.P99 > cfg.Target
+	if over {
+		want = max(want, s.SMs+cfg.Unit)
+	}
+	want = min(max(want, cfg.Min), cfg.Max)
+	if want < s.SMs {
+		if c.lowSince.IsZero() {
+			c.lowSince = s.At
+		}
+	} else {
+		c.lowSince = time.Time{}
+	}
+	if !c.lastMove.IsZero() && s.At.Sub(c.lastMove) < cfg.MinGap {
+		stay.Reason = "too soon after the last move"
+		return stay
+	}
+	switch {
+	case want > s.SMs:
+		c.lastMove = s.At
+		why := fmt.Sprintf("%d requests in flight", s.InFlight)
+		if over {
+			why = fmt.Sprintf("P99 %v over the %v target, %d requests in flight", s.P99.Round(time.Microsecond), cfg.Target, s.InFlight)
+		}
+		return Move{SMs: want, Reason: "grow: " + why}
+	case want < s.SMs && !over && s.At.Sub(c.lowSince) >= cfg.Hold:
+		c.lastMove = s.At
+		c.lowSince = s.At // the next step waits a Hold again
+		return Move{SMs: s.SMs - cfg.Unit, Reason: fmt.Sprintf("shrink: %d requests in flight for %v, P99 %v within target", s.InFlight, cfg.Hold, s.P99.Round(time.Microsecond))}
+	}
+	stay.Reason = "holds"
+	return stay
+}

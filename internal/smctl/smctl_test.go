@@ -1,0 +1,82 @@
+package smctl
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func newCtl(t *testing.T) *Controller {
+	c, err := New(Config{Min: 16, Max: 48, Unit: 8, Target: 300 * time.Microsecond, FullAt: 16, Hold: 100 * time.Millisecond, MinGap: 2 * time.Millisecond})
+	require.NoError(t, err)
+	return c
+}
+
+// A burst grows the class at once, within its bounds; the P99 over target
+// pushes it one step further, never past Max.
+func TestBurstGrowsWithinBounds(t *testing.T) {
+	c := newCtl(t)
+	t0 := time.Unix(0, 0)
+	require.Equal(t, 16, c.Decide(Sample{At: t0, SMs: 16, InFlight: 1, P99: 60 * time.Microsecond}).SMs, "one request: the floor")
+	m := c.Decide(Sample{At: t0.Add(time.Millisecond), SMs: 16, InFlight: 16})
+	require.Equal(t, 48, m.SMs, m.Reason)
+	require.Contains(t, m.Reason, "grow: 16 requests in flight")
+	m = c.Decide(Sample{At: t0.Add(10 * time.Millisecond), SMs: 48, InFlight: 16, P99: time.Millisecond})
+	require.Equal(t, 48, m.SMs, "never past Max")
+	m = c.Decide(Sample{At: t0.Add(20 * time.Millisecond), SMs: 16, InFlight: 4})
+	require.Equal(t, 24, m.SMs, "4 of 16 in flight: a step")
+	m = c.Decide(Sample{At: t0.Add(30 * time.Millisecond), SMs: 24, InFlight: 1, P99: 400 * time.Microsecond})
+	require.Equal(t, 32, m.SMs, "over target: one step more than the load asks")
+	require.Contains(t, m.Reason, "over the 300µs target")
+	_, err := New(Config{Min: 12, Max: 48, Unit: 8, Target: time.Millisecond})
+	require.Error(t, err)
+}
+
+// Idleness gives SMs back one step a Hold, never below the floor, and only
+// while the P99 is within target.
+func TestIdlenessGivesBackToTheFloor(t *testing.T) {
+	c := newCtl(t)
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sms := 48
+	for ms := 0; ms <= 99; ms++ {
+		m := c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 1, P99: 60 * time.Microsecond})
+		require.Equal(t, 48, m.SMs, "at %d ms: within Hold", ms)
+	}
+	var shrinks []int
+	for ms := 100; ms <= 600; ms++ {
+		m := c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 0})
+		if m.SMs != sms {
+			require.Equal(t, sms-8, m.SMs, "one step at a time")
+			shrinks = append(shrinks, ms)
+			sms = m.SMs
+		}
+	}
+	require.Equal(t, []int{100, 200, 300, 400}, shrinks)
+	require.Equal(t, 16, sms, "the floor")
+	// Over target, nothing is given back however idle.
+	c = newCtl(t)
+	for ms := 0; ms <= 300; ms++ {
+		m := c.Decide(Sample{At: at(ms), SMs: 48, InFlight: 1, P99: 500 * time.Microsecond})
+		require.Equal(t, 48, m.SMs)
+	}
+}
+
+// No move starts while one drains, or sooner than MinGap after the last.
+func TestNoMoveWhileDraining(t *testing.T) {
+	c := newCtl(t)
+	t0 := time.Unix(0, 0)
+	m := c.Decide(Sample{At: t0, SMs: 16, InFlight: 16, Draining: true})
+	require.Equal(t, 16, m.SMs)
+	require.Equal(t, "a move is draining", m.Reason)
+	require.Equal(t, 48, c.Decide(Sample{At: t0.Add(time.Millisecond), SMs: 16, InFlight: 16}).SMs)
+	m = c.Decide(Sample{At: t0.Add(2 * time.Millisecond), SMs: 48, InFlight: 1, P99: time.Second})
+	require.Equal(t, 48, m.SMs)
+	c2 := newCtl(t)
+	require.Equal(t, 24, c2.Decide(Sample{At: t0, SMs: 16, InFlight: 4}).SMs)
+	m = c2.Decide(Sample{At: t0.Add(time.Millisecond), SMs: 24, InFlight: 16})
+	require.Equal(t, 24, m.SMs, "within MinGap")
+	require.Equal(t, "too soon after the last move", m.Reason)
+	require.Equal(t, 48, c2.Decide(Sample{At: t0.Add(2 * time.Millisecond), SMs: 24, InFlight: 16}).SMs)
+}
