@@ -86,6 +86,8 @@ type config struct {
 	traceKinds []string
 	heapMiB    int
 
+	bursts burstCfg // -burst: issue 41's bursty load instead of the storm matrix
+
 	mpsRole            string
 	mpsStart, mpsStop  string
 	mpsInter, mpsBatch int
@@ -143,6 +145,10 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&c.heapMiB, "heap", 0, "MiB of live heap the process holds throughout, as a server's own state would (0: none, the storm's few MiB alone): the collector runs about as often as heap growth / live heap, so a small process collects far more often than a server making the same calls")
 	fs.StringVar(&c.wait, "wait", "default", "how goroutines wait for their GPU work (fcsp.WithHostWait): default (the SDK's: the driver's while few wait, polled past half the cores), driver (cuStreamSynchronize) or a spin duration (poll that long, then yield between polls)")
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
+	burst := fs.String("burst", "", "quiet/burst durations (e.g. 3s/1s): run issue 41's bursty interactive class (1 request goroutine, then 16) beside the batch class in the -burst-layouts instead of the storm matrix")
+	fs.IntVar(&c.bursts.cycles, "cycles", 4, "-burst: quiet+burst cycles per cell")
+	burstLayouts := fs.String("burst-layouts", strings.Join(burstLayoutNames, ","), "-burst: layouts, comma-separated: split16, split32, split48 (the interactive class on that many SMs, the batch on the rest), steer (WithLatencyTarget(-target, 16, 48))")
+	fs.DurationVar(&c.bursts.target, "target", 300*time.Microsecond, "-burst: the interactive class's P99 target (steer's, and every layout's recovery)")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
 	fs.StringVar(&c.mpsStart, "mps-start", "nvidia-cuda-mps-control -d", "shell command that starts the MPS daemon before each round's mps layout (empty: none)")
 	fs.StringVar(&c.mpsStop, "mps-stop", "echo quit | nvidia-cuda-mps-control", "shell command that stops it after (empty: none)")
@@ -164,6 +170,18 @@ func parse(args []string, usage io.Writer) (config, error) {
 		return c, fmt.Errorf("%w: unexpected arguments %q", ErrBadValue, fs.Args())
 	}
 	var err error
+	if *burst != "" {
+		if c.bursts.quiet, c.bursts.burst, err = parseBurst(*burst); err != nil {
+			return c, err
+		}
+		if c.bursts.layouts, err = parseNames("burst-layouts", *burstLayouts, burstLayoutNames); err != nil {
+			return c, err
+		}
+		if c.bursts.cycles < 1 || c.bursts.target <= 0 {
+			return c, fmt.Errorf("%w: -cycles %d, -target %v: want at least 1 and a positive target", ErrBadValue, c.bursts.cycles, c.bursts.target)
+		}
+		c.bursts.batchK = max(c.batchK, 2)
+	}
 	if c.layouts, err = parseNames("layouts", *layouts, layoutNames); err != nil {
 		return c, err
 	}
@@ -378,6 +396,9 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	defer runtime.KeepAlive(state)
 	op := &opener{cfg: cfg, errw: errw, out: out}
 	haveCublas := loadCublas(&cfg, out)
+	if cfg.bursts.quiet > 0 {
+		return runBursts(ctx, op, cfg, haveCublas, out)
+	}
 	est := cfg.estimate()
 	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell, waits -wait %s, %d MiB of server state: about %v\n",
 		strings.Join(cfg.layouts, ","), cfg.ks, strings.Join(cfg.storms, ","), cfg.stormG, cfg.pace, cfg.rounds, cfg.duration, cfg.warmup, cfg.wait, cfg.heapMiB, est.Round(time.Second))

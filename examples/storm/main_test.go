@@ -211,3 +211,22 @@ func TestRatiosChecksAndOverlap(t *testing.T) {
 		t.Fatalf("overlap: %v", err)
 	}
 }
+
+// Issue 41's bursty load on the simulator: every layout runs, the
+// controller moves the steer layout's SMs, the table and checks come out.
+func TestBurstOnSimulator(t *testing.T) {
+	var out, errw bytes.Buffer
+	args := []string{"-simulate", "-burst", "150ms/100ms", "-cycles", "2", "-rounds", "1", "-warmup", "20ms", "-burst-layouts", "split16,split48,steer"}
+	if err := run(context.Background(), args, &out, &errw); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errw.String())
+	}
+	s := out.String()
+	for _, want := range []string{"### Bursty interactive class", "| steer |", "steer burst P99 <= 1.2x split48's", "steer batch >= 90% of split16's"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if _, _, err := parseBurst("3s"); err == nil {
+		t.Error("-burst 3s accepted")
+	}
+}

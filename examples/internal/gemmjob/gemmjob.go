@@ -81,7 +81,18 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 		opt(&o)
 	}
 	j := &Job{T: t, M: m, N: n, K: k, s: o.stream}
-	j.run = func(fcsp.Current) error { return j.gemm() }
+	j.run = func(cur fcsp.Current) error {
+		// The tenant's SMs may have moved since the handle was told
+		// (Reshape, WithLatencyTarget's controller): tell it again, or
+		// cuBLAS keeps picking kernels for the old count.
+		if n := cur.SMs(); !o.noSmTarget && j.SmCountTarget != 0 && n != j.SmCountTarget {
+			if err := j.h.SetSmCountTarget(n); err != nil {
+				return err
+			}
+			j.SmCountTarget = n
+		}
+		return j.gemm()
+	}
 	var err error
 	alloc := func(words int) fcsp.DevicePtr {
 		if err != nil {
