@@ -25,6 +25,7 @@ type Current struct {
 	// gone.
 	slot   int
 	thread int
+	sms    int // a warm-up's size (warm.go); 0: the tenant's
 }
 
 // ContextHandle is a CUcontext. In cgo, C.CUcontext(h.Pointer()).
@@ -87,7 +88,14 @@ func (cur Current) Stream(h *Stream) (StreamHandle, error) {
 // SMs is how many SMs the tenant's partition holds (the whole device's for
 // an unpartitioned tenant): tell libraries that size their launches for the
 // card, such as cuBLAS (cublasSetSmCountTarget).
-func (cur Current) SMs() int { return cur.t.SMs() }
+// Inside DoEach's runs in the contexts of another size (a reshapable
+// tenant's warm-up), that size's.
+func (cur Current) SMs() int {
+	if cur.sms != 0 {
+		return cur.sms
+	}
+	return cur.t.SMs()
+}
 
 // Workspace allocates n bytes for a library's scratch space on stream s
 // (nil: the first stream), counted against the tenant's quota; see

@@ -274,7 +274,9 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // the work queued before the last one still runs. Stats.SMMoves counts
 // them and SMMoveReason says why the last was made. One latency class per
 // pool; make it before the rest's tenant. DoEach warms the contexts of
-// every size it may take.
+// every size it may take (telling each run its size through Current.SMs).
+// As after any Reshape, a library bound to a stream handle must be bound
+// again to the one Current.Stream gives in each Do, and told Current.SMs.
 func WithLatencyTarget(p99 time.Duration, minSMs, maxSMs int) TenantOption {
 	return func(c *tenantConfig) error { return c.SetLatency(p99, minSMs, maxSMs) }
 }

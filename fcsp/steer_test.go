@@ -69,19 +69,24 @@ func TestDoEachWarmsEverySize(t *testing.T) {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	seen := map[cuda.Context]bool{}
+	sizes := map[int]int{}
 	require.NoError(t, a.DoEach(context.Background(), func(cur Current) error {
 		mu.Lock()
 		seen[cur.gctx] = true
+		sizes[cur.SMs()]++
 		mu.Unlock()
 		return nil
 	}))
 	require.Len(t, seen, 9, "3 contexts in each of 3 sizes")
+	require.Equal(t, map[int]int{8: 3, 16: 3, 24: 3}, sizes, "each run told its own size (cublasSetSmCountTarget)")
 	made := drv.Calls("cuGreenCtxCreate")
 	for _, n := range []int{16, 24, 8} {
 		require.NoError(t, a.Reshape(context.Background(), n))
 		var wg sync.WaitGroup
 		for range 3 {
-			wg.Go(func() { require.NoError(t, a.Do(context.Background(), func(Current) error { time.Sleep(time.Millisecond); return nil })) })
+			wg.Go(func() {
+				require.NoError(t, a.Do(context.Background(), func(Current) error { time.Sleep(time.Millisecond); return nil }))
+			})
 		}
 		wg.Wait()
 	}

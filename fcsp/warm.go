@@ -23,7 +23,7 @@ func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) erro
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return g.Part.WarmOthers(c.place.Dos(), func(gctx cuda.Context) (err error) {
+	return g.Part.WarmOthers(c.place.Dos(), func(gctx cuda.Context, sms int) (err error) {
 		prev, thread, err := c.pool.dev.SwapCurrent(gctx)
 		if err != nil {
 			return err
@@ -35,6 +35,6 @@ func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) erro
 		}()
 		slot := c.dos.Enter(thread)
 		defer c.dos.Exit(slot, thread)
-		return f(Current{t: c, ctx: ctx, gctx: gctx, slot: slot, thread: thread})
+		return f(Current{t: c, ctx: ctx, gctx: gctx, slot: slot, thread: thread, sms: sms})
 	})
 }

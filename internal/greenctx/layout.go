@@ -340,11 +340,12 @@ func (s *Split) claim(idx []int, rest bool) error {
 // those contexts first where fewer are made: so that a Reshape to any size
 // meets contexts made, and a library's first use of its kernels in each
 // done (cuBLAS loads them per context, and a load waits for the whole
-// device). f makes the context it is given current and puts the thread's
+// device). f is told the layout's SMs (a library sizes its kernels by
+// them); it makes the context it is given current and puts the thread's
 // back. The slots are taken while f runs, so nothing else holds them; a
 // layout whose slots are held elsewhere (none is, but the current one) is
 // warmed in those that are free.
-func (p *Partition) WarmOthers(n int, f func(ctx cuda.Context) error) error {
+func (p *Partition) WarmOthers(n int, f func(ctx cuda.Context, sms int) error) error {
 	p.mu.Lock()
 	cur := p.cur.Load()
 	var others []*layout
@@ -371,7 +372,7 @@ func (p *Partition) WarmOthers(n int, f func(ctx cuda.Context) error) error {
 			held = append(held, s)
 		}
 		for _, s := range held {
-			if err := f(s.ctx); err != nil {
+			if err := f(s.ctx, l.sms); err != nil {
 				release(held)
 				return fmt.Errorf("warming the %d-SM layout: %w", l.sms, err)
 			}

@@ -50,6 +50,10 @@ type Job struct {
 	// request would be garbage per request, and a goroutine that
 	// allocates while the collector runs is made to help it.
 	run func(fcsp.Current) error
+	// The stream the handle is bound to, and its SM count's guard: the
+	// runs of a DoEach share the job.
+	mu    sync.Mutex
+	bound uintptr
 }
 
 // Option changes how New makes a Job.
@@ -82,14 +86,8 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 	}
 	j := &Job{T: t, M: m, N: n, K: k, s: o.stream}
 	j.run = func(cur fcsp.Current) error {
-		// The tenant's SMs may have moved since the handle was told
-		// (Reshape, WithLatencyTarget's controller): tell it again, or
-		// cuBLAS keeps picking kernels for the old count.
-		if n := cur.SMs(); !o.noSmTarget && j.SmCountTarget != 0 && n != j.SmCountTarget {
-			if err := j.h.SetSmCountTarget(n); err != nil {
-				return err
-			}
-			j.SmCountTarget = n
+		if err := j.follow(cur, o); err != nil {
+			return err
 		}
 		return j.gemm()
 	}
@@ -136,12 +134,40 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 			}
 			j.SmCountTarget = cur.SMs()
 		}
+		j.bound = uintptr(st.Pointer())
 		return errors.Join(h.SetStream(st.Pointer()), h.SetWorkspace(j.ws.Pointer(), j.ws.Size()))
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("tenant %s: cuBLAS handle: %w", t.Name(), err), j.Close(ctx))
 	}
 	return j, nil
+}
+
+// follow tells the handle where the tenant is now: its stream's handle
+// and its SMs change when it is reshaped (Reshape, WithLatencyTarget's
+// controller), and a handle bound before would queue on the old layout's
+// stream (its SMs, unordered with the work after) and pick kernels for the
+// old SM count.
+func (j *Job) follow(cur fcsp.Current, o options) error {
+	st, err := cur.Stream(o.stream)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if p := uintptr(st.Pointer()); p != j.bound {
+		if err := j.h.SetStream(st.Pointer()); err != nil {
+			return err
+		}
+		j.bound = p
+	}
+	if n := cur.SMs(); !o.noSmTarget && j.SmCountTarget != 0 && n != j.SmCountTarget {
+		if err := j.h.SetSmCountTarget(n); err != nil {
+			return err
+		}
+		j.SmCountTarget = n
+	}
+	return nil
 }
 
 // Stream is the stream the job queues on: WithStream's, or the tenant's
