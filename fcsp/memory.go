@@ -42,7 +42,7 @@ func (s *memStream) Idle() bool {
 	}
 	sc := (*streamCore)(s)
 	p := s.t.pool
-	return s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.drv.StreamQuery(ctx, sc.h()) }) == nil
+	return s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.dev.QueryStream(ctx, sc.h()) }) == nil
 }
 
 // Synchronize is streamCore.wait for the engine, whose caller is counted in

@@ -93,3 +93,8 @@ func RestoreCurrent(drv cuda.Driver, prev cuda.Context) error {
 	}
 	return err
 }
+
+// QueryStream is cuStreamQuery with ctx (0 where the driver takes none): nil
+// once the work queued on s has run, cuda.ErrorNotReady before; it never
+// waits.
+func (d *Device) QueryStream(ctx cuda.Context, s cuda.Stream) error { return d.drv.StreamQuery(ctx, s) }
