@@ -49,3 +49,23 @@ func TestOpenSaysWherePartitionsCannotHold(t *testing.T) {
 	q, _ := openSim(t, WithEnviron([]string{}))
 	require.Empty(t, q.Device().Caveats)
 }
+
+// Issue 38 #5, #6. An explicit Close with a live allocation says so in its
+// own words (it logged "tenant reclaimed ... why=\"\"", the collector's
+// line); after Close, SetSMLimit is ErrClosed (it answered nil and Stats
+// showed the new limit) and Context is 0 (it was the destroyed handle).
+func TestExplicitCloseSaysWhatItDid(t *testing.T) {
+	var buf bytes.Buffer
+	p, _ := openSim(t, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	tn, err := p.NewTenant("t", WithSMs(16), WithSMLimit(0.5))
+	require.NoError(t, err)
+	_, err = tn.Alloc(t.Context(), 1<<20)
+	require.NoError(t, err)
+	require.NotZero(t, tn.Context())
+	require.NoError(t, tn.Close())
+	require.Contains(t, buf.String(), `msg="tenant closed with live allocations, which Close freed" tenant=t why=Tenant.Close leaked_allocations=1`)
+	require.NotContains(t, buf.String(), "tenant reclaimed")
+	require.ErrorIs(t, tn.SetSMLimit(0.25), ErrClosed)
+	require.Equal(t, 0.5, tn.Stats().SMLimit)
+	require.Zero(t, tn.Context())
+}

@@ -150,7 +150,9 @@ func TestSetSMLimitRacesCloseAndWaitingLaunches(t *testing.T) {
 			go func() {
 				defer bg.Done()
 				for i := 0; !stop.Load(); i++ {
-					if err := tn.SetSMLimit([]float64{1, 0.25, 0.5, 0.1}[i%4]); err != nil {
+					if err := tn.SetSMLimit([]float64{1, 0.25, 0.5, 0.1}[i%4]); errors.Is(err, ErrClosed) {
+						return // after Close, as every call (issue 38 #6)
+					} else if err != nil {
 						errs <- err
 						return
 					}

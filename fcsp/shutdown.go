@@ -3,6 +3,7 @@ package fcsp
 import (
 	"context"
 	"fmt"
+	"github.com/fcsp-go/fcsp-go/internal/teardown"
 
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 )
@@ -21,7 +22,7 @@ func (c *tenantCore) Shutdown(ctx context.Context) error {
 	}
 	return hostwait.Within(ctx, func() error {
 		c.cleanup.Stop()
-		return c.close("")
+		return c.close(teardown.Closed)
 	})
 }
 

@@ -266,9 +266,12 @@ func (t *Tenant) Partitioned() bool {
 // Context is the tenant's CUcontext (the green context's, or the device's
 // primary context for an unpartitioned tenant), for other bindings. A green
 // context may be current on one thread at a time, and the handle is valid
-// only while the Tenant is open and reachable.
+// only while the Tenant is open and reachable; 0 once it is closed.
 func (t *Tenant) Context() uintptr {
 	defer runtime.KeepAlive(t)
+	if t.c.closed.Load() {
+		return 0 // destroyed, or about to be
+	}
 	return uintptr(t.c.place.Context())
 }
 
@@ -330,6 +333,9 @@ func (c *tenantCore) doGreen(f func(ctx cuda.Context) error) error {
 func (t *Tenant) SetSMLimit(f float64) error {
 	defer runtime.KeepAlive(t)
 	c := t.c
+	if c.closed.Load() {
+		return ErrClosed
+	}
 	if !c.adm.Limited() {
 		return fmt.Errorf("%w: tenant %q was made without WithSMLimit", ErrInvalidArgument, c.name)
 	}

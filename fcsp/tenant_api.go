@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"context"
+	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"runtime"
 )
 
@@ -104,7 +105,7 @@ func (t *Tenant) Close() error {
 		return err
 	}
 	t.c.cleanup.Stop()
-	return t.c.close("")
+	return t.c.close(teardown.Closed)
 }
 
 // Do runs f on a locked OS thread with one of the tenant's contexts
@@ -116,8 +117,10 @@ func (t *Tenant) Close() error {
 // past that many a Do waits for one in arrival order. No other SDK call
 // takes one: a server's allocations, streams, memory figures and scrapes
 // never wait for a Do, nor a Do for them (docs/CONTEXTS.md). An
-// unpartitioned tenant's context is the device's primary context, current
-// on any number of threads, so its Do excludes nothing.
+// unpartitioned tenant's Do takes the device's primary context while no
+// partition exists (current on any number of threads: it excludes
+// nothing), else one of the green contexts of the SMs no partition holds,
+// which every unpartitioned tenant shares (made on demand, up to 64).
 //
 // Afterwards the thread's previous current context is restored and the
 // thread unlocked; so is it if f panics, and the panic goes on. f's error

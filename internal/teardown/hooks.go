@@ -9,13 +9,21 @@ import (
 // PoolClosed is the why of a tenant the pool's Close closed.
 const PoolClosed = "pool closed"
 
+// Closed is the why of a tenant its own Close closed: said only where it
+// left allocations, which Close freed.
+const Closed = "Tenant.Close"
+
 // Reclaimed logs a close that was not the owner's own (why: the
 // garbage collector's, a context's end, the pool's Close) or that found
 // allocations leaked: a warning, but for the pool's Close of a tenant
 // that leaked nothing, which closes open tenants as documented and is
 // not a reclaim. An owner's clean Close logs nothing.
 func Reclaimed(log *slog.Logger, tenant, why string, leaks int) {
-	if why == "" && leaks == 0 {
+	if (why == "" || why == Closed) && leaks == 0 {
+		return
+	}
+	if why == Closed { // the owner's own Close: nothing was reclaimed from it
+		log.Warn("tenant closed with live allocations, which Close freed", "tenant", tenant, "why", why, "leaked_allocations", leaks)
 		return
 	}
 	logf := log.Warn
