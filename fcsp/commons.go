@@ -72,10 +72,8 @@ func (p *Pool) follow(making bool) error {
 	if !whole && len(idx) == 0 && !rem {
 		return errNoCommons(len(plain))
 	}
-	for _, c := range plain {
-		if err := c.checkNotInsideDo("moving the unpartitioned tenants' SMs"); err != nil {
-			return err // the pause would wait for this Do
-		}
+	if err := p.insidePlainDo("moving the unpartitioned tenants' SMs"); err != nil {
+		return err // the pause would wait for this Do
 	}
 	paused := make([]*tenantCore, 0, len(plain))
 	defer func() {
@@ -127,20 +125,29 @@ func (p *Pool) lockPlace(what string) error {
 	if p.placeMu.TryLock() {
 		return nil
 	}
-	if p.commons != nil {
-		p.mu.Lock()
-		var err error
-		for _, c := range p.tenants { // no garbage: NewTenant comes here
-			if err == nil && !c.place.Partitioned() {
-				err = c.checkNotInsideDo(what)
-			}
-		}
-		p.mu.Unlock()
-		if err != nil {
-			return err
-		}
+	if err := p.insidePlainDo(what); err != nil {
+		return err
 	}
 	p.placeMu.Lock()
+	return nil
+}
+
+// insidePlainDo is ErrInsideDo (what names the call) on a thread inside a
+// Do of an unpartitioned tenant, which a move of the commons waits for.
+// It makes no garbage: NewTenant comes here.
+func (p *Pool) insidePlainDo(what string) error {
+	if p.commons == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.tenants {
+		if !c.place.Partitioned() {
+			if err := c.checkNotInsideDo(what); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -191,10 +198,8 @@ func (p *Pool) released() {
 	if p.commons == nil || p.split.Version() == p.followed.Load() {
 		return // a spare kept, say: nothing moved
 	}
-	for _, c := range p.plainCores() {
-		if c.dos.Pinned() {
-			return // a move now would wait for this Do
-		}
+	if p.insidePlainDo("Close") != nil {
+		return // a move now would wait for this Do
 	}
 	p.placeMu.Lock()
 	defer p.placeMu.Unlock()

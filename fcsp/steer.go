@@ -38,7 +38,6 @@ type steer struct {
 	mu     sync.Mutex
 	lat    *tenantCore // the latency class
 	rest   *tenantCore // the throughput class it trades SMs with
-	total  int         // the SMs the two hold together
 	ctl    *smctl.Controller
 	stop   chan struct{}
 	done   chan struct{}
@@ -138,9 +137,8 @@ func (p *Pool) wireSteered(c *tenantCore, cfg *tenantConfig) {
 			return // bounds were checked in shapeSteered
 		}
 		st.ctl = ctl
-	case cfg.Rest && st.lat != nil && st.rest == nil && c.place.Reshapable():
+	case cfg.Rest && st.ctl != nil && st.rest == nil && c.place.Reshapable():
 		st.rest = c
-		st.total = st.lat.place.SMs() + c.place.SMs()
 		st.stop, st.done = make(chan struct{}), make(chan struct{})
 		go p.runSteer(st.lat, c, st.ctl, st.stop, st.done)
 	}

@@ -33,10 +33,7 @@ const maxCommonsLayouts = 8
 // NewCommons makes d's commons, on the whole device.
 func (d *Device) NewCommons() (*Partition, error) {
 	p := &Partition{drv: d.drv, dev: d, done: make(chan struct{}), commons: true}
-	l, err := p.wholeLayout()
-	if err != nil {
-		return nil, err
-	}
+	l := p.wholeLayout()
 	p.layouts = []*layout{l}
 	p.cur.Store(l)
 	return p, nil
@@ -45,7 +42,7 @@ func (d *Device) NewCommons() (*Partition, error) {
 // wholeLayout is the commons' layout over the whole device: the primary
 // context, which any number of threads may have current, so its one slot
 // is shared (any) and nothing waits for it.
-func (p *Partition) wholeLayout() (*layout, error) {
+func (p *Partition) wholeLayout() *layout {
 	primary := p.dev.Primary()
 	l := &layout{ctx: primary, sms: p.dev.SMs(), key: wholeKey}
 	l.any = &Slot{l: l, ctx: primary}
@@ -54,7 +51,7 @@ func (p *Partition) wholeLayout() (*layout, error) {
 	l.slots.max.Store(1) // Limit: one context, shared (DoEach runs once)
 	retired := make(chan struct{})
 	l.retired.Store(&retired)
-	return l, nil
+	return l
 }
 
 // CommonsKey names the layout over groups idx and, if rem, the remainder.
@@ -127,13 +124,13 @@ func (p *Partition) buildCommons(key string, res []cuda.DevResource, n int) (*la
 	var l *layout
 	var err error
 	if key == wholeKey {
-		l, err = p.wholeLayout()
+		l = p.wholeLayout()
 	} else if l, err = newLayout(p.dev, res); err == nil {
 		l.key = key
 		l.slots.max.Store(MaxSlots) // its tenants share them; made on demand
 		// newLayout made a first stream; the commons' streams are all
 		// its tenants'.
-		err = errors.Join(p.drv.StreamDestroy(p.dev.Primary(), l.streams[0]))
+		err = p.drv.StreamDestroy(p.dev.Primary(), l.streams[0])
 		l.streams = l.streams[:0]
 	}
 	for err == nil && len(l.streams) < n {
