@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -64,6 +65,10 @@ func TestSharedRegionSurvivesSIGKILL(t *testing.T) {
 	defer p.Close()
 	mine, err := p.NewTenant("parent")
 	require.NoError(t, err)
+	// Unreferenced, the tenant would be the collector's to reclaim, with
+	// its allocation: the full package's garbage collected it mid-test
+	// (shared total 0, ours 32 MiB), which the GCs below now force.
+	defer runtime.KeepAlive(mine)
 	_, err = mine.Alloc(context.Background(), 3<<20)
 	require.NoError(t, err)
 	own := p.Stats().MemoryOwn // its pool's chunk
@@ -80,6 +85,8 @@ func TestSharedRegionSurvivesSIGKILL(t *testing.T) {
 	require.Eventually(t, func() bool { return p.SharedUsed() > own }, 5*time.Second, time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
+	runtime.GC() // a collection here (another test's garbage) must not reclaim ours
+	runtime.GC()
 	// Waited for by hand, so that a failure says what the region held then
 	// (it failed twice on a 2-core VM loaded by five other builds, and
 	// passed alone every time: the slots tell a slow reap from a wrong one).

@@ -45,6 +45,7 @@ const (
 	ErrorNotSupported          Result = 801
 	ErrorInvalidResourceType   Result = 914
 	ErrorInvalidResourceConfig Result = 915
+	ErrorStreamDetached        Result = 917
 	ErrorUnknown               Result = 999
 
 	// entry points added for lib: stream capture.
@@ -91,6 +92,7 @@ var resultNames = map[Result]string{
 	ErrorNotSupported:          "CUDA_ERROR_NOT_SUPPORTED",
 	ErrorInvalidResourceType:   "CUDA_ERROR_INVALID_RESOURCE_TYPE",
 	ErrorInvalidResourceConfig: "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
+	ErrorStreamDetached:        "CUDA_ERROR_STREAM_DETACHED",
 	ErrorUnknown:               "CUDA_ERROR_UNKNOWN",
 	// entry points added for lib
 	ErrorStreamCaptureUnsupported: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",

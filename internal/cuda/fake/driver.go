@@ -80,6 +80,9 @@ type streamInfo struct {
 	launches int
 	gpu      time.Duration // modelled GPU time of its launches (SetKernelDuration)
 	capture  *capture      // entry points added for lib: non-nil while capturing
+	// detached: its green context was destroyed. The stream lives on
+	// until cuStreamDestroy, the only call it still answers.
+	detached bool
 }
 
 type eventInfo struct {
@@ -494,6 +497,9 @@ func (d *Driver) stream(op string, s cuda.Stream) (*streamInfo, error) {
 	st := d.streams[s]
 	if st == nil {
 		return nil, cuda.Check(op, cuda.ErrorInvalidHandle)
+	}
+	if st.detached {
+		return nil, cuda.Check(op, cuda.ErrorStreamDetached)
 	}
 	return st, nil
 }
@@ -973,10 +979,13 @@ func (d *Driver) GreenCtxDestroy(h cuda.GreenCtx) error {
 	}
 	g.destroyed = true
 	d.contexts[g.ctx].destroyed = true
-	// Streams of a destroyed green context are gone with it.
-	for s, st := range d.streams {
+	// cuGreenCtxDestroy does not destroy the green context's streams
+	// (the driver API's documentation): they stay, detached, holding what
+	// they hold, until cuStreamDestroy, so Live counts them and a caller
+	// that forgets one leaks it here as on the device.
+	for _, st := range d.streams {
 		if st.ctx == g.ctx {
-			delete(d.streams, s)
+			st.detached = true
 		}
 	}
 	return nil

@@ -163,3 +163,28 @@ func TestCaptureRulesAsTheDriver(t *testing.T) {
 	require.ErrorIs(t, d.GraphLaunch(ctx, e, s), cuda.ErrorInvalidValue)
 	require.ErrorIs(t, d.GraphDestroy(ctx, g), cuda.ErrorInvalidValue)
 }
+
+// cuGreenCtxDestroy leaves the green context's streams to their owner (the
+// driver API's documentation): they stay live, answer every call but
+// cuStreamDestroy with CUDA_ERROR_STREAM_DETACHED, and are gone only when
+// destroyed. The fake once dropped them with the context, which hid a
+// stream leaked past its context from every Live check.
+func TestStreamsOutliveTheirGreenContext(t *testing.T) {
+	drv := fake.New(fake.H200())
+	res, _ := drv.DeviceGetDevResource(0, cuda.ResourceSM)
+	parts, _, _, err := drv.DevSmResourceSplitByCount(res, 0, 8, 1)
+	require.NoError(t, err)
+	d, err := drv.DevResourceGenerateDesc(parts)
+	require.NoError(t, err)
+	g, err := drv.GreenCtxCreate(d, 0, cuda.GreenCtxDefaultStream)
+	require.NoError(t, err)
+	s, err := drv.GreenCtxStreamCreate(g, cuda.StreamNonBlocking, 0)
+	require.NoError(t, err)
+	primary, err := drv.PrimaryCtxRetain(0)
+	require.NoError(t, err)
+	require.NoError(t, drv.GreenCtxDestroy(g))
+	require.Equal(t, 1, drv.Live().Streams, "the stream outlives its green context")
+	require.ErrorIs(t, drv.StreamSynchronize(primary, s), cuda.ErrorStreamDetached)
+	require.NoError(t, drv.StreamDestroy(primary, s))
+	require.Zero(t, drv.Live().Streams)
+}
