@@ -354,6 +354,9 @@ func TestCommonsLeavesNothingAtShutdown(t *testing.T) {
 		require.Zero(t, live.Streams, "round %d: %+v", round, live)
 		require.Zero(t, live.Events, "round %d: %+v", round, live)
 		require.Zero(t, live.Bytes, "round %d: %+v", round, live)
+		require.Zero(t, live.Modules, "round %d: %+v", round, live)
+		require.Zero(t, live.Contexts, "round %d: %+v", round, live)
+		require.Zero(t, live.PrimaryRefs, "round %d: %+v", round, live)
 	}
 }
 
