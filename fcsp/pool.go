@@ -180,6 +180,9 @@ func (p *Pool) MemoryUsed() uint64 {
 	return p.shared.Read(p.mem.Used) // with a shared region, which may be unmapping
 }
 
+// MemoryLimit is the device memory limit the pool enforces: the device's
+// total, or less where WithDeviceMemoryLimit (or HAMi's environment) set
+// one. With WithSharedRegion it is the limit of every process together.
 func (p *Pool) MemoryLimit() uint64 { return p.mem.Limit() }
 
 // Tenants lists the live tenants' names, sorted.

@@ -417,7 +417,8 @@ type Stats struct {
 	GPUTime        time.Duration
 	GPUTimeByClass map[Class]time.Duration
 
-	// Memory bandwidth and priority (bandwidth.go, priority.go).
+	// Memory bandwidth: WithBandwidthFloor's floor and what it cost
+	// (BandwidthStats).
 	Bandwidth BandwidthStats
 
 	// SMMoves counts the moves of a latency class's SMs

@@ -36,7 +36,7 @@
 //
 // The device total is not written by every allocation: each account leases
 // device headroom in chunks and charges its allocations against its lease
-// (see lease.go), so tenants allocating on different cores do not share a
+// (a lease), so tenants allocating on different cores do not share a
 // cache line. Leases count in the device total, which keeps the invariant
 // above; a reservation that finds the device full takes every lease back
 // before it refuses, so leases never cause a refusal.

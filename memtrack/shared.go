@@ -23,7 +23,7 @@ type SharedDevice interface {
 // own usage through d.Add and d.Sub.
 //
 // Shared admission costs one d.Used on top of the local path (with fcsp's
-// region, one load per process, not per tenant); see Tracker.sharedReserve.
+// region, one load per process, not per tenant).
 //
 // Tenant totals and allocation records stay process-local. Every process
 // should use the same device limit; each enforces the limit it was given

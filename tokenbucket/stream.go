@@ -14,9 +14,8 @@ import (
 // A stream of share 1 is charged on the device bucket alone (one clock read
 // and one CAS per admission): its own bucket would have the device's rate
 // and burst and see a subset of the device's charges, so it could never
-// refuse what the device admits (see twoTier). The only stream of a
-// Limiter admits from a lease of device tokens, one CAS on its own word
-// (see lease).
+// refuse what the device admits. The only stream of a Limiter admits
+// from a lease of device tokens, one CAS on its own word.
 type Stream struct {
 	l      *Limiter
 	bucket *Bucket // kept at the share's rate by SetSMLimit; charged only if own
