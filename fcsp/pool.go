@@ -199,8 +199,19 @@ func (p *Pool) Tenants() []string {
 
 // RegisterStream labels a stream the SDK did not create (the stream an NCCL
 // communicator runs on, say) so that Tenant.Adopt classifies it; call it
-// where the communicator is made.
-func (p *Pool) RegisterStream(handle uintptr, c Class) { p.registry.Register(handle, c) }
+// where the communicator is made. Handle 0 (the NULL stream, which is no
+// communicator's) and a class that is not one of the Class constants are
+// ErrInvalidArgument, and label nothing.
+func (p *Pool) RegisterStream(handle uintptr, c Class) error {
+	if handle == 0 {
+		return fmt.Errorf("%w: RegisterStream of stream handle 0, the NULL stream; register the stream the communicator was made with", ErrInvalidArgument)
+	}
+	if err := checkClass(c); err != nil {
+		return err
+	}
+	p.registry.Register(handle, c)
+	return nil
+}
 
 // UnregisterStream forgets a label (handles are reused once destroyed).
 func (p *Pool) UnregisterStream(handle uintptr) { p.registry.Unregister(handle) }
