@@ -26,11 +26,11 @@ func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) erro
 	return g.Part.WarmOthers(c.place.Dos(), func(gctx cuda.Context, sms int) (err error) {
 		prev, thread, err := c.pool.dev.SwapCurrent(gctx)
 		if err != nil {
-			return err
+			return c.fail("DoEach", err)
 		}
 		defer func() {
 			if e := greenctx.RestoreCurrent(c.pool.raw, prev); e != nil {
-				err = errors.Join(err, fmt.Errorf("tenant %q: restoring the thread's context: %w", c.name, e))
+				err = errors.Join(err, c.fail("DoEach", fmt.Errorf("restoring the thread's context: %w", e)))
 			}
 		}()
 		slot := c.dos.Enter(thread)
