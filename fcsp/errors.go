@@ -115,7 +115,7 @@ type CUDAError = cuda.Error
 type Result = cuda.Result
 
 // TenantError is the error of a call on a tenant or on what it made (its
-// Streams, Modules, Graphs, Scopes, Workspaces, a Do's Current), as
+// Streams, Modules, Events, Graphs, Scopes, Workspaces, a Do's Current), as
 // *os.PathError is a file's: which tenant, which call, and why. Its text is
 //
 //	tenant "name": Op: cause

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -242,4 +243,32 @@ func TestOneErrorShape(t *testing.T) {
 	var lost *DeviceLostError
 	require.ErrorAs(t, err, &lost)
 	require.Equal(t, "cuLaunchKernel", lost.Op)
+}
+
+// A lost device's message names the driver call once (it read
+// "cuGraphLaunch: ... from cuGraphLaunch"), and the call that saw it where
+// that was another; where it was first seen; and what to do.
+func TestDeviceLostSaysItOnce(t *testing.T) {
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	illegal := &CUDAError{Op: "cuGraphLaunch", Code: cuda.ErrorIllegalAddress}
+	for _, c := range []struct {
+		e    DeviceLostError
+		want string
+	}{
+		{DeviceLostError{Err: illegal, Op: "cuGraphLaunch", At: at},
+			"CUDA_ERROR_ILLEGAL_ADDRESS (700) from cuGraphLaunch, first seen outside any tenant at 2026-12-04T10:00:00Z;"},
+		{DeviceLostError{Err: illegal, Op: "cuGraphLaunch", Tenant: "a", At: at},
+			`CUDA_ERROR_ILLEGAL_ADDRESS (700) from cuGraphLaunch, first seen by tenant "a" at 2026-12-04T10:00:00Z;`},
+		{DeviceLostError{Err: illegal, Op: "cuGraphLaunch", Tenant: "a", Stream: 0x10, At: at},
+			`from cuGraphLaunch, first seen by tenant "a" on stream 0x10 at`},
+		{DeviceLostError{Err: illegal, Op: "cleanup", At: at},
+			"CUDA_ERROR_ILLEGAL_ADDRESS (700) from cuGraphLaunch (cleanup), first seen outside any tenant"},
+	} {
+		m := c.e.Error()
+		require.True(t, strings.HasPrefix(m, "fcsp: device lost: "), m)
+		require.Contains(t, m, c.want)
+		require.Equal(t, 1, strings.Count(m, "cuGraphLaunch"), m)
+		require.True(t, strings.HasSuffix(m, "restart the process"), m)
+	}
+	require.NotPanics(t, func() { _ = new(DeviceLostError).Error() }, "a zero DeviceLostError")
 }
