@@ -22,10 +22,10 @@ func (s *streamCore) checkShape(f *Function, grid, block Dim3) error {
 		return ErrClosed
 	}
 	if f == nil {
-		return fmt.Errorf("%w: launch of a nil *Function on tenant %q", ErrInvalidArgument, s.t.name)
+		return fmt.Errorf("%w: a nil *Function; pass one from Module.Function", ErrInvalidArgument)
 	}
 	if f.m.t != s.t {
-		return fmt.Errorf("%w: kernel %q belongs to tenant %q, stream to %q", ErrInvalidArgument, f.name, f.m.t.name, s.t.name)
+		return fmt.Errorf("%w: kernel %q was loaded by %s; launch it on that tenant's streams", ErrInvalidArgument, f.name, tenantName(f.m.t.name))
 	}
 	return admission.CheckShape(f.name, grid.cuda(), block.cuda())
 }
@@ -48,7 +48,7 @@ func (h *Stream) TryLaunch(f *Function, grid, block Dim3, shmem uint32, args *Ar
 		return err
 	}
 	defer s.release()
-	return s.launch(context.Background(), f, grid, block, shmem, args, true)
+	return s.t.fail("Stream.TryLaunch", s.launch(context.Background(), f, grid, block, shmem, args, true))
 }
 
 // Reservation is a launch admitted ahead of time by Stream.Reserve: Launch
@@ -71,13 +71,13 @@ func (h *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 	}
 	defer s.release()
 	if err := s.checkShape(f, grid, block); err != nil {
-		return nil, err
+		return nil, s.t.fail("Stream.Reserve", err)
 	}
 	var w admission.Work
 	w.Of(grid.cuda(), block.cuda(), &f.est, &f.bytes)
 	r, err := s.gate.Reserve(&w)
 	if err != nil {
-		return nil, err
+		return nil, s.t.fail("Stream.Reserve", err)
 	}
 	return &Reservation{s: h, f: f, grid: grid, block: block, r: r}, nil
 }
@@ -95,6 +95,19 @@ func (r *Reservation) Cancel() { r.r.Cancel() }
 // closes; either way the reservation is cancelled. A reservation launches
 // once.
 func (r *Reservation) Launch(ctx context.Context, shmem uint32, args *Args) error {
+	err := r.launch(ctx, shmem, args)
+	if err == nil || r.f == nil {
+		return err // a zero Reservation names no tenant
+	}
+	return r.f.m.t.fail("Reservation.Launch", err)
+}
+
+// launch is Launch, its errors bare.
+func (r *Reservation) launch(ctx context.Context, shmem uint32, args *Args) error {
+	if ctx == nil {
+		r.Cancel()
+		return errNilContext
+	}
 	if err := r.check(args); err != nil {
 		r.Cancel()
 		return err

@@ -72,7 +72,7 @@ func (p *Pool) follow(making bool) error {
 	if !whole && len(idx) == 0 && !rem {
 		return errNoCommons(len(plain))
 	}
-	if err := p.insidePlainDo("moving the unpartitioned tenants' SMs"); err != nil {
+	if err := p.insidePlainDo(); err != nil {
 		return err // the pause would wait for this Do
 	}
 	paused := make([]*tenantCore, 0, len(plain))
@@ -120,32 +120,30 @@ func (p *Pool) follow(making bool) error {
 // lockPlace takes placeMu. Where another change holds it, that change may
 // be a move waiting for the unpartitioned tenants' calls in flight; one of
 // them waiting here would never be done: from inside one of their Dos it
-// is ErrInsideDo rather than a wait (what names the call).
-func (p *Pool) lockPlace(what string) error {
+// is ErrInsideDo rather than a wait.
+func (p *Pool) lockPlace() error {
 	if p.placeMu.TryLock() {
 		return nil
 	}
-	if err := p.insidePlainDo(what); err != nil {
+	if err := p.insidePlainDo(); err != nil {
 		return err
 	}
 	p.placeMu.Lock()
 	return nil
 }
 
-// insidePlainDo is ErrInsideDo (what names the call) on a thread inside a
+// insidePlainDo is ErrInsideDo, naming the tenant, on a thread inside a
 // Do of an unpartitioned tenant, which a move of the commons waits for.
-// It makes no garbage: NewTenant comes here.
-func (p *Pool) insidePlainDo(what string) error {
+// It makes no garbage where it finds none: NewTenant comes here.
+func (p *Pool) insidePlainDo() error {
 	if p.commons == nil {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.tenants {
-		if !c.place.Partitioned() {
-			if err := c.checkNotInsideDo(what); err != nil {
-				return err
-			}
+		if !c.place.Partitioned() && c.checkNotInsideDo() != nil {
+			return fmt.Errorf("%w (%s's, an unpartitioned tenant's, whose SMs it would move); call it after that Do returns", ErrInsideDo, tenantName(c.name))
 		}
 	}
 	return nil
@@ -198,7 +196,7 @@ func (p *Pool) released() {
 	if p.commons == nil || p.split.Version() == p.followed.Load() {
 		return // a spare kept, say: nothing moved
 	}
-	if p.insidePlainDo("Close") != nil {
+	if p.insidePlainDo() != nil {
 		return // a move now would wait for this Do
 	}
 	p.placeMu.Lock()

@@ -68,19 +68,22 @@ func (cur Current) Context() ContextHandle { return ContextHandle{cur.gctx} }
 // handle taken otherwise (Stream.Handle), outside Do, or on streams the SDK
 // did not make is not metered.
 func (cur Current) Stream(h *Stream) (StreamHandle, error) {
+	if cur.t == nil {
+		return StreamHandle{}, errZeroCurrent
+	}
 	if !cur.t.dos.Live(cur.slot, cur.thread) {
-		return StreamHandle{}, admission.ErrTakenAfterDo
+		return StreamHandle{}, cur.t.fail("Current.Stream", admission.ErrTakenAfterDo)
 	}
 	if h == nil {
 		h = &cur.t.first
 	}
-	s, err := cur.t.ownStream(h, "Current.Stream")
+	s, err := cur.t.ownStream(h)
 	if err != nil {
-		return StreamHandle{}, err
+		return StreamHandle{}, cur.t.fail("Current.Stream", err)
 	}
 	defer s.release()
 	if err := cur.run.Take(&s.gate); err != nil {
-		return StreamHandle{}, fmt.Errorf("tenant %q: timing the stream: %w", cur.t.name, err)
+		return StreamHandle{}, cur.t.fail("Current.Stream", fmt.Errorf("timing the stream: %w", err))
 	}
 	return StreamHandle{s.h()}, nil
 }
@@ -101,14 +104,21 @@ func (cur Current) SMs() int {
 // (nil: the first stream), counted against the tenant's quota; see
 // Tenant.AllocWorkspace.
 func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
-	if !cur.t.dos.Live(cur.slot, cur.thread) {
-		return nil, errWorkspaceAfterDo
+	if cur.t == nil {
+		return nil, errZeroCurrent
 	}
-	return cur.t.AllocWorkspace(cur.ctx, s, n)
+	if !cur.t.dos.Live(cur.slot, cur.thread) {
+		return nil, cur.t.fail("Current.Workspace", admission.ErrTakenAfterDo)
+	}
+	w, err := cur.t.AllocWorkspace(cur.ctx, s, n)
+	if err != nil {
+		return nil, cur.t.fail("Current.Workspace", err)
+	}
+	return w, nil
 }
 
-// errWorkspaceAfterDo is admission.ErrTakenAfterDo for Workspace, named.
-var errWorkspaceAfterDo = fmt.Errorf("%w: Current.Workspace called after its Do returned; a Current is valid during its call of f", ErrInvalidArgument)
+// errZeroCurrent answers a Current that no Do made.
+var errZeroCurrent = fmt.Errorf("%w: a zero Current; use the one Tenant.Do passes to its function", ErrInvalidArgument)
 
 // Workspace is device memory handed to a library for its own use (cuBLAS's
 // cublasSetWorkspace, a cuDNN workspace, what a TensorRT IGpuAllocator
@@ -125,13 +135,16 @@ type Workspace struct {
 
 // AllocWorkspace is Tenant.AllocWorkspace.
 func (c *tenantCore) AllocWorkspace(ctx context.Context, h *Stream, n uint64) (*Workspace, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if h == nil {
 		h = &c.first
 	}
-	s, err := c.ownStream(h, "AllocWorkspace")
+	s, err := c.ownStream(h)
 	if err != nil {
 		return nil, err
 	}
@@ -161,8 +174,8 @@ func (w *Workspace) Close() error {
 	if s, err := w.s.acquire(); err == nil {
 		defer s.release()
 		if !s.closed.Load() {
-			return w.t.free(s, w.p)
+			return w.t.fail("Workspace.Close", w.t.free(s, w.p))
 		}
 	}
-	return w.t.Free(w.p) // its stream closed first: in order on the first
+	return w.t.fail("Workspace.Close", w.t.Free(w.p)) // its stream closed first: in order on the first
 }

@@ -42,7 +42,9 @@
 // The handles a tenant hands out (Context, Stream.Handle) are the driver's
 // own CUcontext and CUstream, usable from any other binding. Every error is
 // typed: sentinels for errors.Is, and *CUDAError values carrying the CUDA
-// result code for driver failures.
+// result code for driver failures. A call on a tenant (or on its streams,
+// modules, graphs) fails with a *TenantError, as a file's call with an
+// *os.PathError: `tenant "batch": Alloc: ` and the cause, each named once.
 //
 // Without a GPU, tests and demos open a simulated one (package fcsptest):
 //

@@ -2,7 +2,6 @@ package fcsp
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
@@ -12,22 +11,22 @@ import (
 // DoEach is Tenant.DoEach.
 func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 	if f == nil {
-		return fmt.Errorf("%w: DoEach with a nil function", ErrInvalidArgument)
+		return c.fail("DoEach", errNilFunc)
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: DoEach with a nil context", ErrInvalidArgument)
+		return c.fail("DoEach", errNilContext)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return c.fail("DoEach", err)
 	}
-	if err := c.checkNotInsideDo("DoEach"); err != nil {
-		return err // its runs would wait for the context this Do holds
+	if err := c.checkNotInsideDo(); err != nil {
+		return c.fail("DoEach", err) // its runs would wait for the context this Do holds
 	}
 	// Each run holds its context until all have run (inside.Each), so
 	// nothing else may take part of the contexts meanwhile and wait for
 	// the rest. Another DoEach would: one at a time.
 	if err := c.each.Take(ctx); err != nil {
-		return err
+		return c.fail("DoEach", err)
 	}
 	defer c.each.Give()
 	n := c.place.Dos()
@@ -47,7 +46,7 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 			r, o, err := c.adm.BeginDo(ctx, key, false)
 			if err != nil {
 				abandon()
-				return err
+				return c.fail("DoEach", err)
 			}
 			runs, own = append(runs, r), append(own, o)
 		}
@@ -59,14 +58,16 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 	slot, err := c.enter()
 	if err != nil {
 		abandon()
-		return err
+		return c.fail("DoEach", err)
 	}
 	defer c.life.Exit(slot)
+	// Each run's own errors are named as DoEach's; f's are as f returned
+	// them.
 	err = inside.Each(ctx, n, func(ctx context.Context, i int, f func(Current) error) error {
 		if runs == nil {
-			return c.doOnThread(ctx, f, nil, false)
+			return c.doOnThread(ctx, "DoEach", f, nil, false)
 		}
-		return c.doOnThread(ctx, f, runs[i], own[i])
+		return c.doOnThread(ctx, "DoEach", f, runs[i], own[i])
 	}, f)
 	if err == nil {
 		err = c.warmOthers(ctx, f) // a reshapable tenant's other sizes

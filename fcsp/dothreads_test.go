@@ -40,7 +40,7 @@ func TestDoCloseInsideRefusedPastTheSlots(t *testing.T) {
 				if err := a.Close(); !errors.Is(err, ErrInsideDo) {
 					t.Errorf("Close from inside Do: %v, want ErrInsideDo", err)
 				}
-				if err := b.c.checkNotInsideDo("Close"); err != nil {
+				if err := b.c.checkNotInsideDo(); err != nil {
 					t.Errorf("another tenant's Close from inside Do: %v", err)
 				}
 				return nil

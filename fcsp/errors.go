@@ -1,6 +1,9 @@
 package fcsp
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
@@ -87,6 +90,12 @@ var (
 	ErrDeviceOutOfMemory = cuda.ErrorOutOfMemory
 	ErrInvalidContext    = cuda.ErrorInvalidContext
 	ErrInvalidValue      = cuda.ErrorInvalidValue
+	// ErrInvalidImage (CUDA_ERROR_INVALID_IMAGE, 200): LoadModule of
+	// bytes that are neither PTX nor a cubin the driver can load.
+	ErrInvalidImage = cuda.ErrorInvalidImage
+	// ErrNotFound (CUDA_ERROR_NOT_FOUND, 500): Module.Function of a name
+	// the module does not define.
+	ErrNotFound = cuda.ErrorNotFound
 )
 
 // CUDAError is a failed driver call: its field Op is the entry point (e.g.
@@ -104,3 +113,85 @@ type CUDAError = cuda.Error
 // the codes above match with errors.Is; Name is the driver's name for it
 // (e.g. "CUDA_ERROR_OUT_OF_MEMORY") and int32(r) its number.
 type Result = cuda.Result
+
+// TenantError is the error of a call on a tenant or on what it made (its
+// Streams, Modules, Events, Graphs, Scopes, Workspaces, a Do's Current), as
+// *os.PathError is a file's: which tenant, which call, and why. Its text is
+//
+//	tenant "name": Op: cause
+//
+// and names the tenant and the call once: the cause, an engine's error,
+// names neither. errors.Is and errors.As see through it to the cause's
+// sentinels and types (ErrQuotaExceeded, *CUDAError, *DeviceLostError).
+//
+// Three answers come without one: a call through a Stream handle whose
+// stream is closed (ErrClosed) or that is nil names no tenant any more;
+// ErrThrottled, TryLaunch's and TryDo's "not now", is an answer rather
+// than a failure, as io.EOF is, so a caller that polls makes no garbage;
+// and the error Do's, DoEach's, Scope's or Capture's f returns is f's
+// own, returned as is.
+type TenantError struct {
+	Tenant string // the tenant's name
+	Op     string // the call: "Alloc", "Stream.Launch", "NewTenant", ...
+	Err    error  // why
+}
+
+func (e *TenantError) Error() string {
+	return fmt.Sprintf("tenant %q: %s: %v", e.Tenant, e.Op, e.Err)
+}
+
+// Unwrap gives the cause.
+func (e *TenantError) Unwrap() error { return e.Err }
+
+// tenantErr is the one place a tenant's error is made (TenantError): err,
+// an engine's bare error, named with the tenant and the call op. nil and
+// ErrThrottled pass as they are.
+func tenantErr(tenant, op string, err error) error {
+	if err == nil || err == ErrThrottled {
+		return err
+	}
+	return &TenantError{Tenant: tenant, Op: op, Err: err}
+}
+
+// fail is tenantErr for the tenant's own calls.
+func (c *tenantCore) fail(op string, err error) error { return tenantErr(c.name, op, err) }
+
+// tenantName is how a message names a tenant other than the one whose
+// call failed (TenantError names that one).
+func tenantName(name string) string { return fmt.Sprintf("tenant %q", name) }
+
+// errNilFunc answers a call given a nil function to run.
+var errNilFunc = fmt.Errorf("%w: a nil function; pass the function to run", ErrInvalidArgument)
+
+// errNotLimited answers SetSMLimit on a tenant made without a limit.
+var errNotLimited = fmt.Errorf("%w: the tenant was made without WithSMLimit, and a limit is set when the tenant is made", ErrInvalidArgument)
+
+// errNotReshapable answers Reshape on a tenant made with one size.
+var errNotReshapable = fmt.Errorf("%w: the tenant was made without WithReshapeSizes, and its sizes are set when it is made", ErrInvalidArgument)
+
+// errNilContext answers every call given a nil context.Context: one
+// answer everywhere, where some calls panicked and others did not.
+var errNilContext = fmt.Errorf("%w: a nil context.Context; pass one (context.Background() where nothing bounds the call)", ErrInvalidArgument)
+
+// Error says what was lost, where it was first seen, and what to do. The
+// driver call is named once: the CUDAError's own Op, with the call that
+// saw it where that was another (a cleanup's).
+func (e *DeviceLostError) Error() string {
+	where := "outside any tenant"
+	if e.Tenant != "" {
+		where = "by " + tenantName(e.Tenant)
+	}
+	if e.Stream != 0 {
+		where += fmt.Sprintf(" on stream %#x", e.Stream)
+	}
+	var code error = ErrDeviceLost
+	from := e.Op
+	if e.Err != nil {
+		code = e.Err.Code
+		if e.Err.Op != "" && e.Err.Op != e.Op {
+			from = e.Err.Op + " (" + e.Op + ")"
+		}
+	}
+	return fmt.Sprintf("fcsp: device lost: %v from %s, first seen %s at %s; every tenant of this process shares the fault and the driver keeps it until the process exits: restart the process",
+		code, from, where, e.At.Format(time.RFC3339Nano))
+}

@@ -9,7 +9,19 @@ import (
 )
 
 // Event marks a point in a stream, for timing on the GPU's clock.
-type Event struct{ e event.Event }
+type Event struct {
+	e event.Event
+	t *tenantCore // its tenant, which its errors name; nil: the pool's
+}
+
+// fail names e's tenant in err (TenantError); a pool event's errors are
+// bare.
+func (e *Event) fail(op string, err error) error {
+	if e.t == nil {
+		return err
+	}
+	return e.t.fail(op, err)
+}
 
 // NewEvent makes an event in the tenant's context.
 func (c *tenantCore) NewEvent() (*Event, error) {
@@ -17,7 +29,7 @@ func (c *tenantCore) NewEvent() (*Event, error) {
 	// so the tenant's Close destroys its events only after the calls on
 	// them have finished.
 	wait := func(f func(cuda.Context) error) error { return c.doUnscoped(&c.pool.unscoped.sync, f) }
-	e := new(Event)
+	e := &Event{t: c}
 	if err := c.events.Make(&e.e, c.pool.drv, event.Counted(c.enter, c.life.Exit, c.do), event.Counted(c.enter, c.life.Exit, wait)); err != nil {
 		return nil, err
 	}
@@ -42,28 +54,32 @@ func (e *Event) Record(s *Stream) error {
 	if s != nil {
 		c, err := s.acquire()
 		if err != nil {
-			return err
+			return e.fail("Event.Record", err)
 		}
 		defer c.release()
 		if c.closed.Load() || c.t.closed.Load() {
-			return ErrClosed // a pool event's record is in no tenant's life lock: the tenant's Close may be under way
+			return e.fail("Event.Record", ErrClosed) // a pool event's record is in no tenant's life lock: the tenant's Close may be under way
 		}
 		h = c.h()
 	}
-	return e.e.Record(h)
+	return e.fail("Event.Record", e.e.Record(h))
 }
 
 // Synchronize waits until the GPU has reached the event.
-func (e *Event) Synchronize() error { return e.e.Synchronize() }
+func (e *Event) Synchronize() error { return e.fail("Event.Synchronize", e.e.Synchronize()) }
 
 // Since is the GPU time from start to e (both recorded and reached).
 func (e *Event) Since(start *Event) (time.Duration, error) {
 	if start == nil {
-		return 0, fmt.Errorf("%w: Event.Since of a nil start event", ErrInvalidArgument)
+		return 0, e.fail("Event.Since", fmt.Errorf("%w: a nil start event", ErrInvalidArgument))
 	}
-	return e.e.Since(&start.e)
+	d, err := e.e.Since(&start.e)
+	if err != nil {
+		return 0, e.fail("Event.Since", err)
+	}
+	return d, nil
 }
 
 // Close destroys the event. It is idempotent, and an event whose tenant or
 // pool closed first was destroyed by that Close: Close then returns nil.
-func (e *Event) Close() error { return e.e.Close() }
+func (e *Event) Close() error { return e.fail("Event.Close", e.e.Close()) }

@@ -36,25 +36,39 @@ type capturing = graphs.Recording
 // the capture is lost). If f fails or panics the capture is ended and
 // discarded. The tenant's Close waits for a capture under way to end (so f
 // must not close the tenant).
-func (h *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err error) {
-	if f == nil {
-		return nil, fmt.Errorf("%w: Capture with a nil function", ErrInvalidArgument)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+func (h *Stream) Capture(ctx context.Context, f func() error) (*Graph, error) {
 	s, err := h.acquire()
 	if err != nil {
 		return nil, err
 	}
 	defer s.release()
+	c := s.t
+	var ferr error // f's own, returned as it is
+	g, err := s.captureGraph(ctx, func() error { ferr = f(); return ferr }, f == nil)
+	if err != nil && err != ferr {
+		return nil, c.fail("Stream.Capture", err)
+	}
+	return g, err
+}
+
+// captureGraph is Capture of f (nilF: f was nil) on s, acquired.
+func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool) (g *Graph, err error) {
+	if nilF {
+		return nil, errNilFunc
+	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if s.t.closed.Load() || s.closed.Load() {
 		return nil, ErrClosed
 	}
 	c := s.t
 	rec := &capturing{}
 	if !s.capture.CompareAndSwap(nil, rec) {
-		return nil, fmt.Errorf("%w: stream of tenant %q is already capturing", ErrInvalidArgument, c.name)
+		return nil, fmt.Errorf("%w: the stream is capturing already", ErrInvalidArgument)
 	}
 	defer s.capture.Store(nil)
 	// The whole capture counts in the life lock: the tenant's Close waits
@@ -76,7 +90,7 @@ func (h *Stream) Capture(ctx context.Context, f func() error) (g *Graph, err err
 	inside := c.dos.Enter(thread)
 	defer c.dos.Exit(inside, thread)
 	g = &Graph{t: c}
-	if err := c.graphSet().Capture(&g.g, c.place.DoGreen, s.h(), rec, int32(c.place.Layout()), c.name, f); err != nil {
+	if err := c.graphSet().Capture(&g.g, c.place.DoGreen, s.h(), rec, int32(c.place.Layout()), f); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -87,6 +101,15 @@ func (g *Graph) Kernels() int { return g.g.Kernels() }
 
 // Instantiate makes the graph launchable (cuGraphInstantiateWithFlags).
 func (g *Graph) Instantiate() (*GraphExec, error) {
+	e, err := g.instantiate()
+	if err != nil {
+		return nil, g.t.fail("Graph.Instantiate", err)
+	}
+	return e, nil
+}
+
+// instantiate is Instantiate, its errors bare.
+func (g *Graph) instantiate() (*GraphExec, error) {
 	c := g.t
 	e := &GraphExec{t: c}
 	// The life lock before the graph's lock, as Close takes them (see
@@ -98,7 +121,7 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	defer c.life.Exit(slot)
 	// In one of the tenant's green contexts: an executable graph runs on
 	// the SMs of the context it was instantiated in, whatever the stream.
-	if err := g.g.Instantiate(&e.x, c.place.DoGreen, c.name); err != nil {
+	if err := g.g.Instantiate(&e.x, c.place.DoGreen); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -106,7 +129,7 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 
 // Close destroys the graph (instantiated copies stay usable). Idempotent;
 // the tenant's Close destroys the graphs left.
-func (g *Graph) Close() error { return g.t.closeGraph(g.g.Close) }
+func (g *Graph) Close() error { return g.t.fail("Graph.Close", g.t.closeGraph(g.g.Close)) }
 
 // closeGraph runs close, a graph's or an exec's (which takes the graph's
 // own lock around the call it makes through its Do), in the life lock: the
@@ -138,11 +161,13 @@ func (c *tenantCore) doLocked(f func(ctx cuda.Context) error) error {
 // complete; else from the kernels captured through the SDK, each costed
 // like a launch of it on the launching stream (set it for graphs whose
 // kernels came from libraries).
-func (e *GraphExec) SetCost(tokens float64) error { return e.x.SetCost(tokens) }
+func (e *GraphExec) SetCost(tokens float64) error {
+	return e.t.fail("GraphExec.SetCost", e.x.SetCost(tokens))
+}
 
 // Close destroys the instantiated graph once launches in flight are queued.
 // Idempotent.
-func (e *GraphExec) Close() error { return e.t.closeGraph(e.x.Close) }
+func (e *GraphExec) Close() error { return e.t.fail("GraphExec.Close", e.t.closeGraph(e.x.Close)) }
 
 // LaunchGraph queues e on s after admitting it through the stream's and the
 // tenant's launch limiter, like a kernel (see GraphExec.SetCost), waiting
@@ -152,19 +177,27 @@ func (e *GraphExec) Close() error { return e.t.closeGraph(e.x.Close) }
 // timed by events around it, like a kernel's, and its GPU time counts to
 // the tenant and the stream's class.
 func (h *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
-	if e == nil {
-		return fmt.Errorf("%w: LaunchGraph of a nil graph", ErrInvalidArgument)
-	}
 	s, err := h.acquire()
 	if err != nil {
 		return err
 	}
 	defer s.release()
+	return s.t.fail("Stream.LaunchGraph", s.launchGraph(ctx, e))
+}
+
+// launchGraph is LaunchGraph on s, acquired; its errors are bare.
+func (s *streamCore) launchGraph(ctx context.Context, e *GraphExec) error {
+	if e == nil {
+		return fmt.Errorf("%w: a nil *GraphExec; pass one from Graph.Instantiate", ErrInvalidArgument)
+	}
+	if ctx == nil {
+		return errNilContext
+	}
 	if s.t.closed.Load() || s.closed.Load() {
 		return ErrClosed
 	}
 	if e.t != s.t {
-		return fmt.Errorf("%w: a graph of tenant %q launched on tenant %q's stream", ErrInvalidArgument, e.t.name, s.t.name)
+		return fmt.Errorf("%w: the graph was captured on %s's stream; launch it on that tenant's streams", ErrInvalidArgument, tenantName(e.t.name))
 	}
 	// Admission and launch in the life lock, as Launch: the tenant's Close
 	// destroys the exec only after this launch has left, and no Reshape
@@ -199,7 +232,7 @@ func (h *Stream) LaunchGraph(ctx context.Context, e *GraphExec) error {
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("tenant %q: launching a graph: %w", s.t.name, err)
+		return err
 	}
 	s.launches.Add(uint64(e.x.Kernels()))
 	return nil
@@ -214,6 +247,6 @@ func (e *GraphExec) onCurrentSMs() error {
 	if e.x.Layout() == int32(c.place.Layout()) {
 		return nil
 	}
-	return fmt.Errorf("%w: tenant %q's SMs changed since this graph was captured (it has %d now), and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
-		ErrStaleGraph, c.name, c.place.SMs())
+	return fmt.Errorf("%w: the tenant's SMs changed since this graph was captured (it has %d now), and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
+		ErrStaleGraph, c.place.SMs())
 }

@@ -24,8 +24,6 @@ type DeviceLostError struct {
 	At     time.Time  // when the pool first saw it
 }
 
-func (e *DeviceLostError) Error() string { return fault.Record(*e).Message() }
-
 // Unwrap gives ErrDeviceLost and the driver's error.
 func (e *DeviceLostError) Unwrap() []error {
 	return []error{ErrDeviceLost, e.Err}

@@ -32,7 +32,7 @@ func TestInsideDoCheckPinsItsThread(t *testing.T) {
 		<-entered
 	}
 	defer func() { inside.TestHookHere = nil }()
-	err = tn.c.checkNotInsideDo("Close")
+	err = tn.c.checkNotInsideDo()
 	close(release)
 	require.NoError(t, <-done)
 	require.NoError(t, err, "a goroutine outside every Do was taken for one inside")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
@@ -37,7 +36,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m.params = ptxsig.Layouts(image)
 	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
 	if err != nil {
-		return nil, c.wrap(err)
+		return nil, err
 	}
 	return m, nil
 }
@@ -47,7 +46,7 @@ func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name, params: m.params[name]}
 	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
 	if err != nil {
-		return nil, fmt.Errorf("kernel %q: %w", name, err)
+		return nil, m.t.fail("Module.Function", fmt.Errorf("kernel %q: %w", name, err))
 	}
 	return f, nil
 }
@@ -68,7 +67,10 @@ func (h *Stream) Launch(ctx context.Context, f *Function, grid, block Dim3, shme
 		return err
 	}
 	defer s.release()
-	return s.launch(ctx, f, grid, block, shmem, args, false)
+	if ctx == nil {
+		return s.t.fail("Stream.Launch", errNilContext)
+	}
+	return s.t.fail("Stream.Launch", s.launch(ctx, f, grid, block, shmem, args, false))
 }
 
 // launch is Launch, and with try TryLaunch.
@@ -125,7 +127,7 @@ func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, sh
 		err = tk.End(ctx, s.t.pool.launcher.LaunchIn(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
 	}
 	if err != nil {
-		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
+		return fmt.Errorf("kernel %q: %w", f.name, err)
 	}
 	s.launches.Add(1)
 	return nil
@@ -139,19 +141,10 @@ func (s *streamCore) launchCounted(f *Function, grid, block Dim3, shmem uint32, 
 		if errors.Is(err, ErrNotComputed) {
 			s.launches.Add(1) // launched all the same, just not modelled
 		}
-		return fmt.Errorf("tenant %q: launching %q: %w", s.t.name, f.name, err)
+		return fmt.Errorf("kernel %q: %w", f.name, err)
 	}
 	if s.capture.Load() == nil {
 		s.launches.Add(1)
 	}
 	return nil
-}
-
-// wrap names the tenant in err once: errors from the life lock (a lost
-// device) name it already.
-func (c *tenantCore) wrap(err error) error {
-	if strings.Contains(err.Error(), fmt.Sprintf("tenant %q", c.name)) {
-		return err
-	}
-	return fmt.Errorf("tenant %q: %w", c.name, err)
 }

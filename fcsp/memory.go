@@ -105,6 +105,9 @@ func (h *host) ReleaseStreams(l []devmem.Stream) {
 
 // Alloc is Tenant.Alloc, for the SDK's own callers.
 func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
+	if ctx == nil {
+		return 0, errNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -119,7 +122,7 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 // request allocates) waits, then frees what it recorded: nothing is lost.
 func (c *tenantCore) alloc(s *streamCore, n uint64) (DevicePtr, error) {
 	if n == 0 {
-		return 0, fmt.Errorf("%w: Alloc of 0 bytes; ask for at least 1", ErrInvalidArgument)
+		return 0, fmt.Errorf("%w: 0 bytes; ask for at least 1", ErrInvalidArgument)
 	}
 	slot, err := c.enter()
 	if err != nil {
@@ -146,7 +149,7 @@ func (c *tenantCore) free(s *streamCore, p DevicePtr) error {
 
 // AllocAsync is Tenant.AllocAsync, for the SDK's own callers.
 func (c *tenantCore) AllocAsync(h *Stream, n uint64) (DevicePtr, error) {
-	s, err := c.ownStream(h, "AllocAsync")
+	s, err := c.ownStream(h)
 	if err != nil {
 		return 0, err
 	}
@@ -155,10 +158,10 @@ func (c *tenantCore) AllocAsync(h *Stream, n uint64) (DevicePtr, error) {
 }
 
 // ownStream is the core of h, acquired (the caller releases it), where h
-// is one of the tenant's open streams; op names the call, for its error.
-func (c *tenantCore) ownStream(h *Stream, op string) (*streamCore, error) {
+// is one of the tenant's open streams.
+func (c *tenantCore) ownStream(h *Stream) (*streamCore, error) {
 	if h == nil {
-		return nil, fmt.Errorf("%w: %s needs one of tenant %q's streams", ErrInvalidArgument, op, c.name)
+		return nil, fmt.Errorf("%w: a nil *Stream; pass one of the tenant's streams", ErrInvalidArgument)
 	}
 	s, err := h.acquire()
 	if err != nil {
@@ -167,7 +170,7 @@ func (c *tenantCore) ownStream(h *Stream, op string) (*streamCore, error) {
 	if s.t != c {
 		other := s.t.name
 		s.release()
-		return nil, fmt.Errorf("%w: %s needs one of tenant %q's streams, not tenant %q's", ErrInvalidArgument, op, c.name, other)
+		return nil, fmt.Errorf("%w: the stream is %s's; pass one of the tenant's own streams", ErrInvalidArgument, tenantName(other))
 	}
 	if s.closed.Load() {
 		s.release()
@@ -178,7 +181,7 @@ func (c *tenantCore) ownStream(h *Stream, op string) (*streamCore, error) {
 
 // FreeAsync is Tenant.FreeAsync, for the SDK's own callers.
 func (c *tenantCore) FreeAsync(h *Stream, p DevicePtr) error {
-	s, err := c.ownStream(h, "FreeAsync")
+	s, err := c.ownStream(h)
 	if err != nil {
 		return err
 	}
@@ -193,9 +196,9 @@ func (t *Tenant) Trim() error {
 	defer runtime.KeepAlive(t)
 	c := t.c
 	if c.closed.Load() {
-		return ErrClosed
+		return c.fail("Trim", ErrClosed)
 	}
-	return c.mem.Trim()
+	return c.fail("Trim", c.mem.Trim())
 }
 
 // MemGetInfo is what cuMemGetInfo should tell code running as this tenant:
@@ -209,10 +212,11 @@ func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
 	c := t.c
 	slot, err := c.enter()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, c.fail("MemGetInfo", err)
 	}
 	defer c.life.Exit(slot)
-	return c.memOps.MemInfo(c.pool.dev.Primary(), c.cachedBytes)
+	free, total, err = c.memOps.MemInfo(c.pool.dev.Primary(), c.cachedBytes)
+	return free, total, c.fail("MemGetInfo", err)
 }
 
 // cachedBytes is the size of the blocks on the tenant's streams' free
@@ -230,12 +234,12 @@ func (c *tenantCore) cachedBytes() (n uint64) {
 func (t *Tenant) CopyToDevice(dst DevicePtr, src []byte) error {
 	defer runtime.KeepAlive(t)
 	c := t.c
-	return c.memOps.CopyToDevice(cuda.DevicePtr(dst), src)
+	return c.fail("CopyToDevice", c.memOps.CopyToDevice(cuda.DevicePtr(dst), src))
 }
 
 // CopyFromDevice copies device memory at src into dst.
 func (t *Tenant) CopyFromDevice(dst []byte, src DevicePtr) error {
 	defer runtime.KeepAlive(t)
 	c := t.c
-	return c.memOps.CopyFromDevice(dst, cuda.DevicePtr(src))
+	return c.fail("CopyFromDevice", c.memOps.CopyFromDevice(dst, cuda.DevicePtr(src)))
 }

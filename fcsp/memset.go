@@ -14,9 +14,9 @@ func (h *Stream) MemsetD16(p DevicePtr, v uint16, n uint64) error {
 	}
 	defer s.release()
 	if s.closed.Load() {
-		return ErrClosed
+		return s.t.fail("Stream.MemsetD16", ErrClosed)
 	}
-	return s.t.memOps.MemsetD16((*memStream)(s), cuda.DevicePtr(p), v, n)
+	return s.t.fail("Stream.MemsetD16", s.t.memOps.MemsetD16((*memStream)(s), cuda.DevicePtr(p), v, n))
 }
 
 // MemsetD32 sets n 32-bit words at p to v, in order on s.
@@ -27,7 +27,7 @@ func (h *Stream) MemsetD32(p DevicePtr, v uint32, n uint64) error {
 	}
 	defer s.release()
 	if s.closed.Load() {
-		return ErrClosed
+		return s.t.fail("Stream.MemsetD32", ErrClosed)
 	}
-	return s.t.memOps.MemsetD32((*memStream)(s), cuda.DevicePtr(p), v, n)
+	return s.t.fail("Stream.MemsetD32", s.t.memOps.MemsetD32((*memStream)(s), cuda.DevicePtr(p), v, n))
 }

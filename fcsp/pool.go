@@ -86,8 +86,11 @@ type Pool struct {
 // ctx bounds the time Open may take (provisioning partitions touches the
 // driver).
 func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	cfg := config.NewPool()
-	if err := config.Apply(&cfg, "Open", opts); err != nil {
+	if err := config.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	if index < 0 {
@@ -236,7 +239,7 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	errs := make([]error, 0, len(cores)+1)
 	for _, c := range cores {
-		errs = append(errs, c.close("pool closed"))
+		errs = append(errs, c.fail("Pool.Close", c.close("pool closed")))
 	}
 	errs = append(errs, closeProbe(p.dev, &p.probe))
 	if p.commons != nil {
@@ -310,14 +313,15 @@ type NVMLFacts struct {
 func (p *Pool) NVML() NVMLFacts { return nvmlFacts(nvml.QueryDevice(p.info.UUID, p.info.Simulated)) }
 
 // checkNotInsideDo refuses, with ErrInsideDo, a call made from inside a Do
-// of one of the pool's tenants that would wait for that Do to end.
+// of one of the pool's tenants that would wait for that Do to end; what
+// names the call, and the error the tenant.
 func (p *Pool) checkNotInsideDo(what string) error {
 	p.mu.Lock()
 	cores := p.cores(nil)
 	p.mu.Unlock()
 	for _, c := range cores {
-		if err := c.checkNotInsideDo(what); err != nil {
-			return err
+		if err := c.checkNotInsideDo(); err != nil {
+			return c.fail(what, err)
 		}
 	}
 	return nil

@@ -42,7 +42,7 @@ func (r SMReport) Confined() bool { return len(r.Breaches) == 0 }
 // find it. The first call loads the kernel, which waits for the device.
 func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	if ctx == nil {
-		return SMReport{}, fmt.Errorf("%w: ProbeSMs with a nil context", ErrInvalidArgument)
+		return SMReport{}, errNilContext
 	}
 	fn, err := p.probeFunction()
 	if err != nil {
@@ -62,7 +62,7 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 			continue // closed meanwhile
 		}
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, c.fail("Pool.ProbeSMs", err))
 			continue
 		}
 		r.SMs[c.name] = sms
@@ -87,7 +87,7 @@ func (p *Pool) breaches(cores []*tenantCore, sms map[string][]int) []string {
 				continue // unpartitioned tenants may share the rest's SMs
 			}
 			if n := len(smprobe.Overlap(sms[c.name], sms[own.name])); n > 0 {
-				out = append(out, fmt.Sprintf("tenant %q ran on %d SMs of tenant %q's partition", c.name, n, own.name))
+				out = append(out, fmt.Sprintf("%s ran on %d SMs of %s's partition", tenantName(c.name), n, tenantName(own.name)))
 			}
 		}
 	}
@@ -108,10 +108,9 @@ func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
 	blocks := smprobe.Blocks(c.pool.info.SMs)
 	buf, err := c.alloc(s, uint64(4*blocks))
 	if err != nil {
-		s.release()
-		return nil, errors.Join(err, h.Close())
+		return nil, errors.Join(err, s.close())
 	}
-	err = h.MemsetD32(buf, smprobe.Unwritten, uint64(blocks))
+	err = c.memOps.MemsetD32((*memStream)(s), cuda.DevicePtr(buf), smprobe.Unwritten, uint64(blocks))
 	if err == nil {
 		var a Args
 		a.Ptr(buf).Uint64(smprobe.Cycles)
@@ -125,8 +124,7 @@ func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
 		err = c.memOps.CopyFromDevice(out, cuda.DevicePtr(buf))
 	}
 	err = errors.Join(err, c.free(s, buf))
-	s.release()
-	if err = errors.Join(err, h.Close()); err != nil {
+	if err = errors.Join(err, s.close()); err != nil {
 		return nil, err
 	}
 	return smprobe.SMs(out), nil

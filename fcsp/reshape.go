@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
 // Reshape changes the tenant's SMs to sms, one of the sizes it was made
@@ -35,19 +34,19 @@ import (
 // ErrInvalidArgument; none of them changes anything.
 func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: Reshape with a nil context", ErrInvalidArgument)
+		return errNilContext
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := c.checkNotInsideDo("Reshape"); err != nil {
+	if err := c.checkNotInsideDo(); err != nil {
 		return err // it would wait for the Do it is called from
 	}
 	if c.closed.Load() {
 		return ErrClosed
 	}
 	if !c.place.Reshapable() {
-		return fmt.Errorf("%w: tenant %q was made without WithReshapeSizes", ErrInvalidArgument, c.name)
+		return errNotReshapable
 	}
 	c.reshape.Lock()
 	defer c.reshape.Unlock()
@@ -60,21 +59,17 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 		return ErrClosed
 	}
 	from := c.place.SMs()
-	err := c.place.Reshape(sms, c.swapStreams())
-	if errors.Is(err, greenctx.ErrClosed) {
-		return ErrClosed
-	}
-	if err != nil {
-		return fmt.Errorf("tenant %q: %w", c.name, err)
+	if err := c.place.Reshape(sms, c.swapStreams()); err != nil {
+		return err // greenctx.ErrClosed is ErrClosed: one identity
 	}
 	if err := c.moveCommons(from); err != nil {
-		return fmt.Errorf("tenant %q: %w", c.name, err)
+		return err
 	}
 	// A launch-rate limit is threads per refill period of the tenant's
 	// SMs: it follows them (a GPU share is of the device's time, whatever
 	// the SMs). sms was checked against the layouts, so this cannot fail.
 	if err := c.adm.SetSMs(sms); err != nil {
-		return fmt.Errorf("tenant %q: resizing its launch-rate limit: %w", c.name, err)
+		return fmt.Errorf("resizing its launch-rate limit: %w", err)
 	}
 	if from != sms {
 		c.pool.log.Debug("tenant reshaped", "tenant", c.name, "from_sms", from, "sms", sms, "took", time.Since(start))
@@ -126,7 +121,7 @@ func (c *tenantCore) moveCommons(from int) error {
 	if p.commons == nil {
 		return nil
 	}
-	if err := p.lockPlace("Reshape"); err != nil {
+	if err := p.lockPlace(); err != nil {
 		return errors.Join(err, c.place.Reshape(from, c.swapStreams()))
 	}
 	defer p.placeMu.Unlock()

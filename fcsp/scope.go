@@ -18,21 +18,25 @@ type Scope struct {
 	live arena.Set[DevicePtr] // allocated and not freed (internal/arena)
 }
 
-// scope is Tenant.Scope; h is the handle it was called on.
+// scope is Tenant.Scope; h is the handle it was called on. Its own errors
+// are TenantErrors, f's are as f returned them.
 func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) error) (err error) {
-	if f == nil || ctx == nil {
-		return fmt.Errorf("%w: Scope with a nil function or context", ErrInvalidArgument)
+	if f == nil {
+		return c.fail("Scope", errNilFunc)
+	}
+	if ctx == nil {
+		return c.fail("Scope", errNilContext)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return c.fail("Scope", err)
 	}
 	if c.closed.Load() {
-		return ErrClosed
+		return c.fail("Scope", ErrClosed)
 	}
 	s := &Scope{h: h, t: c, ctx: ctx}
 	defer func() {
 		if e := s.release(); e != nil {
-			err = errors.Join(err, fmt.Errorf("scope cleanup: %w", e))
+			err = errors.Join(err, c.fail("Scope", fmt.Errorf("freeing what f left allocated: %w", e)))
 		}
 	}()
 	return f(s)
@@ -42,24 +46,27 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 // given to Tenant.Scope (as an http.Request carries its own).
 func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
 	if s.live.Ended() {
-		return 0, fmt.Errorf("tenant %q: Alloc in a scope that has ended: %w", s.t.name, ErrClosed)
+		return 0, s.t.fail("Scope.Alloc", errScopeEnded)
 	}
 	p, err := s.t.Alloc(s.ctx, n)
 	if err != nil {
-		return 0, err
+		return 0, s.t.fail("Scope.Alloc", err)
 	}
 	if !s.live.Add(p) { // the scope ended while we allocated: not ours to keep
-		return 0, errors.Join(fmt.Errorf("tenant %q: Alloc in a scope that has ended: %w", s.t.name, ErrClosed), s.t.Free(p))
+		return 0, s.t.fail("Scope.Alloc", errors.Join(errScopeEnded, s.t.Free(p)))
 	}
 	return p, nil
 }
 
+// errScopeEnded answers a Scope's call after its function returned.
+var errScopeEnded = fmt.Errorf("%w: the scope has ended (its function returned)", ErrClosed)
+
 // Free frees memory of the scope before it ends.
 func (s *Scope) Free(p DevicePtr) error {
 	if !s.live.Remove(p) {
-		return fmt.Errorf("tenant %q: Free(%#x) in a scope that did not allocate it: %w", s.t.name, uint64(p), ErrUnknownPointer)
+		return s.t.fail("Scope.Free", fmt.Errorf("%w: %#x was not allocated by this scope", ErrUnknownPointer, uint64(p)))
 	}
-	return s.t.Free(p)
+	return s.t.fail("Scope.Free", s.t.Free(p))
 }
 
 // Context is the context the scope was made with.

@@ -2,7 +2,6 @@ package fcsp
 
 import (
 	"context"
-	"fmt"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
@@ -18,7 +17,7 @@ import (
 // leak the tenant) and returns ctx's error.
 func (c *tenantCore) Shutdown(ctx context.Context) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: Shutdown with a nil context", ErrInvalidArgument)
+		return errNilContext
 	}
 	return hostwait.Within(ctx, func() error {
 		c.cleanup.Stop()
@@ -31,7 +30,7 @@ func (c *tenantCore) Shutdown(ctx context.Context) error {
 // while the close carries on in the background; a later Close waits for it.
 func (p *Pool) Shutdown(ctx context.Context) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: Shutdown with a nil context", ErrInvalidArgument)
+		return errNilContext
 	}
 	if err := p.checkNotInsideDo("Pool.Shutdown"); err != nil {
 		return err
@@ -47,18 +46,22 @@ func (h *Stream) SynchronizeContext(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	inDriver := s.t.pool.cfg.HostWaitSet && s.t.pool.cfg.HostWait == SpinInDriver // a wait nothing ends
+	c := s.t
+	inDriver := c.pool.cfg.HostWaitSet && c.pool.cfg.HostWait == SpinInDriver // a wait nothing ends
 	s.release()
+	if ctx == nil {
+		return c.fail("Stream.SynchronizeContext", errNilContext)
+	}
 	// The wait acquires the stream itself: one left to run aside when ctx
 	// ends keeps it from reuse until it is over.
-	return hostwait.Bounded(ctx, inDriver, func(done <-chan struct{}) error {
+	return c.fail("Stream.SynchronizeContext", hostwait.Bounded(ctx, inDriver, func(done <-chan struct{}) error {
 		s, err := h.acquire()
 		if err != nil {
 			return err
 		}
 		defer s.release()
 		return s.wait(done)
-	})
+	}))
 }
 
 // FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree
@@ -67,5 +70,8 @@ func (h *Stream) SynchronizeContext(ctx context.Context) error {
 // done (do not use p after the call). An ended ctx frees nothing and
 // returns ctx.Err(), as Alloc allocates nothing.
 func (c *tenantCore) FreeContext(ctx context.Context, p DevicePtr) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	return hostwait.Bounded(ctx, true, func(<-chan struct{}) error { return c.Free(p) })
 }

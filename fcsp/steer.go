@@ -97,7 +97,7 @@ func (p *Pool) shapeSteered(cfg *tenantConfig) error {
 	switch {
 	case cfg.Latency.Min > 0:
 		if p.steer.lat != nil {
-			return fmt.Errorf("%w: WithLatencyTarget: tenant %q is this pool's latency class already; one per pool", ErrInvalidArgument, p.steer.lat.name)
+			return fmt.Errorf("%w: WithLatencyTarget: %s is this pool's latency class already; one per pool", ErrInvalidArgument, tenantName(p.steer.lat.name))
 		}
 		if unit == 0 || cfg.Latency.Min%unit != 0 || cfg.Latency.Max%unit != 0 {
 			return fmt.Errorf("%w: WithLatencyTarget bounds %d..%d SMs; this pool's partitions are multiples of %d", ErrGranularity, cfg.Latency.Min, cfg.Latency.Max, unit)
@@ -202,22 +202,24 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 }
 
 // moveSMs reshapes the latency class from from to to SMs and the rest to
-// what is left of total: the one giving SMs first.
+// what is left of total: the one giving SMs first. Its errors name the
+// tenant whose Reshape failed.
 func (p *Pool) moveSMs(lat, rest *tenantCore, from, to, total int) error {
 	ctx := context.Background()
+	reshape := func(c *tenantCore, sms int) error { return c.fail("Reshape", c.Reshape(ctx, sms)) }
 	if to > from {
-		if err := rest.Reshape(ctx, total-to); err != nil {
+		if err := reshape(rest, total-to); err != nil {
 			return err
 		}
-		if err := lat.Reshape(ctx, to); err != nil {
-			return errors.Join(err, rest.Reshape(ctx, total-from))
+		if err := reshape(lat, to); err != nil {
+			return errors.Join(err, reshape(rest, total-from))
 		}
 		return nil
 	}
-	if err := lat.Reshape(ctx, to); err != nil {
+	if err := reshape(lat, to); err != nil {
 		return err
 	}
-	return rest.Reshape(ctx, total-to)
+	return reshape(rest, total-to)
 }
 
 // drained reports whether the work queued before c's last Reshape has run.

@@ -161,9 +161,13 @@ func (t *Tenant) NewStream(cl Class) (*Stream, error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
 	if err := checkClass(cl); err != nil {
-		return nil, err
+		return nil, c.fail("NewStream", err)
 	}
-	return c.addStream(func() (*streamCore, error) { return c.newStream(cl, false) })
+	s, err := c.addStream(func() (*streamCore, error) { return c.newStream(cl, false) })
+	if err != nil {
+		return nil, c.fail("NewStream", err)
+	}
+	return s, nil
 }
 
 // checkClass refuses a class that is not one of the Class constants.
@@ -183,8 +187,17 @@ func checkClass(cl Class) error {
 func (t *Tenant) Adopt(handle uintptr, cl Class) (*Stream, error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
+	s, err := c.adopt(handle, cl)
+	if err != nil {
+		return nil, c.fail("Adopt", err)
+	}
+	return s, nil
+}
+
+// adopt is Adopt, its errors bare.
+func (c *tenantCore) adopt(handle uintptr, cl Class) (*Stream, error) {
 	if handle == 0 {
-		return nil, fmt.Errorf("%w: Adopt of stream handle 0, the NULL stream; adopt a stream made with cuStreamCreate", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: stream handle 0, the NULL stream; adopt a stream made with cuStreamCreate", ErrInvalidArgument)
 	}
 	if reg, ok := c.pool.registry.Lookup(handle); ok {
 		cl = reg
@@ -273,7 +286,7 @@ func (h *Stream) Synchronize() error {
 		return err
 	}
 	defer s.release()
-	return s.wait(nil)
+	return s.t.fail("Stream.Synchronize", s.wait(nil))
 }
 
 // wait is Synchronize in the pool's host wait (internal/hostwait); done, where
@@ -341,10 +354,17 @@ func (h *Stream) Close() error {
 	} else if err != nil {
 		return err
 	}
+	c := s.t // before close, which retires s
+	return c.fail("Stream.Close", s.close())
+}
+
+// close is Stream.Close of s, acquired by the caller: it releases s. Its
+// errors are bare.
+func (s *streamCore) close() error {
 	c := s.t
 	if s == c.first.c {
 		s.release()
-		return fmt.Errorf("%w: tenant %q's first stream closes with the tenant", ErrInvalidArgument, c.name)
+		return errFirstStream
 	}
 	// First, in the life lock (so that the tenant's Close waits, and then
 	// finds the stream still listed): the stream refuses new calls and its
@@ -391,3 +411,6 @@ func (h *Stream) Close() error {
 	s.retire(false)
 	return errors.Join(shut, flushed, released) // no garbage when all are nil
 }
+
+// errFirstStream answers Stream.Close of the tenant's first stream.
+var errFirstStream = fmt.Errorf("%w: the tenant's first stream closes with the tenant (Tenant.Close)", ErrInvalidArgument)

@@ -103,8 +103,17 @@ type tenantCore struct {
 // the SMs of the tenant made WithRestOfSMs; with none to share, making one
 // (or a partition that would take their last SMs) is ErrInsufficientSMs.
 func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
+	t, err := p.makeTenant(name, opts)
+	if err != nil {
+		return nil, tenantErr(name, "NewTenant", err)
+	}
+	return t, nil
+}
+
+// makeTenant is NewTenant, its errors bare.
+func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	cp := configs.Get().(*tenantConfig)
-	err := config.Apply(cp, "NewTenant", opts)
+	err := config.Apply(cp, opts)
 	cfg := *cp
 	*cp = tenantConfig{}
 	configs.Put(cp)
@@ -115,7 +124,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if err := cfg.Resolve(name, limit, set, p.log); err != nil {
 		return nil, err
 	}
-	if err := p.lockPlace("NewTenant"); err != nil {
+	if err := p.lockPlace(); err != nil {
 		return nil, err
 	}
 	if !cfg.Partitioned() {
@@ -123,7 +132,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 		// moved (it does not move while it serves no tenant).
 		if err := p.follow(true); err != nil {
 			p.placeMu.Unlock()
-			return nil, fmt.Errorf("tenant %q: %w", name, err)
+			return nil, err
 		}
 	}
 	t, err := p.newTenant(name, &cfg)
@@ -136,7 +145,8 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	err = p.follow(false)
 	p.placeMu.Unlock()
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("tenant %q: %w", name, err), t.Close())
+		t.c.cleanup.Stop()
+		return nil, errors.Join(err, t.c.close(teardown.Closed))
 	}
 	return t, nil
 }
@@ -152,29 +162,29 @@ func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
 		return nil, ErrClosed
 	}
 	if err := p.fault.Err(); err != nil {
-		return nil, fmt.Errorf("tenant %q: %w", name, err)
+		return nil, err
 	}
 	if _, ok := p.tenants[name]; ok {
-		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
+		return nil, ErrNameTaken
 	}
 	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
 	if !cfg.Partitioned() {
 		c.place = p.plain
 	} else {
 		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
-			return nil, fmt.Errorf("tenant %q: %w", name, err)
+			return nil, err
 		}
 		if err := p.shapeSteered(&cfg); err != nil {
-			return nil, fmt.Errorf("tenant %q: %w", name, err)
+			return nil, err
 		}
 		part, err := p.takePartition(&cfg)
 		if err != nil {
-			return nil, fmt.Errorf("tenant %q: %w", name, err)
+			return nil, err
 		}
 		part.SetSlots(cmp.Or(cfg.Dos, greenctx.DefaultSlots))
 		c.place = greenPlace(part)
 		if p.plainCount() > 0 && !p.commonsLeft() {
-			return nil, fmt.Errorf("tenant %q: %w", name, errors.Join(errNoCommons(p.plainCount()), c.place.Close()))
+			return nil, errors.Join(errNoCommons(p.plainCount()), c.place.Close())
 		}
 	}
 	undo := func(err error) (*Tenant, error) {
@@ -183,7 +193,7 @@ func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
 			_, e := c.acct.Close()
 			err = errors.Join(err, e)
 		}
-		return nil, fmt.Errorf("tenant %q: %w", name, err)
+		return nil, err
 	}
 	quota := cmp.Or(cfg.Quota, p.mem.Limit()) // none asked for: the device's limit
 	if err := p.checkQuota(quota); err != nil {
@@ -334,12 +344,12 @@ func (t *Tenant) SetSMLimit(f float64) error {
 	defer runtime.KeepAlive(t)
 	c := t.c
 	if c.closed.Load() {
-		return ErrClosed
+		return c.fail("SetSMLimit", ErrClosed)
 	}
 	if !c.adm.Limited() {
-		return fmt.Errorf("%w: tenant %q was made without WithSMLimit", ErrInvalidArgument, c.name)
+		return c.fail("SetSMLimit", errNotLimited)
 	}
-	return c.adm.SetSMLimit(f)
+	return c.fail("SetSMLimit", c.adm.SetSMLimit(f))
 }
 
 // graphSet is the tenant's graphs.Set, made at its first capture: most
@@ -560,12 +570,12 @@ func (t *Tenant) OnClose(f func(Current) error) error {
 	defer runtime.KeepAlive(t)
 	c := t.c
 	if f == nil {
-		return fmt.Errorf("%w: OnClose with a nil function", ErrInvalidArgument)
+		return c.fail("OnClose", errNilFunc)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
-		return ErrClosed
+		return c.fail("OnClose", ErrClosed)
 	}
 	c.onClose = append(c.onClose, f)
 	return nil
@@ -583,8 +593,8 @@ func (c *tenantCore) runOnClose() error {
 		return nil
 	}
 	run := func(cur Current) error { return teardown.Run(hooks, cur) }
-	if err := c.doOnThread(context.Background(), run, nil, false); err != nil {
-		return fmt.Errorf("tenant %q: OnClose: %w", c.name, err)
+	if err := c.doOnThread(context.Background(), "", run, nil, false); err != nil {
+		return fmt.Errorf("OnClose: %w", err) // the close's caller names the tenant
 	}
 	return nil
 }

@@ -28,13 +28,21 @@ func (t *Tenant) Stats() Stats {
 // LoadModule loads PTX (or a cubin) into the tenant's context.
 func (t *Tenant) LoadModule(image []byte) (*Module, error) {
 	defer runtime.KeepAlive(t)
-	return t.c.LoadModule(image)
+	m, err := t.c.LoadModule(image)
+	if err != nil {
+		return nil, t.c.fail("LoadModule", err)
+	}
+	return m, nil
 }
 
 // NewEvent makes an event in the tenant's context.
 func (t *Tenant) NewEvent() (*Event, error) {
 	defer runtime.KeepAlive(t)
-	return t.c.NewEvent()
+	e, err := t.c.NewEvent()
+	if err != nil {
+		return nil, t.c.fail("NewEvent", err)
+	}
+	return e, nil
 }
 
 // Alloc allocates n bytes of device memory against the tenant's quota, from
@@ -59,7 +67,11 @@ func (t *Tenant) NewEvent() (*Event, error) {
 // the memory lets the next Alloc reuse it under that kernel.
 func (t *Tenant) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	defer runtime.KeepAlive(t)
-	return t.c.Alloc(ctx, n)
+	p, err := t.c.Alloc(ctx, n)
+	if err != nil {
+		return 0, t.c.fail("Alloc", err)
+	}
+	return p, nil
 }
 
 // Free frees memory the tenant allocated, in order on its first stream
@@ -69,7 +81,7 @@ func (t *Tenant) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 // exactly.
 func (t *Tenant) Free(p DevicePtr) error {
 	defer runtime.KeepAlive(t)
-	return t.c.Free(p)
+	return t.c.fail("Free", t.c.Free(p))
 }
 
 // AllocAsync allocates n bytes in stream order on s (the memory may be used
@@ -77,13 +89,17 @@ func (t *Tenant) Free(p DevicePtr) error {
 // the tenant's pool. Quota and errors are those of Alloc.
 func (t *Tenant) AllocAsync(s *Stream, n uint64) (DevicePtr, error) {
 	defer runtime.KeepAlive(t)
-	return t.c.AllocAsync(s, n)
+	p, err := t.c.AllocAsync(s, n)
+	if err != nil {
+		return 0, t.c.fail("AllocAsync", err)
+	}
+	return p, nil
 }
 
 // FreeAsync frees p in stream order on s: after the work queued on s.
 func (t *Tenant) FreeAsync(s *Stream, p DevicePtr) error {
 	defer runtime.KeepAlive(t)
-	return t.c.FreeAsync(s, p)
+	return t.c.fail("FreeAsync", t.c.FreeAsync(s, p))
 }
 
 // Scope runs f with a fresh Scope and frees what f left allocated. A panic
@@ -101,11 +117,11 @@ func (t *Tenant) Scope(ctx context.Context, f func(s *Scope) error) error {
 // later call on the tenant returns ErrClosed.
 func (t *Tenant) Close() error {
 	defer runtime.KeepAlive(t)
-	if err := t.c.checkNotInsideDo("Close"); err != nil {
-		return err
+	if err := t.c.checkNotInsideDo(); err != nil {
+		return t.c.fail("Close", err)
 	}
 	t.c.cleanup.Stop()
-	return t.c.close(teardown.Closed)
+	return t.c.fail("Close", t.c.close(teardown.Closed))
 }
 
 // Do runs f on a locked OS thread with one of the tenant's contexts
@@ -192,7 +208,11 @@ func (t *Tenant) DoEach(ctx context.Context, f func(Current) error) error {
 //	C.cublasDestroy_v2(h); ws.Close()
 func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Workspace, error) {
 	defer runtime.KeepAlive(t)
-	return t.c.AllocWorkspace(ctx, s, n)
+	w, err := t.c.AllocWorkspace(ctx, s, n)
+	if err != nil {
+		return nil, t.c.fail("AllocWorkspace", err)
+	}
+	return w, nil
 }
 
 // Reshape changes the tenant's SMs to sms, one of the sizes it was made
@@ -218,7 +238,7 @@ func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Work
 // ErrInvalidArgument; none of them changes anything.
 func (t *Tenant) Reshape(ctx context.Context, sms int) error {
 	defer runtime.KeepAlive(t)
-	return t.c.Reshape(ctx, sms)
+	return t.c.fail("Reshape", t.c.Reshape(ctx, sms))
 }
 
 // ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
@@ -243,7 +263,7 @@ func (t *Tenant) SMShare() float64 {
 // returns ctx.Err(), as Alloc allocates nothing.
 func (t *Tenant) FreeContext(ctx context.Context, p DevicePtr) error {
 	defer runtime.KeepAlive(t)
-	return t.c.FreeContext(ctx, p)
+	return t.c.fail("FreeContext", t.c.FreeContext(ctx, p))
 }
 
 // Shutdown is Close with a deadline, as net/http's Server.Shutdown: it
@@ -254,8 +274,8 @@ func (t *Tenant) FreeContext(ctx context.Context, p DevicePtr) error {
 // waits for.
 func (t *Tenant) Shutdown(ctx context.Context) error {
 	defer runtime.KeepAlive(t)
-	if err := t.c.checkNotInsideDo("Shutdown"); err != nil {
-		return err
+	if err := t.c.checkNotInsideDo(); err != nil {
+		return t.c.fail("Shutdown", err)
 	}
-	return t.c.Shutdown(ctx)
+	return t.c.fail("Shutdown", t.c.Shutdown(ctx))
 }

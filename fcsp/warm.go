@@ -23,18 +23,24 @@ func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) erro
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return g.Part.WarmOthers(c.place.Dos(), func(gctx cuda.Context, sms int) (err error) {
+	var ferr error // f's own, which is not the tenant's to name
+	err := g.Part.WarmOthers(c.place.Dos(), func(gctx cuda.Context, sms int) (err error) {
 		prev, thread, err := c.pool.dev.SwapCurrent(gctx)
 		if err != nil {
 			return err
 		}
 		defer func() {
 			if e := greenctx.RestoreCurrent(c.pool.raw, prev); e != nil {
-				err = errors.Join(err, fmt.Errorf("tenant %q: restoring the thread's context: %w", c.name, e))
+				err = errors.Join(err, fmt.Errorf("restoring the thread's context: %w", e))
 			}
 		}()
 		slot := c.dos.Enter(thread)
 		defer c.dos.Exit(slot, thread)
-		return f(Current{t: c, ctx: ctx, gctx: gctx, slot: slot, thread: thread, sms: sms})
+		ferr = f(Current{t: c, ctx: ctx, gctx: gctx, slot: slot, thread: thread, sms: sms})
+		return ferr
 	})
+	if err != nil && ferr == nil {
+		return c.fail("DoEach", err) // a context made, swapped or restored
+	}
+	return err
 }

@@ -44,7 +44,8 @@ const (
 
 // QuotaError describes a rejected reservation. Used and Limit are those of
 // the scope (tenant or device) whose limit would have been passed, as
-// observed at the moment of rejection.
+// observed at the moment of rejection. Its text leaves the tenant out, as
+// every error of an Account does (the caller names it).
 type QuotaError struct {
 	Tenant    string
 	Requested uint64
@@ -54,8 +55,8 @@ type QuotaError struct {
 }
 
 func (e *QuotaError) Error() string {
-	return fmt.Sprintf("tenant %q: requested %d bytes with %d of %d bytes used would exceed the %s limit (at most %d more bytes available)",
-		e.Tenant, e.Requested, e.Used, e.Limit, e.Scope, sat(e.Limit, e.Used))
+	return fmt.Sprintf("requested %d bytes with %d of %d bytes used would exceed the %s limit (at most %d more bytes available)",
+		e.Requested, e.Used, e.Limit, e.Scope, sat(e.Limit, e.Used))
 }
 
 // Unwrap returns ErrQuotaExceeded.

@@ -26,7 +26,7 @@ func Example() {
 	// The batch tenant fits its own limit but not the device.
 	_, err = batch.Reserve(40 * miB)
 	fmt.Println(errors.Is(err, memtrack.ErrQuotaExceeded))
-	fmt.Println(err)
+	fmt.Printf("%s: %v\n", batch.Name(), err) // an Account's errors leave its name to the caller
 
 	// What cuMemGetInfo reports to each tenant on an otherwise idle GPU.
 	free, total := infer.MemInfo(30*miB, 141*1024*miB)
@@ -37,7 +37,7 @@ func Example() {
 	fmt.Printf("freed %d MiB, device used %d\n", n/miB, dev.Used())
 	// Output:
 	// true
-	// tenant "batch": requested 41943040 bytes with 52428800 of 83886080 bytes used would exceed the device limit (at most 31457280 more bytes available)
+	// batch: requested 41943040 bytes with 52428800 of 83886080 bytes used would exceed the device limit (at most 31457280 more bytes available)
 	// inference: 10 MiB free of 60 MiB
 	// freed 50 MiB, device used 0
 }

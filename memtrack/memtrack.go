@@ -261,6 +261,9 @@ func (t *Tracker) Reaped() bool {
 }
 
 // Account is one tenant's share of a device. It is safe for concurrent use.
+// Its methods' errors do not name it: the caller knows which account it
+// called, and names it once where it says so (fcsp's TenantError), as the
+// os package names the file and the system call's error does not.
 type Account struct {
 	t    *Tracker
 	name string
@@ -299,7 +302,7 @@ func (a *Account) Limit() uint64 { return a.limit.Load() }
 // drops below the new limit.
 func (a *Account) SetLimit(limit uint64) error {
 	if limit == 0 {
-		return fmt.Errorf("%w: tenant %q limit is 0 bytes; it must be at least 1 byte", ErrInvalidLimit, a.name)
+		return fmt.Errorf("%w: a limit of 0 bytes; it must be at least 1 byte", ErrInvalidLimit)
 	}
 	if a.used.Load()&closedBit != 0 {
 		return ErrClosed
@@ -338,7 +341,7 @@ func (a *Account) reserve(n uint64) error {
 		return a.reserveApart(n)
 	}
 	if du, ok, err := a.devTake(n); err != nil {
-		return fmt.Errorf("tenant %q: %w", a.name, err)
+		return err
 	} else if !ok {
 		return &QuotaError{Tenant: a.name, Requested: n, Used: du, Limit: a.t.limit, Scope: ScopeDevice}
 	}
@@ -390,7 +393,7 @@ func (a *Account) ChargeDeviceApart() error {
 		return ErrClosed
 	}
 	if u != 0 {
-		return fmt.Errorf("%w: tenant %q holds %d bytes; its device charge can change only while it holds none", ErrInvalidArgument, a.name, u)
+		return fmt.Errorf("%w: the account holds %d bytes; its device charge can change only while it holds none", ErrInvalidArgument, u)
 	}
 	a.apart = true
 	return nil
@@ -406,9 +409,9 @@ func (a *Account) devBack(n uint64) {
 
 func (a *Account) sizeErr(n uint64) error {
 	if n == 0 {
-		return fmt.Errorf("%w: tenant %q requested 0 bytes; sizes must be at least 1 byte", ErrInvalidSize, a.name)
+		return fmt.Errorf("%w: requested 0 bytes; sizes must be at least 1 byte", ErrInvalidSize)
 	}
-	return fmt.Errorf("%w: tenant %q requested %d bytes; sizes must be at most %d bytes", ErrInvalidSize, a.name, n, uint64(maxRecordSize))
+	return fmt.Errorf("%w: requested %d bytes; sizes must be at most %d bytes", ErrInvalidSize, n, uint64(maxRecordSize))
 }
 
 // sub removes n bytes from the account unless it has been closed, in which
@@ -449,7 +452,7 @@ func (a *Account) record(ptr uint64, n uint64) error {
 		return ErrClosed
 	}
 	if !a.t.records.insert(ptr, packWord(n, a.id)) {
-		return fmt.Errorf("tenant %q: pointer %#x is already recorded as a live allocation; free it before recording it again", a.name, ptr)
+		return fmt.Errorf("pointer %#x is already recorded as a live allocation; free it before recording it again", ptr)
 	}
 	if a.used.Load()&closedBit != 0 {
 		// Close ran while we inserted and may have missed the record;
@@ -478,7 +481,7 @@ func (a *Account) Release(ptr uint64) (uint64, error) {
 		return 0, ErrClosed
 	}
 	if !ok {
-		return 0, fmt.Errorf("%w: tenant %q has no live allocation at %#x", ErrUnknownPointer, a.name, ptr)
+		return 0, fmt.Errorf("%w: no live allocation of the account at %#x", ErrUnknownPointer, ptr)
 	}
 	n := wordSize(w)
 	a.devBack(a.sub(n))

@@ -93,7 +93,7 @@ func (a *Account) StartRelease(ptr uint64) (PendingRelease, error) {
 		return PendingRelease{}, ErrClosed // Close took the record since the look above
 	}
 	if !ok {
-		return PendingRelease{}, fmt.Errorf("%w: tenant %q has no live allocation at %#x", ErrUnknownPointer, a.name, ptr)
+		return PendingRelease{}, fmt.Errorf("%w: no live allocation of the account at %#x", ErrUnknownPointer, ptr)
 	}
 	return PendingRelease{a: a, ptr: ptr, word: w}, nil
 }
@@ -139,7 +139,7 @@ func (r *PendingRelease) Cancel() error {
 		if m := a.sub(wordSize(r.word)); m > 0 && !a.apart {
 			a.t.devRelease(m)
 		}
-		return fmt.Errorf("tenant %q: pointer %#x was recorded again while being freed", a.name, r.ptr)
+		return fmt.Errorf("pointer %#x was recorded again while being freed", r.ptr)
 	}
 	if a.used.Load()&closedBit != 0 {
 		a.t.records.remove(r.ptr, a.id) // Close may have missed it; as record does

@@ -42,7 +42,7 @@ type Events interface {
 }
 
 // ErrTakenAfterDo: a Current used after its Do returned.
-var ErrTakenAfterDo = fmt.Errorf("%w: Current.Stream called after its Do returned; a Current is valid during its call of f", errs.ErrInvalidArgument)
+var ErrTakenAfterDo = fmt.Errorf("%w: called after its Do returned; a Current is valid during its call of f", errs.ErrInvalidArgument)
 
 // classes sizes the per-class GPU-time accounts.
 const classes = int(stream.NCCL) + 1

@@ -19,12 +19,12 @@ import (
 )
 
 // Apply runs opts on c in order and stops at the first error; a nil option
-// is refused, named by its index and by what was called (who: "Open",
-// "NewTenant").
-func Apply[T any, O ~func(*T) error](c *T, who string, opts []O) error {
+// is refused, named by its index (the caller names the call: fcsp's
+// TenantError for NewTenant).
+func Apply[T any, O ~func(*T) error](c *T, opts []O) error {
 	for i, o := range opts {
 		if o == nil {
-			return fmt.Errorf("%w: %s's option %d is nil", errs.ErrInvalidArgument, who, i)
+			return fmt.Errorf("%w: option %d is nil; pass the options fcsp's With functions make", errs.ErrInvalidArgument, i)
 		}
 		if err := o(c); err != nil {
 			return err

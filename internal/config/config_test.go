@@ -43,7 +43,7 @@ func TestSettersRefuse(t *testing.T) {
 		{"heartbeat timeout <= every", func(p *Pool, _ *Tenant) error { return p.SetHeartbeat(time.Second, time.Second) }, "heartbeat every 1s, timeout 1s; want 0 < every < timeout"},
 		{"dos 0", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(0) }, "WithConcurrentDos(0); want 1 to 64"},
 		{"dos past max", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(greenctx.MaxSlots + 1) }, "WithConcurrentDos(65)"},
-		{"nil context", func(_ *Pool, c *Tenant) error { return c.SetContext(nil) }, "WithContext(nil)"},
+		{"nil context", func(_ *Pool, c *Tenant) error { return c.SetContext(nil) }, "WithContext of a nil context.Context"},
 		{"SMs -8", func(_ *Pool, c *Tenant) error { return c.SetSMs(-8) }, "WithSMs(-8); want a positive multiple of the partition unit"},
 		{"quota 0", func(_ *Pool, c *Tenant) error { return c.SetQuota(0) }, "memory quota 0; want a positive byte count"},
 		{"SM limit 0", func(_ *Pool, c *Tenant) error { return c.SetSMLimit(0) }, "SM limit 0; want a fraction in (0, 1]"},
@@ -116,17 +116,17 @@ func TestApply(t *testing.T) {
 		return func(*Tenant) error { ran = append(ran, i); return err }
 	}
 	var c Tenant
-	require.NoError(t, Apply(&c, "NewTenant", []opt{mark(0, nil), mark(1, nil)}))
+	require.NoError(t, Apply(&c, []opt{mark(0, nil), mark(1, nil)}))
 	require.Equal(t, []int{0, 1}, ran)
 
 	ran = nil
 	bad := errors.New("bad")
-	require.ErrorIs(t, Apply(&c, "NewTenant", []opt{mark(0, bad), mark(1, nil)}), bad)
+	require.ErrorIs(t, Apply(&c, []opt{mark(0, bad), mark(1, nil)}), bad)
 	require.Equal(t, []int{0}, ran)
 
-	err := Apply(&c, "Open", []opt{mark(0, nil), nil})
+	err := Apply(&c, []opt{mark(0, nil), nil})
 	require.ErrorIs(t, err, errs.ErrInvalidArgument)
-	require.EqualError(t, err, "fcsp: invalid argument: Open's option 1 is nil")
+	require.EqualError(t, err, "fcsp: invalid argument: option 1 is nil; pass the options fcsp's With functions make")
 }
 
 // TestResolve: the rules between options, and what they imply.

@@ -96,7 +96,7 @@ func (c *Tenant) SetConcurrentDos(n int) error {
 // SetContext is WithContext.
 func (c *Tenant) SetContext(ctx context.Context) error {
 	if ctx == nil {
-		return invalid("WithContext(nil); pass a context (context.Background() for none)")
+		return invalid("WithContext of a nil context.Context; pass one (context.Background() for a tenant that lives until Close)")
 	}
 	c.Ctx = ctx
 	return nil

@@ -225,7 +225,8 @@ func (e *pooled) exactly(s Stream, n, size uint64) (cuda.DevicePtr, error) {
 }
 
 // refusal is the error of an n-byte allocation whose chunks the device
-// limit refused (err), naming the tenant.
+// limit refused (err), its QuotaError.Tenant set (the text leaves the
+// tenant to the face).
 func (e *pooled) refusal(n uint64, err error) error {
 	var qe *memtrack.QuotaError
 	if !errors.As(err, &qe) {

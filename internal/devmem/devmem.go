@@ -13,6 +13,7 @@ package devmem
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -145,6 +146,9 @@ type Config struct {
 	// hears when the driver refuses. (Fields derived rather than kept:
 	// the Config is copied into every tenant's engine.)
 	Probe *atomic.Int32
+	// noQuota: the tenant asked for no quota (PoolConfig.Explicit), so its
+	// account's limit is the device's; Open sets it.
+	noQuota bool
 }
 
 // What Config.Probe holds: whether the driver takes stream-ordered calls
@@ -207,7 +211,24 @@ func (c *Config) reserve(n uint64) (memtrack.Reservation, error) {
 			return err
 		})
 	}
-	return r, err // memtrack's errors name the tenant already
+	if err != nil && c.noQuota {
+		err = c.deviceBound(err)
+	}
+	return r, err
+}
+
+// deviceBound is a tenant without a quota of its own refused by its
+// account, whose limit is the device's: what refused it is the device
+// limit (the figures are the device's), and the message says how to give
+// the tenant a quota, rather than that it passed one it never had.
+func (c *Config) deviceBound(err error) error {
+	var qe *memtrack.QuotaError
+	if !errors.As(err, &qe) || qe.Scope != memtrack.ScopeTenant {
+		return err
+	}
+	q := *qe
+	q.Scope, q.Used, q.Limit = memtrack.ScopeDevice, max(qe.Used, c.Tracker.Used()), c.Tracker.Limit()
+	return fmt.Errorf("%w; the tenant has no memory quota of its own (WithMemoryQuota gives it one), so the device's limit bounds it alone", &q)
 }
 
 // deviceFull says err is the device limit's refusal. (Apart from reserve,

@@ -31,10 +31,7 @@ func (c *Config) memset(n uint64, f func(cuda.Context) error) error {
 	if n == 0 {
 		return fmt.Errorf("%w: memset of 0 words", errs.ErrInvalidArgument)
 	}
-	if err := c.do(f); err != nil {
-		return fmt.Errorf("tenant %q: %w", c.tenant(), err)
-	}
-	return nil
+	return c.do(f)
 }
 
 // CopyToDevice copies src into device memory at dst.

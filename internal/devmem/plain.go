@@ -2,7 +2,6 @@ package devmem
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/memtrack"
@@ -27,7 +26,7 @@ func (e *plain) Alloc(_ Stream, n uint64) (cuda.DevicePtr, error) {
 	p, err := e.alloc(n)
 	if err != nil {
 		r.Cancel()
-		return 0, fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
+		return 0, err
 	}
 	if err := r.Commit(uint64(p)); err != nil {
 		// Cannot happen for a pointer the driver just returned; the
@@ -54,12 +53,12 @@ func (e *plain) alloc(n uint64) (cuda.DevicePtr, error) {
 func (e *plain) Free(_ Stream, p cuda.DevicePtr) error {
 	r, err := e.cfg.Account.StartRelease(uint64(p))
 	if err != nil {
-		return err // memtrack's error names the tenant and the pointer
+		return err // memtrack's error names the pointer
 	}
 	if err := e.cfg.Driver.MemFree(e.cfg.Device.Primary(), p); err != nil {
 		// The driver kept it (or a Close, waiting for this call, will free
 		// it): it stays recorded, its bytes never stopped counting.
-		return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err), r.Cancel())
+		return errors.Join(err, r.Cancel())
 	}
 	r.Commit()
 	e.cfg.Info.Changed()

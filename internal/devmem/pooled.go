@@ -54,6 +54,7 @@ func Open(cfg Config, pool PoolConfig) (Allocator, error) {
 	if !pool.Green {
 		cfg.Probe = nil
 	}
+	cfg.noQuota = !pool.Explicit
 	if pool.Plain {
 		return NewPlain(cfg), nil
 	}
@@ -114,10 +115,7 @@ func (e *pooled) Alloc(s Stream, n uint64) (cuda.DevicePtr, error) {
 	p, err := e.alloc(s, n)
 	if err != nil {
 		r.Cancel()
-		if errors.Is(err, memtrack.ErrQuotaExceeded) {
-			return 0, err // it names the tenant
-		}
-		return 0, fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
+		return 0, err
 	}
 	if err := r.Commit(uint64(p)); err != nil {
 		// Cannot happen for a pointer the driver just returned; the
@@ -167,8 +165,8 @@ func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
 		// pool's maximum size speaking.
 		if held, herr := e.reserved(ctx); derr == nil && herr == nil && devFree >= size+cuda.PoolChunk {
 			a := e.cfg.Account
-			return 0, fmt.Errorf("%w: tenant %q asked for %d bytes; its pool holds %d of the %d bytes its %d-byte quota allows it (%d allocated, the rest cached blocks and fragments): %w",
-				memtrack.ErrQuotaExceeded, e.cfg.tenant(), n, held, e.maxSize, a.Limit(), a.Used()-n, err) // Used counts this request's reservation too
+			return 0, fmt.Errorf("%w: asked for %d bytes; its pool holds %d of the %d bytes its %d-byte quota allows it (%d allocated, the rest cached blocks and fragments): %w",
+				memtrack.ErrQuotaExceeded, n, held, e.maxSize, a.Limit(), a.Used()-n, err) // Used counts this request's reservation too
 		}
 	}
 	return p, err
@@ -177,14 +175,14 @@ func (e *pooled) alloc(s Stream, n uint64) (p cuda.DevicePtr, err error) {
 func (e *pooled) Free(s Stream, p cuda.DevicePtr) error {
 	r, err := e.cfg.Account.StartRelease(uint64(p))
 	if err != nil {
-		return err // memtrack's error names the tenant and the pointer
+		return err // memtrack's error names the pointer
 	}
 	class, _, ok := sizeClass(r.Size())
 	if !ok {
 		if err := e.freeToDriver(s, p); err != nil {
 			// The driver kept it (or a Close, waiting for this call, will
 			// free it): it stays recorded, its bytes never stopped counting.
-			return errors.Join(fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err), r.Cancel())
+			return errors.Join(err, r.Cancel())
 		}
 		r.Commit()
 		return nil
@@ -203,7 +201,7 @@ func (e *pooled) Free(s Stream, p cuda.DevicePtr) error {
 		if rr, rerr := e.cfg.Account.Reserve(n); rerr == nil {
 			_ = rr.Commit(uint64(p))
 		}
-		return fmt.Errorf("tenant %q: %w", e.cfg.tenant(), err)
+		return err
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ var ErrFewWorkQueues error = &sentinel{msg: "fcsp: too few hardware work queues 
 
 // ErrInsideDo: a call that would wait for the tenant's Dos to end was made
 // from inside one (fcsp.ErrInsideDo).
-var ErrInsideDo error = &sentinel{msg: "fcsp: called from inside the tenant's own Do"}
+var ErrInsideDo error = &sentinel{msg: "fcsp: called from inside a Do that it would wait for"}
 
 // ErrStaleGraph: a graph captured before its tenant's Reshape
 // (fcsp.ErrStaleGraph).

@@ -22,26 +22,14 @@ import (
 )
 
 // Record is a sticky device error as the pool first saw it. fcsp's
-// DeviceLostError has the same fields, so that each converts to the other.
+// DeviceLostError has the same fields, so that each converts to the other,
+// and says it (its Error: the public face names tenants, not the engines).
 type Record struct {
 	Err    *cuda.Error // the driver's sticky error
 	Op     string      // the driver call that answered it first (e.g. "cuGraphLaunch")
 	Tenant string      // the tenant whose call saw it first ("" if none could be named)
 	Stream uintptr     // the stream that call named (0: none)
 	At     time.Time   // when the pool first saw it
-}
-
-// Message is the error's text: what, from where, and what to do.
-func (r Record) Message() string {
-	where := "outside any tenant"
-	if r.Tenant != "" {
-		where = fmt.Sprintf("by tenant %q", r.Tenant)
-	}
-	if r.Stream != 0 {
-		where += fmt.Sprintf(" on stream %#x", r.Stream)
-	}
-	return fmt.Sprintf("fcsp: device lost: %v from %s, first seen %s at %s; every tenant of this process shares the fault and the driver keeps it until the process exits: restart the process",
-		r.Err, r.Op, where, r.At.Format(time.RFC3339Nano))
 }
 
 // State is a pool's fault state: healthy, or lost with the first sticky

@@ -57,11 +57,12 @@ type Graph struct {
 // graph for the set's Close in the same call, so that a Close cannot miss
 // it; the kernels rec noted meanwhile go with it, and layout is the
 // tenant's layout. If f fails or panics the capture is ended and
-// discarded. Errors other than f's name the tenant.
-func (gs *Set) Capture(g *Graph, in Do, s cuda.Stream, rec *Recording, layout int32, tenant string, f func() error) error {
+// discarded; f's error is returned as it is (joined with the end's, if
+// that failed too).
+func (gs *Set) Capture(g *Graph, in Do, s cuda.Stream, rec *Recording, layout int32, f func() error) error {
 	g.gs, g.layout = gs, layout
 	if err := in(func(ctx cuda.Context) error { return gs.BeginCapture(ctx, s) }); err != nil {
-		return fmt.Errorf("tenant %q: %w", tenant, err)
+		return err
 	}
 	end := func(keep bool) error {
 		return in(func(ctx cuda.Context) (err error) {
@@ -78,10 +79,13 @@ func (gs *Set) Capture(g *Graph, in Do, s cuda.Stream, rec *Recording, layout in
 	ferr := f()
 	ended = true
 	if ferr != nil {
-		return errors.Join(ferr, end(false))
+		if err := end(false); err != nil {
+			return errors.Join(ferr, err)
+		}
+		return ferr
 	}
 	if err := end(true); err != nil {
-		return fmt.Errorf("tenant %q: capture: %w", tenant, err)
+		return fmt.Errorf("ending the capture: %w", err)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -94,22 +98,18 @@ func (g *Graph) Kernels() int { return len(g.kernels) }
 
 // Instantiate makes e, listed, an executable copy of g, instantiated by in
 // (in the context whose SMs it is to run on); errs.ErrClosed once g is
-// closed. Errors of the call name the tenant.
-func (g *Graph) Instantiate(e *Exec, in Do, tenant string) error {
+// closed.
+func (g *Graph) Instantiate(e *Exec, in Do) error {
 	if g.closed.Load() {
 		return errs.ErrClosed
 	}
 	e.gs, e.kernels, e.layout = g.gs, g.kernels, g.layout
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	err := in(func(ctx cuda.Context) (err error) {
+	return in(func(ctx cuda.Context) (err error) {
 		e.h, err = g.gs.Instantiate(ctx, g.h)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("tenant %q: %w", tenant, err)
-	}
-	return nil
 }
 
 // Close unlists and destroys g in a call made by do, once; a do refused

@@ -3,7 +3,6 @@ package graphs
 import (
 	"errors"
 	"math"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,7 +38,7 @@ func TestCaptureKeepsOrDiscards(t *testing.T) {
 	rec := new(Recording)
 	slot.Store(rec)
 	var g Graph
-	err := gs.Capture(&g, in(ctx), s, rec, 7, "a", func() error {
+	err := gs.Capture(&g, in(ctx), s, rec, 7, func() error {
 		if !slot.Load().Record(one, one) || !slot.Load().Record(one, cuda.Dim3{X: 32, Y: 1, Z: 1}) {
 			t.Error("a capturing stream did not record a launch")
 		}
@@ -55,7 +54,7 @@ func TestCaptureKeepsOrDiscards(t *testing.T) {
 
 	boom := errors.New("boom")
 	var failed Graph
-	if err := gs.Capture(&failed, in(ctx), s, new(Recording), 7, "a", func() error { return boom }); !errors.Is(err, boom) || err.Error() != "boom" {
+	if err := gs.Capture(&failed, in(ctx), s, new(Recording), 7, func() error { return boom }); !errors.Is(err, boom) || err.Error() != "boom" {
 		t.Fatalf("f's error came back as %v", err)
 	}
 	live(t, drv, 1, 0)
@@ -65,22 +64,23 @@ func TestCaptureKeepsOrDiscards(t *testing.T) {
 				t.Error("f's panic did not reach the caller")
 			}
 		}()
-		_ = gs.Capture(&failed, in(ctx), s, new(Recording), 7, "a", func() error { panic("f") })
+		_ = gs.Capture(&failed, in(ctx), s, new(Recording), 7, func() error { panic("f") })
 	}()
 	live(t, drv, 1, 0)
 	// The stream is not left capturing: it can be captured again.
 	var again Graph
-	if err := gs.Capture(&again, in(ctx), s, new(Recording), 7, "a", func() error { return nil }); err != nil {
+	if err := gs.Capture(&again, in(ctx), s, new(Recording), 7, func() error { return nil }); err != nil {
 		t.Fatalf("after a failed and a panicking capture: %v", err)
 	}
 	live(t, drv, 2, 0)
-	// A capture that cannot begin names the tenant, and f does not run.
+	// A capture that cannot begin answers the refusal as it is (fcsp, the
+	// face, names the tenant), and f does not run.
 	refused := func(func(cuda.Context) error) error { return errs.ErrClosed }
-	err = gs.Capture(&failed, refused, s, new(Recording), 7, "a", func() error {
+	err = gs.Capture(&failed, refused, s, new(Recording), 7, func() error {
 		t.Error("f ran without a capture")
 		return nil
 	})
-	if !errors.Is(err, errs.ErrClosed) || !strings.Contains(err.Error(), `tenant "a"`) {
+	if err != errs.ErrClosed {
 		t.Fatalf("begin refused: %v", err)
 	}
 }
@@ -94,11 +94,11 @@ func TestGraphInstantiateAndClose(t *testing.T) {
 	rec := new(Recording)
 	rec.record(one, one)
 	var g Graph
-	if err := gs.Capture(&g, in(ctx), s, rec, 3, "a", func() error { return nil }); err != nil {
+	if err := gs.Capture(&g, in(ctx), s, rec, 3, func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	var e Exec
-	if err := g.Instantiate(&e, in(ctx), "a"); err != nil {
+	if err := g.Instantiate(&e, in(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	if e.Kernels() != 1 || e.Layout() != 3 {
@@ -107,7 +107,7 @@ func TestGraphInstantiateAndClose(t *testing.T) {
 	live(t, drv, 1, 1)
 	var e2 Exec
 	refused := func(func(cuda.Context) error) error { return errs.ErrClosed }
-	if err := g.Instantiate(&e2, refused, "a"); !errors.Is(err, errs.ErrClosed) || !strings.Contains(err.Error(), `tenant "a"`) {
+	if err := g.Instantiate(&e2, refused); err != errs.ErrClosed {
 		t.Fatalf("instantiation refused: %v", err)
 	}
 	for range 2 {
@@ -116,7 +116,7 @@ func TestGraphInstantiateAndClose(t *testing.T) {
 		}
 	}
 	live(t, drv, 0, 1)
-	if err := g.Instantiate(&e2, in(ctx), "a"); !errors.Is(err, errs.ErrClosed) {
+	if err := g.Instantiate(&e2, in(ctx)); !errors.Is(err, errs.ErrClosed) {
 		t.Fatalf("Instantiate after Close: %v", err)
 	}
 	// The exec outlives its graph, and a Close refused leaves it listed.
@@ -162,11 +162,11 @@ func TestExecCloseWaitsForLaunches(t *testing.T) {
 	drv, ctx, s := setUp(t)
 	gs := New(drv)
 	var g Graph
-	if err := gs.Capture(&g, in(ctx), s, new(Recording), 0, "a", func() error { return nil }); err != nil {
+	if err := gs.Capture(&g, in(ctx), s, new(Recording), 0, func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	var e Exec
-	if err := g.Instantiate(&e, in(ctx), "a"); err != nil {
+	if err := g.Instantiate(&e, in(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Enter(); err != nil {

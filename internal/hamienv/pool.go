@@ -3,6 +3,7 @@ package hamienv
 import (
 	"fmt"
 
+	"github.com/fcsp-go/fcsp-go/internal/bytesize"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
@@ -36,19 +37,17 @@ func (c Config) DeviceLimit(dev int, total, set uint64) uint64 {
 
 // CheckQuota refuses a tenant quota the pool could never grant: more than
 // device dev's limit (DeviceLimit of total), wherever that limit comes
-// from, which the error names.
+// from, which the error names, with how far over it the quota is.
 func (c Config) CheckQuota(dev int, total, limit, quota uint64) error {
 	if quota <= limit {
 		return nil
 	}
 	from := "the device's memory"
 	if b, ok := c.MemoryLimit(dev); ok && b == limit {
-		from = "CUDA_DEVICE_MEMORY_LIMIT"
+		from = "set by CUDA_DEVICE_MEMORY_LIMIT"
 	} else if limit < total {
-		from = "WithDeviceMemoryLimit"
+		from = "set by WithDeviceMemoryLimit"
 	}
-	return fmt.Errorf("%w: memory quota %s is larger than the device limit of %s (%s); ask for at most %d bytes",
-		errs.ErrInvalidArgument, gib(quota), gib(limit), from, limit)
+	return fmt.Errorf("%w: memory quota %s is %s over the device limit of %s, %s; ask for at most %d bytes",
+		errs.ErrInvalidArgument, bytesize.Format(quota), bytesize.Format(quota-limit), bytesize.Format(limit), from, limit)
 }
-
-func gib(n uint64) string { return fmt.Sprintf("%.4g GiB", float64(n)/(1<<30)) }

@@ -2,6 +2,7 @@ package hamienv
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -35,11 +36,11 @@ func TestDeviceLimitAndCheckQuota(t *testing.T) {
 		set, want uint64
 		from      string
 	}{
-		{0, 0, total, "(the device's memory)"},
-		{0, 16 << 30, 16 << 30, "(WithDeviceMemoryLimit)"},
-		{1, 0, 8 << 30, "(CUDA_DEVICE_MEMORY_LIMIT)"},
-		{1, 16 << 30, 8 << 30, "(CUDA_DEVICE_MEMORY_LIMIT)"},
-		{1, 4 << 30, 4 << 30, "(WithDeviceMemoryLimit)"},
+		{0, 0, total, ", the device's memory;"},
+		{0, 16 << 30, 16 << 30, ", set by WithDeviceMemoryLimit;"},
+		{1, 0, 8 << 30, ", set by CUDA_DEVICE_MEMORY_LIMIT;"},
+		{1, 16 << 30, 8 << 30, ", set by CUDA_DEVICE_MEMORY_LIMIT;"},
+		{1, 4 << 30, 4 << 30, ", set by WithDeviceMemoryLimit;"},
 	} {
 		limit := env.DeviceLimit(c.dev, total, c.set)
 		if limit != c.want {
@@ -52,5 +53,21 @@ func TestDeviceLimitAndCheckQuota(t *testing.T) {
 		if !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), c.from) {
 			t.Errorf("dev %d set %d: %v; want it to name %s", c.dev, c.set, err, c.from)
 		}
+	}
+}
+
+// Issue 38 #14: a quota one byte over a 16 GiB limit read "16 GiB is larger
+// than the device limit of 16 GiB", and uint64(-1) "1.718e+10 GiB". The
+// message says by how much, with the bytes where the unit rounds them.
+func TestCheckQuotaSaysByHowMuch(t *testing.T) {
+	var env Config
+	err := env.CheckQuota(0, 80<<30, 16<<30, 16<<30+1)
+	want := "memory quota 16 GiB (17179869185 bytes) is 1 byte over the device limit of 16 GiB, set by WithDeviceMemoryLimit; ask for at most 17179869184 bytes"
+	if !errors.Is(err, errs.ErrInvalidArgument) || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("one byte over: %v\nwant it to end %q", err, want)
+	}
+	err = env.CheckQuota(0, 80<<30, 80<<30, math.MaxUint64)
+	if err == nil || strings.Contains(err.Error(), "e+") || !strings.Contains(err.Error(), "quota 16 EiB (18446744073709551615 bytes) is") {
+		t.Errorf("uint64(-1): %v", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
@@ -169,10 +168,7 @@ func (g Green) Take(ctx context.Context) (t Taken, err error) {
 		}
 	}
 	if err != nil {
-		if errors.Is(err, greenctx.ErrClosed) {
-			return Taken{}, errs.ErrClosed
-		}
-		return Taken{}, err
+		return Taken{}, err // greenctx.ErrClosed is errs.ErrClosed: one identity, not translated
 	}
 	t.Cur = t.Slot.Context()
 	return t, nil
