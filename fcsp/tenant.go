@@ -427,9 +427,12 @@ type Stats struct {
 
 	// SMMoves counts the moves of a latency class's SMs
 	// (WithLatencyTarget) and SMMoveReason says why the last was made (or
-	// refused); zero for other tenants.
-	SMMoves      uint64
-	SMMoveReason string
+	// refused); SMMovesBy counts them by the rule that made them, and
+	// LatencyTarget is the class's P99 target. Zero for other tenants.
+	SMMoves       uint64
+	SMMoveReason  string
+	SMMovesBy     SMMoveCounts
+	LatencyTarget time.Duration
 
 	// ContextWait is how long calls waited for one of the tenant's contexts
 	// (Do, and the few driver calls that need the context current): the
