@@ -59,6 +59,21 @@ func TestWarmRunsOncePerContext(t *testing.T) {
 	require.False(t, held.Warmed(9))
 	require.True(t, held.Warmed(7))
 
+	// A recycled partition (a spare) forgets its owner's warm-ups.
+	q, err := s.Take(8)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, q.Close()) }()
+	require.NoError(t, q.Warm(12, 2, true, f))
+	x, err := q.TryAcquire()
+	require.NoError(t, err)
+	require.True(t, x.Warmed(12))
+	x.Release()
+	require.NoError(t, q.Reset())
+	x, err = q.TryAcquire()
+	require.NoError(t, err)
+	require.False(t, x.Warmed(12))
+	x.Release()
+
 	// The commons on the whole device: one context, shared, warmed once.
 	c, err := dev.NewCommons()
 	require.NoError(t, err)
