@@ -100,7 +100,9 @@ func (p *Pool) warmUp(t *Tenant, err error) (*Tenant, error) {
 		return t, err
 	}
 	c := t.c
-	if err := c.warmEvery(); err != nil {
+	if err := c.warmEvery(); errors.Is(err, ErrClosed) && c.closed.Load() {
+		return t, nil // closed as it was made (WithContext's ctx was done), as without a warm-up
+	} else if err != nil {
 		c.cleanup.Stop()
 		err = fmt.Errorf("tenant %q: %w", c.name, err)
 		return nil, errors.Join(err, c.close("NewTenant: its warm-up failed"))

@@ -300,6 +300,22 @@ func TestWarmupFailingAfterAMoveIsRetriedByTheDo(t *testing.T) {
 	require.True(t, ran)
 }
 
+// A tenant whose context was done as it was made comes back (to be closed
+// by the context's end, as without a warm-up), whether its close came
+// before its warm-up or after.
+func TestWarmupOfATenantClosedAsItWasMade(t *testing.T) {
+	p, _ := openSim(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, opts := range [][]TenantOption{nil, {WithWarmup(func(Current) error { return nil })}} {
+		for range 20 {
+			tn, err := p.NewTenant("t", append(opts, WithSMs(16), WithContext(ctx))...)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return tn.Stats().Closed && len(p.Tenants()) == 0 }, 5*time.Second, time.Millisecond)
+		}
+	}
+}
+
 func TestWarmupNilIsInvalid(t *testing.T) {
 	p, _ := openSim(t)
 	_, err := p.NewTenant("t", WithWarmup(nil))
