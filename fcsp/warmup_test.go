@@ -19,8 +19,8 @@ import (
 type warmLog struct {
 	mu     sync.Mutex
 	warmed map[string]map[cuda.Context]int // runs by tenant and context
-	sizes  map[string]map[int]int           // warm-ups by tenant and size
-	cold   []string                         // Dos that met a context not warmed for them
+	sizes  map[string]map[int]int          // warm-ups by tenant and size
+	cold   []string                        // Dos that met a context not warmed for them
 	dos    int
 }
 
