@@ -89,11 +89,6 @@ type tenantCore struct {
 	dos     inside.Threads // OS threads inside Do (internal/inside)
 	each    inside.Turn    // one DoEach at a time (doeach.go)
 	gone    streamTotals   // the closed streams' counters, for Stats (stream.go)
-
-	// WithWarmup's function (warm.go), set before the tenant is shared;
-	// nil without one. warmID names it in the commons' contexts.
-	warm   func(Current) error
-	warmID uint64
 }
 
 // NewTenant makes a tenant. Without WithSMs, WithSMShare, WithRestOfSMs or
@@ -134,7 +129,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	t, err := p.newTenant(name, &cfg)
 	if err != nil || !cfg.Partitioned() {
 		p.placeMu.Unlock()
-		return p.warmUp(t, err)
+		return p.warmUp(t, err, &cfg)
 	}
 	// A partition: the unpartitioned tenants leave its SMs before it is
 	// handed out.
@@ -143,7 +138,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("tenant %q: %w", name, err), t.Close())
 	}
-	return p.warmUp(t, nil)
+	return p.warmUp(t, nil, &cfg)
 }
 
 // newTenant is NewTenant once the options are resolved. The caller holds
@@ -162,9 +157,9 @@ func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
 	if _, ok := p.tenants[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrNameTaken, name)
 	}
-	c := &tenantCore{pool: p, name: name, prio: cfg.Prio, warm: warmupOf(&cfg)}
+	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
 	if !cfg.Partitioned() {
-		c.place = p.plainFor(c)
+		c.place = p.plainFor(c, &cfg)
 	} else {
 		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
 			return nil, fmt.Errorf("tenant %q: %w", name, err)

@@ -61,7 +61,9 @@ var warmIDs atomic.Uint64
 
 // warmupOf is WithWarmup's function, made to say ErrWarmupFailed and to
 // turn a panic into an error (a warm-up that panics fails NewTenant, or
-// its Do, rather than leaving a context taken); nil without one.
+// its Do, rather than leaving a context taken); nil without one. The
+// tenant keeps it nowhere but in its placement where it needs it later
+// (place.Warming): a field more would cost every tenant made 32 bytes.
 func warmupOf(cfg *tenantConfig) func(Current) error {
 	f, ok := cfg.Warm.(func(Current) error)
 	if !ok || f == nil {
@@ -83,24 +85,25 @@ func warmupOf(cfg *tenantConfig) func(Current) error {
 // plainFor is an unpartitioned tenant's placement: the pool's, or, for a
 // tenant with a warm-up on the commons, the commons warming each context
 // before it serves the tenant (place.Warming). Chosen once, here.
-func (p *Pool) plainFor(c *tenantCore) placement {
+func (p *Pool) plainFor(c *tenantCore, cfg *tenantConfig) placement {
 	cm, ok := p.plain.Placement.(place.Commons)
-	if c.warm == nil || !ok {
+	f := warmupOf(cfg)
+	if f == nil || !ok {
 		return p.plain
 	}
-	c.warmID = warmIDs.Add(1)
-	return placement{place.Warming{Commons: cm, ID: c.warmID, Run: c.runIn(context.Background(), c.warm)}}
+	return placement{place.Warming{Commons: cm, ID: warmIDs.Add(1), Run: c.runIn(context.Background(), f)}}
 }
 
-// warmUp runs a new tenant's warm-up in every context it may serve from
-// (placement.Warm), once NewTenant has made it (err nil) and before it is
-// handed out. A failure closes the tenant: nothing it took stays taken.
-func (p *Pool) warmUp(t *Tenant, err error) (*Tenant, error) {
-	if err != nil || t.c.warm == nil {
+// warmUp runs a new tenant's warm-up (cfg's) in every context it may serve
+// from (placement.Warm), once NewTenant has made it (err nil) and before
+// it is handed out. A failure closes the tenant: nothing it took stays
+// taken.
+func (p *Pool) warmUp(t *Tenant, err error, cfg *tenantConfig) (*Tenant, error) {
+	if err != nil || cfg.Warm == nil {
 		return t, err
 	}
 	c := t.c
-	if err := c.warmEvery(); errors.Is(err, ErrClosed) && c.closed.Load() {
+	if err := c.warmEvery(warmupOf(cfg)); errors.Is(err, ErrClosed) && c.closed.Load() {
 		return t, nil // closed as it was made (WithContext's ctx was done), as without a warm-up
 	} else if err != nil {
 		c.cleanup.Stop()
@@ -110,9 +113,11 @@ func (p *Pool) warmUp(t *Tenant, err error) (*Tenant, error) {
 	return t, nil
 }
 
-// warmEvery is warmUp's run, in the life lock: a Close (WithContext's)
+// warmEvery is warmUp's run of f, in the life lock: a Close (WithContext's)
 // waits for it, and a Reshape (the controller's) comes before it or after.
-func (c *tenantCore) warmEvery() error {
+// A partition's runs are recorded under no id (it is warmed whole, once);
+// the commons' under the tenant's (place.Warming.Warm).
+func (c *tenantCore) warmEvery(f func(Current) error) error {
 	slot, err := c.enter()
 	if err != nil {
 		return err
@@ -120,20 +125,22 @@ func (c *tenantCore) warmEvery() error {
 	defer c.life.Exit(slot)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return c.place.Warm(c.warmID, c.runIn(context.Background(), c.warm))
+	return c.place.Warm(0, c.runIn(context.Background(), f))
 }
 
-// rewarm runs an unpartitioned tenant's warm-up in the commons' contexts
-// after a move, before its Dos run again (the caller, follow, holds them
-// back). A failure is logged: the context stays unwarmed for the tenant,
-// and its next Do there runs the warm-up again (place.Warming).
+// rewarm runs an unpartitioned tenant's warm-up, if it has one, in the
+// commons' contexts after a move, before its Dos run again (the caller,
+// follow, holds them back). A failure is logged: the context stays
+// unwarmed for the tenant, and its next Do there runs the warm-up again
+// (place.Warming.Take).
 func (p *Pool) rewarm(c *tenantCore) {
-	if c.warm == nil {
+	w, ok := c.place.Placement.(place.Warming) // the placement of a tenant with a warm-up
+	if !ok {
 		return
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := c.place.Warm(c.warmID, c.runIn(context.Background(), c.warm)); err != nil {
+	if err := w.Warm(0, w.Run); err != nil {
 		p.log.Warn("warm-up failed after the unpartitioned tenants moved; the next Do in that context runs it again",
 			"tenant", c.name, "sms", c.place.SMs(), "err", err)
 	}

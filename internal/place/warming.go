@@ -35,6 +35,12 @@ func (w Warming) Take(ctx context.Context) (Taken, error) {
 	return t, nil
 }
 
+// Warm is Commons.Warm recorded under the tenant's warm-up's id, whatever
+// the caller's, so that Take knows the contexts warmed.
+func (w Warming) Warm(_ uint64, f func(ctx cuda.Context, sms int) error) error {
+	return w.Commons.Warm(w.ID, f)
+}
+
 // Retire forgets the warm-up in every context of the commons, which
 // outlives the tenant.
 func (w Warming) Retire(keep bool) (*greenctx.Partition, error) {
