@@ -86,6 +86,18 @@ func BenchmarkNewTenant(b *testing.B) {
 			t.Close()
 		}
 	})
+	b.Run("partitioned-warmup", func(b *testing.B) {
+		// WithWarmup: every one of its 16 contexts made and warmed.
+		p := benchPool(b)
+		warm := WithWarmup(func(Current) error { return nil })
+		for b.Loop() {
+			t, err := p.NewTenant("t", WithSMs(16), warm)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.Close()
+		}
+	})
 	b.Run("shared", func(b *testing.B) {
 		p := benchPool(b)
 		for b.Loop() {

@@ -25,7 +25,7 @@ import (
 // outlive it there (a partition's go with the partition); its calls are
 // over.
 func (c *tenantCore) releaseShared(s *streamCore) error {
-	if _, ok := c.place.Placement.(place.Commons); !ok || !s.owned || !s.fromPart {
+	if c.place.Partitioned() || !s.owned || !s.fromPart { // the whole device's are not owned
 		return nil
 	}
 	return c.place.DestroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
@@ -112,6 +112,7 @@ func (p *Pool) follow(making bool) error {
 	sms := p.commons.SMs()
 	for _, c := range paused {
 		_ = c.adm.SetSMs(sms) // a launch-rate limit follows the SMs, as at a Reshape
+		p.rewarm(c)           // its warm-up, before its Dos meet the new contexts
 	}
 	p.log.Debug("unpartitioned tenants moved", "from_sms", from, "sms", sms, "tenants", len(paused))
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -183,7 +184,7 @@ func TestCommonsGraphGoesStale(t *testing.T) {
 	e, err := g.Instantiate()
 	require.NoError(t, err)
 	require.NoError(t, s.LaunchGraph(context.Background(), e))
-	_, err = p.NewTenant("a", WithSMs(16))
+	a, err := p.NewTenant("a", WithSMs(16))
 	require.NoError(t, err)
 	require.ErrorIs(t, s.LaunchGraph(context.Background(), e), ErrStaleGraph)
 	g2, err := s.Capture(context.Background(), func() error { return nil })
@@ -191,6 +192,11 @@ func TestCommonsGraphGoesStale(t *testing.T) {
 	e2, err := g2.Instantiate()
 	require.NoError(t, err)
 	require.NoError(t, s.LaunchGraph(context.Background(), e2))
+	// A Stream does not keep its tenant reachable: unheld, either tenant
+	// could be collected and closed mid-test (plain's Close made the last
+	// launch ErrClosed in a full run of the package).
+	runtime.KeepAlive(plain)
+	runtime.KeepAlive(a)
 }
 
 // Moving the commons waits for the unpartitioned tenants' calls in flight,

@@ -25,6 +25,9 @@ func BenchmarkDo(b *testing.B) {
 	}{
 		{"partitioned", []TenantOption{WithSMs(16)}, false},
 		{"unpartitioned", nil, false},
+		// A warm-up (WithWarmup) on the commons: Take checks that it ran
+		// in the context taken (place.Warming, chosen at NewTenant).
+		{"unpartitioned-warmup", []TenantOption{WithWarmup(func(Current) error { return nil })}, false},
 		{"unpartitioned-metered", []TenantOption{WithGPUMetering()}, false},
 		{"unpartitioned-share", []TenantOption{WithGPUShare(0.5)}, false},
 		{"partitioned-share", []TenantOption{WithSMs(16), WithGPUShare(0.5)}, false},

@@ -1,6 +1,7 @@
 package fcsp
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -82,6 +83,11 @@ var (
 	// another user owns or every user may write (see
 	// WithForeignSharedRegion).
 	ErrUnsafeRegion = shm.ErrUnsafeRegion
+	// ErrWarmupFailed: the tenant's warm-up (WithWarmup) failed or
+	// panicked in one of its contexts, the error wrapping its own and
+	// naming the context's size: at NewTenant, which closed the tenant,
+	// or later in a context a Do took, which that Do returns.
+	ErrWarmupFailed = errors.New("fcsp: the tenant's warm-up failed")
 )
 
 // CUDA result codes the SDK passes through, for errors.Is. Any driver

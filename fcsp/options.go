@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -273,12 +274,48 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // tenant's streams. Moves are at least 2 ms apart, and none starts while
 // the work queued before the last one still runs. Stats.SMMoves counts
 // them and SMMoveReason says why the last was made. One latency class per
-// pool; make it before the rest's tenant. DoEach warms the contexts of
-// every size it may take (telling each run its size through Current.SMs).
+// pool; make it before the rest's tenant. DoEach, or WithWarmup at
+// NewTenant, warms the contexts of every size it may take (telling each run
+// its size through Current.SMs).
 // As after any Reshape, a library bound to a stream handle must be bound
 // again to the one Current.Stream gives in each Do, and told Current.SMs.
 func WithLatencyTarget(p99 time.Duration, minSMs, maxSMs int) TenantOption {
 	return func(c *tenantConfig) error { return c.SetLatency(p99, minSMs, maxSMs) }
+}
+
+// WithWarmup gives the SDK the tenant's warm-up: f runs, as a Do's
+// function would, in every context the tenant will serve a Do from, before
+// that context serves one, so that a library's first use in a context
+// (cuBLAS loads its kernels there, and a load waits for the whole device)
+// and the context's making (1.2 ms on the H200) never fall on a request.
+// For a partitioned tenant that is every context of every size it may take
+// (WithConcurrentDos of each, all made at NewTenant; WithReshapeSizes' and
+// WithLatencyTarget's sizes, and a rest tenant's that trades with a latency
+// class), before NewTenant returns. For an unpartitioned tenant, whose Dos
+// share the commons' contexts with the other unpartitioned tenants: the
+// contexts of the SMs it has at NewTenant (as many as DoEach runs), those
+// of the SMs the commons moves to (before the move lets its Dos run), and
+// a context the commons makes on demand later, or that another tenant held
+// meanwhile, in the Do that takes it first, before that Do's function.
+//
+// Current.SMs tells f the size of the context it runs in (a library sizes
+// its kernels by it: cublasSetSmCountTarget). f runs on one thread, one
+// context after another, not metered or admitted; it must not Close or
+// Reshape the tenant (ErrInsideDo), nor make, close or reshape other
+// tenants (a warm-up after a move of the commons runs while such changes
+// wait for it). An error (or a panic) from f fails NewTenant with
+// ErrWarmupFailed, wrapping f's error, and closes the tenant: its memory,
+// SMs and name go back to the pool. Later, a failed run is logged and
+// tried again by the next Do in that context, which returns its error.
+// A nil f is ErrInvalidArgument.
+func WithWarmup(f func(Current) error) TenantOption {
+	return func(c *tenantConfig) error {
+		if f == nil {
+			return fmt.Errorf("%w: WithWarmup with a nil function", ErrInvalidArgument)
+		}
+		c.Warm = f
+		return nil
+	}
 }
 
 // WithTenantRefillPeriod sets the tenant's own refill period, overriding

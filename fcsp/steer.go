@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,28 @@ type steer struct {
 	stop   chan struct{}
 	done   chan struct{}
 	moves  uint64
+	by     SMMoveCounts
 	reason string
+}
+
+// SMMoveCounts counts a latency class's SM moves by the rule that made
+// each (Stats.SMMovesBy).
+type SMMoveCounts struct {
+	GrowLoad uint64 // more requests in flight than its SMs were sized for
+	GrowP99  uint64 // its recent P99 over target
+	Shrink   uint64 // the load asked for less for 100 ms, the P99 within target
+}
+
+// add counts one move of kind k.
+func (n *SMMoveCounts) add(k smctl.Kind) {
+	switch k {
+	case smctl.GrowLoad:
+		n.GrowLoad++
+	case smctl.GrowP99:
+		n.GrowP99++
+	case smctl.Shrink:
+		n.Shrink++
+	}
 }
 
 // latencyLog keeps a latency class's recent request times (its
@@ -192,13 +214,34 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		p.steer.mu.Lock()
 		if err == nil {
 			p.steer.moves++
+			p.steer.by.add(m.Kind)
 			p.steer.reason = m.Reason
 		} else {
 			p.steer.reason = fmt.Sprintf("%s: refused: %v", m.Reason, err)
 		}
 		p.steer.mu.Unlock()
-		p.log.Debug("SMs moved", "tenant", lat.name, "from_sms", s.SMs, "sms", m.SMs, "reason", m.Reason, "took", time.Since(start), "err", err)
+		p.logMove(lat, rest, s.SMs, m, total, time.Since(start), err)
 	}
+}
+
+// logMove is the debug line of one move (or refusal), as the pool's other
+// lifecycle lines: the latency class, its SMs before and after, the rest
+// tenant's after, the rule and the reason. Its arguments are built only
+// where the line is kept.
+func (p *Pool) logMove(lat, rest *tenantCore, from int, m smctl.Move, total int, took time.Duration, err error) {
+	if !p.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	msg, restSMs := "SMs moved", total-m.SMs
+	if err != nil {
+		msg, restSMs = "SM move refused", rest.place.SMs()
+	}
+	args := []any{"tenant", lat.name, "from_sms", from, "sms", m.SMs, "rest", rest.name, "rest_sms", restSMs,
+		"kind", m.Kind.String(), "reason", m.Reason, "took", took}
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	p.log.Debug(msg, args...)
 }
 
 // moveSMs reshapes the latency class from from to to SMs and the rest to
@@ -238,6 +281,9 @@ func (p *Pool) steerStats(c *tenantCore, s *Stats) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.lat == c {
-		s.SMMoves, s.SMMoveReason = st.moves, st.reason
+		s.SMMoves, s.SMMoveReason, s.SMMovesBy = st.moves, st.reason, st.by
+		if st.ctl != nil {
+			s.LatencyTarget = st.ctl.Config().Target
+		}
 	}
 }

@@ -1,7 +1,10 @@
 package fcsp
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,9 +54,9 @@ func TestLatencyClassFollowsItsLoad(t *testing.T) {
 	require.Contains(t, st.SMMoveReason, "grow: ")
 	close(stop)
 	wg.Wait()
-	// Idle: back to the floor, one step a hold, never below it.
-	require.Eventually(t, func() bool { return lat.SMs() == 16 }, 5*time.Second, time.Millisecond)
-	require.Equal(t, 116, rest.SMs())
+	// Idle: back to the floor, one step a hold, never below it. (A
+	// shrink reshapes the class, then the rest: both are waited for.)
+	require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 }, 5*time.Second, time.Millisecond)
 	require.Contains(t, lat.Stats().SMMoveReason, "shrink: ")
 	time.Sleep(3 * steerHold)
 	require.Equal(t, 16, lat.SMs(), "never below the floor")
@@ -91,4 +94,51 @@ func TestDoEachWarmsEverySize(t *testing.T) {
 		wg.Wait()
 	}
 	require.Equal(t, made, drv.Calls("cuGreenCtxCreate"), "a context made on a request's path")
+}
+
+// Every move is counted by the rule that made it (Stats.SMMovesBy, what
+// fcspprom exports) and logged at debug level with the two tenants' SMs
+// and the reason; the latency class's Stats say its target.
+func TestSMMovesSayWhy(t *testing.T) {
+	var buf bytes.Buffer
+	p, _ := openSim(t, WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
+	require.NoError(t, err)
+	rest, err := p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond)
+	close(stop)
+	wg.Wait()
+	require.Eventually(t, func() bool { return lat.SMs() == 16 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, rest.Close()) // the controller stops: the log is still
+	st := lat.Stats()
+	by := st.SMMovesBy
+	require.Equal(t, 300*time.Microsecond, st.LatencyTarget)
+	require.NotZero(t, by.GrowLoad+by.GrowP99)
+	require.Equal(t, uint64(4), by.Shrink, "48 to 16, a step at a time")
+	require.Equal(t, st.SMMoves, by.GrowLoad+by.GrowP99+by.Shrink)
+	var moved []string
+	for l := range strings.SplitSeq(buf.String(), "\n") {
+		if strings.Contains(l, `msg="SMs moved"`) {
+			moved = append(moved, l)
+		}
+	}
+	require.Len(t, moved, int(st.SMMoves), buf.String())
+	require.Contains(t, moved[len(moved)-1], "tenant=interactive from_sms=24 sms=16 rest=batch rest_sms=116 kind=shrink reason=\"shrink: ")
+	require.Contains(t, moved[0], "tenant=interactive from_sms=16 ")
+	require.Contains(t, moved[0], " kind=grow_")
 }

@@ -138,7 +138,7 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	t, err := p.newTenant(name, &cfg)
 	if err != nil || !cfg.Partitioned() {
 		p.placeMu.Unlock()
-		return t, err
+		return p.warmUp(t, err, &cfg)
 	}
 	// A partition: the unpartitioned tenants leave its SMs before it is
 	// handed out.
@@ -148,7 +148,7 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 		t.c.cleanup.Stop()
 		return nil, errors.Join(err, t.c.close(teardown.Closed))
 	}
-	return t, nil
+	return p.warmUp(t, nil, &cfg)
 }
 
 // newTenant is NewTenant once the options are resolved. The caller holds
@@ -169,7 +169,7 @@ func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
 	}
 	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
 	if !cfg.Partitioned() {
-		c.place = p.plain
+		c.place = p.plainFor(c, &cfg)
 	} else {
 		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
 			return nil, err
@@ -433,9 +433,12 @@ type Stats struct {
 
 	// SMMoves counts the moves of a latency class's SMs
 	// (WithLatencyTarget) and SMMoveReason says why the last was made (or
-	// refused); zero for other tenants.
-	SMMoves      uint64
-	SMMoveReason string
+	// refused); SMMovesBy counts them by the rule that made them, and
+	// LatencyTarget is the class's P99 target. Zero for other tenants.
+	SMMoves       uint64
+	SMMoveReason  string
+	SMMovesBy     SMMoveCounts
+	LatencyTarget time.Duration
 
 	// ContextWait is how long calls waited for one of the tenant's contexts
 	// (Do, and the few driver calls that need the context current): the

@@ -183,6 +183,8 @@ func (t *Tenant) Do(ctx context.Context, f func(Current) error) error {
 // classes' kernels included). On the H200, 16 request goroutines whose
 // first Dos met those costs mid-traffic beside a busy neighbour had a P99
 // of 22 ms for their first seconds; warmed, 0.6 ms (docs/BENCHMARKS.md).
+// WithWarmup gives the SDK such a function to run itself, before a
+// context serves, also in the contexts the commons moves to or makes later.
 //
 // The runs are concurrent, each a Do, and each holds its context until all
 // have run, so that every context gets one; other Dos of the tenant may

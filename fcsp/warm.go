@@ -5,11 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 )
+
+// Warming a tenant's contexts: DoEach's runs in a reshapable tenant's
+// other sizes (warmOthers), and the warm-up given at NewTenant
+// (WithWarmup), which the SDK runs in every context before it serves:
+// all of a partitioned tenant's at NewTenant; for an unpartitioned one,
+// the commons' current contexts at NewTenant and after each move of the
+// commons (follow), and, through its placement (place.Warming), any the
+// commons makes on demand, in the Do that takes it first.
 
 // warmOthers runs f, as a Do's f, in the contexts of every layout of a
 // reshapable tenant but the current one (greenctx.Partition.WarmOthers):
@@ -24,7 +33,22 @@ func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) erro
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var ferr error // f's own, which is not the tenant's to name
-	err := g.Part.WarmOthers(c.place.Dos(), func(gctx cuda.Context, sms int) (err error) {
+	err := g.Part.WarmOthers(c.place.Dos(), c.runIn(ctx, func(cur Current) error {
+		ferr = f(cur)
+		return ferr
+	}))
+	if err != nil && ferr == nil {
+		return c.fail("DoEach", err) // a context made, swapped or restored
+	}
+	return err
+}
+
+// runIn is f run as a Do's f in a context it is given (gctx, of sms SMs),
+// on the calling thread, which the caller has locked: made current, the
+// thread counted inside the tenant's Dos (so f's calls pass a Reshape's or
+// a move's pause, as a Do's do), the thread's context put back after.
+func (c *tenantCore) runIn(ctx context.Context, f func(Current) error) func(gctx cuda.Context, sms int) error {
+	return func(gctx cuda.Context, sms int) (err error) {
 		prev, thread, err := c.pool.dev.SwapCurrent(gctx)
 		if err != nil {
 			return err
@@ -36,11 +60,95 @@ func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) erro
 		}()
 		slot := c.dos.Enter(thread)
 		defer c.dos.Exit(slot, thread)
-		ferr = f(Current{t: c, ctx: ctx, gctx: gctx, slot: slot, thread: thread, sms: sms})
-		return ferr
-	})
-	if err != nil && ferr == nil {
-		return c.fail("DoEach", err) // a context made, swapped or restored
+		return f(Current{t: c, ctx: ctx, gctx: gctx, slot: slot, thread: thread, sms: sms})
 	}
-	return err
+}
+
+// warmIDs numbers the warm-ups, as the commons' contexts record them.
+var warmIDs atomic.Uint64
+
+// warmupOf is WithWarmup's function, made to say ErrWarmupFailed and to
+// turn a panic into an error (a warm-up that panics fails NewTenant, or
+// its Do, rather than leaving a context taken); nil without one. The
+// tenant keeps it nowhere but in its placement where it needs it later
+// (place.Warming): a field more would cost every tenant made 32 bytes.
+func warmupOf(cfg *tenantConfig) func(Current) error {
+	f, ok := cfg.Warm.(func(Current) error)
+	if !ok || f == nil {
+		return nil
+	}
+	return func(cur Current) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: it panicked: %v", ErrWarmupFailed, r)
+			}
+		}()
+		if err := f(cur); err != nil {
+			return fmt.Errorf("%w: %w", ErrWarmupFailed, err)
+		}
+		return nil
+	}
+}
+
+// plainFor is an unpartitioned tenant's placement: the pool's, or, for a
+// tenant with a warm-up on the commons, the commons warming each context
+// before it serves the tenant (place.Warming). Chosen once, here.
+func (p *Pool) plainFor(c *tenantCore, cfg *tenantConfig) placement {
+	cm, ok := p.plain.Placement.(place.Commons)
+	f := warmupOf(cfg)
+	if f == nil || !ok {
+		return p.plain
+	}
+	return placement{place.Warming{Commons: cm, ID: warmIDs.Add(1), Run: c.runIn(context.Background(), f)}}
+}
+
+// warmUp runs a new tenant's warm-up (cfg's) in every context it may serve
+// from (placement.Warm), once NewTenant has made it (err nil) and before
+// it is handed out. A failure closes the tenant: nothing it took stays
+// taken.
+func (p *Pool) warmUp(t *Tenant, err error, cfg *tenantConfig) (*Tenant, error) {
+	if err != nil || cfg.Warm == nil {
+		return t, err
+	}
+	c := t.c
+	if err := c.warmEvery(warmupOf(cfg)); errors.Is(err, ErrClosed) && c.closed.Load() {
+		return t, nil // closed as it was made (WithContext's ctx was done), as without a warm-up
+	} else if err != nil {
+		c.cleanup.Stop()
+		return nil, c.fail("NewTenant", errors.Join(err, c.close("NewTenant: its warm-up failed")))
+	}
+	return t, nil
+}
+
+// warmEvery is warmUp's run of f, in the life lock: a Close (WithContext's)
+// waits for it, and a Reshape (the controller's) comes before it or after.
+// A partition's runs are recorded under no id (it is warmed whole, once);
+// the commons' under the tenant's (place.Warming.Warm).
+func (c *tenantCore) warmEvery(f func(Current) error) error {
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.Exit(slot)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return c.place.Warm(0, c.runIn(context.Background(), f))
+}
+
+// rewarm runs an unpartitioned tenant's warm-up, if it has one, in the
+// commons' contexts after a move, before its Dos run again (the caller,
+// follow, holds them back). A failure is logged: the context stays
+// unwarmed for the tenant, and its next Do there runs the warm-up again
+// (place.Warming.Take).
+func (p *Pool) rewarm(c *tenantCore) {
+	w, ok := c.place.Placement.(place.Warming) // the placement of a tenant with a warm-up
+	if !ok {
+		return
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := w.Warm(0, w.Run); err != nil {
+		p.log.Warn("warm-up failed after the unpartitioned tenants moved; the next Do in that context runs it again",
+			"tenant", c.name, "sms", c.place.SMs(), "err", err)
+	}
 }

@@ -97,3 +97,34 @@ fcsp_tenant_do_throttle_wait_seconds_total{tenant="share"} 0.06
 
 // bare is a collector of no pool, for snapshots.
 func bare() *Collector { return newCollector(nil, nil) }
+
+// A latency class's SM moves, by the rule that made each, and its target;
+// other tenants have neither series.
+func TestCollectSMMoves(t *testing.T) {
+	ps := fcsp.PoolStats{Tenants: []fcsp.Stats{
+		{Name: "interactive", SMs: 48, Partitioned: true, LatencyTarget: 300 * time.Microsecond, SMMoves: 9,
+			SMMovesBy: fcsp.SMMoveCounts{GrowLoad: 4, GrowP99: 1, Shrink: 4}},
+		{Name: "batch", SMs: 84, Partitioned: true},
+	}}
+	s := snapshot{bare(), ps}
+	if problems, err := testutil.CollectAndLint(s); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+	want := `
+# HELP fcsp_tenant_sm_moves_total Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target), shrink (the load asked for less for 100 ms, the P99 within target). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.
+# TYPE fcsp_tenant_sm_moves_total counter
+fcsp_tenant_sm_moves_total{reason="grow_load",tenant="interactive"} 4
+fcsp_tenant_sm_moves_total{reason="grow_p99",tenant="interactive"} 1
+fcsp_tenant_sm_moves_total{reason="shrink",tenant="interactive"} 4
+# HELP fcsp_tenant_latency_target_seconds WithLatencyTarget: the P99 the latency class's controller holds its requests to; only for a latency class.
+# TYPE fcsp_tenant_latency_target_seconds gauge
+fcsp_tenant_latency_target_seconds{tenant="interactive"} 0.0003
+# HELP fcsp_tenant_sms SMs the tenant runs on (unpartitioned: those no partition holds, shared; the whole device while no partition exists).
+# TYPE fcsp_tenant_sms gauge
+fcsp_tenant_sms{tenant="batch"} 84
+fcsp_tenant_sms{tenant="interactive"} 48
+`
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "fcsp_tenant_sm_moves_total", "fcsp_tenant_latency_target_seconds", "fcsp_tenant_sms"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -44,6 +44,13 @@
 // is its allocations only, what its quota bounds; its cached blocks are
 // fcsp_tenant_memory_cached_bytes. So the pool's used bytes exceed the sum
 // of the tenants' by the pool's cached bytes.
+//
+// # SMs that follow the load
+//
+// A latency class (fcsp.WithLatencyTarget) has fcsp_tenant_sm_moves_total,
+// its controller's moves labelled by the rule that made each (reason:
+// grow_load, grow_p99, shrink), and fcsp_tenant_latency_target_seconds;
+// fcsp_tenant_sms of it and of the rest tenant plot where the SMs are.
 package fcspprom
 
 import (
@@ -96,8 +103,8 @@ func WithMaxAge(d time.Duration) Option {
 // WithConstLabels adds labels with fixed values to every metric of the
 // collector: the pool's GPU (an index, a UUID, a node-local name), so that
 // one registry holds the collectors of several pools. Each collector in a
-// registry needs its own values; names must not be "tenant" or "class",
-// which the metrics use.
+// registry needs its own values; names must not be "tenant", "class" or
+// "reason", which the metrics use.
 func WithConstLabels(l prometheus.Labels) Option {
 	return func(o *options) {
 		o.constLabels = make(prometheus.Labels, len(l))
@@ -236,6 +243,7 @@ type descs struct {
 	ctxP50, ctxP99, ctxMax, ctxWaits, ctxCalls                *prometheus.Desc
 	poolUsed, poolCached, poolLim, poolFree, tenants          *prometheus.Desc
 	lost                                                      *prometheus.Desc
+	moves, latTarget                                          *prometheus.Desc
 	bandwidth, slowdown, bytes, latency, floor, floored, busy *prometheus.Desc
 }
 
@@ -277,6 +285,8 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.latency = mk("fcsp_tenant_latency_critical", "1 if the tenant is WithPriority(fcsp.LatencyCritical).", t)
 	d.floor = mk("fcsp_tenant_bandwidth_floor_ratio", "WithBandwidthFloor: the fraction of its GPU share the tenant keeps while a latency-critical tenant is busy; absent without a floor.", t)
 	d.floored = mk("fcsp_tenant_floored_launches_total", "Launches admitted at the floor (a latency-critical tenant was busy); absent without a floor.", t)
+	d.moves = mk("fcsp_tenant_sm_moves_total", "Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target), shrink (the load asked for less for 100 ms, the P99 within target). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.", t, "reason")
+	d.latTarget = mk("fcsp_tenant_latency_target_seconds", "WithLatencyTarget: the P99 the latency class's controller holds its requests to; only for a latency class.", t)
 	d.poolUsed = mk("fcsp_pool_memory_used_bytes", "Device memory counted against the device limit: the tenants' allocations plus the freed pool blocks cached on their free lists (fcsp_pool_memory_cached_bytes), so it exceeds the sum of fcsp_tenant_memory_used_bytes by those; under WithSharedRegion, every process's on the node.")
 	d.poolCached = mk("fcsp_pool_memory_cached_bytes", "Freed pool blocks cached on all tenants' free lists: in fcsp_pool_memory_used_bytes, in no tenant's fcsp_tenant_memory_used_bytes.")
 	d.poolLim = mk("fcsp_pool_memory_limit_bytes", "The device's memory limit (its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT).")
@@ -376,6 +386,12 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats, fre
 		if bw.Floor > 0 {
 			gauge(d.floor, bw.Floor, s.Name)
 			counter(d.floored, float64(bw.FlooredLaunches), s.Name)
+		}
+		if s.LatencyTarget > 0 {
+			gauge(d.latTarget, s.LatencyTarget.Seconds(), s.Name)
+			counter(d.moves, float64(s.SMMovesBy.GrowLoad), s.Name, "grow_load")
+			counter(d.moves, float64(s.SMMovesBy.GrowP99), s.Name, "grow_p99")
+			counter(d.moves, float64(s.SMMovesBy.Shrink), s.Name, "shrink")
 		}
 	}
 	gauge(d.poolUsed, float64(ps.MemoryUsed))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -161,5 +162,26 @@ fcsp_tenant_partitioned{gpu="1",tenant="b"} 0
 fcsp_pool_tenants{gpu="2"} 1
 `), "fcsp_pool_tenants"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A pool's latency class has its moves' series from the start (at 0) and
+// its target; the rest tenant it trades with has its SMs only.
+func TestCollectorReportsALatencyClass(t *testing.T) {
+	pool := openPool(t)
+	newTenant(t, pool, "interactive", fcsp.WithLatencyTarget(300*time.Microsecond, 16, 48))
+	newTenant(t, pool, "batch", fcsp.WithRestOfSMs())
+	c := fcspprom.NewCollector(pool)
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+	if n := testutil.CollectAndCount(c, "fcsp_tenant_sm_moves_total"); n != 3 {
+		t.Fatalf("%d move series, want the latency class's 3 (one per rule)", n)
+	}
+	if v := value(t, c, "fcsp_tenant_latency_target_seconds", "interactive"); v != 300e-6 {
+		t.Fatalf("target %v s", v)
+	}
+	if v := value(t, c, "fcsp_tenant_sms", "batch"); v != 116 {
+		t.Fatalf("batch on %v SMs", v)
 	}
 }

@@ -17,6 +17,9 @@
 #                                # power, and the gemm sweep with them (~50 s)
 #   scripts/gpu-test.sh storm    # on the GPU machine: issue 29's server storm,
 #                                # every layout with MPS (examples/storm, ~7 min)
+#   scripts/gpu-test.sh issue41  # on the GPU machine: issue 41's bursty load
+#                                # (3 s / 1 s and 300 ms / 100 ms, every layout
+#                                # with MPS, charts) and cold start (~9 min)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -304,6 +307,32 @@ storm_only() {
   return $rc
 }
 
+# issue41_only is issue 41's run (about 9 minutes): examples/storm through
+# scripts/storm-mps.sh, the bursty load of 3 s / 1 s (4 cycles) and the
+# cold start (first 1 s against 2 s) in 2 rounds, then the fast variant
+# (300 ms / 100 ms, 10 cycles) in 1; the layouts split16, split32,
+# split48, steer and mps interleaved in each round. The checks print
+# PASS/FAIL; exit non-zero only for an error. Output in $OUT:
+# issue41.txt, .json, .svg and issue41-fast.*.
+issue41_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-issue41; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r
+  OUT=$OUT STORM_BURST=3s/1s STORM_CYCLES=4 STORM_COLDSTART=1s/2s STORM_ROUNDS=2 STORM_TAG=issue41 \
+    bash scripts/storm-mps.sh "$BIN/storm" > "$OUT/issue41-run.txt" 2>&1
+  r=$?; sed -n '/^### /,$p' "$OUT/issue41-run.txt"; [ $r = 0 ] || tail -5 "$OUT/issue41-run.txt"
+  summary+=("issue 41, 3 s / 1 s and the cold start: $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
+  OUT=$OUT STORM_BURST=300ms/100ms STORM_CYCLES=10 STORM_ROUNDS=1 STORM_TAG=issue41-fast \
+    bash scripts/storm-mps.sh "$BIN/storm" > "$OUT/issue41-fast-run.txt" 2>&1
+  r=$?; sed -n '/^### /,$p' "$OUT/issue41-fast-run.txt"; [ $r = 0 ] || tail -5 "$OUT/issue41-fast-run.txt"
+  summary+=("issue 41, 300 ms / 100 ms: $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-issue41.txt"
+  [ -n "$ret" ] && cp "$OUT"/issue41.txt "$OUT"/issue41.json "$OUT"/issue41.svg "$OUT"/issue41-fast.txt "$OUT"/issue41-fast.json \
+    "$OUT"/issue41-fast.svg "$OUT"/summary-issue41.txt "$ret/" 2>/dev/null
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -337,8 +366,9 @@ case "${1:-all}" in
   bandwidth) bandwidth_only ;;
   clocks) clocks_only ;;
   storm) storm_only ;;
+  issue41) issue41_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41]" >&2; exit 2 ;;
 esac

@@ -8,6 +8,16 @@
 #
 #   bash scripts/storm-mps.sh [STORM_BINARY] [extra storm flags...]   # default .bin/storm; ~7 min
 #   STORM_ROUNDS=1 STORM_DURATION=1s bash scripts/storm-mps.sh        # a quicker look (~2 min)
+#
+# Issue 41 instead of the matrix: STORM_BURST runs the bursty load (-burst)
+# in every layout, MPS 12%/88% interleaved with the SM splits and the
+# controller in each round, and draws $OUT/$STORM_TAG.svg; STORM_COLDSTART
+# adds the cold start (-coldstart: 16 request goroutines on a fresh tenant,
+# WithWarmup against no warm-up and DoEach). Output $OUT/$STORM_TAG.txt,
+# .json, .svg (STORM_TAG: issue41).
+#
+#   STORM_BURST=3s/1s STORM_CYCLES=4 STORM_COLDSTART=1s/2s bash scripts/storm-mps.sh       # ~6 min
+#   STORM_BURST=300ms/100ms STORM_CYCLES=10 STORM_TAG=issue41-fast bash scripts/storm-mps.sh # ~2 min
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STORM=${1:-.bin/storm}; shift || true
@@ -22,10 +32,23 @@ trap quit_mps EXIT
 quit_mps # a daemon left by an earlier run would make every layout an MPS client
 sleep 1
 
+MPS=(-mps-start 'nvidia-cuda-mps-control -d' -mps-stop 'echo quit | nvidia-cuda-mps-control')
+if [ -n "${STORM_BURST:-}${STORM_COLDSTART:-}" ]; then
+  TAG=${STORM_TAG:-issue41}
+  ARGS=()
+  [ -n "${STORM_BURST:-}" ] && ARGS+=(-burst "$STORM_BURST" -cycles "${STORM_CYCLES:-4}" -target "${STORM_TARGET:-300us}"
+    -burst-layouts "${STORM_LAYOUTS:-split16,split32,split48,steer,mps}" -chart "$OUTDIR/$TAG.svg")
+  [ -n "${STORM_COLDSTART:-}" ] && ARGS+=(-coldstart "$STORM_COLDSTART")
+  "$STORM" -cublas "$CUBLAS" "${ARGS[@]}" -rounds "${STORM_ROUNDS:-2}" -warmup "${STORM_WARMUP:-300ms}" "${MPS[@]}" \
+    -json "$OUTDIR/$TAG.json" "$@" 2> "$OUTDIR/$TAG-stderr.txt" | tee "$OUTDIR/$TAG.txt"
+  rc=${PIPESTATUS[0]}
+  [ -s "$OUTDIR/$TAG-stderr.txt" ] && { echo "== stderr (last 20 lines)"; tail -20 "$OUTDIR/$TAG-stderr.txt"; }
+  exit "$rc"
+fi
+
 "$STORM" -cublas "$CUBLAS" -layouts "${STORM_LAYOUTS:-alone,partitioned,shared,mps}" \
   -rounds "${STORM_ROUNDS:-3}" -duration "${STORM_DURATION:-2s}" -warmup "${STORM_WARMUP:-300ms}" \
-  -mps-start 'nvidia-cuda-mps-control -d' -mps-stop 'echo quit | nvidia-cuda-mps-control' \
-  -json "$OUTDIR/storm.json" "$@" 2> "$OUTDIR/storm-stderr.txt" | tee "$OUTDIR/storm.txt"
+  "${MPS[@]}" -json "$OUTDIR/storm.json" "$@" 2> "$OUTDIR/storm-stderr.txt" | tee "$OUTDIR/storm.txt"
 rc=${PIPESTATUS[0]}
 [ -s "$OUTDIR/storm-stderr.txt" ] && { echo "== stderr (last 20 lines)"; tail -20 "$OUTDIR/storm-stderr.txt"; }
 exit "$rc"

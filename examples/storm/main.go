@@ -26,12 +26,19 @@
 //	storm [-layouts alone,partitioned,shared] [-k 1,4,16] [-storm none,...,all] [-rounds 3]
 //	      [-duration 2s] [-warmup 300ms] [-storm-g 16] [-pace 100us] [-full] [-json out.json]
 //
+// Issue 41 (SMs that follow the load) has two modes of its own, which
+// replace the matrix (burst.go, cold.go):
+//
+//	storm -burst 3s/1s -cycles 4 [-burst-layouts split16,split32,split48,steer,mps] [-chart burst.svg]
+//	storm -coldstart 1s/2s [-cold-variants cold,warmup,doeach]
+//
 // Without cuBLAS (or on the simulator, where there is no GPU) the requests
 // are launches of the chain kernel instead, and the figures say "chain".
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -87,6 +94,7 @@ type config struct {
 	heapMiB    int
 
 	bursts burstCfg // -burst: issue 41's bursty load instead of the storm matrix
+	cold   coldCfg  // -coldstart: issue 41's fresh tenant instead of the storm matrix
 
 	mpsRole            string
 	mpsStart, mpsStop  string
@@ -147,8 +155,11 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
 	burst := fs.String("burst", "", "quiet/burst durations (e.g. 3s/1s): run issue 41's bursty interactive class (1 request goroutine, then 16) beside the batch class in the -burst-layouts instead of the storm matrix")
 	fs.IntVar(&c.bursts.cycles, "cycles", 4, "-burst: quiet+burst cycles per cell")
-	burstLayouts := fs.String("burst-layouts", strings.Join(burstLayoutNames, ","), "-burst: layouts, comma-separated: split16, split32, split48 (the interactive class on that many SMs, the batch on the rest), steer (WithLatencyTarget(-target, 16, 48))")
+	burstLayouts := fs.String("burst-layouts", strings.Join(burstLayoutNames[:4], ","), "-burst: layouts, comma-separated: split16, split32, split48 (the interactive class on that many SMs, the batch on the rest), steer (WithLatencyTarget(-target, 16, 48)), mps (each class a process under MPS at -mps-inter-pct / -mps-batch-pct, the daemon started by -mps-start)")
 	fs.DurationVar(&c.bursts.target, "target", 300*time.Microsecond, "-burst: the interactive class's P99 target (steer's, and every layout's recovery)")
+	fs.StringVar(&c.bursts.chart, "chart", "", "-burst: draw the first round's SMs per class and interactive P99 over time into this SVG file")
+	coldstart := fs.String("coldstart", "", "first/steady durations (e.g. 1s/2s): run issue 41's cold start (16 request goroutines on a fresh tenant beside the batch class, the first window against the steady one after it) in the -cold-variants instead of the storm matrix")
+	coldVars := fs.String("cold-variants", strings.Join(coldVariants, ","), "-coldstart: variants, comma-separated: cold (no warm-up), warmup (fcsp.WithWarmup, no DoEach), doeach (Tenant.DoEach before serving)")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
 	fs.StringVar(&c.mpsStart, "mps-start", "nvidia-cuda-mps-control -d", "shell command that starts the MPS daemon before each round's mps layout (empty: none)")
 	fs.StringVar(&c.mpsStop, "mps-stop", "echo quit | nvidia-cuda-mps-control", "shell command that stops it after (empty: none)")
@@ -181,6 +192,14 @@ func parse(args []string, usage io.Writer) (config, error) {
 			return c, fmt.Errorf("%w: -cycles %d, -target %v: want at least 1 and a positive target", ErrBadValue, c.bursts.cycles, c.bursts.target)
 		}
 		c.bursts.batchK = max(c.batchK, 2)
+	}
+	if *coldstart != "" {
+		if c.cold.first, c.cold.steady, err = parsePair("coldstart", *coldstart, "1s/2s"); err != nil {
+			return c, err
+		}
+		if c.cold.variants, err = parseNames("cold-variants", *coldVars, coldVariants); err != nil {
+			return c, err
+		}
 	}
 	if c.layouts, err = parseNames("layouts", *layouts, layoutNames); err != nil {
 		return c, err
@@ -396,8 +415,8 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	defer runtime.KeepAlive(state)
 	op := &opener{cfg: cfg, errw: errw, out: out}
 	haveCublas := loadCublas(&cfg, out)
-	if cfg.bursts.quiet > 0 {
-		return runBursts(ctx, op, cfg, haveCublas, out)
+	if cfg.bursts.quiet > 0 || cfg.cold.first > 0 {
+		return runIssue41(ctx, op, cfg, haveCublas, args, out)
 	}
 	est := cfg.estimate()
 	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell, waits -wait %s, %d MiB of server state: about %v\n",
@@ -436,6 +455,36 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 		return err
 	}
 	return rep.smError()
+}
+
+// issue41 is what -burst and -coldstart write with -json.
+type issue41 struct {
+	Args      []string   `json:"args"`
+	Bursts    []BurstRow `json:"bursts,omitempty"`
+	ColdStart []ColdRow  `json:"cold_start,omitempty"`
+}
+
+// runIssue41 runs -burst's layouts, then -coldstart's variants, as asked.
+func runIssue41(ctx context.Context, op *opener, cfg config, haveCublas bool, args []string, out io.Writer) error {
+	rep := issue41{Args: args}
+	var err error
+	if cfg.bursts.quiet > 0 {
+		rep.Bursts, err = runBursts(ctx, op, cfg, haveCublas, out)
+	}
+	if err == nil && cfg.cold.first > 0 {
+		if cfg.bursts.quiet > 0 {
+			fmt.Fprintln(out)
+		}
+		rep.ColdStart, err = runCold(ctx, op, cfg, haveCublas, out)
+	}
+	if cfg.jsonPath != "" {
+		js, e := json.MarshalIndent(rep, "", "  ")
+		if e == nil {
+			e = os.WriteFile(cfg.jsonPath, js, 0o644)
+		}
+		err = errors.Join(err, e)
+	}
+	return err
 }
 
 // estimate is the run's wall time, roughly, as measured on the H200: every

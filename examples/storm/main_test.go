@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The mps layout and the CUDA_DEVICE_MAX_CONNECTIONS row run this program
@@ -212,21 +213,107 @@ func TestRatiosChecksAndOverlap(t *testing.T) {
 	}
 }
 
-// Issue 41's bursty load on the simulator: every layout runs, the
-// controller moves the steer layout's SMs, the table and checks come out.
+// Issue 41's bursty load on the simulator: every layout runs, MPS as
+// child processes (no daemon), the controller moves the steer layout's
+// SMs, the table, checks, JSON and chart come out, saying they are
+// simulated.
 func TestBurstOnSimulator(t *testing.T) {
+	dir := t.TempDir()
+	js, svg := filepath.Join(dir, "burst.json"), filepath.Join(dir, "burst.svg")
 	var out, errw bytes.Buffer
-	args := []string{"-simulate", "-burst", "150ms/100ms", "-cycles", "2", "-rounds", "1", "-warmup", "20ms", "-burst-layouts", "split16,split48,steer"}
+	args := []string{"-simulate", "-burst", "150ms/100ms", "-cycles", "2", "-rounds", "1", "-warmup", "20ms",
+		"-burst-layouts", "split16,split48,steer,mps", "-mps-start=", "-mps-stop=", "-json", js, "-chart", svg}
 	if err := run(context.Background(), args, &out, &errw); err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out.String(), errw.String())
 	}
 	s := out.String()
-	for _, want := range []string{"### Bursty interactive class", "| steer |", "steer burst P99 <= 1.2x split48's", "steer batch >= 90% of split16's"} {
+	for _, want := range []string{"### Bursty interactive class", "| steer |", "| mps |", "Simulated: the fake driver's timings",
+		"steer burst P99 <= 1.2x split48's", "steer batch >= 90% of split16's", "steer burst P99 <= MPS 12%/88%'s", "chart (round 1"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
 	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep issue41
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Bursts) != 4 || len(rep.ColdStart) != 0 {
+		t.Fatalf("%d burst rows, %d cold-start rows: want 4 and none", len(rep.Bursts), len(rep.ColdStart))
+	}
+	for _, r := range rep.Bursts {
+		if !r.Simulated || r.Requests == 0 || len(r.P99) == 0 || len(r.RecoveryMs) != 2 {
+			t.Errorf("%s: simulated %v, %d requests, %d P99 windows, recoveries %v", r.Layout, r.Simulated, r.Requests, len(r.P99), r.RecoveryMs)
+		}
+		if (r.Layout == "mps") != (len(r.SMs) == 0) || len(r.SMs) != len(r.BatchSMs) {
+			t.Errorf("%s: SMs over time %v, batch %v (none under MPS only)", r.Layout, r.SMs, r.BatchSMs)
+		}
+		if r.Layout == "split48" && len(r.SMs) > 0 && (r.SMs[0][1] != 48 || r.BatchSMs[0][1] != 84) {
+			t.Errorf("split48 on %v / %v SMs", r.SMs[0], r.BatchSMs[0])
+		}
+	}
+	chart, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(chart), "<svg") || !strings.Contains(string(chart), "simulated") {
+		t.Errorf("chart: %.200s", chart)
+	}
 	if _, _, err := parseBurst("3s"); err == nil {
 		t.Error("-burst 3s accepted")
+	}
+}
+
+// The fast variant's phases parse, and a cold start's pair does too.
+func TestBurstAndColdFlags(t *testing.T) {
+	cfg, err := parse([]string{"-burst", "300ms/100ms", "-cycles", "10", "-burst-layouts", "split16,steer,mps", "-coldstart", "1s/2s", "-cold-variants", "warmup,cold"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, c := cfg.bursts, cfg.cold
+	if b.quiet != 300*time.Millisecond || b.burst != 100*time.Millisecond || b.cycles != 10 || b.p99Window() != 10*time.Millisecond ||
+		c.first != time.Second || c.steady != 2*time.Second || strings.Join(c.variants, ",") != "warmup,cold" {
+		t.Fatalf("burst %+v, cold %+v", b, c)
+	}
+	for _, bad := range [][]string{{"-coldstart", "1s"}, {"-coldstart", "0s/1s"}, {"-coldstart", "1s/2s", "-cold-variants", "lukewarm"}, {"-burst", "1s/1s", "-burst-layouts", "split64"}} {
+		if _, err := parse(bad, io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// The cold start on the simulator: each variant's row, the table, the
+// must-show checks and the JSON, saying they are simulated.
+func TestColdStartOnSimulator(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "cold.json")
+	var out, errw bytes.Buffer
+	args := []string{"-simulate", "-coldstart", "100ms/100ms", "-rounds", "1", "-warmup", "10ms", "-json", js}
+	if err := run(context.Background(), args, &out, &errw); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errw.String())
+	}
+	s := out.String()
+	for _, want := range []string{"### Cold start", "| cold |", "| warmup |", "| doeach |", "Simulated:", "warmup: P99 over the first 100ms <= 2x the steady P99", "warmup: no request over 5 ms"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep issue41
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.ColdStart) != 3 {
+		t.Fatalf("%d cold-start rows, want 3", len(rep.ColdStart))
+	}
+	for _, r := range rep.ColdStart {
+		if !r.Simulated || r.FirstRequests == 0 || r.SteadyRequests == 0 || r.FirstP99 <= 0 {
+			t.Errorf("%+v", r)
+		}
 	}
 }

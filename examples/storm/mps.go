@@ -21,11 +21,12 @@ import (
 
 // roleResult is what an -mps-role process prints as its last line.
 type roleResult struct {
-	Role        string `json:"role"`
-	Cell        Cell   `json:"cell"`
-	SMs         []int  `json:"sms_seen,omitempty"`
-	Launches    int    `json:"probe_launches"`
-	NotComputed bool   `json:"not_computed,omitempty"`
+	Role        string    `json:"role"`
+	Cell        Cell      `json:"cell"`
+	Burst       *BurstRow `json:"burst,omitempty"` // -burst's interactive process`
+	SMs         []int     `json:"sms_seen,omitempty"`
+	Launches    int       `json:"probe_launches"`
+	NotComputed bool      `json:"not_computed,omitempty"`
 }
 
 // announce is the interactive process's window: it says "measure" on
@@ -67,6 +68,9 @@ func (w stdinWindow) waitEnd(context.Context) error {
 // unpartitioned tenant, where MPS's active-thread percentage applies)
 // with its own storm goroutines.
 func runRole(ctx context.Context, cfg config, out, errw io.Writer) error {
+	if cfg.bursts.quiet > 0 && cfg.mpsRole == "interactive" {
+		return runBurstRole(ctx, cfg, out, errw)
+	}
 	op := &opener{cfg: cfg, errw: errw, out: errw}
 	haveCublas := loadCublas(&cfg, errw)
 	pool, err := op.open(ctx)
@@ -228,20 +232,11 @@ func runMPSLayout(ctx context.Context, cfg config, round int, out, errw io.Write
 	if err != nil {
 		return nil, chk, err
 	}
-	if err := shell(ctx, cfg.mpsStart); err != nil {
-		return nil, chk, fmt.Errorf("starting the MPS daemon: %w", err)
+	stop, err := startMPS(ctx, cfg)
+	if err != nil {
+		return nil, chk, err
 	}
-	defer func() {
-		if e := shell(ctx, cfg.mpsStop); e != nil {
-			err = errors.Join(err, fmt.Errorf("stopping the MPS daemon: %w", e))
-		}
-		if cfg.mpsStop != "" {
-			time.Sleep(time.Second) // the daemon's exit, before the next layout opens the device
-		}
-	}()
-	if cfg.mpsStart != "" {
-		time.Sleep(time.Second) // as scripts/mps-compare.sh: the daemon is up
-	}
+	defer func() { err = errors.Join(err, stop()) }()
 	inter, batch := map[int]bool{}, map[int]bool{}
 	for _, key := range cfg.plan("mps") {
 		c, ri, rb, err := mpsCell(ctx, exe, cfg, key)
@@ -263,6 +258,28 @@ func runMPSLayout(ctx context.Context, cfg config, round int, out, errw io.Write
 	chk.Interactive, chk.Batch = sortedKeys(inter), sortedKeys(batch)
 	chk.Overlap = intersect(chk.Interactive, chk.Batch)
 	return cells, chk, nil
+}
+
+// startMPS starts the MPS daemon (-mps-start) for one layout of one
+// round; stop stops it (-mps-stop) and waits for its exit, so that the
+// next layout's pool is no MPS client.
+func startMPS(ctx context.Context, cfg config) (stop func() error, err error) {
+	if err := shell(ctx, cfg.mpsStart); err != nil {
+		return nil, fmt.Errorf("starting the MPS daemon: %w", err)
+	}
+	if cfg.mpsStart != "" {
+		time.Sleep(time.Second) // as scripts/mps-compare.sh: the daemon is up
+	}
+	return func() error {
+		err := shell(ctx, cfg.mpsStop)
+		if cfg.mpsStop != "" {
+			time.Sleep(time.Second) // the daemon's exit, before the next layout opens the device
+		}
+		if err != nil {
+			return fmt.Errorf("stopping the MPS daemon: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 func sortedKeys(m map[int]bool) []int {

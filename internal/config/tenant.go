@@ -35,6 +35,10 @@ type Tenant struct {
 	Prio Prio // WithPriority, WithBandwidthFloor
 
 	Latency Latency // WithLatencyTarget
+
+	// Warm is WithWarmup's function, a func(fcsp.Current) error (this
+	// package cannot name fcsp's types); nil: none.
+	Warm any
 }
 
 // Latency is a latency class's target and the SMs it may hold

@@ -282,7 +282,7 @@ func (p *Partition) destroyStream(s cuda.Stream, wait bool) error {
 
 // Reset readies the partition for another owner: it waits for its streams
 // and destroys all but the first, keeping the green context (whose creation
-// is the expensive part). A reshapable partition is not recycled: Reset
+// is the expensive part), and forgets the warm-ups run in its contexts. A reshapable partition is not recycled: Reset
 // refuses it.
 func (p *Partition) Reset() error {
 	p.mu.Lock()
@@ -300,6 +300,9 @@ func (p *Partition) Reset() error {
 	}
 	l.streams = l.streams[:1]
 	p.idle = nil
+	for _, s := range *l.slots.all.Load() {
+		s.warmed.ids.Store(nil) // the next owner's warm-up has run in none of them
+	}
 	return errors.Join(errs...)
 }
 

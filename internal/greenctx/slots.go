@@ -44,6 +44,7 @@ type Slot struct {
 	extra  bool          // made by grow: destroyed with the layout's slots
 	holder atomic.Int64  // the OS thread it is current on; 0: not named yet
 	calls  atomic.Uint64 // times taken: written by its holder alone
+	warmed warmSet       // the warm-ups run in it (warm.go)
 	_      [64]byte      // holders of neighbouring slots write apart
 }
 
@@ -116,6 +117,19 @@ func (q *slots) take() *Slot {
 		bit := f & -f
 		if q.free.CompareAndSwap(f, f&^bit) {
 			return q.at[bits.TrailingZeros64(bit)].Load()
+		}
+	}
+}
+
+// takeIdx takes slot i if it is free and no caller is queued.
+func (q *slots) takeIdx(i int) bool {
+	for {
+		f := q.free.Load()
+		if q.nq.Load() != 0 || f&(1<<i) == 0 {
+			return false
+		}
+		if q.free.CompareAndSwap(f, f&^(1<<i)) {
+			return true
 		}
 	}
 }

@@ -58,6 +58,12 @@ type Placement interface {
 	Reshape(sms int, swap func(old, new cuda.Stream)) error
 	Sizes() []int
 
+	// Warm runs f, the tenant's warm-up id (fcsp.WithWarmup), on the
+	// calling thread (locked by the caller) in every context a Do may
+	// take now or after a Reshape, where it has not run: f makes the
+	// context current, is told its SMs, and puts the thread's back.
+	Warm(id uint64, f func(ctx cuda.Context, sms int) error) error
+
 	// Retire ends the tenant's hold on the placement at its Close: spare,
 	// when not nil, is a partition made ready for another tenant (keep: the
 	// pool's spares want its size), for the caller to keep or close.
@@ -118,6 +124,11 @@ func (d Whole) Sizes() []int                                 { return []int{d.N}
 
 func (d Whole) Reshape(int, func(old, new cuda.Stream)) error {
 	return errors.New("the whole device is not reshaped") // Reshape checks Reshapable first
+}
+
+// Warm runs f once in the primary context, the only one there is.
+func (d Whole) Warm(_ uint64, f func(ctx cuda.Context, sms int) error) error {
+	return f(d.Dev.Primary(), d.N)
 }
 
 func (d Whole) Retire(bool) (*greenctx.Partition, error) { return nil, nil }
@@ -196,6 +207,13 @@ func (g Green) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	return g.Part.Reshape(sms, swap)
 }
 
+// Warm runs f in every context of every layout: each slot the tenant may
+// hold (WithConcurrentDos) of each size it may take, all made now, so that
+// no Do and no Reshape meets a context made or unwarmed.
+func (g Green) Warm(id uint64, f func(ctx cuda.Context, sms int) error) error {
+	return g.Part.Warm(id, g.Part.Limit(), true, f)
+}
+
 // Retire keeps a prewarmed size for the pool's spares (the next tenant of
 // that size skips green-context creation), else closes the partition.
 func (g Green) Retire(keep bool) (*greenctx.Partition, error) {
@@ -245,6 +263,14 @@ func (c Commons) Dos() int { return min(c.Part.Limit(), greenctx.DefaultSlots) }
 
 func (c Commons) Reshapable() bool { return false }
 func (c Commons) Sizes() []int     { return []int{c.Part.SMs()} }
+
+// Warm runs f in the current layout's contexts, as many as DoEach's runs
+// (Dos) made, and every other made and free: the commons moves with the
+// partitions (each move warms the new layout again, fcsp's follow) and
+// makes contexts on demand (Warming warms those).
+func (c Commons) Warm(id uint64, f func(ctx cuda.Context, sms int) error) error {
+	return c.Part.Warm(id, c.Dos(), false, f)
+}
 
 func (c Commons) Reshape(int, func(old, new cuda.Stream)) error {
 	return errors.New("the commons is moved by its pool") // Reshape checks Reshapable first

@@ -42,10 +42,37 @@ type Sample struct {
 	Draining bool          // the last move's old layouts still run work
 }
 
-// Move is a decision: SMs to hold (== Sample.SMs: stay) and why.
+// Move is a decision: SMs to hold (== Sample.SMs: stay) and why, in words
+// (Reason, with the figures) and as one of a few kinds (a metric's label).
 type Move struct {
 	SMs    int
 	Reason string
+	Kind   Kind
+}
+
+// Kind is which rule made a move.
+type Kind int
+
+const (
+	Stay     Kind = iota // no move
+	GrowLoad             // more requests in flight than the SMs held were sized for
+	GrowP99              // the recent P99 over target (whatever the load asked)
+	Shrink               // the load asked for less for Hold, the P99 within target
+)
+
+// String is the kind as a metric's label value.
+func (k Kind) String() string {
+	switch k {
+	case Stay:
+		return "stay"
+	case GrowLoad:
+		return "grow_load"
+	case GrowP99:
+		return "grow_p99"
+	case Shrink:
+		return "shrink"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
 // Controller keeps what the rules need between samples. Not safe for
@@ -113,15 +140,15 @@ func (c *Controller) Decide(s Sample) Move {
 	switch {
 	case want > s.SMs:
 		c.lastMove = s.At
-		why := fmt.Sprintf("%d requests in flight", s.InFlight)
+		why, kind := fmt.Sprintf("%d requests in flight", s.InFlight), GrowLoad
 		if over {
-			why = fmt.Sprintf("P99 %v over the %v target, %d requests in flight", s.P99.Round(time.Microsecond), cfg.Target, s.InFlight)
+			why, kind = fmt.Sprintf("P99 %v over the %v target, %d requests in flight", s.P99.Round(time.Microsecond), cfg.Target, s.InFlight), GrowP99
 		}
-		return Move{SMs: want, Reason: "grow: " + why}
+		return Move{SMs: want, Reason: "grow: " + why, Kind: kind}
 	case want < s.SMs && !over && s.At.Sub(c.lowSince) >= cfg.Hold:
 		c.lastMove = s.At
 		c.lowSince = s.At // the next step waits a Hold again
-		return Move{SMs: s.SMs - cfg.Unit, Reason: fmt.Sprintf("shrink: %d requests in flight for %v, P99 %v within target", s.InFlight, cfg.Hold, s.P99.Round(time.Microsecond))}
+		return Move{SMs: s.SMs - cfg.Unit, Reason: fmt.Sprintf("shrink: %d requests in flight for %v, P99 %v within target", s.InFlight, cfg.Hold, s.P99.Round(time.Microsecond)), Kind: Shrink}
 	}
 	stay.Reason = "holds"
 	return stay

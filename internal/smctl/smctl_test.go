@@ -80,3 +80,23 @@ func TestNoMoveWhileDraining(t *testing.T) {
 	require.Equal(t, "too soon after the last move", m.Reason)
 	require.Equal(t, 48, c2.Decide(Sample{At: t0.Add(2 * time.Millisecond), SMs: 24, InFlight: 16}).SMs)
 }
+
+// Each move says which rule made it, as a label (Kind) and in words.
+func TestMovesSayWhichRule(t *testing.T) {
+	c := newCtl(t)
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	m := c.Decide(Sample{At: at(0), SMs: 16, InFlight: 1, P99: 60 * time.Microsecond})
+	require.Equal(t, Stay, m.Kind)
+	m = c.Decide(Sample{At: at(1), SMs: 16, InFlight: 8, P99: 60 * time.Microsecond})
+	require.Equal(t, GrowLoad, m.Kind, m.Reason)
+	m = c.Decide(Sample{At: at(10), SMs: m.SMs, InFlight: 1, P99: time.Millisecond})
+	require.Equal(t, GrowP99, m.Kind, m.Reason)
+	sms := m.SMs
+	for ms := 11; m.Kind != Shrink; ms++ {
+		require.Less(t, ms, 1000)
+		m = c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 0})
+	}
+	require.Equal(t, sms-8, m.SMs)
+	require.Equal(t, []string{"stay", "grow_load", "grow_p99", "shrink"}, []string{Stay.String(), GrowLoad.String(), GrowP99.String(), Shrink.String()})
+}

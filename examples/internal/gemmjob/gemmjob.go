@@ -200,6 +200,44 @@ func (j *Job) Warm(ctx context.Context) error {
 	return j.Stream().Synchronize()
 }
 
+// Warmup is a tenant's warm-up (fcsp.WithWarmup) for jobs of m x k times
+// k x n: in each context the SDK gives it, a cuBLAS handle told that
+// context's SMs (Current.SMs) runs one such GEMM on scratch memory from the
+// tenant's quota, on the tenant's first stream, and is destroyed (which
+// waits for its work). cuBLAS has then loaded, in that context, the
+// kernels it picks for that shape and SM count, as a Job's first Run there
+// would have on a request's path. The scratch holds whatever the pool
+// gave: the GEMM's result is not read.
+func Warmup(m, n, k int) func(fcsp.Current) error {
+	return func(cur fcsp.Current) (err error) {
+		h, err := cublas.Create()
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, h.Destroy()) }()
+		st, err := cur.Stream(nil)
+		if err != nil {
+			return err
+		}
+		ws, err := cur.Workspace(nil, WorkspaceBytes)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, ws.Close()) }() // in stream order, after the GEMM
+		mat, err := cur.Workspace(nil, uint64(2*(m*k+k*n+m*n)))
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, mat.Close()) }()
+		if err := errors.Join(h.SetStream(st.Pointer()), h.SetSmCountTarget(cur.SMs()), h.SetWorkspace(ws.Pointer(), ws.Size())); err != nil {
+			return err
+		}
+		a := uint64(mat.Ptr())
+		b := a + uint64(2*m*k)
+		return h.GemmBF16(m, n, k, a, b, b+uint64(2*k*n), 1, 0)
+	}
+}
+
 // Check synchronises the tenant's stream and reads the first column block
 // of C back: every element is k * 1.0 * 0.5, exact in bf16 for the powers
 // of two used here.
