@@ -230,7 +230,8 @@ func (l *Limiter) SMLimit() float64 { return math.Float64frombits(l.smLimit.Load
 // SetSMLimit changes the SM limit: the refill rate of the device bucket and
 // of every open stream's bucket, and the throttle penalty. The new rate
 // governs from each bucket's next acquire, and waiters are woken to
-// re-reserve under it (WaitCost's also recompute their cost).
+// re-reserve under it (a Waiting's are refused with ErrLimitChanged, to be
+// priced again).
 //
 // The tokens in hand in each bucket are multiplied by new/old limit
 // (capped at its size; debt, work already admitted, is kept), so that they
