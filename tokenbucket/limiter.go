@@ -310,11 +310,18 @@ func (l *Limiter) SetSMs(n int) error {
 // where threads is the product of all six dimensions. It is 0 for classes
 // that bypass the limiter (NCCL) and for a launch with a zero dimension.
 func (l *Limiter) Cost(grid, block [3]uint32, c stream.Class) float64 {
-	if c.Bypass() {
-		return 0
-	}
 	// float64 products: six uint32 factors can overflow any integer type.
 	threads := float64(grid[0]) * float64(grid[1]) * float64(grid[2]) *
 		float64(block[0]) * float64(block[1]) * float64(block[2])
+	return l.ThreadsCost(threads, c)
+}
+
+// ThreadsCost is Cost for launches of threads threads in all: a launch's
+// grid×block, or a graph's kernels' summed. A caller that counts the
+// threads itself prices with a float64 rather than two arrays.
+func (l *Limiter) ThreadsCost(threads float64, c stream.Class) float64 {
+	if c.Bypass() {
+		return 0
+	}
 	return threads * math.Float64frombits(l.factor.Load()) * c.ThrottleScale()
 }
