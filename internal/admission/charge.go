@@ -21,32 +21,37 @@ const (
 	ahead             // Reserve: at once, going into debt (Reservation)
 )
 
-// charge prices j and takes the price from b as how says; with ahead it
-// also returns the reservation. On error nothing was taken.
-func (t *Tenant) charge(ctx context.Context, how take, b *tokenbucket.Stream, j job) (charge, *tokenbucket.Reservation, error) {
-	var c charge
+// charge prices j into *c and takes the price from b as how says; with
+// ahead it also returns the reservation. Work that need not wait is taken
+// here, on the caller's *c: the waiter, behind its interface, is asked
+// only to wait (its charge copied back once). On error *c is zero:
+// nothing was taken.
+func (t *Tenant) charge(ctx context.Context, how take, b *tokenbucket.Stream, j job, c *charge) (*tokenbucket.Reservation, error) {
+	quote(t.price, b, j, c)
 	var r *tokenbucket.Reservation
-	switch how {
-	case now:
-		if c = quote(t.price, b, j); !b.TryAcquire(c.total()) {
-			if t.cfg.Closed() {
-				return charge{}, nil, errs.ErrClosed
-			}
-			return charge{}, nil, errs.ErrThrottled
-		}
-	case ahead:
-		c = quote(t.price, b, j)
+	switch {
+	case how == ahead:
 		if r = b.Reserve(c.total()); !r.OK() {
-			return charge{}, nil, errs.ErrClosed
+			*c = charge{}
+			return nil, errs.ErrClosed
 		}
+	case b.TryAcquire(c.total()):
+	case how == now:
+		*c = charge{}
+		if t.cfg.Closed() {
+			return nil, errs.ErrClosed
+		}
+		return nil, errs.ErrThrottled
 	default:
-		var err error
-		if c, err = t.wait.wait(ctx, t.price, b, j); err != nil {
-			return charge{}, nil, closedErr(err)
+		w, err := t.wait.wait(ctx, t.price, b, j)
+		if err != nil {
+			*c = charge{}
+			return nil, closedErr(err)
 		}
+		*c = w // after a wait: a copy's stall is nothing beside it
 	}
 	if c.floor > 0 && j.launch {
 		t.floored.Add(1) // a launch admitted at the floor
 	}
-	return c, r, nil
+	return r, nil
 }

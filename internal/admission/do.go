@@ -171,7 +171,7 @@ func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, ow
 	if try {
 		how = now
 	}
-	if r.c, _, err = t.charge(ctx, how, dm.bucket, job{class: stream.Default, est: r.est}); err != nil {
+	if _, err := t.charge(ctx, how, dm.bucket, job{class: stream.Default, est: r.est}, &r.c); err != nil {
 		return nil, false, err
 	}
 	return r, true, nil
@@ -311,7 +311,8 @@ func (m *meter) closeBracket(br *bracket, gctx cuda.Context) error {
 			br.lost()
 			return err
 		}
-		m.queued(timed{start: br.start, end: end, br: br})
+		m.pending = append(m.pending, timed{start: br.start, end: end, br: br})
+		m.markBusy() // a latency tenant's Do work in flight counts
 		return nil
 	})
 }

@@ -17,10 +17,9 @@ type floored struct {
 
 // price is the share's price and, while a latency tenant is busy, the
 // floor's surcharge.
-func (f floored) price(j job) charge {
-	c := f.gpuTime.price(j)
-	c.floor = f.surcharge(c.measured, j)
-	return c
+func (f floored) price(j job) (measured, fixed, floor float64) {
+	measured, fixed, _ = f.gpuTime.price(j)
+	return measured, fixed, f.surcharge(measured, j)
 }
 
 // surcharge is what j, costing base tokens at the tenant's share (0 at

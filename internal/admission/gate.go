@@ -122,13 +122,11 @@ func (g *Gate) admit(ctx context.Context, how take, j job, w *Work, tk *Ticket, 
 	if g.bucket == nil {
 		return nil, nil // admitted free
 	}
-	c, r, err := g.t.charge(ctx, how, g.bucket, j)
+	r, err := g.t.charge(ctx, how, g.bucket, j, &tk.c)
 	if err != nil {
 		*tk = Ticket{}
-		return nil, err
 	}
-	tk.c = c
-	return r, nil
+	return r, err
 }
 
 // poll folds in what completed on g's stream. An admission's caller is in

@@ -29,8 +29,9 @@ type Pool struct {
 	mu      sync.Mutex               // serialises changes of streams
 	streams atomic.Pointer[[]*meter] // LatencyCritical streams' meters (copy on write)
 	query   atomic.Int32             // probe: may cuEventQuery run with no context current
-	// idle is closed (and replaced) when busy falls to 0, waking launches
-	// waiting at the floor to be admitted at their full share.
+	// idle is closed (and dropped) when busy falls to 0, waking launches
+	// waiting at the floor to be admitted at their full share; made by
+	// the first to wait on it (idleChan).
 	idle atomic.Pointer[chan struct{}]
 	// plain is the engine every plain tenant shares (Config.Plain).
 	plain atomic.Pointer[Tenant]
@@ -57,9 +58,11 @@ func (pp *Pool) idleChan() <-chan struct{} {
 	}
 }
 
+// wakeIdle closes the channel idleChan gave out, if any. A channel is
+// made only for a wait at the floor: a latency stream going idle, once per
+// launch it waits for, made one for nobody before.
 func (pp *Pool) wakeIdle() {
-	c := make(chan struct{})
-	if old := pp.idle.Swap(&c); old != nil {
+	if old := pp.idle.Swap(nil); old != nil {
 		close(*old)
 	}
 }

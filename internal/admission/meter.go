@@ -85,13 +85,6 @@ func (m *meter) record(ctx cuda.Context) (cuda.Event, error) {
 	return e, nil
 }
 
-// queued adds work queued between start and end to the pending list. The
-// caller holds m.mu.
-func (m *meter) queued(p timed) {
-	m.pending = append(m.pending, p)
-	m.markBusy() // a latency stream's work in flight counts
-}
-
 // poll folds the work whose events completed into the accounts, oldest
 // first, stopping at the first not yet complete. It never waits.
 func (m *meter) poll(ctx cuda.Context) error {

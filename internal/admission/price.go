@@ -13,8 +13,12 @@ import (
 // owns the limit's token buckets (a tokenbucket.Limiter): the streams'
 // and the one Do is admitted on.
 type pricer interface {
-	// price is j's price at the limit now (its mark unset).
-	price(j job) charge
+	// price is j's price at the limit now: the part its measurement
+	// corrects, the part it does not, and a floor's surcharge. Three
+	// floats, not a charge: a struct returned and copied on is read back
+	// wide from its narrow stores, a store-forwarding stall (~10 ns) on
+	// every launch.
+	price(j job) (measured, fixed, floor float64)
 	// rate is the launch-rate model's price of launches of threads
 	// threads in all on a stream of class cl: 0 under other limits.
 	rate(cl stream.Class, threads float64) float64
@@ -43,7 +47,7 @@ type pricer interface {
 // and its Dos are admitted free.
 type unlimited struct{}
 
-func (unlimited) price(job) charge                                 { return charge{} }
+func (unlimited) price(job) (float64, float64, float64)            { return 0, 0, 0 }
 func (unlimited) rate(stream.Class, float64) float64               { return 0 }
 func (unlimited) stream(stream.Class) (*tokenbucket.Stream, error) { return nil, nil }
 func (unlimited) doStream(Host) (*tokenbucket.Stream, error)       { return nil, nil }
@@ -82,8 +86,8 @@ func newLaunchRate(cfg *Config) (launchRate, error) {
 	return launchRate{limited{l}}, err
 }
 
-func (p launchRate) price(j job) charge {
-	return charge{fixed: p.rate(j.class, j.threads)}
+func (p launchRate) price(j job) (measured, fixed, floor float64) {
+	return 0, p.rate(j.class, j.threads), 0
 }
 
 func (p launchRate) rate(cl stream.Class, threads float64) float64 {
@@ -121,11 +125,11 @@ func newGPUTime(cfg *Config) (gpuTime, error) {
 // full-share tenant back by the work it has queued (on the H200 a 1 ms
 // kernel at share 1 left the GPU 11% idle after each Synchronize, while
 // the bucket refilled the debt of what had been queued).
-func (p gpuTime) price(j job) charge {
+func (p gpuTime) price(j job) (measured, fixed, floor float64) {
 	if p.l.SMLimit() >= 1 {
-		return charge{}
+		return 0, 0, 0
 	}
-	return charge{measured: p.predicted(j)}
+	return p.predicted(j), 0, 0
 }
 
 // predicted is j's GPU time scaled by its stream's class, whatever the
@@ -200,16 +204,16 @@ func (c *charge) cancel(b *tokenbucket.Stream) {
 	c.measured, c.fixed, c.floor = 0, 0, 0
 }
 
-// quote is j's price under p, dated by b's mark (taken first: a change of
-// share after it makes a wait on the price stale, tokenbucket.Waiting).
-func quote(p pricer, b *tokenbucket.Stream, j job) charge {
-	m := b.Mark()
+// quote sets *c to j's price under p, dated by b's mark (taken first: a
+// change of share after it makes a wait on the price stale,
+// tokenbucket.Waiting). Field by field, for the reason price gives.
+func quote(p pricer, b *tokenbucket.Stream, j job, c *charge) {
+	c.mark = b.Mark()
 	if j.fixed != 0 {
 		// As the caller set it (GraphExec.SetCost): not corrected, and
 		// not raised at a floor.
-		return charge{fixed: j.fixed, mark: m}
+		c.measured, c.fixed, c.floor = 0, j.fixed, 0
+		return
 	}
-	c := p.price(j)
-	c.mark = m
-	return c
+	c.measured, c.fixed, c.floor = p.price(j)
 }

@@ -47,7 +47,8 @@ func (tk *Ticket) Time(ctx cuda.Context, queue func() error) error {
 		tk.Cancel()
 		return err
 	}
-	m.queued(timed{start: start, end: end, est: tk.est, c: tk.c, in: m.open, bytes: tk.bytes})
+	m.pending = append(m.pending, timed{start: start, end: end, est: tk.est, c: tk.c, in: m.open, bytes: tk.bytes})
+	m.markBusy() // a latency stream's work in flight counts
 	return nil
 }
 

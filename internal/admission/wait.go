@@ -22,7 +22,8 @@ type plain struct{}
 
 func (plain) wait(ctx context.Context, p pricer, b *tokenbucket.Stream, j job) (charge, error) {
 	var w tokenbucket.Waiting
-	c := quote(p, b, j)
+	var c charge
+	quote(p, b, j, &c)
 	err := waitQuoted(ctx, p, b, j, &c, &w)
 	return c, err
 }
@@ -38,7 +39,7 @@ func waitQuoted(ctx context.Context, p pricer, b *tokenbucket.Stream, j job, c *
 		if err != tokenbucket.ErrLimitChanged {
 			return err
 		}
-		*c = quote(p, b, j)
+		quote(p, b, j, c)
 	}
 }
 
@@ -50,7 +51,8 @@ type floorWait struct{ pool *Pool }
 func (f floorWait) wait(ctx context.Context, p pricer, b *tokenbucket.Stream, j job) (charge, error) {
 	var w tokenbucket.Waiting
 	idle := f.pool.idleChan() // before the price looks at busy: a fall to 0 after this closes it
-	c := quote(p, b, j)
+	var c charge
+	quote(p, b, j, &c)
 	switch {
 	case c.floor == 0:
 		err := waitQuoted(ctx, p, b, j, &c, &w)
@@ -62,7 +64,7 @@ func (f floorWait) wait(ctx context.Context, p pricer, b *tokenbucket.Stream, j 
 		return waitQuoted(wctx, p, b, j, &c, &w)
 	})
 	if woken {
-		c = quote(p, b, j) // the latency tenants went idle
+		quote(p, b, j, &c) // the latency tenants went idle
 		err = waitQuoted(ctx, p, b, j, &c, &w)
 	}
 	return c, err
