@@ -11,9 +11,8 @@ import (
 )
 
 // BenchmarkAdmit is one launch's admission on a limited stream that is
-// never short of tokens: under a launch-rate limit (the path of every
-// launch of a WithSMLimit tenant, untimed) and under a GPU share of 1
-// (admitted free, but priced: the floor's idle check included).
+// never short of tokens: under a launch-rate limit, at 1 and below it
+// (the path of every launch of a WithSMLimit tenant, untimed).
 func BenchmarkAdmit(b *testing.B) {
 	for _, tc := range []struct {
 		name string

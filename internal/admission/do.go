@@ -39,6 +39,7 @@ import (
 
 // doMeter is a metered tenant's state for Do, made at its first Do.
 type doMeter struct {
+	t      *Tenant
 	bucket *tokenbucket.Stream // Do's admission (pricer.doStream); nil: Do is not limited
 	// est maps a call site (f's code pointer) to the estimate of its cost.
 	// The code pointer is the func literal's: every closure made by one
@@ -64,7 +65,7 @@ func (t *Tenant) doMeter() (*doMeter, error) {
 	if err != nil {
 		return nil, err
 	}
-	dm := &doMeter{bucket: b, runs: map[int]*Run{}}
+	dm := &doMeter{t: t, bucket: b, runs: map[int]*Run{}}
 	t.dm.Store(dm)
 	return dm, nil
 }
@@ -81,18 +82,18 @@ func (dm *doMeter) estimate(key uintptr) *Estimate {
 // nothing.
 type Run struct {
 	gctx   cuda.Context // the context the Do made current on its thread: its events use it (no switch)
-	t      *Tenant
-	dm     *doMeter
+	dm     *doMeter     // its tenant's
 	est    *Estimate
 	c      charge // what its admission took: settled once its brackets are measured
 	thread int
 
 	mu     sync.Mutex
 	used   []bracketUse // the streams f took, with the bracket each joined
-	left   int          // brackets not yet measured, plus one until f returns
 	tokens float64      // measured so far, scaled by class
+	left   int32        // brackets not yet measured, plus one until f returns
 	gone   bool         // a bracket was lost: neither learn nor correct
 	ended  bool         // f has returned: no stream may be taken any more
+	// (128 bytes: a Run is made per metered Do.)
 }
 
 type bracketUse struct {
@@ -156,7 +157,7 @@ func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, ow
 		}
 	}
 	dm.mu.Unlock()
-	r = &Run{t: t, dm: dm, est: dm.estimate(key), left: 1}
+	r = &Run{dm: dm, est: dm.estimate(key), left: 1}
 	if t.price.freeDo() {
 		return r, true, nil // metered only
 	}
@@ -186,7 +187,7 @@ func (r *Run) Start(thread int, ctx cuda.Context) error {
 	r.dm.mu.Lock()
 	r.dm.runs[thread] = r
 	r.dm.mu.Unlock()
-	for _, m := range r.t.metered() {
+	for _, m := range r.dm.t.metered() {
 		if !m.bound.Load() {
 			continue
 		}
@@ -285,7 +286,9 @@ func (r *Run) End() error {
 	}
 	r.done(0, false) // f returned
 	// A partition's streams are polled now (see BeginDo).
-	errList = append(errList, r.t.pollAfter(r.t))
+	if err := r.dm.t.pollAfter(r.dm.t); err != nil {
+		errList = append(errList, err)
+	}
 	if err := errors.Join(errList...); err != nil && !errors.Is(err, errs.ErrClosed) {
 		return err
 	}
