@@ -54,8 +54,12 @@ func (w *Waiting) Wait(ctx context.Context, s *Stream, cost float64, m Mark) err
 		if math.IsNaN(cost) || math.IsInf(cost, 0) {
 			return ErrInvalidAmount
 		}
+		if cost <= 0 && !w.waited {
+			s.admitted.Add(1) // free: nothing to time
+			return nil
+		}
 		if cost <= 0 {
-			return w.admitted(s) // free (perhaps only since a change of limit)
+			return w.admitted(s) // free since a change of limit woke its wait
 		}
 		raw = s.l.clock() // a price made again: time has passed since
 	}
