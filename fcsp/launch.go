@@ -122,10 +122,11 @@ func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, sh
 		return s.launchCounted(f, grid, block, shmem, args)
 	}
 	ctx := s.t.pool.dev.Primary()
-	err := tk.Begin(ctx)
-	if err == nil {
-		err = tk.End(ctx, s.t.pool.launcher.LaunchIn(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a))
-	}
+	// Time holds the stream's meter from the ticket's start event to its
+	// end event, across this launch: no other timed work comes between.
+	err := tk.Time(ctx, func() error {
+		return s.t.pool.launcher.LaunchIn(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a)
+	})
 	if err != nil {
 		return fmt.Errorf("kernel %q: %w", f.name, err)
 	}

@@ -22,6 +22,10 @@ var (
 	// (fcsp.ErrInvalidArgument); ErrInvalidConfig and ErrInvalidAmount match
 	// it.
 	ErrInvalidArgument = errs.ErrInvalidArgument
+	// ErrLimitChanged is returned by Waiting.Wait, having taken nothing,
+	// when the limiter changed (its SM limit, its size, or its streams)
+	// since the Mark the cost was priced under: price it again.
+	ErrLimitChanged = errors.New("tokenbucket: limiter changed since the price's mark")
 	// ErrReservationUsed is returned by Reservation.Wait on a reservation
 	// already used or cancelled.
 	ErrReservationUsed = errors.New("tokenbucket: reservation already used or cancelled")

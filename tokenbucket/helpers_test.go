@@ -1,6 +1,7 @@
 package tokenbucket
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -88,5 +89,24 @@ func stepExactly(t *testing.T, clk *fakeClock, admitted *atomic.Int64, stop *ato
 	wg.Wait()
 	if got := admitted.Load(); got != burst+steps {
 		t.Fatalf("admitted %d, want %d", got, burst+steps)
+	}
+}
+
+// waitPriced waits on s for a cost that depends on the limit, as an
+// admission that prices itself does: mark, price, wait, and on
+// ErrLimitChanged mark and price again. It returns the cost it was
+// admitted at.
+func waitPriced(ctx context.Context, s *Stream, cost func() float64) (float64, error) {
+	var w Waiting
+	for {
+		m := s.Mark()
+		c := cost()
+		err := w.Wait(ctx, s, c, m)
+		if err != ErrLimitChanged {
+			if err != nil {
+				return 0, err
+			}
+			return max(c, 0), nil
+		}
 	}
 }

@@ -230,7 +230,8 @@ func (l *Limiter) SMLimit() float64 { return math.Float64frombits(l.smLimit.Load
 // SetSMLimit changes the SM limit: the refill rate of the device bucket and
 // of every open stream's bucket, and the throttle penalty. The new rate
 // governs from each bucket's next acquire, and waiters are woken to
-// re-reserve under it (WaitCost's also recompute their cost).
+// re-reserve under it (a Waiting's are refused with ErrLimitChanged, to be
+// priced again).
 //
 // The tokens in hand in each bucket are multiplied by new/old limit
 // (capped at its size; debt, work already admitted, is kept), so that they
@@ -309,11 +310,18 @@ func (l *Limiter) SetSMs(n int) error {
 // where threads is the product of all six dimensions. It is 0 for classes
 // that bypass the limiter (NCCL) and for a launch with a zero dimension.
 func (l *Limiter) Cost(grid, block [3]uint32, c stream.Class) float64 {
-	if c.Bypass() {
-		return 0
-	}
 	// float64 products: six uint32 factors can overflow any integer type.
 	threads := float64(grid[0]) * float64(grid[1]) * float64(grid[2]) *
 		float64(block[0]) * float64(block[1]) * float64(block[2])
+	return l.ThreadsCost(threads, c)
+}
+
+// ThreadsCost is Cost for launches of threads threads in all: a launch's
+// grid×block, or a graph's kernels' summed. A caller that counts the
+// threads itself prices with a float64 rather than two arrays.
+func (l *Limiter) ThreadsCost(threads float64, c stream.Class) float64 {
+	if c.Bypass() {
+		return 0
+	}
 	return threads * math.Float64frombits(l.factor.Load()) * c.ThrottleScale()
 }

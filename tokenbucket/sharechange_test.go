@@ -113,7 +113,7 @@ func TestSetSMLimitUpRecomputesWaiterCost(t *testing.T) {
 	before := waitsOn(s).state.Load()
 	done := make(chan result, 1)
 	go func() {
-		c, err := s.WaitCost(context.Background(), cost)
+		c, err := waitPriced(context.Background(), s, cost)
 		done <- result{c, err}
 	}()
 	untilReserved(t, waitsOn(s), before)
@@ -123,7 +123,7 @@ func TestSetSMLimitUpRecomputesWaiterCost(t *testing.T) {
 	select {
 	case r := <-done:
 		if r.err != nil || r.cost != 0 {
-			t.Fatalf("WaitCost = %v, %v; want 0, nil (the cost at the new limit)", r.cost, r.err)
+			t.Fatalf("Waiting.Wait = %v, %v; want 0, nil (the cost at the new limit)", r.cost, r.err)
 		}
 	case <-time.After(hangGuard):
 		t.Fatal("waiter kept its old cost after the limit rose")
@@ -132,14 +132,16 @@ func TestSetSMLimitUpRecomputesWaiterCost(t *testing.T) {
 		t.Errorf("Admitted %d, Throttled %d; want 1 and 1 (it waited, then went free)", st.Admitted, st.Throttled)
 	}
 
-	// A cost that changes but stays positive is charged at its new value.
+	// A cost that changes but stays positive is charged at its new value,
+	// and the stream counts the admission and its wait once, however
+	// many times it was priced.
 	if err := l.SetSMLimit(0.5); err != nil {
 		t.Fatal(err)
 	}
 	drainStream(s)
 	before = waitsOn(s).state.Load()
 	go func() {
-		c, err := s.WaitCost(context.Background(), func() float64 { return 100 * (1 + (1 - l.SMLimit())) })
+		c, err := waitPriced(context.Background(), s, func() float64 { return 100 * (1 + (1 - l.SMLimit())) })
 		done <- result{c, err}
 	}()
 	untilReserved(t, waitsOn(s), before)
@@ -151,7 +153,10 @@ func TestSetSMLimitUpRecomputesWaiterCost(t *testing.T) {
 		select {
 		case r := <-done:
 			if r.err != nil || r.cost != 100 {
-				t.Fatalf("WaitCost = %v, %v; want 100 (the cost at limit 1), nil", r.cost, r.err)
+				t.Fatalf("Waiting.Wait = %v, %v; want 100 (the cost at limit 1), nil", r.cost, r.err)
+			}
+			if st := s.Stats(); st.Admitted != 2 || st.Throttled != 2 {
+				t.Errorf("Admitted %d, Throttled %d; want 2 and 2 (one wait, priced twice, is one)", st.Admitted, st.Throttled)
 			}
 			return
 		case <-time.After(time.Millisecond):
@@ -162,22 +167,22 @@ func TestSetSMLimitUpRecomputesWaiterCost(t *testing.T) {
 	}
 }
 
-func TestWaitCostBadInput(t *testing.T) {
+func TestWaitingBadInput(t *testing.T) {
 	l, _ := newSmall(t, 0.5)
 	s := newStream(t, l, 1)
 	for _, c := range []float64{nan(), math.Inf(1)} {
-		if _, err := s.WaitCost(context.Background(), func() float64 { return c }); !errors.Is(err, ErrInvalidAmount) {
-			t.Errorf("WaitCost(%v) = %v, want ErrInvalidAmount", c, err)
+		if _, err := waitPriced(context.Background(), s, func() float64 { return c }); !errors.Is(err, ErrInvalidAmount) {
+			t.Errorf("Waiting.Wait(%v) = %v, want ErrInvalidAmount", c, err)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.WaitCost(ctx, func() float64 { return 1 }); !errors.Is(err, context.Canceled) {
-		t.Errorf("WaitCost on a done ctx = %v", err)
+	if _, err := waitPriced(ctx, s, func() float64 { return 1 }); !errors.Is(err, context.Canceled) {
+		t.Errorf("Waiting.Wait on a done ctx = %v", err)
 	}
 	s.Close()
-	if _, err := s.WaitCost(context.Background(), func() float64 { return 1 }); !errors.Is(err, ErrClosed) {
-		t.Errorf("WaitCost on a closed stream = %v, want ErrClosed", err)
+	if _, err := waitPriced(context.Background(), s, func() float64 { return 1 }); !errors.Is(err, ErrClosed) {
+		t.Errorf("Waiting.Wait on a closed stream = %v, want ErrClosed", err)
 	}
 }
 
@@ -205,7 +210,7 @@ func TestSetSMLimitRacesWaitersAndClose(t *testing.T) {
 				if i%4 == 0 {
 					err = s.Wait(context.Background(), 300)
 				} else {
-					_, err = s.WaitCost(context.Background(), cost)
+					_, err = waitPriced(context.Background(), s, cost)
 				}
 				if errors.Is(err, ErrClosed) {
 					return
@@ -260,9 +265,9 @@ func TestSetSMLimitRacesWaitersAndClose(t *testing.T) {
 	}
 }
 
-// WaitCost reads the clock once on an admission that need not wait, and
-// not at all for a free one (a GPU share's launches at share 1).
-func TestWaitCostReadsClockOnce(t *testing.T) {
+// Waiting.Wait reads the clock once on an admission that need not wait,
+// and not at all for a free one (a GPU share's launches at share 1).
+func TestWaitingReadsClockOnce(t *testing.T) {
 	var reads atomic.Int64
 	var clk fakeClock
 	l, err := New(Config{SMs: 1, ThreadsPerSM: 1000, SMLimit: 1, Clock: func() int64 { reads.Add(1); return clk.Now() }})
@@ -275,11 +280,54 @@ func TestWaitCostReadsClockOnce(t *testing.T) {
 		reads int64
 	}{{1, 1}, {0, 0}} {
 		reads.Store(0)
-		if got, err := s.WaitCost(context.Background(), func() float64 { return c.cost }); err != nil || got != c.cost {
-			t.Fatalf("WaitCost(%v) = %v, %v", c.cost, got, err)
+		if got, err := waitPriced(context.Background(), s, func() float64 { return c.cost }); err != nil || got != c.cost {
+			t.Fatalf("Waiting.Wait(%v) = %v, %v", c.cost, got, err)
 		}
 		if n := reads.Load(); n != c.reads {
-			t.Errorf("WaitCost(%v) read the clock %d times, want %d", c.cost, n, c.reads)
+			t.Errorf("Waiting.Wait(%v) read the clock %d times, want %d", c.cost, n, c.reads)
+		}
+	}
+}
+
+// A cost priced under a mark the limiter has changed since is not waited
+// for: Waiting.Wait takes nothing and says so (ErrLimitChanged), while a
+// fixed cost (Stream.Wait, the zero Mark) is re-reserved as it is.
+func TestWaitingRefusesAStaleMark(t *testing.T) {
+	l, clk := newSmall(t, 0.5)
+	s := newStream(t, l, 1)
+	m := s.Mark()
+	if err := l.SetSMLimit(0.25); err != nil {
+		t.Fatal(err)
+	}
+	before := waitsOn(s).state.Load()
+	var w Waiting
+	if err := w.Wait(context.Background(), s, 2000, m); err != ErrLimitChanged {
+		t.Fatalf("Wait with a mark from before SetSMLimit = %v, want ErrLimitChanged", err)
+	}
+	if waitsOn(s).state.Load() != before {
+		t.Fatal("a wait refused for its stale mark took tokens")
+	}
+	// Waiting on a fixed cost, woken by the change, goes on waiting.
+	drainStream(s)
+	before = waitsOn(s).state.Load()
+	done := make(chan error, 1)
+	go func() { done <- s.Wait(context.Background(), 100) }()
+	untilReserved(t, waitsOn(s), before)
+	if err := l.SetSMLimit(0.5); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		clk.Advance(10 * time.Microsecond)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Stream.Wait across a change of limit = %v", err)
+			}
+			return
+		case <-time.After(time.Millisecond):
+		}
+		if i > 1000 {
+			t.Fatal("Stream.Wait not admitted after a change of limit")
 		}
 	}
 }

@@ -127,55 +127,15 @@ func (s *Stream) TryAcquire(cost float64) bool {
 // context.DeadlineExceeded when ctx's deadline falls before the tokens are
 // due. On cancellation it returns ctx.Err() and gives both buckets back
 // what it took. Close (of the stream or its Limiter) wakes it with
-// ErrClosed; SetSMLimit wakes it to re-reserve under the new rate. It
-// returns ErrInvalidAmount for a NaN or infinite cost.
+// ErrClosed; SetSMLimit wakes it to re-reserve the same cost under the new
+// rate. It returns ErrInvalidAmount for a NaN or infinite cost.
+//
+// Wait is for a cost that does not depend on the limit. A caller whose
+// cost does prices it again after a change, with a Waiting: Wait is
+// Waiting.Wait with the zero Mark, so the two are one path.
 func (s *Stream) Wait(ctx context.Context, cost float64) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	var raw int64
-	if cost > 0 && cost <= math.MaxFloat64 && !s.own && !s.closed.Load() {
-		// Fast path of a share-1 stream whose tenant holds the tokens
-		// now: what TryAcquire does (taking nothing when they are not
-		// there). The test above also refuses NaN and ±Inf.
-		raw = s.l.clock()
-		if s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw) {
-			return nil
-		}
-	} else {
-		if math.IsNaN(cost) || math.IsInf(cost, 0) {
-			return ErrInvalidAmount
-		}
-		if cost <= 0 {
-			s.admitted.Add(1)
-			return nil
-		}
-		raw = s.l.clock()
-	}
-	start, waited := raw, false
-	for {
-		// wake before closed: a Close after this check closes this channel.
-		wake := *s.l.wake.Load()
-		if s.closed.Load() {
-			return ErrClosed
-		}
-		w, err := s.wait(ctx, cost, raw, wake)
-		waited = waited || w
-		if err == errWoken {
-			raw = s.l.clock()
-			continue // closed, or a new rate: evaluate again
-		}
-		if err != nil {
-			return err
-		}
-		break
-	}
-	if waited {
-		s.throttled.Add(1)
-		s.waitNanos.Add(s.l.clock() - start)
-	}
-	s.admitted.Add(1)
-	return nil
+	var w Waiting
+	return w.Wait(ctx, s, cost, Mark{})
 }
 
 // wait is one attempt of Wait at clock reading raw. On error it has given
@@ -234,12 +194,25 @@ func (s *Stream) Adjust(delta float64) { s.AdjustSince(delta, Mark{}) }
 // size since: tokens given back after the limit fell are scaled down as
 // the tokens in hand were, or a charge held across the change would
 // escape it. The zero Mark stands for the current parameters.
-type Mark struct{ s, d *params }
+//
+// A Mark also dates a price: Waiting.Wait refuses a cost priced under a
+// mark the limiter has changed since (ErrLimitChanged), so that the caller
+// prices it again.
+type Mark struct {
+	s, d *params
+	gen  *chan struct{} // the limiter's wake channel when taken; nil: the zero Mark
+}
 
 // Mark returns the stream's mark now. Take it just before the charge it is
-// for: a change between the two then only makes a give-back smaller.
+// for: a change between the two then only makes a give-back smaller; and
+// before the price is computed, so that a change after it is seen by the
+// Waiting the price is waited for with.
 func (s *Stream) Mark() Mark {
-	return Mark{s: s.bucket.params.Load(), d: s.l.device.params.Load()}
+	// The wake channel first: SetSMLimit publishes the limit before it
+	// replaces the channel, so a price read after this load is either the
+	// new limit's or dated before the change.
+	gen := s.l.wake.Load()
+	return Mark{s: s.bucket.params.Load(), d: s.l.device.params.Load(), gen: gen}
 }
 
 // AdjustSince is Adjust for admissions charged after mark m: a negative

@@ -1,17 +1,48 @@
 // Package admission is fcsp's admission engine: what a launch, a graph
 // launch, a Reservation or a metered Do passes before its work is queued.
-// A tenant has one Tenant (its limiter, GPU-time accounts, Do meter and
-// bandwidth floor), a stream one Gate, chosen when the stream is made: an
-// unlimited, unmetered stream's gate admits everything at once; a limited
-// one charges its token bucket; a metered one also times its work between
-// two events and settles the charge with the measured cost.
 //
-// A caller checks its arguments, enters its life lock, asks its Gate for a
-// Ticket (Admit, TryAdmit, or a Reservation's Wait), queues the work
-// between the ticket's Begin and End, and the ticket settles itself: at
-// once, or, for metered work, when its end event is seen complete. A
-// ticket whose work never ran gives back what it took (Cancel, or End with
-// the launch's error), as golang.org/x/time/rate's Reservation does.
+// NewTenant makes a tenant's engine once, from its options: a pricer, what
+// its limit charges (a launch-rate limit's threads, a GPU share's
+// predicted GPU time, raised at a bandwidth floor while a latency tenant
+// is busy, or nothing), and a waiter, how an admission waits for the price
+// (plainly, or until the latency tenants go idle). Init makes a stream's
+// Gate once, with the stream: a bucket of the tenant's limiter (none: its
+// work is admitted free) and a meter (none: untimed). Nothing asks again
+// which was chosen. A caller checks its arguments, enters its life lock
+// and asks its Gate for a Ticket (Admit, TryAdmit, a Reservation's Wait,
+// AdmitGraph): the gate opens the ticket (a metered gate first folds in
+// what completed) and the tenant charges it, on one path (charge.go) that
+// a metered Do's admission (BeginDo) takes too. The caller queues timed
+// work through its ticket (Ticket.Time), which settles itself when the
+// work is seen complete; a ticket whose work never ran gives back what it
+// took (Cancel), as golang.org/x/time/rate's Reservation does.
+//
+// The parts, one file each, in layers; a part calls those below it:
+//
+//	Gate (gate.go)  Ticket, Reservation (ticket.go)  Run, BeginDo (do.go)   the entry points fcsp calls
+//	charge path (charge.go)                                                 Tenant.charge: price, take
+//	waiter (wait.go)                                                        plain; floorWait, until idle
+//	meter (meter.go)                                                        events, polls, settling
+//	pricer, quote, charge (price.go); floored (floor.go)                   what the limit charges
+//	Pool (latency.go)  bandwidth (bandwidth.go)  Estimate (estimate.go)     what the others count
+//	tokenbucket (Limiter, Stream, Waiting), Events (the driver)             below the package
+//
+// Two calls go up, both reports of what was measured or seen: a meter
+// hands a Do's bracket, measured or lost, to its Runs (bracket.measured,
+// bracket.lost, do.go), and Pool.Refresh reads the busy latency streams'
+// meters. Nothing calls back
+// from tokenbucket: a wait that a change of share makes stale returns
+// (tokenbucket.ErrLimitChanged) and the waiter prices it again. Tenant
+// (admission.go, stats.go) is the state the parts share: the chosen
+// pricer and waiter, the GPU-time accounts, the list of meters, the host.
+//
+// Locks, in the order they nest (one is taken only under those before
+// it): fcsp's life lock (Host.Enter), a meter's mu, a Run's mu, then
+// tokenbucket's. A meter's mu is held across the caller's queue in
+// Ticket.Time, which must take none of these. Tenant.mu, Pool.mu and
+// doMeter.mu are taken under no meter's or Run's, and hold none but
+// tokenbucket's (the Do's bucket is made under Tenant.mu). Pool.Refresh
+// only tries a meter's (TryLock).
 //
 // The package sees a stream only as its handle, class and events; it calls
 // the driver through Events, which the pool's guarded driver implements
@@ -63,7 +94,7 @@ type Config struct {
 	// Partitioned: the tenant's Do holds one of few green contexts. (With
 	// the flags: the Tenant copies its Config, made per tenant.)
 	Partitioned bool
-	Floor       float64 // WithBandwidthFloor; 0: none
+	Floor       float64 // WithBandwidthFloor, which acts on a GPU share; 0: none
 
 	Events Events
 	// Host is the tenant the engine serves. One interface, which the
@@ -91,55 +122,70 @@ type Host interface {
 	Log(msg string)
 }
 
-// Tenant is one tenant's admission state.
+// Tenant is one tenant's admission engine.
 type Tenant struct {
-	cfg      Config
-	pool     *Pool
-	limiter  *tokenbucket.Limiter // nil: not limited
-	gpuShare bool
+	cfg  Config
+	pool *Pool
+	// The engine, chosen in NewTenant.
+	price pricer // what the limit charges (price.go, floor.go)
+	wait  waiter // how an admission waits for it (wait.go)
+	// When a limited Do folds in what completed: before its admission,
+	// or, a partition's, at its end (BeginDo says why).
+	pollBefore, pollAfter func(*Tenant) error
 
 	gpu     [classes]atomic.Int64 // ns of completed work per class
 	floored atomic.Uint64         // launches admitted at the floor
 	bytes   atomic.Uint64         // declared bytes of completed launches
 	dm      atomic.Pointer[doMeter]
 
-	mu    sync.Mutex              // serialises changes of gates, and the Do meter's making
-	gates atomic.Pointer[[]*Gate] // the metered streams' gates (copy on write: Poll takes no lock)
+	mu     sync.Mutex               // serialises changes of meters, and the Do meter's making
+	meters atomic.Pointer[[]*meter] // the metered streams' meters (copy on write: Poll takes no lock)
 }
 
-// NewTenant makes a tenant's admission from cfg.
+// NewTenant makes a tenant's admission engine from cfg: its pricer and
+// its waiter, chosen here once.
 //
 // A plain cfg (Config.Plain) gets the pool's one plain engine rather than
 // an engine of its own: it keeps nothing of its tenant, and a server that
 // makes and closes tenants made 208 bytes of garbage with each.
 func NewTenant(p *Pool, cfg Config) (*Tenant, error) {
+	// A GPU share prices by measured time, and a latency tenant's work in
+	// flight is known by its events: both time their work.
+	cfg.Metered = cfg.Metered || cfg.GPUShare > 0 || cfg.Latency
 	if cfg.Plain() {
 		return p.plainEngine(cfg.Events), nil
 	}
-	t := &Tenant{cfg: cfg, pool: p, gpuShare: cfg.GPUShare > 0}
-	var err error
+	t := newEngine(p, cfg)
 	switch {
 	case cfg.GPUShare > 0:
-		// Tokens are nanoseconds of GPU time.
-		refill := cfg.Refill
-		if refill == 0 {
-			refill = tokenbucket.DefaultRefillPeriod
+		gt, err := newGPUTime(&cfg)
+		if err != nil {
+			return nil, err
 		}
-		t.limiter, err = tokenbucket.New(tokenbucket.Config{
-			SMs: 1, ThreadsPerSM: int(refill.Nanoseconds()), SMLimit: cfg.GPUShare, RefillPeriod: refill,
-			Dampening: 1, Penalty: tokenbucket.NoPenalty, Clock: cfg.Clock,
-		})
+		t.price = gt
+		if cfg.Floor > 0 {
+			t.price, t.wait = floored{gpuTime: gt, floor: cfg.Floor, pool: p}, floorWait{p}
+		}
+		if cfg.Partitioned {
+			t.pollBefore, t.pollAfter = pollNot, pollNow
+		}
 	case cfg.SMLimit > 0:
-		t.limiter, err = tokenbucket.New(tokenbucket.Config{
-			SMs: cfg.SMs, ThreadsPerSM: cfg.ThreadsPerSM, SMLimit: cfg.SMLimit,
-			Dampening: cfg.Dampening, Penalty: cfg.Penalty, RefillPeriod: cfg.Refill, Clock: cfg.Clock,
-		})
-	}
-	if err != nil {
-		return nil, err
+		lr, err := newLaunchRate(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		t.price = lr
 	}
 	return t, nil
 }
+
+// newEngine is an engine for cfg that limits nothing and waits plainly.
+func newEngine(p *Pool, cfg Config) *Tenant {
+	return &Tenant{cfg: cfg, pool: p, price: unlimited{}, wait: plain{}, pollBefore: pollNow, pollAfter: pollNot}
+}
+
+func pollNow(t *Tenant) error { return t.Poll() }
+func pollNot(*Tenant) error   { return nil }
 
 // Plain reports whether cfg asks for nothing to admit: no launch-rate
 // limit or GPU share, no metering, no bandwidth floor, not latency
@@ -155,7 +201,7 @@ func (pp *Pool) plainEngine(ev Events) *Tenant {
 	if t := pp.plain.Load(); t != nil {
 		return t
 	}
-	t := &Tenant{cfg: Config{Events: ev}, pool: pp}
+	t := newEngine(pp, Config{Events: ev})
 	if !pp.plain.CompareAndSwap(nil, t) {
 		return pp.plain.Load()
 	}
@@ -185,30 +231,27 @@ func (t *Tenant) doWith(ctx cuda.Context, f func(cuda.Context) error) error {
 
 // Limited reports whether the tenant has a launch-rate limit or a GPU
 // share.
-func (t *Tenant) Limited() bool { return t.limiter != nil }
+func (t *Tenant) Limited() bool { return t.price.limiter() != nil }
 
-// SetSMLimit changes the limit (the share, under a GPU share); it applies
-// from the next admission, and wakes the waiting ones to price again.
-func (t *Tenant) SetSMLimit(f float64) error { return t.limiter.SetSMLimit(f) }
+// SetSMLimit changes the limit (the share, under a GPU share) of a
+// Limited tenant; it applies from the next admission, and wakes the
+// waiting ones to price again.
+func (t *Tenant) SetSMLimit(f float64) error { return t.price.limiter().SetSMLimit(f) }
 
 // SetSMs resizes a launch-rate limit to a reshaped tenant's SMs; a GPU
 // share is of the device's time whatever the SMs.
-func (t *Tenant) SetSMs(sms int) error {
-	if t.limiter == nil || t.gpuShare {
-		return nil
-	}
-	return t.limiter.SetSMs(sms)
-}
+func (t *Tenant) SetSMs(sms int) error { return t.price.setSMs(sms) }
 
-// Capacity is the bucket's capacity (one refill period's tokens).
-func (t *Tenant) Capacity() float64 { return t.limiter.Capacity() }
+// Capacity is a Limited tenant's bucket's capacity (one refill period's
+// tokens).
+func (t *Tenant) Capacity() float64 { return t.price.limiter().Capacity() }
 
 // Close closes the limiter: admissions waiting for tokens return ErrClosed.
-func (t *Tenant) Close() {
-	if t.limiter != nil {
-		_ = t.limiter.Close()
-	}
-}
+func (t *Tenant) Close() { t.price.close() }
+
+// Metered reports whether the tenant's Dos are metered (BeginDo has
+// anything to do): one load the caller's Do inlines.
+func (t *Tenant) Metered() bool { return t.cfg.Metered }
 
 // closedErr maps the bucket's closing to the shared sentinel.
 func closedErr(err error) error {
@@ -218,79 +261,48 @@ func closedErr(err error) error {
 	return err
 }
 
-// Stats is the admission's part of a tenant's Stats.
-type Stats struct {
-	SMLimit, GPUShare float64
-	Throttled         uint64
-	ThrottleWait      time.Duration
-	DoAdmitted        uint64
-	DoThrottled       uint64
-	DoThrottleWait    time.Duration
-	GPUTime           time.Duration
-	GPUTimeByClass    map[stream.Class]time.Duration // nil: not metered
-	Floored, Bytes    uint64                         // launches admitted at the floor; declared bytes completed
-	BytesPerSecond    float64
-	Slowdown          float64
-}
-
-// GateSums adds up a tenant's gates' figures for Stats: the caller walks
-// its streams (under its own lock) and adds each stream's gate, with no
-// copy of them; Stats is polled.
-type GateSums struct {
-	throttled uint64
-	wait      time.Duration
-	bw        bandwidthAccount
-}
-
-// AddTo adds g's figures to s.
-func (g *Gate) AddTo(s *GateSums) {
-	if g.bucket != nil {
-		bs := g.bucket.Stats()
-		s.throttled += bs.Throttled
-		s.wait += time.Duration(bs.WaitNanos)
-	}
-	if m := g.meter; m != nil {
-		m.mu.Lock()
-		s.bw.weight += m.bw.weight
-		s.bw.slowSum += m.bw.slowSum
-		s.bw.byteNs += m.bw.byteNs
-		s.bw.bytes += m.bw.bytes
-		m.mu.Unlock()
-	}
-}
-
-// Stats polls the metered streams and adds the sums of the tenant's gates.
-func (t *Tenant) Stats(gates *GateSums) Stats {
-	var s Stats
-	if t.limiter != nil {
-		if t.gpuShare {
-			s.GPUShare = t.limiter.SMLimit()
-		} else {
-			s.SMLimit = t.limiter.SMLimit()
-		}
-	}
-	if t.cfg.Metered {
-		_ = t.Poll()
-		s.GPUTimeByClass = make(map[stream.Class]time.Duration)
-		for cl := range t.gpu {
-			if ns := t.gpu[cl].Load(); ns != 0 {
-				s.GPUTimeByClass[stream.Class(cl)] = time.Duration(ns)
-				s.GPUTime += time.Duration(ns)
+// listMeter adds m to the metered streams' meters, or removes it.
+func (t *Tenant) listMeter(m *meter, add bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var next []*meter
+	if cur := t.meters.Load(); cur != nil {
+		next = make([]*meter, 0, len(*cur)+1)
+		for _, x := range *cur {
+			if x != m {
+				next = append(next, x)
 			}
 		}
 	}
-	if dm := t.dm.Load(); dm != nil && dm.bucket != nil {
-		bs := dm.bucket.Stats()
-		s.DoAdmitted, s.DoThrottled, s.DoThrottleWait = bs.Admitted, bs.Throttled, time.Duration(bs.WaitNanos)
+	if add {
+		next = append(next, m)
 	}
-	s.Throttled, s.ThrottleWait = s.DoThrottled+gates.throttled, s.DoThrottleWait+gates.wait
-	s.Floored, s.Bytes = t.floored.Load(), t.bytes.Load()
-	sum := gates.bw
-	if sum.weight > 0 {
-		s.Slowdown = sum.slowSum / sum.weight
+	t.meters.Store(&next)
+}
+
+// metered is the metered streams' meters.
+func (t *Tenant) metered() []*meter {
+	if l := t.meters.Load(); l != nil {
+		return *l
 	}
-	if sum.byteNs > 0 {
-		s.BytesPerSecond = sum.bytes / sum.byteNs * 1e9
+	return nil
+}
+
+// Poll folds in the completed work of every metered stream. It allocates
+// nothing: it runs before every admitted Do.
+func (t *Tenant) Poll() error {
+	if len(t.metered()) == 0 {
+		return nil
 	}
-	return s
+	return t.do(t.pollAll)
+}
+
+func (t *Tenant) pollAll(ctx cuda.Context) error {
+	var err error
+	for _, m := range t.metered() {
+		if e := m.poll(ctx); e != nil {
+			err = errors.Join(err, e)
+		}
+	}
+	return err
 }

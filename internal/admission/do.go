@@ -10,6 +10,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/stream"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
@@ -33,10 +34,13 @@ import (
 // estimate of its cost (the sum over its brackets of their time scaled by
 // the stream's class factor), one refill period the first time, and the
 // bucket is corrected by the difference once its brackets are measured.
+// It takes the launches' charge path (charge.go), priced as work of the
+// Default class.
 
 // doMeter is a metered tenant's state for Do, made at its first Do.
 type doMeter struct {
-	bucket *tokenbucket.Stream // Do's admission under a GPU share; nil otherwise
+	t      *Tenant
+	bucket *tokenbucket.Stream // Do's admission (pricer.doStream); nil: Do is not limited
 	// est maps a call site (f's code pointer) to the estimate of its cost.
 	// The code pointer is the func literal's: every closure made by one
 	// literal shares it, and one literal in a server is, in the usual case,
@@ -57,19 +61,11 @@ func (t *Tenant) doMeter() (*doMeter, error) {
 	if dm := t.dm.Load(); dm != nil {
 		return dm, nil
 	}
-	dm := &doMeter{runs: map[int]*Run{}}
-	if t.gpuShare {
-		b, err := t.limiter.NewStream(1)
-		if err != nil {
-			return nil, err
-		}
-		// The limiter closes the buckets it lists when the tenant closes;
-		// one made after that Close began is closed here.
-		if t.cfg.Closed() {
-			_ = b.Close()
-		}
-		dm.bucket = b
+	b, err := t.price.doStream(t.cfg.Host)
+	if err != nil {
+		return nil, err
 	}
+	dm := &doMeter{t: t, bucket: b, runs: map[int]*Run{}}
 	t.dm.Store(dm)
 	return dm, nil
 }
@@ -85,25 +81,23 @@ func (dm *doMeter) estimate(key uintptr) *Estimate {
 // Run is one metered call of Do. A nil *Run (an unmetered tenant's) does
 // nothing.
 type Run struct {
-	gctx    cuda.Context // the context the Do made current on its thread: its events use it (no switch)
-	t       *Tenant
-	dm      *doMeter
-	est     *Estimate
-	charged float64          // tokens charged at admission; 0: nothing to correct
-	mark    tokenbucket.Mark // the bucket's parameters just before that charge
-	extra   float64          // a bandwidth floor's surcharge: not corrected
-	thread  int
+	gctx   cuda.Context // the context the Do made current on its thread: its events use it (no switch)
+	dm     *doMeter     // its tenant's
+	est    *Estimate
+	c      charge // what its admission took: settled once its brackets are measured
+	thread int
 
 	mu     sync.Mutex
 	used   []bracketUse // the streams f took, with the bracket each joined
-	left   int          // brackets not yet measured, plus one until f returns
 	tokens float64      // measured so far, scaled by class
+	left   int32        // brackets not yet measured, plus one until f returns
 	gone   bool         // a bracket was lost: neither learn nor correct
 	ended  bool         // f has returned: no stream may be taken any more
+	// (128 bytes: a Run is made per metered Do.)
 }
 
 type bracketUse struct {
-	g  *Gate
+	m  *meter
 	br *bracket
 }
 
@@ -141,19 +135,14 @@ func (r *Run) done(tokens float64, lost bool) {
 		return
 	}
 	r.est.add(r.tokens)
-	if r.charged > 0 && r.dm.bucket != nil {
-		r.dm.bucket.AdjustSince(r.tokens-r.charged, r.mark) // see Gate.pollLocked
-	}
+	r.c.settle(r.dm.bucket, r.tokens)
 }
 
-// BeginDo admits a Do of f (its code pointer keys the estimate) and
-// returns its run; nil on an unmetered tenant. A Do nested in another on
+// BeginDo admits a Do of f (its code pointer keys the estimate) on a
+// metered tenant (Metered) and returns its run. A Do nested in another on
 // the same thread joins the outer run (admitted already) and own is false.
 // With try it does not wait: ErrThrottled, charging nothing.
 func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, own bool, err error) {
-	if !t.cfg.Metered {
-		return nil, false, nil
-	}
 	dm, err := t.doMeter()
 	if err != nil {
 		return nil, false, err
@@ -168,66 +157,41 @@ func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, ow
 		}
 	}
 	dm.mu.Unlock()
-	r = &Run{t: t, dm: dm, est: dm.estimate(key), left: 1}
-	if dm.bucket == nil || (t.limiter.SMLimit() >= 1 && t.cfg.Floor == 0) {
-		return r, true, nil // metered only; a share of 1 is no limit (see gpuCost)
+	r = &Run{dm: dm, est: dm.estimate(key), left: 1}
+	if t.price.freeDo() {
+		return r, true, nil // metered only
 	}
 	// Fold in what completed, so the estimate and the bucket are current.
-	// A partition's streams are polled at the end of each Do instead (as
-	// before the slots, when polling here would have waited for the
-	// partition's one exclusion, deaf to ctx).
-	if !t.cfg.Partitioned {
-		if err := t.Poll(); err != nil {
-			return nil, false, err
-		}
+	// A partition's streams are polled at the end of each Do instead
+	// (pollAfter; as before the slots, when polling here would have waited
+	// for the partition's one exclusion, deaf to ctx).
+	if err := t.pollBefore(t); err != nil {
+		return nil, false, err
 	}
-	predicted := func() float64 {
-		if ns := r.est.get(); ns != 0 {
-			return ns
-		}
-		return t.limiter.Capacity() // not measured yet: a whole refill period
-	}
-	// Evaluated again when a change of share (or, with a floor, the
-	// latency tenants' idling) wakes a waiting Do.
-	var extra float64
-	cost := func() float64 {
-		var base float64
-		if t.limiter.SMLimit() < 1 {
-			base = predicted()
-		}
-		extra = t.floorExtra(base, predicted)
-		return base + extra
-	}
-	var total float64
-	r.mark = dm.bucket.Mark() // just before the charge (see Gate.Admit)
+	how := await
 	if try {
-		if total = cost(); !dm.bucket.TryAcquire(total) {
-			if t.cfg.Closed() {
-				return nil, false, errs.ErrClosed
-			}
-			return nil, false, errs.ErrThrottled
-		}
-	} else if total, err = t.waitFloored(ctx, dm.bucket, cost, &extra); err != nil {
-		return nil, false, closedErr(err)
+		how = now
 	}
-	r.charged, r.extra = total-extra, extra
+	if _, err := t.charge(ctx, how, dm.bucket, job{class: stream.Default, est: r.est}, &r.c); err != nil {
+		return nil, false, err
+	}
 	return r, true, nil
 }
 
 // Start registers the run as the one on this (locked) thread, where ctx is
 // current, and opens its brackets on the streams an earlier Do handed out
-// (Gate.bound), before f runs: a library queues on the handle it kept
+// (meter.bound), before f runs: a library queues on the handle it kept
 // without asking Current again. A stream closed meanwhile is skipped.
 func (r *Run) Start(thread int, ctx cuda.Context) error {
 	r.thread, r.gctx = thread, ctx
 	r.dm.mu.Lock()
 	r.dm.runs[thread] = r
 	r.dm.mu.Unlock()
-	for _, g := range r.t.metered() {
-		if !g.bound.Load() {
+	for _, m := range r.dm.t.metered() {
+		if !m.bound.Load() {
 			continue
 		}
-		if err := r.take(g); err != nil && !(g.closed.Load() && errors.Is(err, errs.ErrClosed)) {
+		if err := r.take(m); err != nil && !(m.sclosed.Load() && errors.Is(err, errs.ErrClosed)) {
 			return err
 		}
 	}
@@ -236,8 +200,8 @@ func (r *Run) Start(thread int, ctx cuda.Context) error {
 
 // Abandon gives back the charge of a run whose f never ran.
 func (r *Run) Abandon() {
-	if r.charged+r.extra > 0 {
-		r.dm.bucket.AdjustSince(-(r.charged + r.extra), r.mark)
+	if r.c.total() > 0 {
+		r.c.cancel(r.dm.bucket)
 	}
 }
 
@@ -245,35 +209,34 @@ func (r *Run) Abandon() {
 // stream's handle, on f's thread (the tenant's context current, its
 // exclusion held). The stream is timed in every later Do too.
 func (r *Run) Take(g *Gate) error {
-	if r == nil || g.meter == nil {
-		return nil
+	if r == nil {
+		return nil // an unmetered tenant's Do
 	}
-	g.bound.Store(true)
-	return r.take(g)
+	g.meter.bound.Store(true) // a metered tenant's streams are all metered
+	return r.take(g.meter)
 }
 
-func (r *Run) take(g *Gate) error {
+func (r *Run) take(m *meter) error {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
 		return ErrTakenAfterDo
 	}
 	for _, u := range r.used {
-		if u.g == g {
+		if u.m == m {
 			r.mu.Unlock()
 			return nil
 		}
 	}
 	r.mu.Unlock()
-	m, ev := g.meter, g.t.cfg.Events
 	// With the Do's own context, current on this thread: pushing another
 	// (the primary) would switch the thread's context twice per call.
-	return g.t.doWith(r.gctx, func(ctx cuda.Context) error {
+	return m.t.doWith(r.gctx, func(ctx cuda.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		// Fold in what completed: a stream used only through Do has no
 		// launch to do it, and its queue must not grow unread.
-		if err := g.pollLocked(ctx); err != nil {
+		if err := m.pollLocked(ctx); err != nil {
 			return err
 		}
 		r.mu.Lock()
@@ -284,18 +247,18 @@ func (r *Run) take(g *Gate) error {
 		}
 		br := m.open
 		if br == nil {
-			e, err := m.record(ev, ctx, g.h())
+			e, err := m.record(ctx)
 			if err != nil {
 				return err
 			}
 			br = &bracket{start: e}
 			m.open = br
-			g.markBusy() // f may be queuing work now
+			m.markBusy() // f may be queuing work now
 		}
 		br.runs = append(br.runs, r)
 		br.users++
 		r.mu.Lock()
-		r.used = append(r.used, bracketUse{g, br})
+		r.used = append(r.used, bracketUse{m, br})
 		r.left++
 		r.mu.Unlock()
 		return nil
@@ -319,11 +282,12 @@ func (r *Run) End() error {
 	r.mu.Unlock()
 	var errList []error
 	for _, u := range used {
-		errList = append(errList, u.g.closeBracket(u.br, r.gctx))
+		errList = append(errList, u.m.closeBracket(u.br, r.gctx))
 	}
 	r.done(0, false) // f returned
-	if r.t.cfg.Partitioned && r.dm.bucket != nil {
-		errList = append(errList, r.t.Poll()) // see BeginDo
+	// A partition's streams are polled now (see BeginDo).
+	if err := r.dm.t.pollAfter(r.dm.t); err != nil {
+		errList = append(errList, err)
 	}
 	if err := errors.Join(errList...); err != nil && !errors.Is(err, errs.ErrClosed) {
 		return err
@@ -333,9 +297,8 @@ func (r *Run) End() error {
 
 // closeBracket ends one Do's use of br, recording its end event when it is
 // the last.
-func (g *Gate) closeBracket(br *bracket, gctx cuda.Context) error {
-	m, ev := g.meter, g.t.cfg.Events
-	return g.t.doWith(gctx, func(ctx cuda.Context) error {
+func (m *meter) closeBracket(br *bracket, gctx cuda.Context) error {
+	return m.t.doWith(gctx, func(ctx cuda.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.open != br {
@@ -345,14 +308,14 @@ func (g *Gate) closeBracket(br *bracket, gctx cuda.Context) error {
 			return nil
 		}
 		m.open = nil
-		end, err := m.record(ev, ctx, g.h())
+		end, err := m.record(ctx)
 		if err != nil {
 			m.free = append(m.free, br.start)
 			br.lost()
 			return err
 		}
 		m.pending = append(m.pending, timed{start: br.start, end: end, br: br})
-		g.markBusy() // a latency tenant's Do work in flight counts
+		m.markBusy() // a latency tenant's Do work in flight counts
 		return nil
 	})
 }
@@ -364,7 +327,3 @@ func (g *Gate) closeBracket(br *bracket, gctx cuda.Context) error {
 func FuncKey[F any](f F) uintptr {
 	return **(**uintptr)(unsafe.Pointer(&f))
 }
-
-// Metered reports whether the tenant's Dos are metered (BeginDo has
-// anything to do): one load the caller's Do inlines.
-func (t *Tenant) Metered() bool { return t.cfg.Metered }

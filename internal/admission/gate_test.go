@@ -93,6 +93,9 @@ func (h *host) Log(string)              {}
 
 var noBytes atomic.Uint64
 
+// queued stands for work queued without error between a ticket's events.
+func queued() error { return nil }
+
 func ptr(w Work) *Work { return &w }
 
 func tryAdmit(g *Gate, es *Estimates) (Ticket, error) {
@@ -135,10 +138,7 @@ func TestTicketSettlesWithTheMeasuredCost(t *testing.T) {
 	if err != nil || !tk.Timed() {
 		t.Fatalf("TryAdmit = %v, timed %v", err, tk.Timed())
 	}
-	if err := tk.Begin(0); err != nil {
-		t.Fatal(err)
-	}
-	if err := tk.End(0, nil); err != nil {
+	if err := tk.Time(0, queued); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tryAdmit(g, &es); !errors.Is(err, errs.ErrThrottled) {
@@ -171,11 +171,8 @@ func TestFailedWorkGivesItsChargeBack(t *testing.T) {
 		if err != nil {
 			t.Fatalf("launch %d: %v (a failed launch kept its charge)", i, err)
 		}
-		if err := tk.Begin(0); err != nil {
-			t.Fatal(err)
-		}
-		if err := tk.End(0, errors.New("launch failed")); err == nil {
-			t.Fatal("End hid the launch's error")
+		if err := tk.Time(0, func() error { return errors.New("launch failed") }); err == nil {
+			t.Fatal("Time hid the launch's error")
 		}
 	}
 	ev.failRec = true
@@ -183,11 +180,11 @@ func TestFailedWorkGivesItsChargeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tk.Begin(0); err == nil {
-		t.Fatal("Begin hid the record's error")
+	if err := tk.Time(0, func() error { t.Fatal("queued after its start event failed"); return nil }); err == nil {
+		t.Fatal("Time hid the record's error")
 	}
 	if _, err := tryAdmit(g, &es); err != nil {
-		t.Fatalf("after a failed Begin: %v (its charge was kept)", err)
+		t.Fatalf("after a failed start event: %v (its charge was kept)", err)
 	}
 }
 
@@ -209,10 +206,7 @@ func TestCloseDestroysEventsAndReservationCancels(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after Cancel: %v", err)
 	}
-	if err := tk.Begin(0); err != nil {
-		t.Fatal(err)
-	}
-	if err := tk.End(0, nil); err != nil {
+	if err := tk.Time(0, queued); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Close(0); err != nil {
@@ -285,5 +279,90 @@ func TestPlainTenantsShareOneEngine(t *testing.T) {
 	}
 	if a.Limited() || a.Metered() {
 		t.Fatal("the plain engine claims a limit or a meter")
+	}
+}
+
+// Time holds the stream's meter across the caller's queue, and only
+// then: no other timed work on the stream comes between a ticket's two
+// events.
+func TestTimeHoldsTheMeterAcrossQueue(t *testing.T) {
+	_, g := gate(t, new(events), Config{Metered: true})
+	var es Estimates
+	var tk Ticket
+	w := work(&es)
+	if err := g.Admit(context.Background(), &w, &tk); err != nil || !tk.Timed() {
+		t.Fatalf("Admit = %v, timed %v", err, tk.Timed())
+	}
+	held := false
+	if err := tk.Time(0, func() error { held = !g.meter.mu.TryLock(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !held {
+		t.Fatal("queue ran without the stream's meter held")
+	}
+	if !g.meter.mu.TryLock() {
+		t.Fatal("the stream's meter still held after Time")
+	}
+	g.meter.mu.Unlock()
+}
+
+// Timed launches from several goroutines on one limited, metered stream,
+// polls and Stats meanwhile, then Close: every launch is admitted, timed
+// and folded in, and Close destroys every event (run with -race).
+func TestTimedLaunchesRacePollsAndClose(t *testing.T) {
+	ev := new(events)
+	ev.done, ev.ms = true, 0.001
+	tn, err := NewTenant(new(Pool), Config{GPUShare: 0.5, Latency: true, Refill: time.Millisecond, Events: ev, Host: new(host)}) // the real clock
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := new(Gate)
+	var hv atomic.Uintptr
+	var sclosed atomic.Bool
+	if err := tn.Init(g, stream.Default, &hv, &sclosed); err != nil {
+		t.Fatal(err)
+	}
+	var es Estimates
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = tn.Poll()
+				_ = gateStats(tn, g)
+			}
+		}
+	}()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				var tk Ticket
+				w := work(&es)
+				if err := g.Admit(context.Background(), &w, &tk); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := tk.Time(0, queued); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if err := g.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	if s := gateStats(tn, g); s.GPUTime != 400*time.Microsecond {
+		t.Fatalf("GPU time %v, want 400 launches of 1us", s.GPUTime)
+	}
+	if n := len(ev.live); n != 0 {
+		t.Fatalf("%d events left after Close", n)
 	}
 }

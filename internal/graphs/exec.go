@@ -187,14 +187,10 @@ func (e *Exec) Exit() { e.mu.RUnlock() }
 // Launch queues e on s in ctx; the caller is between Enter and Exit.
 func (e *Exec) Launch(ctx cuda.Context, s cuda.Stream) error { return e.gs.Launch(ctx, e.h, s) }
 
-// LaunchTimed queues e on s in ctx between tk's events (Begin, End), as
-// timed work is.
+// LaunchTimed queues e on s in ctx between tk's events, as timed work is
+// (Ticket.Time, which holds the stream's meter across the launch).
 func (e *Exec) LaunchTimed(ctx cuda.Context, tk *admission.Ticket, s cuda.Stream) error {
-	err := tk.Begin(ctx)
-	if err == nil {
-		err = tk.End(ctx, e.Launch(ctx, s))
-	}
-	return err
+	return tk.Time(ctx, func() error { return e.Launch(ctx, s) })
 }
 
 // Close unlists and destroys e in a call made by do, once launches in
