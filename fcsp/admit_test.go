@@ -116,7 +116,10 @@ func TestSetSMLimitWakesWaitingLaunch(t *testing.T) {
 }
 
 func TestReserveCancelAndLaunch(t *testing.T) {
-	tn, fn := limitedSpin(t, 0.5, WithTenantRefillPeriod(time.Millisecond))
+	// A period long beside a loaded machine's stalls: at 1 ms the bucket
+	// refilled between the drain and the Reserve on a 2-core CI host under
+	// -race, and the first reservation had no delay to give back.
+	tn, fn := limitedSpin(t, 0.5, WithTenantRefillPeriod(100*time.Millisecond))
 	s := tn.Stream()
 	drainTenant(t, s, fn)
 	r, err := s.Reserve(fn, whole, big)
