@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
-// The commons: where unpartitioned tenants run (internal/greenctx,
+// The commons: where unpartitioned tenants run (internal/smpart,
 // commons.go). While no partition holds an SM it is the whole device; once
 // one does, the SMs none holds, so that a plain tenant's work never lands
 // on a partition's SMs. It follows the partitions: a partition made,
@@ -19,7 +19,7 @@ import (
 //
 // Lock order: a tenant's reshape, then its life lock's pause, then
 // Pool.placeMu, then the unpartitioned tenants' pauses, then Pool.mu, then
-// the commons' own lock (greenctx.Partition.mu).
+// the commons' own lock (smpart.Partition.mu).
 
 // releaseShared gives the commons back a closing tenant's streams, which
 // outlive it there (a partition's go with the partition); its calls are
@@ -64,7 +64,7 @@ func (p *Pool) follow(making bool) error {
 		return nil
 	}
 	idx, rem, whole, _ := p.split.Commons()
-	key := greenctx.CommonsKey(idx, rem, whole)
+	key := smpart.CommonsKey(idx, rem, whole)
 	if p.commons.Key() == key {
 		p.followed.Store(v)
 		return nil

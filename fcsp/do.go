@@ -71,7 +71,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, f func(Current) error, run 
 	var started *admission.Run // a metered run whose brackets are to close
 	defer c.unwind(&fr, &started, &err)
 	// A partitioned tenant's Do holds one of its green contexts (a slot,
-	// greenctx/slots.go) while that context is current (internal/place);
+	// internal/smpart/slots.go) while that context is current (internal/place);
 	// an unpartitioned tenant's takes the primary context, holding nothing.
 	if err := fr.Take(ctx, c.place.Placement); err != nil {
 		if ownRun {

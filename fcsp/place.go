@@ -1,8 +1,8 @@
 package fcsp
 
 import (
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // placement is where a tenant's work runs, chosen once in NewTenant
@@ -12,15 +12,15 @@ import (
 // here.
 type placement struct{ place.Placement }
 
-func greenPlace(p *greenctx.Partition) placement { return placement{place.Green{Part: p}} }
+func greenPlace(p *smpart.Partition) placement { return placement{place.Green{Part: p}} }
 
 // waits reports the waits for a partition's green contexts; none where
-// nothing excludes. WaitStats has greenctx.WaitStats's fields.
+// nothing excludes. WaitStats has smpart.WaitStats's fields.
 func (p placement) waits() WaitStats { return WaitStats(p.Waits()) }
 
 // retire keeps a partition for p's spares while p is open and wants its
 // size, else closes it; spare is the caller's to keep or close.
-func (pl placement) retire(p *Pool) (spare *greenctx.Partition, err error) {
+func (pl placement) retire(p *Pool) (spare *smpart.Partition, err error) {
 	keep := false
 	if pl.Partitioned() {
 		p.mu.Lock()

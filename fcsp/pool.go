@@ -15,12 +15,12 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/fault"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -29,7 +29,7 @@ import (
 // Pool is one GPU shared by tenants. It is safe for concurrent use.
 type Pool struct {
 	drv  cuda.Driver
-	dev  *greenctx.Device
+	dev  *smpart.Device
 	info DeviceInfo
 	// whole is the whole device, shared through its primary context;
 	// plain is every unpartitioned tenant's placement: the commons
@@ -38,9 +38,9 @@ type Pool struct {
 	// placement.
 	whole   placement
 	plain   placement
-	commons *greenctx.Partition // nil where the device cannot be partitioned
-	probe   smProbe             // ProbeSMs's kernel (probe.go)
-	steer   steer               // the SM controller of a latency class (steer.go)
+	commons *smpart.Partition // nil where the device cannot be partitioned
+	probe   smProbe           // ProbeSMs's kernel (probe.go)
+	steer   steer             // the SM controller of a latency class (steer.go)
 	cfg     poolConfig
 	mem     *memtrack.Tracker
 	log     *slog.Logger
@@ -74,9 +74,9 @@ type Pool struct {
 	followed atomic.Uint64 // the split's Version the commons last followed (commons.go)
 
 	mu      sync.Mutex
-	split   *greenctx.Split // nil when noSplit says why
+	split   *smpart.Split // nil when noSplit says why
 	noSplit error
-	spare   *greenctx.Spares // provisioned, not yet owned (WithPrewarm)
+	spare   *smpart.Spares // provisioned, not yet owned (WithPrewarm)
 	tenants map[string]*tenantCore
 	closed  bool
 }
@@ -93,7 +93,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.Prewarm)}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: smpart.NewSpares(cfg.Prewarm)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
@@ -102,7 +102,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	// Before the driver makes the device's context, which reads it.
-	queues, err := greenctx.WorkQueues(cfg.Environ, cfg.NewDriver == nil)
+	queues, err := smpart.WorkQueues(cfg.Environ, cfg.NewDriver == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -111,18 +111,18 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	} else if p.drv, err = cuda.Load(); err != nil {
 		return nil, err
 	}
-	// Every call, greenctx's included, goes through the guard: whichever
+	// Every call, internal/smpart's included, goes through the guard: whichever
 	// call meets a sticky fault first turns the pool to lost.
 	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
 	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault)
-	if p.dev, err = greenctx.OpenIndex(ctx, p.drv, index); err != nil {
+	if p.dev, err = smpart.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
 	p.blocker = hostwait.NewBlocker(p.drv, p.dev.Primary())
 	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
 	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	desc, err := p.dev.Describe(index, cfg.Simulated, queues, greenctx.Caveats(cfg.Environ))
+	desc, err := p.dev.Describe(index, cfg.Simulated, queues, smpart.Caveats(cfg.Environ))
 	p.info = DeviceInfo(desc)
 	for _, c := range p.info.Caveats {
 		p.log.Warn("fcsp pool: partitions may not hold here", "device", index, "why", c)
@@ -134,7 +134,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err := p.newTracker(index); err != nil {
 		return fail(err)
 	}
-	p.split, p.noSplit, err = greenctx.Cut(ctx, p.dev, greenctx.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
+	p.split, p.noSplit, err = smpart.Cut(ctx, p.dev, smpart.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
 		Spare: p.spare, Log: p.log, Device: p.info.String()})
 	if err != nil {
 		return fail(err)
@@ -170,7 +170,7 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 	if closed {
 		return nil, nil, ErrClosed
 	}
-	return greenctx.TableOf[SplitRow](p.dev, minCounts...)
+	return smpart.TableOf[SplitRow](p.dev, minCounts...)
 }
 
 // MemoryUsed is what all tenants hold, in bytes, including the freed
@@ -218,7 +218,7 @@ func (p *Pool) Close() error {
 	defer close(p.closeDone)
 	cores := p.cores(nil)
 	spare := p.spare
-	p.spare = greenctx.NewSpares(nil) // a closed pool keeps none
+	p.spare = smpart.NewSpares(nil) // a closed pool keeps none
 	p.mu.Unlock()
 	errs := make([]error, 0, len(cores)+1)
 	for _, c := range cores {
@@ -242,14 +242,14 @@ func (p *Pool) cores(into []*tenantCore) []*tenantCore {
 
 // takePartition finds or builds a partition for a tenant. The caller holds
 // p.mu.
-func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
+func (p *Pool) takePartition(cfg *tenantConfig) (*smpart.Partition, error) {
 	if p.noSplit != nil {
 		return nil, p.noSplit
 	}
 	if err := p.resolveShape(cfg); err != nil {
 		return nil, err
 	}
-	return p.split.TakeFor(p.spare, greenctx.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes})
+	return p.split.TakeFor(p.spare, smpart.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes})
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 )
 
@@ -171,7 +171,7 @@ func (p *Pool) probeFunction() (*Function, error) {
 }
 
 // closeProbe unloads the probe kernel, if it was loaded.
-func closeProbe(dev *greenctx.Device, pr *smProbe) error {
+func closeProbe(dev *smpart.Device, pr *smProbe) error {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.fn == nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Reshape changes the tenant's SMs to sms, one of the sizes it was made
@@ -61,7 +61,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	}
 	from := c.place.SMs()
 	err := c.place.Reshape(sms, c.swapStreams())
-	if errors.Is(err, greenctx.ErrClosed) {
+	if errors.Is(err, smpart.ErrClosed) {
 		return ErrClosed
 	}
 	if err != nil {

@@ -18,9 +18,9 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/life"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -161,7 +161,7 @@ func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
 	if !cfg.Partitioned() {
 		c.place = p.plain
 	} else {
-		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
+		if err := smpart.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
 		if err := p.shapeSteered(&cfg); err != nil {
@@ -171,7 +171,7 @@ func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tenant %q: %w", name, err)
 		}
-		part.SetSlots(cmp.Or(cfg.Dos, greenctx.DefaultSlots))
+		part.SetSlots(cmp.Or(cfg.Dos, smpart.DefaultSlots))
 		c.place = greenPlace(part)
 		if p.plainCount() > 0 && !p.commonsLeft() {
 			return nil, fmt.Errorf("tenant %q: %w", name, errors.Join(errNoCommons(p.plainCount()), c.place.Close()))

@@ -7,12 +7,12 @@ import (
 	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // warmOthers runs f, as a Do's f, in the contexts of every layout of a
-// reshapable tenant but the current one (greenctx.Partition.WarmOthers):
+// reshapable tenant but the current one (smpart.Partition.WarmOthers):
 // a Reshape, the controller's included, then meets no context made, and no
 // library loading its kernels, on a request's path. The caller is in the
 // life lock (DoEach).
@@ -29,7 +29,7 @@ func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) erro
 			return err
 		}
 		defer func() {
-			if e := greenctx.RestoreCurrent(c.pool.raw, prev); e != nil {
+			if e := smpart.RestoreCurrent(c.pool.raw, prev); e != nil {
 				err = errors.Join(err, fmt.Errorf("tenant %q: restoring the thread's context: %w", c.name, e))
 			}
 		}()

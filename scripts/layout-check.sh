@@ -20,8 +20,8 @@ if deps=$(go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports
 fi
 for p in $(go list ./... | grep -v -E "/internal(/|$)|/examples(/|$)"); do
   # The names by which this package refers to internal packages: the last
-  # element of each internal import path (greenctx is both a public package
-  # and internal/greenctx, so the name alone cannot say which is meant).
+  # element of each internal import path (no internal package shares its
+  # name with a public one, checked below, so the name says which is meant).
   names=$(go list -f '{{join .Imports "\n"}}' "$p" | grep "^$mod/internal/" | sed 's|.*/||' | sort -u | paste -sd'|')
   [ -n "$names" ] || continue
   # CUDAError and Result stay aliases of the binding's error types (fcsp's
@@ -31,6 +31,13 @@ for p in $(go list ./... | grep -v -E "/internal(/|$)|/examples(/|$)"); do
     echo "public package $p names internal types:"; echo "$sigs"; bad=1
   fi
 done
+# Two packages of one name must be told apart by path (internal/smpart was
+# internal/greenctx, beside the public greenctx): an internal package is
+# named unlike every public one.
+public=$(go list -f '{{.ImportPath}} {{.Name}}' ./... | grep -v -E '/(internal|examples)(/| )' | cut -d' ' -f2 | grep -v -x main | sort -u)
+if same=$(comm -12 <(echo "$public") <(go list -f '{{.Name}}' ./internal/... | sort -u) | grep .); then
+  echo "internal packages named as a public package is (rename the internal one): $same"; bad=1
+fi
 # The engines live in internal packages that never import the public face.
 if deps=$(go list -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/... | grep -E " $mod/fcsp( |$)"); then
   echo "internal packages import fcsp (the engines must not know the face): $deps"; bad=1

@@ -10,8 +10,8 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Placement is where a tenant's work runs.
@@ -43,14 +43,14 @@ type Placement interface {
 	Take(ctx context.Context) (Taken, error)
 	// Acquire takes a context for a caller that is in no Do (the OnClose
 	// functions); a non-nil slot is released by the caller.
-	Acquire(ctx context.Context) (*greenctx.Slot, cuda.Context, error)
+	Acquire(ctx context.Context) (*smpart.Slot, cuda.Context, error)
 	// DoGreen runs f with a context of the tenant's SMs current, for the
 	// driver calls whose result keeps them (graph capture, instantiation).
 	DoGreen(f func(ctx cuda.Context) error) error
 	// Dos is how many Dos may hold a context at once (DoEach's runs).
 	Dos() int
 	// Waits reports the waits for a context; zero where none excludes.
-	Waits() greenctx.WaitStats
+	Waits() smpart.WaitStats
 
 	// Reshapable reports whether Reshape may switch the SMs; Layout
 	// numbers the current layout (0 where there is one).
@@ -62,7 +62,7 @@ type Placement interface {
 	// Retire ends the tenant's hold on the placement at its Close: spare,
 	// when not nil, is a partition made ready for another tenant (keep: the
 	// pool's spares want its size), for the caller to keep or close.
-	Retire(keep bool) (spare *greenctx.Partition, err error)
+	Retire(keep bool) (spare *smpart.Partition, err error)
 	// Close gives the placement up (a tenant that failed to open).
 	Close() error
 }
@@ -70,17 +70,17 @@ type Placement interface {
 // Taken is what a Do took from its placement: returned by value, so that
 // Do's frame stays on its stack.
 type Taken struct {
-	Slot   *greenctx.Slot // the green context held; nil: none (the primary context)
-	Cur    cuda.Context   // the context to make current
-	Thread int            // the calling thread, where named
-	Named  bool           // the thread had to be found first (to nest or wait)
-	Nested bool           // Slot was this thread's already (a Do inside a Do)
+	Slot   *smpart.Slot // the green context held; nil: none (the primary context)
+	Cur    cuda.Context // the context to make current
+	Thread int          // the calling thread, where named
+	Named  bool         // the thread had to be found first (to nest or wait)
+	Nested bool         // Slot was this thread's already (a Do inside a Do)
 }
 
 // Whole is the whole device, shared through the primary context, which
 // may be current on any number of threads: nothing excludes.
 type Whole struct {
-	Dev *greenctx.Device
+	Dev *smpart.Device
 	N   int // the device's SMs
 }
 
@@ -106,13 +106,13 @@ func (d Whole) Take(context.Context) (Taken, error) {
 	return Taken{Cur: d.Dev.Primary()}, nil
 }
 
-func (d Whole) Acquire(context.Context) (*greenctx.Slot, cuda.Context, error) {
+func (d Whole) Acquire(context.Context) (*smpart.Slot, cuda.Context, error) {
 	return nil, d.Dev.Primary(), nil
 }
 
 func (d Whole) DoGreen(f func(ctx cuda.Context) error) error { return f(d.Dev.Primary()) }
 func (d Whole) Dos() int                                     { return 1 }
-func (d Whole) Waits() greenctx.WaitStats                    { return greenctx.WaitStats{} }
+func (d Whole) Waits() smpart.WaitStats                      { return smpart.WaitStats{} }
 func (d Whole) Reshapable() bool                             { return false }
 func (d Whole) Layout() int                                  { return 0 }
 func (d Whole) Sizes() []int                                 { return []int{d.N} }
@@ -121,13 +121,13 @@ func (d Whole) Reshape(int, func(old, new cuda.Stream)) error {
 	return errors.New("the whole device is not reshaped") // Reshape checks Reshapable first
 }
 
-func (d Whole) Retire(bool) (*greenctx.Partition, error) { return nil, nil }
-func (d Whole) Close() error                             { return nil }
+func (d Whole) Retire(bool) (*smpart.Partition, error) { return nil, nil }
+func (d Whole) Close() error                           { return nil }
 
 // Green is a partition of the device's SMs: green contexts, of which a Do
 // holds one (a slot) while it is current.
 type Green struct {
-	Part *greenctx.Partition
+	Part *smpart.Partition
 }
 
 func (g Green) SMs() int                { return g.Part.SMs() }
@@ -169,7 +169,7 @@ func (g Green) Take(ctx context.Context) (t Taken, err error) {
 		}
 	}
 	if err != nil {
-		if errors.Is(err, greenctx.ErrClosed) {
+		if errors.Is(err, smpart.ErrClosed) {
 			return Taken{}, errs.ErrClosed
 		}
 		return Taken{}, err
@@ -178,7 +178,7 @@ func (g Green) Take(ctx context.Context) (t Taken, err error) {
 	return t, nil
 }
 
-func (g Green) Acquire(ctx context.Context) (*greenctx.Slot, cuda.Context, error) {
+func (g Green) Acquire(ctx context.Context) (*smpart.Slot, cuda.Context, error) {
 	s, err := g.Part.Acquire(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -187,14 +187,14 @@ func (g Green) Acquire(ctx context.Context) (*greenctx.Slot, cuda.Context, error
 }
 
 func (g Green) DoGreen(f func(ctx cuda.Context) error) error {
-	return g.Part.Do(f) // greenctx.ErrClosed is errs.ErrClosed
+	return g.Part.Do(f) // smpart.ErrClosed is errs.ErrClosed
 }
 
-func (g Green) Dos() int                  { return g.Part.Limit() }
-func (g Green) Waits() greenctx.WaitStats { return g.Part.Waits() }
-func (g Green) Reshapable() bool          { return g.Part.Reshapable() }
-func (g Green) Layout() int               { return g.Part.Layout() }
-func (g Green) Sizes() []int              { return g.Part.Sizes() }
+func (g Green) Dos() int                { return g.Part.Limit() }
+func (g Green) Waits() smpart.WaitStats { return g.Part.Waits() }
+func (g Green) Reshapable() bool        { return g.Part.Reshapable() }
+func (g Green) Layout() int             { return g.Part.Layout() }
+func (g Green) Sizes() []int            { return g.Part.Sizes() }
 
 func (g Green) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	return g.Part.Reshape(sms, swap)
@@ -202,7 +202,7 @@ func (g Green) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 
 // Retire keeps a prewarmed size for the pool's spares (the next tenant of
 // that size skips green-context creation), else closes the partition.
-func (g Green) Retire(keep bool) (*greenctx.Partition, error) {
+func (g Green) Retire(keep bool) (*smpart.Partition, error) {
 	if keep && g.Part.Reset() == nil {
 		return g.Part, nil
 	}
@@ -212,7 +212,7 @@ func (g Green) Retire(keep bool) (*greenctx.Partition, error) {
 func (g Green) Close() error { return g.Part.Close() }
 
 // Commons is where an unpartitioned tenant's work runs when the device can
-// be partitioned: the pool's commons (greenctx, commons.go), shared by
+// be partitioned: the pool's commons (internal/smpart, commons.go), shared by
 // every such tenant, on the whole device while no partition exists and on
 // the SMs no partition holds once one does. The pool moves it (Follow) as
 // partitions are made, closed and reshaped; the tenant cannot reshape it.
@@ -245,7 +245,7 @@ func (c Commons) NewStream(bool) (cuda.Stream, bool, error) {
 
 // Dos is how many runs DoEach makes: the contexts one class uses at once
 // by default, of the commons' many (its tenants share them).
-func (c Commons) Dos() int { return min(c.Part.Limit(), greenctx.DefaultSlots) }
+func (c Commons) Dos() int { return min(c.Part.Limit(), smpart.DefaultSlots) }
 
 func (c Commons) Reshapable() bool { return false }
 func (c Commons) Sizes() []int     { return []int{c.Part.SMs()} }
@@ -255,5 +255,5 @@ func (c Commons) Reshape(int, func(old, new cuda.Stream)) error {
 }
 
 // Retire and Close leave the commons to the pool, which closes it last.
-func (c Commons) Retire(bool) (*greenctx.Partition, error) { return nil, nil }
-func (c Commons) Close() error                             { return nil }
+func (c Commons) Retire(bool) (*smpart.Partition, error) { return nil, nil }
+func (c Commons) Close() error                           { return nil }

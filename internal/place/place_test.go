@@ -13,16 +13,16 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
-func open(t *testing.T) (*fake.Driver, *greenctx.Device, *greenctx.Partition) {
+func open(t *testing.T) (*fake.Driver, *smpart.Device, *smpart.Partition) {
 	t.Helper()
 	drv := fake.New(fake.H200())
 	fake.RegisterKernels(drv)
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dev.Close() })
 	s, err := dev.Split(8)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Unscoped runs f, a launch or a synchronisation on one of pl's streams,
@@ -19,7 +19,7 @@ import (
 // context's lock, so one request's Synchronize no longer holds up another's
 // launch. log hears when the driver refuses. The caller is counted in the
 // tenant's life lock.
-func Unscoped(state *atomic.Int32, pl Placement, dev *greenctx.Device, log *slog.Logger, f func(ctx cuda.Context) error) error {
+func Unscoped(state *atomic.Int32, pl Placement, dev *smpart.Device, log *slog.Logger, f func(ctx cuda.Context) error) error {
 	// The primary context may be current anywhere; a green context takes
 	// no context current where the driver accepts that (probed once).
 	if ctx := pl.AnyThread(); ctx != 0 || state.Load() == devmem.ProbeYes {
@@ -49,7 +49,7 @@ func Unscoped(state *atomic.Int32, pl Placement, dev *greenctx.Device, log *slog
 type Launcher struct {
 	Drv   cuda.Driver
 	State *atomic.Int32 // the launch probe (Unscoped)
-	Dev   *greenctx.Device
+	Dev   *smpart.Device
 	Log   *slog.Logger
 }
 

@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"context"
@@ -11,21 +11,21 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
 
 func TestOpenIndex(t *testing.T) {
 	drv := fake.New(fake.H200())
-	_, err := greenctx.OpenIndex(context.Background(), drv, 1)
+	_, err := smpart.OpenIndex(context.Background(), drv, 1)
 	require.ErrorIs(t, err, errs.ErrInvalidArgument)
 	require.ErrorContains(t, err, "device index 1; this machine has 1 GPU(s)")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = greenctx.OpenIndex(ctx, drv, 0)
+	_, err = smpart.OpenIndex(ctx, drv, 0)
 	require.ErrorIs(t, err, context.Canceled)
-	d, err := greenctx.OpenIndex(context.Background(), drv, 0)
+	d, err := smpart.OpenIndex(context.Background(), drv, 0)
 	require.NoError(t, err)
 	desc, err := d.Describe(0, false, 32, nil)
 	require.NoError(t, err)
@@ -43,25 +43,25 @@ func TestOpenIndex(t *testing.T) {
 
 func TestCut(t *testing.T) {
 	drv := fake.New(fake.H200())
-	d, err := greenctx.Open(drv, 0)
+	d, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer d.Close()
-	spare := greenctx.NewSpares([]int{16, 8})
-	cfg := greenctx.CutConfig{Unit: d.SMs() + 1, Spare: spare, Log: quiet}
-	_, _, err = greenctx.Cut(context.Background(), d, cfg)
+	spare := smpart.NewSpares([]int{16, 8})
+	cfg := smpart.CutConfig{Unit: d.SMs() + 1, Spare: spare, Log: quiet}
+	_, _, err = smpart.Cut(context.Background(), d, cfg)
 	require.ErrorIs(t, err, errs.ErrInvalidArgument, "a unit larger than the device")
 
 	cfg.Unit = d.Granularity() + 1 // the driver rounds it up
-	_, _, err = greenctx.Cut(context.Background(), d, cfg)
-	require.ErrorIs(t, err, greenctx.ErrGranularity)
+	_, _, err = smpart.Cut(context.Background(), d, cfg)
+	require.ErrorIs(t, err, smpart.ErrGranularity)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	cfg.Unit, cfg.Prewarm = 0, []int{16, 8}
-	_, _, err = greenctx.Cut(ctx, d, cfg)
+	_, _, err = smpart.Cut(ctx, d, cfg)
 	require.ErrorIs(t, err, context.Canceled, "ctx ended before prewarming")
 
-	split, noSplit, err := greenctx.Cut(context.Background(), d, cfg)
+	split, noSplit, err := smpart.Cut(context.Background(), d, cfg)
 	require.NoError(t, err)
 	require.NoError(t, noSplit)
 	require.Equal(t, d.Granularity(), split.GroupSMs())
@@ -75,65 +75,65 @@ func TestCut(t *testing.T) {
 // one was.
 func TestCutWithoutPartitions(t *testing.T) {
 	drv := fake.New(fake.H200())
-	d, err := greenctx.Open(drv, 0)
+	d, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer d.Close()
 	drv.FailNext("cuDevSmResourceSplitByCount", cuda.ErrorInvalidResourceConfig)
-	split, noSplit, err := greenctx.Cut(context.Background(), d, greenctx.CutConfig{Spare: greenctx.NewSpares(nil), Log: quiet})
+	split, noSplit, err := smpart.Cut(context.Background(), d, smpart.CutConfig{Spare: smpart.NewSpares(nil), Log: quiet})
 	require.NoError(t, err)
 	require.Nil(t, split)
 	require.ErrorIs(t, noSplit, cuda.ErrNotAvailable)
 	require.ErrorIs(t, noSplit, cuda.ErrorInvalidResourceConfig)
 
 	drv.FailNext("cuDevSmResourceSplitByCount", cuda.ErrorInvalidResourceConfig)
-	_, _, err = greenctx.Cut(context.Background(), d, greenctx.CutConfig{Prewarm: []int{8}, Spare: greenctx.NewSpares(nil), Log: quiet})
+	_, _, err = smpart.Cut(context.Background(), d, smpart.CutConfig{Prewarm: []int{8}, Spare: smpart.NewSpares(nil), Log: quiet})
 	require.ErrorIs(t, err, cuda.ErrorInvalidResourceConfig)
 	require.NotErrorIs(t, err, cuda.ErrNotAvailable)
 }
 
 func TestTakeFor(t *testing.T) {
 	drv := fake.New(fake.H200())
-	d, err := greenctx.Open(drv, 0)
+	d, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer d.Close()
 	split, err := d.Split(8)
 	require.NoError(t, err)
-	spare := greenctx.NewSpares([]int{16})
+	spare := smpart.NewSpares([]int{16})
 	kept, err := split.Take(16)
 	require.NoError(t, err)
 	spare.Add(kept)
 
-	p, err := split.TakeFor(spare, greenctx.Ask{SMs: 16})
+	p, err := split.TakeFor(spare, smpart.Ask{SMs: 16})
 	require.NoError(t, err)
 	require.Same(t, kept, p, "a spare of the size is taken first")
-	q, err := split.TakeFor(spare, greenctx.Ask{SMs: 16})
+	q, err := split.TakeFor(spare, smpart.Ask{SMs: 16})
 	require.NoError(t, err)
 	require.NotSame(t, kept, q)
 
-	_, err = split.TakeFor(spare, greenctx.Ask{Sizes: []int{8, 16}})
+	_, err = split.TakeFor(spare, smpart.Ask{Sizes: []int{8, 16}})
 	require.ErrorIs(t, err, errs.ErrInvalidArgument, "layouts without a size to start at")
-	r, err := split.TakeFor(spare, greenctx.Ask{SMs: 8, Sizes: []int{8, 16}})
+	r, err := split.TakeFor(spare, smpart.Ask{SMs: 8, Sizes: []int{8, 16}})
 	require.NoError(t, err)
 	require.True(t, r.Reshapable())
 	require.Equal(t, 8, r.SMs())
 
-	rem, err := split.TakeFor(spare, greenctx.Ask{Remainder: true})
+	rem, err := split.TakeFor(spare, smpart.Ask{Remainder: true})
 	if split.Remainder() > 0 {
 		require.NoError(t, err)
 		require.NoError(t, rem.Close())
 	}
-	rest, err := split.TakeFor(spare, greenctx.Ask{Rest: true})
+	rest, err := split.TakeFor(spare, smpart.Ask{Rest: true})
 	require.NoError(t, err)
 	require.Zero(t, split.FreeSMs(), "the rest is every SM free")
-	for _, x := range []*greenctx.Partition{p, q, r, rest} {
+	for _, x := range []*smpart.Partition{p, q, r, rest} {
 		require.NoError(t, x.Close())
 	}
 }
 
 func TestCheckWorkQueues(t *testing.T) {
-	require.NoError(t, greenctx.CheckWorkQueues(2))
-	require.NoError(t, greenctx.CheckWorkQueues(32))
-	err := greenctx.CheckWorkQueues(1)
+	require.NoError(t, smpart.CheckWorkQueues(2))
+	require.NoError(t, smpart.CheckWorkQueues(32))
+	err := smpart.CheckWorkQueues(1)
 	require.ErrorIs(t, err, errs.ErrFewWorkQueues)
 	require.ErrorContains(t, err, "fcsp: too few hardware work queues for SM partitions: CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of this process on one hardware work queue")
 }
@@ -141,7 +141,7 @@ func TestCheckWorkQueues(t *testing.T) {
 // A pool that could not split its device keeps a nil Split, which has no
 // groups and no free SMs.
 func TestNilSplit(t *testing.T) {
-	var s *greenctx.Split
+	var s *smpart.Split
 	require.Zero(t, s.GroupSMs())
 	require.Zero(t, s.FreeSMs())
 }
@@ -151,19 +151,19 @@ func TestNilSplit(t *testing.T) {
 func TestTableOf(t *testing.T) {
 	type row struct{ MinCount, Groups, GroupSMs, Remainder int }
 	drv := fake.New(fake.H200())
-	d, err := greenctx.Open(drv, 0)
+	d, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer d.Close()
 	pr, me, err := d.Table(8, 16)
 	require.NoError(t, err)
-	prOf, meOf, err := greenctx.TableOf[row](d, 8, 16)
+	prOf, meOf, err := smpart.TableOf[row](d, 8, 16)
 	require.NoError(t, err)
 	require.Len(t, prOf, len(pr))
 	for i := range pr {
 		require.Equal(t, row(pr[i]), prOf[i])
 		require.Equal(t, row(me[i]), meOf[i])
 	}
-	prOf, meOf, err = greenctx.TableOf[row](d)
+	prOf, meOf, err = smpart.TableOf[row](d)
 	require.NoError(t, err)
 	require.Nil(t, prOf)
 	require.Nil(t, meOf)

@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Slots: made on demand up to the limit, each a green context of its own;
@@ -20,7 +20,7 @@ import (
 // reshape moves waiters to the new layout; Close destroys what was made.
 func TestSlots(t *testing.T) {
 	drv := fake.New(fake.H200())
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Close()) }()
 	s, err := dev.Split(8)
@@ -29,7 +29,7 @@ func TestSlots(t *testing.T) {
 	require.NoError(t, err)
 	p.SetSlots(3)
 
-	var held []*greenctx.Slot
+	var held []*smpart.Slot
 	for range 3 {
 		x, err := p.TryAcquire()
 		require.NoError(t, err)
@@ -50,7 +50,7 @@ func TestSlots(t *testing.T) {
 
 	// A waiter on the 8-SM layout moves to the 16-SM one when it becomes
 	// current, and gets one of its slots.
-	got := make(chan *greenctx.Slot, 1)
+	got := make(chan *smpart.Slot, 1)
 	go func() {
 		x, err := p.Acquire(context.Background())
 		require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestSlots(t *testing.T) {
 	// Close wakes a waiter with ErrClosed. (A lower limit makes no more
 	// slots; those made stay: hold all of them but y.)
 	p.SetSlots(1)
-	var y *greenctx.Slot
+	var y *smpart.Slot
 	for {
 		x, err := p.TryAcquire()
 		require.NoError(t, err)
@@ -93,9 +93,9 @@ func TestSlots(t *testing.T) {
 	go func() { _, err := p.Acquire(context.Background()); woken <- err }()
 	require.Eventually(t, func() bool { return p.Waiting() == 1 }, 5*time.Second, 50*time.Microsecond)
 	require.NoError(t, p.Close())
-	require.ErrorIs(t, <-woken, greenctx.ErrClosed)
+	require.ErrorIs(t, <-woken, smpart.ErrClosed)
 	_, err = p.TryAcquire()
-	require.ErrorIs(t, err, greenctx.ErrClosed)
+	require.ErrorIs(t, err, smpart.ErrClosed)
 	require.Zero(t, drv.Live().GreenCtxs, "every slot's green context was destroyed")
 	w := p.Waits()
 	require.Equal(t, uint64(2), w.Waited)
@@ -105,7 +105,7 @@ func TestSlots(t *testing.T) {
 // is lost (every caller gets through), and the limit holds.
 func TestSlotsUnderContention(t *testing.T) {
 	drv := fake.New(fake.H200())
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Close()) }()
 	s, err := dev.Split(8)
@@ -150,7 +150,7 @@ func TestSlotsUnderContention(t *testing.T) {
 // call for it; past the few, it is destroyed; Close destroys the idle ones.
 func TestIdleStreamsAreReused(t *testing.T) {
 	drv := fake.New(fake.H200())
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Close()) }()
 	s, err := dev.Split(8)

@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"testing"
@@ -6,20 +6,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Spares keep what was asked for, size by size, give a kept size away once,
 // and their Close gives every kept SM back to the split.
 func TestSpares(t *testing.T) {
 	drv := fake.New(fake.H200())
-	d, err := greenctx.Open(drv, 0)
+	d, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer d.Close()
 	split, err := d.Split(8)
 	require.NoError(t, err)
 	free := split.FreeSMs()
-	s := greenctx.NewSpares([]int{16, 16, 8})
+	s := smpart.NewSpares([]int{16, 16, 8})
 	require.True(t, s.Wants(16))
 	require.False(t, s.Wants(24), "a size nobody asked for")
 	for _, n := range []int{16, 16, 8} {

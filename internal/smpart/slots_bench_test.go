@@ -1,11 +1,11 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"sync"
 	"testing"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // BenchmarkSlot: taking and giving back a green context (TryAcquire then
@@ -16,7 +16,7 @@ import (
 // goroutines take turns).
 func BenchmarkSlot(b *testing.B) {
 	drv := fake.New(fake.H200())
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func BenchmarkSlot(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	p.SetSlots(greenctx.MaxSlots)
+	p.SetSlots(smpart.MaxSlots)
 	b.Run("slot", func(b *testing.B) {
 		for b.Loop() {
 			x, err := p.TryAcquire()

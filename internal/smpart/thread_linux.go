@@ -1,4 +1,4 @@
-package greenctx
+package smpart
 
 import "github.com/fcsp-go/fcsp-go/internal/osthread"
 

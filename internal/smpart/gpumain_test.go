@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"testing"
@@ -15,4 +15,4 @@ func skipGPU(t testing.TB, err error) {
 	gpuSkips.Skip(t, err)
 }
 
-func TestMain(m *testing.M) { gpuSkips.Main(m, "internal/greenctx") }
+func TestMain(m *testing.M) { gpuSkips.Main(m, "internal/smpart") }

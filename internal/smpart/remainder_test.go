@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // remainderRow is one line of testdata/h200-remainder-probe.tsv: a split at
@@ -99,7 +99,7 @@ func TestFakeReplaysRemainderProbe(t *testing.T) {
 // with and without the remainder, both split flags, split by 8).
 func TestGPURemainderProbe(t *testing.T) {
 	drv := realDriver(t)
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer dev.Close()
 	name, _ := drv.DeviceName(dev.Ordinal())
@@ -133,7 +133,7 @@ func TestGPURemainderProbe(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(out, "remainder-probe.tsv"), []byte(b.String()), 0o644))
 }
 
-func mustRes(t *testing.T, drv cuda.Driver, dev *greenctx.Device) cuda.DevResource {
+func mustRes(t *testing.T, drv cuda.Driver, dev *smpart.Device) cuda.DevResource {
 	res, err := drv.DeviceGetDevResource(dev.Ordinal(), cuda.ResourceSM)
 	require.NoError(t, err)
 	return res

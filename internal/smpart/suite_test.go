@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
@@ -23,16 +23,16 @@ import (
 var referenceMinCounts = []int{1, 2, 4, 8, 9, 16, 24, 32, 64, 66}
 
 // readSplitTable reads a fixture of measured split rows.
-func readSplitTable(t *testing.T, path string) []greenctx.Row {
+func readSplitTable(t *testing.T, path string) []smpart.Row {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	var rows []greenctx.Row
+	var rows []smpart.Row
 	sc := bufio.NewScanner(f)
 	sc.Scan() // header
 	for sc.Scan() {
-		var r greenctx.Row
+		var r smpart.Row
 		_, err := fmt.Sscanf(sc.Text(), "%d\t%d\t%d\t%d", &r.MinCount, &r.Groups, &r.GroupSMs, &r.Remainder)
 		require.NoError(t, err)
 		rows = append(rows, r)
@@ -42,7 +42,7 @@ func readSplitTable(t *testing.T, path string) []greenctx.Row {
 
 // exerciseDevice is the behaviour every driver, fake or real, must show.
 func exerciseDevice(t *testing.T, drv cuda.Driver) {
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Close()) }()
 	name, _ := drv.DeviceName(0)
@@ -75,12 +75,12 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.NoError(t, err)
 		g := s.GroupSMs()
 		_, err = s.Take(g + g/2)
-		require.ErrorIs(t, err, greenctx.ErrGranularity)
+		require.ErrorIs(t, err, smpart.ErrGranularity)
 		require.Contains(t, err.Error(), fmt.Sprintf("groups of %d", g))
 		_, err = s.Take(0)
-		require.ErrorIs(t, err, greenctx.ErrGranularity)
+		require.ErrorIs(t, err, smpart.ErrGranularity)
 		_, err = s.Take(s.Groups()*g + g)
-		require.ErrorIs(t, err, greenctx.ErrInsufficientSMs)
+		require.ErrorIs(t, err, smpart.ErrInsufficientSMs)
 		_, err = dev.Split(dev.SMs() + 1)
 		require.Error(t, err)
 	})
@@ -99,7 +99,7 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 	})
 
 	ptx := kernels.ChainPTX
-	run := func(t *testing.T, p *greenctx.Partition, n, steps int) []byte {
+	run := func(t *testing.T, p *smpart.Partition, n, steps int) []byte {
 		t.Helper()
 		out := make([]byte, 4*n)
 		require.NoError(t, p.Do(func(ctx cuda.Context) error {
@@ -149,7 +149,7 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.Equal(t, s.GroupSMs(), a.SMs())
 		require.Equal(t, s.GroupSMs(), b.SMs())
 		_, err = s.Take(s.GroupSMs())
-		require.ErrorIs(t, err, greenctx.ErrInsufficientSMs)
+		require.ErrorIs(t, err, smpart.ErrInsufficientSMs)
 		const n, steps = 64 << 10, 1024
 		ra, rb := run(t, a, n, steps), run(t, b, n, steps)
 		require.Equal(t, ra, rb, "two partitions computed different bits")
@@ -171,7 +171,7 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.NoError(t, small.Close(), "Close must be idempotent")
 		require.Equal(t, s.GroupSMs(), s.FreeSMs(), "closing a partition returns its groups")
 		require.NoError(t, rest.Close())
-		require.ErrorIs(t, rest.Do(func(cuda.Context) error { return nil }), greenctx.ErrClosed)
+		require.ErrorIs(t, rest.Do(func(cuda.Context) error { return nil }), smpart.ErrClosed)
 	})
 
 	t.Run("layouts reshape between sizes, in order", func(t *testing.T) {
@@ -196,11 +196,11 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 
 		// Growing into groups another partition holds changes nothing.
 		before := small.Stream()
-		require.ErrorIs(t, small.Reshape(4*g, nil), greenctx.ErrInsufficientSMs)
+		require.ErrorIs(t, small.Reshape(4*g, nil), smpart.ErrInsufficientSMs)
 		require.Equal(t, g, small.SMs())
 		require.Equal(t, before, small.Stream())
-		require.ErrorIs(t, small.Reshape(3*g, nil), greenctx.ErrGranularity)
-		require.ErrorIs(t, rest.Reshape(rest.SMs()-g, nil), greenctx.ErrGranularity)
+		require.ErrorIs(t, small.Reshape(3*g, nil), smpart.ErrGranularity)
+		require.ErrorIs(t, rest.Reshape(rest.SMs()-g, nil), smpart.ErrGranularity)
 
 		// The rest shrinks, giving up the groups the small one grows into.
 		require.NoError(t, rest.Reshape((s.Groups()-4)*g+s.Remainder(), nil))
@@ -237,7 +237,7 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		require.Error(t, p.DestroyStream(p.Stream()), "the first stream lives with the partition")
 		run(t, p, 4096, 64) // the partition still works
 		require.NoError(t, p.Close())
-		require.ErrorIs(t, p.DestroyStream(st), greenctx.ErrClosed)
+		require.ErrorIs(t, p.DestroyStream(st), smpart.ErrClosed)
 	})
 
 	t.Run("context calls from migrating goroutines", func(t *testing.T) {

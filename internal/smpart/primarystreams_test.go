@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"testing"
@@ -7,14 +7,14 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // A released primary-context stream is handed out again without a driver
 // call, at most eight are kept, and Close destroys them.
 func TestPrimaryStreamsAreReused(t *testing.T) {
 	drv := fake.New(fake.H200())
-	d, err := greenctx.Open(drv, 0)
+	d, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	s, err := d.NewStream()
 	require.NoError(t, err)
@@ -38,5 +38,5 @@ func TestPrimaryStreamsAreReused(t *testing.T) {
 	require.NoError(t, d.Close())
 	require.Zero(t, drv.Live().Streams)
 	_, err = d.NewStream()
-	require.ErrorIs(t, err, greenctx.ErrClosed)
+	require.ErrorIs(t, err, smpart.ErrClosed)
 }

@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"runtime"
@@ -8,17 +8,17 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 func TestFacts(t *testing.T) {
 	drv := fake.New(fake.H200())
-	d, err := greenctx.Open(drv, 0)
+	d, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer d.Close()
 	f, err := d.Facts()
 	require.NoError(t, err)
-	require.Equal(t, greenctx.Facts{
+	require.Equal(t, smpart.Facts{
 		Name: "NVIDIA H200", UUID: "GPU-66616b65-2d67-7075-2d75-7569642d0000", ComputeCapability: "90",
 		ThreadsPerSM: 2048, TotalMemory: 143771 << 20, Driver: drv.Name(),
 	}, f)
@@ -30,7 +30,7 @@ func TestSwapAndRestoreCurrent(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	drv := fake.New(fake.H200())
-	d, err := greenctx.Open(drv, 0)
+	d, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer d.Close()
 	prev, _, err := d.SwapCurrent(d.Primary())

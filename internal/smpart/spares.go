@@ -1,4 +1,4 @@
-package greenctx
+package smpart
 
 import "errors"
 

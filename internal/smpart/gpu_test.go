@@ -1,4 +1,4 @@
-package greenctx_test
+package smpart_test
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
@@ -42,7 +42,7 @@ func TestGPUSplitProbe(t *testing.T) {
 		t.Skip("FCSP_PROBE_OUT not set")
 	}
 	drv := realDriver(t)
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer dev.Close()
 	res, err := drv.DeviceGetDevResource(dev.Ordinal(), cuda.ResourceSM)
@@ -68,7 +68,7 @@ func TestGPUSplitProbe(t *testing.T) {
 // could skip the push/pop and the partition lock.
 func TestGPULaunchUnscoped(t *testing.T) {
 	drv := realDriver(t)
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	defer dev.Close()
 	s, err := dev.Split(dev.Granularity())
