@@ -120,7 +120,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	}
 	p.blocker = hostwait.NewBlocker(p.drv, p.dev.Primary())
 	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
-	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: p.dev, Log: p.log}
+	p.launcher = place.Launcher{Drv: p.drv, Probe: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
 	desc, err := p.dev.Describe(index, cfg.Simulated, queues, smpart.Caveats(cfg.Environ))
 	p.info = DeviceInfo(desc)

@@ -14,6 +14,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/unscoped"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -25,7 +26,7 @@ type device struct {
 	primary cuda.Context
 	tracker *memtrack.Tracker
 	peers   Peers
-	probe   atomic.Int32
+	probe   unscoped.Probe
 	log     bytes.Buffer
 }
 
@@ -529,11 +530,11 @@ func TestGreenOrderedCalls(t *testing.T) {
 			require.NoError(t, tn.mem.Free(tn.first(), p))
 			require.NoError(t, tn.mem.Trim())
 		}
-		want, logged := ProbeYes, 0
+		want, logged := unscoped.Yes, 0
 		if refuse {
-			want, logged = ProbeNo, 1
+			want, logged = unscoped.No, 1
 		}
-		require.Equal(t, want, d.probe.Load())
+		require.Equal(t, want, d.probe.State())
 		require.Equal(t, logged, bytes.Count(d.log.Bytes(), []byte("needs a current context")))
 		require.Zero(t, tn.in.Load())
 		require.NoError(t, tn.close())

@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
+	"github.com/fcsp-go/fcsp-go/internal/unscoped"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
@@ -103,17 +102,17 @@ func TestLauncher(t *testing.T) {
 		var args cuda.Args
 		args.Uint64(0)
 		one := cuda.Dim3{X: 1, Y: 1, Z: 1}
-		var state atomic.Int32
-		l := place.Launcher{Drv: drv, State: &state, Dev: dev, Log: slog.New(slog.DiscardHandler)}
+		var probe unscoped.Probe
+		l := place.Launcher{Drv: drv, Probe: &probe, Dev: dev, Log: slog.New(slog.DiscardHandler)}
 		green := place.Green{Part: part}
 		for range 3 {
 			require.NoError(t, l.Launch(green, fn, one, one, 0, part.Stream(), &args))
 		}
-		want := devmem.ProbeYes
+		want := unscoped.Yes
 		if wants {
-			want = devmem.ProbeNo
+			want = unscoped.No
 		}
-		require.Equal(t, want, state.Load(), "driver wants a context: %v", wants)
+		require.Equal(t, want, probe.State(), "driver wants a context: %v", wants)
 		whole := place.Whole{Dev: dev, N: 132}
 		s, _, err := whole.NewStream(false)
 		require.NoError(t, err)
@@ -127,9 +126,9 @@ func TestLauncher(t *testing.T) {
 // context back as it is, learning nothing from it.
 func TestUnscopedKeepsOtherErrors(t *testing.T) {
 	_, dev, part := open(t)
-	var state atomic.Int32
+	var probe unscoped.Probe
 	boom := errors.New("boom")
-	err := place.Unscoped(&state, place.Green{Part: part}, dev, slog.New(slog.DiscardHandler), func(cuda.Context) error { return boom })
+	err := place.Unscoped(&probe, place.Green{Part: part}, dev, slog.New(slog.DiscardHandler), func(cuda.Context) error { return boom })
 	require.ErrorIs(t, err, boom)
-	require.Equal(t, devmem.ProbeUnknown, state.Load())
+	require.Equal(t, unscoped.Unknown, probe.State())
 }
