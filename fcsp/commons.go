@@ -42,7 +42,7 @@ func (p *Pool) openCommons() error {
 	if p.commons, err = p.dev.NewCommons(); err != nil {
 		return err
 	}
-	p.plain = placement{place.Commons{Green: place.Green{Part: p.commons}}}
+	p.plain = placement{place.NewCommons(p.commons)}
 	return nil
 }
 

@@ -44,18 +44,18 @@ func TestTake(t *testing.T) {
 		require.Nil(t, tk.Slot)
 		require.Equal(t, dev.Primary(), tk.Cur)
 	}
-	require.False(t, whole.Partitioned())
+	require.False(t, place.Partitioned(whole))
 	require.Equal(t, dev.Primary(), whole.AnyThread())
-	require.False(t, whole.IsContext(dev.Primary()), "the primary context is every unpartitioned tenant's")
+	require.False(t, place.IsContext(whole, dev.Primary()), "the primary context is every unpartitioned tenant's")
 
-	green := place.Green{Part: part}
-	require.True(t, green.Partitioned())
+	green := place.NewGreen(part)
+	require.True(t, place.Partitioned(green))
 	require.Zero(t, green.AnyThread(), "a green context is current on one thread at a time")
 	require.Equal(t, 16, green.SMs())
 	tk, err := green.Take(context.Background())
 	require.NoError(t, err)
 	require.NotNil(t, tk.Slot)
-	require.True(t, green.IsContext(tk.Cur))
+	require.True(t, place.IsContext(green, tk.Cur))
 	require.NotEqual(t, dev.Primary(), tk.Cur)
 	tk.Slot.Release()
 
@@ -68,7 +68,7 @@ func TestTake(t *testing.T) {
 // kept idle when closed, an unused one with no driver call.
 func TestGreenStreams(t *testing.T) {
 	drv, _, part := open(t)
-	green := place.Green{Part: part}
+	green := place.NewGreen(part)
 	first, own, err := green.NewStream(true)
 	require.NoError(t, err)
 	require.True(t, own)
@@ -104,7 +104,7 @@ func TestLauncher(t *testing.T) {
 		one := cuda.Dim3{X: 1, Y: 1, Z: 1}
 		var probe unscoped.Probe
 		l := place.Launcher{Drv: drv, Probe: &probe, Dev: dev, Log: slog.New(slog.DiscardHandler)}
-		green := place.Green{Part: part}
+		green := place.NewGreen(part)
 		for range 3 {
 			require.NoError(t, l.Launch(green, fn, one, one, 0, part.Stream(), &args))
 		}
@@ -128,7 +128,56 @@ func TestUnscopedKeepsOtherErrors(t *testing.T) {
 	_, dev, part := open(t)
 	var probe unscoped.Probe
 	boom := errors.New("boom")
-	err := place.Unscoped(&probe, place.Green{Part: part}, dev, slog.New(slog.DiscardHandler), func(cuda.Context) error { return boom })
+	err := place.Unscoped(&probe, place.NewGreen(part), dev, slog.New(slog.DiscardHandler), func(cuda.Context) error { return boom })
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, unscoped.Unknown, probe.State())
+}
+
+// The whole device has the core alone: it answers no option, and the
+// package's functions answer for it as the whole device does. A
+// partition has every option; the commons has slots, but its SMs and
+// contexts are no tenant's own and the pool, not a tenant, moves it.
+func TestCapabilities(t *testing.T) {
+	_, dev, part := open(t)
+	whole := place.Whole{Dev: dev, N: 132}
+	var pl place.Placement = whole
+	_, slotted := pl.(place.Slotted)
+	_, owned := pl.(place.Owned)
+	_, reshaper := pl.(place.Reshaper)
+	require.Equal(t, []bool{false, false, false}, []bool{slotted, owned, reshaper}, "the whole device: the core alone")
+	require.Equal(t, 1, place.Dos(whole))
+	require.Zero(t, place.Layout(whole))
+	require.Equal(t, smpart.WaitStats{}, place.Waits(whole))
+	require.False(t, place.Reshapable(whole))
+	require.Equal(t, []int{132}, place.Sizes(whole))
+	require.Error(t, place.Reshape(whole, 8, nil))
+	spare, err := place.Retire(whole, true)
+	require.NoError(t, err)
+	require.Nil(t, spare)
+	require.NoError(t, place.Close(whole))
+	var ran cuda.Context
+	require.NoError(t, place.DoGreen(whole, func(ctx cuda.Context) error { ran = ctx; return nil }))
+	require.Equal(t, dev.Primary(), ran, "the primary context serves")
+
+	pl = place.NewGreen(part)
+	_, slotted = pl.(place.Slotted)
+	_, owned = pl.(place.Owned)
+	_, reshaper = pl.(place.Reshaper)
+	require.Equal(t, []bool{true, true, true}, []bool{slotted, owned, reshaper}, "a partition: every option")
+	require.False(t, place.Reshapable(pl), "made without sizes to switch among")
+	require.Equal(t, []int{16}, place.Sizes(pl))
+	require.Equal(t, part.Limit(), place.Dos(pl))
+
+	commons, err := dev.NewCommons()
+	require.NoError(t, err)
+	defer func() { require.NoError(t, commons.Close()) }()
+	pl = place.NewCommons(commons)
+	_, slotted = pl.(place.Slotted)
+	_, owned = pl.(place.Owned)
+	_, reshaper = pl.(place.Reshaper)
+	require.Equal(t, []bool{true, false, false}, []bool{slotted, owned, reshaper}, "the commons: slots alone")
+	require.False(t, place.Partitioned(pl))
+	require.False(t, place.IsContext(pl, commons.Context()), "every unpartitioned tenant's")
+	require.NoError(t, place.Close(pl), "its pool closes it")
+	require.Equal(t, []int{commons.SMs()}, place.Sizes(pl))
 }
