@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
@@ -17,6 +16,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/fault"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
@@ -70,10 +70,10 @@ type Pool struct {
 	// placeMu orders the changes of which SMs each tenant holds:
 	// partitions made, closed and reshaped, and the commons moved after
 	// them (commons.go has the lock order). Before mu.
-	placeMu  sync.Mutex
+	placeMu  lockorder.Mutex[lockorder.PoolPlace]
 	followed atomic.Uint64 // the split's Version the commons last followed (commons.go)
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.PoolMu]
 	split   *smpart.Split // nil when noSplit says why
 	noSplit error
 	spare   *smpart.Spares // provisioned, not yet owned (WithPrewarm)
@@ -220,6 +220,12 @@ func (p *Pool) Close() error {
 	spare := p.spare
 	p.spare = smpart.NewSpares(nil) // a closed pool keeps none
 	p.mu.Unlock()
+	// A NewTenant under way holds placeMu across its driver work, made
+	// outside mu: it finishes first, and finds the pool closed when it
+	// lists its tenant (undoing what it built), before anything of the
+	// pool's goes.
+	p.placeMu.Lock()
+	p.placeMu.Unlock()
 	errs := make([]error, 0, len(cores)+1)
 	for _, c := range cores {
 		errs = append(errs, c.close("pool closed"))
@@ -238,18 +244,6 @@ func (p *Pool) cores(into []*tenantCore) []*tenantCore {
 		into = append(into, c)
 	}
 	return into
-}
-
-// takePartition finds or builds a partition for a tenant. The caller holds
-// p.mu.
-func (p *Pool) takePartition(cfg *tenantConfig) (*smpart.Partition, error) {
-	if p.noSplit != nil {
-		return nil, p.noSplit
-	}
-	if err := p.resolveShape(cfg); err != nil {
-		return nil, err
-	}
-	return p.split.TakeFor(p.spare, smpart.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes})
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees

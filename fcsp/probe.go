@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
@@ -146,7 +146,7 @@ func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Arg
 // smProbe is the pool's probe kernel, loaded on first use with the primary
 // context, which serves every tenant's streams (docs/CONTEXTS.md).
 type smProbe struct {
-	mu  sync.Mutex
+	mu  lockorder.Mutex[lockorder.PoolProbe]
 	mod cuda.Module
 	fn  *Function
 }

@@ -13,10 +13,10 @@ package devmem
 
 import (
 	"errors"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/unscoped"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
@@ -197,7 +197,7 @@ func deviceFull(err error) bool {
 
 // Peers are the pooled engines of one device. Its zero value is empty.
 type Peers struct {
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.Peers]
 	pools  map[*pooled]struct{}
 	idle   []idlePool // emptied pools kept for new tenants (idle.go)
 	closed bool
@@ -210,7 +210,7 @@ type Peers struct {
 	back     atomic.Uint64
 	// alone serialises the allocations the device limit had no room to
 	// charge ahead, which are tried one at a time (charge.go).
-	alone sync.Mutex
+	alone lockorder.Mutex[lockorder.Alone]
 }
 
 func (p *Peers) add(e *pooled) {

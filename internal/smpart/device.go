@@ -3,12 +3,12 @@ package smpart
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/freelist"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
 // ErrGranularity means a requested SM count is not a whole number of the
@@ -33,7 +33,7 @@ type Device struct {
 	res     cuda.DevResource
 	info    cuda.SMInfo
 
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.Device]
 	closed bool
 	idle   freelist.List[cuda.Stream] // primary-context streams released for reuse (primarystreams.go)
 }

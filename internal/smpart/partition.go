@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
 // Partition is a green context over a set of SMs, with one non-blocking
@@ -22,7 +22,7 @@ type Partition struct {
 	// mu guards the lists of layouts, streams and events, and orders
 	// Reshape and Close. It is never held while a context is current
 	// (slots.go) or across a call that waits for the device.
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.Partition]
 	layouts []*layout // by size, ascending; one for a plain partition
 	shape   *shape    // nil for a plain partition
 	closed  bool

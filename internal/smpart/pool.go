@@ -131,13 +131,15 @@ type Ask struct {
 	Sizes     []int // the layouts of a reshapable partition, starting at SMs or Rest
 }
 
-// TakeFor finds or builds a partition for a: a spare one of its size where
-// there is one, else one cut from s. The caller serialises the calls (a
-// pool holds its lock).
-func (s *Split) TakeFor(spare *Spares, a Ask) (*Partition, error) {
+// TakeFor finds or builds a partition for a: the spare of its size that
+// c claimed (Spares.Claim) where there is one, else one cut from s; for
+// the rest of the SMs the claimed spares are closed first. It makes the
+// driver calls, so the caller holds no lock of its own around it; the
+// caller serialises the calls that take SMs (a pool's placeMu).
+func (s *Split) TakeFor(c Claimed, a Ask) (*Partition, error) {
 	switch {
 	case len(a.Sizes) > 0 && a.Rest:
-		_ = spare.Close()
+		_ = c.close()
 		return s.TakeRestLayouts(a.Sizes)
 	case len(a.Sizes) > 0 && a.SMs > 0:
 		return s.TakeLayouts(a.SMs, a.Sizes)
@@ -146,11 +148,11 @@ func (s *Split) TakeFor(spare *Spares, a Ask) (*Partition, error) {
 	case a.Remainder:
 		return s.TakeRemainder()
 	case a.Rest:
-		_ = spare.Close() // first, so the rest really is everything free
+		_ = c.close() // first, so the rest really is everything free
 		return s.TakeRest()
 	}
-	if p := spare.Take(a.SMs); p != nil {
-		return p, nil
+	if c.one != nil {
+		return c.one, nil
 	}
 	return s.Take(a.SMs)
 }

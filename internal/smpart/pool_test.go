@@ -102,27 +102,28 @@ func TestTakeFor(t *testing.T) {
 	kept, err := split.Take(16)
 	require.NoError(t, err)
 	spare.Add(kept)
+	takeFor := func(a smpart.Ask) (*smpart.Partition, error) { return split.TakeFor(spare.Claim(a), a) }
 
-	p, err := split.TakeFor(spare, smpart.Ask{SMs: 16})
+	p, err := takeFor(smpart.Ask{SMs: 16})
 	require.NoError(t, err)
 	require.Same(t, kept, p, "a spare of the size is taken first")
-	q, err := split.TakeFor(spare, smpart.Ask{SMs: 16})
+	q, err := takeFor(smpart.Ask{SMs: 16})
 	require.NoError(t, err)
 	require.NotSame(t, kept, q)
 
-	_, err = split.TakeFor(spare, smpart.Ask{Sizes: []int{8, 16}})
+	_, err = takeFor(smpart.Ask{Sizes: []int{8, 16}})
 	require.ErrorIs(t, err, errs.ErrInvalidArgument, "layouts without a size to start at")
-	r, err := split.TakeFor(spare, smpart.Ask{SMs: 8, Sizes: []int{8, 16}})
+	r, err := takeFor(smpart.Ask{SMs: 8, Sizes: []int{8, 16}})
 	require.NoError(t, err)
 	require.True(t, r.Reshapable())
 	require.Equal(t, 8, r.SMs())
 
-	rem, err := split.TakeFor(spare, smpart.Ask{Remainder: true})
+	rem, err := takeFor(smpart.Ask{Remainder: true})
 	if split.Remainder() > 0 {
 		require.NoError(t, err)
 		require.NoError(t, rem.Close())
 	}
-	rest, err := split.TakeFor(spare, smpart.Ask{Rest: true})
+	rest, err := takeFor(smpart.Ask{Rest: true})
 	require.NoError(t, err)
 	require.Zero(t, split.FreeSMs(), "the rest is every SM free")
 	for _, x := range []*smpart.Partition{p, q, r, rest} {

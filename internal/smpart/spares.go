@@ -57,6 +57,56 @@ func (s *Spares) Wants(sms int) bool {
 	return have < want
 }
 
+// Claimed is what Spares.Claim took out for one Split.TakeFor: a kept
+// partition of the size asked for (one), or every kept partition (all,
+// for the rest of the SMs). The zero Claimed holds nothing. It is a value,
+// and making one allocates nothing: a server makes and closes tenants at a
+// high rate.
+type Claimed struct {
+	one *Partition
+	all []*Partition
+}
+
+// Len is how many partitions c holds.
+func (c Claimed) Len() int {
+	if c.one != nil {
+		return 1
+	}
+	return len(c.all)
+}
+
+// close closes what c holds.
+func (c Claimed) close() error {
+	errs := make([]error, 0, len(c.all)+1)
+	if c.one != nil {
+		errs = append(errs, c.one.Close())
+	}
+	for _, p := range c.all {
+		errs = append(errs, p.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Claim takes out of s what Split.TakeFor will use for a, so that its
+// owner can build the partition without holding the lock it keeps s
+// under (building makes driver calls): the kept partition of the size
+// asked for, or, for the rest of the SMs, every kept partition (TakeFor
+// closes them first, so that the rest really is every SM free); nothing
+// for a reshapable partition or the remainder, which are always built.
+// The claim is the caller's to pass to TakeFor, which uses or closes what
+// it holds.
+func (s *Spares) Claim(a Ask) Claimed {
+	switch {
+	case a.Rest:
+		all := s.have
+		s.have = nil
+		return Claimed{all: all}
+	case len(a.Sizes) > 0, a.Remainder:
+		return Claimed{}
+	}
+	return Claimed{one: s.Take(a.SMs)}
+}
+
 // Close closes every kept partition (giving their SMs back to the split);
 // the Spares stay usable, empty.
 func (s *Spares) Close() error {

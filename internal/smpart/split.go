@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
 // Split is one performed cut of the device into equal groups. Partitions
@@ -20,7 +20,7 @@ type Split struct {
 	groups   []cuda.DevResource
 	rem      cuda.DevResource
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.Split]
 	used    []bool
 	remUsed bool   // the remainder is part of a partition
 	rest    []bool // the group is held by a partition of the rest (WithRestOfSMs)
