@@ -17,9 +17,9 @@ import (
 // back while their streams are handed over, as a Reshape holds a
 // partitioned tenant's.
 //
-// Lock order: a tenant's reshape, then its life lock's pause, then
-// Pool.placeMu, then the unpartitioned tenants' pauses, then Pool.mu, then
-// the commons' own lock (smpart.Partition.mu).
+// Lock order (docs/LOCKS.md has all of it): a tenant's reshape, then its
+// life lock's pause, then Pool.placeMu, then the unpartitioned tenants'
+// pauses, then Pool.mu, then the commons' own lock (smpart.Partition.mu).
 
 // releaseShared gives the commons back a closing tenant's streams, which
 // outlive it there (a partition's go with the partition); its calls are

@@ -28,9 +28,20 @@ import (
 
 // Pool is one GPU shared by tenants. It is safe for concurrent use.
 type Pool struct {
-	drv  cuda.Driver
-	dev  *smpart.Device
-	info DeviceInfo
+	// Set by Open, then only read.
+	drv       cuda.Driver // the guarded driver: every call of the pool's meets the fault state
+	raw       cuda.Driver // the driver under the guard: only to put a thread's context back
+	dev       *smpart.Device
+	info      DeviceInfo
+	cfg       poolConfig
+	env       hamienv.Config
+	log       *slog.Logger
+	mem       *memtrack.Tracker
+	shared    *shm.Member       // nil without WithSharedRegion
+	closeDone chan struct{}     // closed when the first Close has finished
+	launcher  place.Launcher    // kernel launches (launch.go)
+	wait      hostwait.Wait     // Synchronize's HostWait
+	blocker   *hostwait.Blocker // the events of the waits that sleep
 	// whole is the whole device, shared through its primary context;
 	// plain is every unpartitioned tenant's placement: the commons
 	// (commons.go) where the device can be partitioned, else whole. One
@@ -38,45 +49,32 @@ type Pool struct {
 	// placement.
 	whole   placement
 	plain   placement
-	commons *smpart.Partition // nil where the device cannot be partitioned
-	probe   smProbe           // ProbeSMs's kernel (probe.go)
-	steer   steer             // the SM controller of a latency class (steer.go)
-	cfg     poolConfig
-	mem     *memtrack.Tracker
-	log     *slog.Logger
+	commons *smpart.Partition // nil where the device cannot be partitioned; moved under placeMu
+	split   *smpart.Split     // nil when noSplit says why; its own lock guards which SMs are taken
+	noSplit error
 
-	closeDone chan struct{} // closed when the first Close has finished
-	raw       cuda.Driver   // the driver under the guard: only to put a thread's context back
-	env       hamienv.Config
-
-	// NCCL and other foreign streams, labelled by handle.
-	registry stream.Registry
-
-	shared   *shm.Member // nil without WithSharedRegion
-	events   event.Set   // made by Pool.NewEvent
-	unscoped unscopedProbe
-	launcher place.Launcher    // kernel launches (launch.go), made at Open
-	wait     hostwait.Wait     // Synchronize's HostWait, chosen at Open
-	blocker  *hostwait.Blocker // the events of the waits that sleep
-	memInfo  devmem.InfoCache  // MemGetInfo's device figures
+	// Each safe for concurrent use on its own: a lock inside, or atomics.
+	registry stream.Registry  // NCCL and other foreign streams, labelled by handle
+	events   event.Set        // made by Pool.NewEvent
+	unscoped unscopedProbe    // what the driver takes with no context current (unscoped.go)
+	probe    smProbe          // ProbeSMs's kernel, under its mu (probe.go)
+	steer    steer            // the SM controller of a latency class, under its mu (steer.go)
+	memInfo  devmem.InfoCache // MemGetInfo's device figures
 	_        [128]byte
 	fault    fault.State // internal/fault, lost as a *DeviceLostError (health.go): read by every call, so on lines of its own
 	_        [128]byte
+	prio     admission.Pool // latency tenants in flight (internal/admission)
+	pools    devmem.Peers   // the tenants' memory engines, which trim each other (memory.go)
 
-	prio admission.Pool // latency tenants in flight (internal/admission)
-
-	pools devmem.Peers // the tenants' memory engines, which trim each other (memory.go)
-
-	// placeMu orders the changes of which SMs each tenant holds:
-	// partitions made, closed and reshaped, and the commons moved after
-	// them (commons.go has the lock order). Before mu.
+	// placeMu serialises NewTenant (a partition built, across its driver
+	// calls) and the moves of the commons that follow a partition made,
+	// closed or reshaped (commons.go); Close waits for it. Before mu
+	// (docs/LOCKS.md). followed is written under it, read without it.
 	placeMu  lockorder.Mutex[lockorder.PoolPlace]
 	followed atomic.Uint64 // the split's Version the commons last followed (commons.go)
 
-	mu      lockorder.Mutex[lockorder.PoolMu]
-	split   *smpart.Split // nil when noSplit says why
-	noSplit error
-	spare   *smpart.Spares // provisioned, not yet owned (WithPrewarm)
+	mu      lockorder.Mutex[lockorder.PoolMu] // protects the following fields; no driver call under it
+	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm)
 	tenants map[string]*tenantCore
 	closed  bool
 }

@@ -53,6 +53,7 @@ type Tenant struct {
 // are the Tenant's, wrapped in tenant_api.go where the Tenant does not
 // implement them itself.
 type tenantCore struct {
+	// Set by NewTenant before the tenant is listed, then only read.
 	pool   *Pool
 	name   string
 	place  placement // where its work runs: a partition, or the whole device (internal/place)
@@ -61,35 +62,45 @@ type tenantCore struct {
 	mem    devmem.Allocator  // device memory: plain or pooled, chosen in NewTenant (memory.go)
 	memOps *devmem.Config    // mem's: fills, copies and MemGetInfo, which allocate nothing
 
-	life   life.Lock // counts calls in flight; Close waits for them (internal/life)
+	// Hand-built (docs/LOCKS.md): calls in flight, which Close waits for
+	// and Reshape pauses (internal/life); closed is set once, by the close
+	// that holds closing.
+	life   life.Lock
 	closed atomic.Bool
 
 	// The fields above are read by every call; those after the pad are
 	// written by NewStream, Close and Stats (mu among them): 128 bytes
 	// apart, so that a storm of those calls does not make every call's
 	// reads miss the cache. These, written once before the tenant is
-	// shared or on no request's path (OnClose, Reshape), are part of the
-	// distance; the pad is the rest (a tenant is made and closed 150,000
-	// times a second in a server's storm: its size is garbage).
-	graphs  *graphs.Set                              // live graphs and execs, destroyed by Close; made by graphSet
-	prio    config.Prio                              // WithPriority, WithBandwidthFloor (internal/config)
-	cleanup runtime.Cleanup                          // closes a tenant whose handle the GC found unreachable
-	stop    func() bool                              // unregisters the context watcher (under mu)
-	handle  weak.Pointer[Tenant]                     // for Pool.Tenant: weak, so the GC cleanup still runs
-	onClose []func(Current) error                    // OnClose's, run by close on the tenant's context (under mu)
-	reshape lockorder.Mutex[lockorder.TenantReshape] // serialises Reshape (reshape.go)
-	first   Stream                                   // the first stream (Tenant.Stream), set before the tenant is shared
-	lat     *latencyLog                              // a latency class's request times (steer.go); nil for others
+	// listed or on no request's path (OnClose, Reshape, a first capture),
+	// are part of the distance; the pad is the rest (a tenant is made and
+	// closed 150,000 times a second in a server's storm: its size is
+	// garbage).
+	prio    config.Prio          // WithPriority, WithBandwidthFloor (internal/config); set by NewTenant
+	cleanup runtime.Cleanup      // closes a tenant whose handle the GC found unreachable; set by NewTenant
+	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs; set by NewTenant
+	first   Stream               // the first stream (Tenant.Stream); set by NewTenant
+	lat     *latencyLog          // a latency class's request times (steer.go), nil for others; set by NewTenant
+
+	reshape lockorder.Mutex[lockorder.TenantReshape] // serialises Reshape (reshape.go), across its driver calls
+
+	// Guarded by mu, below, and kept here for the distance.
+	graphs  *graphs.Set           // live graphs and execs, destroyed by Close; made by graphSet
+	stop    func() bool           // unregisters the context watcher
+	onClose []func(Current) error // OnClose's, run by close on the tenant's context
 	_       [128 - 112]byte
 
-	mu      lockorder.Mutex[lockorder.TenantMu]
-	streams []*streamCore // first.c among them, first
+	mu      lockorder.Mutex[lockorder.TenantMu] // protects the following fields, and the three above the pad; no driver call under it
+	streams []*streamCore                       // first.c among them, first
 	modules []*Module
-	events  event.Set
-	closing lockorder.Mutex[lockorder.TenantClosing] // held by the close under way: a second close waits for it
-	dos     inside.Threads                           // OS threads inside Do (internal/inside)
-	each    inside.Turn                              // one DoEach at a time (doeach.go)
-	gone    streamTotals                             // the closed streams' counters, for Stats (stream.go)
+	gone    streamTotals // the closed streams' counters, for Stats (stream.go)
+
+	closing lockorder.Mutex[lockorder.TenantClosing] // held by the close under way, across its driver calls: a second close waits for it
+
+	// Each with a lock of its own.
+	events event.Set      // the tenant's events (internal/event)
+	dos    inside.Threads // OS threads inside Do (internal/inside)
+	each   inside.Turn    // one DoEach at a time (doeach.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs, WithSMShare, WithRestOfSMs or

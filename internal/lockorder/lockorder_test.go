@@ -1,6 +1,8 @@
 package lockorder
 
 import (
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -236,5 +238,32 @@ func TestGoid(t *testing.T) {
 			seen[g] = true
 		}
 		close(hold)
+	}
+}
+
+// docs/LOCKS.md's table of the order and the ranks say the same: the
+// ranked locks, in their order, each marked alike in the driver column.
+func TestLockMapIsTheRanks(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/LOCKS.md")
+	require.NoError(t, err)
+	var rows []string
+	inOrder := false
+	for line := range strings.Lines(string(doc)) {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			inOrder = strings.TrimSpace(line) == "## The order"
+		case inOrder && strings.HasPrefix(line, "| ") && line[2] >= '0' && line[2] <= '9':
+			rows = append(rows, line)
+		}
+	}
+	require.Len(t, rows, int(nranks)-1, "one row per rank")
+	for i, row := range rows {
+		r := Rank(i + 1)
+		cols := strings.Split(row, "|")
+		require.Equal(t, strconv.Itoa(int(r)), strings.TrimSpace(cols[1]), "row %d's level", i+1)
+		require.Equal(t, r.String(), strings.TrimSpace(cols[2]), "level %d", r)
+		driver := strings.TrimSpace(cols[4])
+		require.Equal(t, ranks[r].noDriver, strings.HasPrefix(driver, "no"), "level %d (%v): driver column %q", r, r, driver)
+		require.True(t, strings.HasPrefix(driver, "no") || strings.HasPrefix(driver, "yes"), "level %d: %q", r, driver)
 	}
 }

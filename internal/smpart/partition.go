@@ -20,8 +20,10 @@ type Partition struct {
 	cur atomic.Pointer[layout]
 
 	// mu guards the lists of layouts, streams and events, and orders
-	// Reshape and Close. It is never held while a context is current
-	// (slots.go) or across a call that waits for the device.
+	// Reshape and Close. It is held across the driver calls that make and
+	// destroy them, never while a context is current (slots.go), and
+	// across a call that waits for the device only in Reset, on the
+	// streams of a tenant that has closed (docs/LOCKS.md).
 	mu      lockorder.Mutex[lockorder.Partition]
 	layouts []*layout // by size, ascending; one for a plain partition
 	shape   *shape    // nil for a plain partition
