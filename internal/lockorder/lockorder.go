@@ -167,6 +167,9 @@ func Enable(report func(msg string)) {
 	on = true
 }
 
+// Enabled reports whether Enable has been called.
+func Enabled() bool { return on }
+
 // Violations counts the violations reported since Enable.
 func Violations() int64 { return state.violations.Load() }
 
