@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
-// The commons: where unpartitioned tenants run (internal/greenctx,
+// The commons: where unpartitioned tenants run (internal/smpart,
 // commons.go). While no partition holds an SM it is the whole device; once
 // one does, the SMs none holds, so that a plain tenant's work never lands
 // on a partition's SMs. It follows the partitions: a partition made,
@@ -17,9 +17,9 @@ import (
 // back while their streams are handed over, as a Reshape holds a
 // partitioned tenant's.
 //
-// Lock order: a tenant's reshape, then its life lock's pause, then
-// Pool.placeMu, then the unpartitioned tenants' pauses, then Pool.mu, then
-// the commons' own lock (greenctx.Partition.mu).
+// Lock order (docs/LOCKS.md has all of it): a tenant's reshape, then its
+// life lock's pause, then Pool.placeMu, then the unpartitioned tenants'
+// pauses, then Pool.mu, then the commons' own lock (smpart.Partition.mu).
 
 // releaseShared gives the commons back a closing tenant's streams, which
 // outlive it there (a partition's go with the partition); its calls are
@@ -42,7 +42,7 @@ func (p *Pool) openCommons() error {
 	if p.commons, err = p.dev.NewCommons(); err != nil {
 		return err
 	}
-	p.plain = placement{place.Commons{Green: place.Green{Part: p.commons}}}
+	p.plain = placement{place.NewCommons(p.commons)}
 	return nil
 }
 
@@ -64,7 +64,7 @@ func (p *Pool) follow(making bool) error {
 		return nil
 	}
 	idx, rem, whole, _ := p.split.Commons()
-	key := greenctx.CommonsKey(idx, rem, whole)
+	key := smpart.CommonsKey(idx, rem, whole)
 	if p.commons.Key() == key {
 		p.followed.Store(v)
 		return nil

@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 )
 
 // smidProbePTX: smid(u32 *out, u64 cycles): each block writes its %smid at
@@ -336,7 +333,7 @@ func TestCommonsLeavesNothingAtShutdown(t *testing.T) {
 	for round := range 10 {
 		p, err := openSimErr(0)
 		require.NoError(t, err)
-		drv := p.drv.(*cuda.Guard).Unwrap().(*fake.Driver)
+		drv := simFake(p)
 		var cancels []context.CancelFunc
 		for i, opts := range [][]TenantOption{{WithSMs(16)}, {}, {WithMemoryPool(0), WithMemoryQuota(1 << 30)}} {
 			ctx, cancel := context.WithCancel(context.Background())

@@ -1,6 +1,6 @@
 package fcsp
 
-import "github.com/fcsp-go/fcsp-go/internal/greenctx"
+import "github.com/fcsp-go/fcsp-go/internal/smpart"
 
 // DeviceInfo is what the pool knows of its GPU.
 type DeviceInfo struct {
@@ -28,4 +28,4 @@ type DeviceInfo struct {
 	Caveats []string
 }
 
-func (d DeviceInfo) String() string { return greenctx.Description(d).String() }
+func (d DeviceInfo) String() string { return smpart.Description(d).String() }

@@ -77,7 +77,7 @@ func (c *tenantCore) doOnThread(ctx context.Context, op string, f func(Current) 
 	var started *admission.Run // a metered run whose brackets are to close
 	defer c.unwind(op, &fr, &started, &err)
 	// A partitioned tenant's Do holds one of its green contexts (a slot,
-	// greenctx/slots.go) while that context is current (internal/place);
+	// internal/smpart/slots.go) while that context is current (internal/place);
 	// an unpartitioned tenant's takes the primary context, holding nothing.
 	if err := fr.Take(ctx, c.place.Placement); err != nil {
 		if ownRun {

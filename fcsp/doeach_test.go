@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // DoEach visits every green context Do may hold, once each, making the
@@ -39,7 +39,7 @@ func TestDoEachVisitsEveryContext(t *testing.T) {
 	require.NoError(t, err)
 	var runs atomic.Int32
 	require.NoError(t, plain.DoEach(context.Background(), func(Current) error { runs.Add(1); return nil }))
-	require.EqualValues(t, greenctx.DefaultSlots, runs.Load())
+	require.EqualValues(t, smpart.DefaultSlots, runs.Load())
 
 	// On the whole device (no partition) the one primary context serves.
 	q, _ := openSim(t)

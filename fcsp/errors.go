@@ -7,8 +7,8 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -22,9 +22,9 @@ var (
 	ErrNotAvailable = cuda.ErrNotAvailable
 	// ErrGranularity: an SM count is not a whole number of the groups the
 	// driver cuts; the message names the group size.
-	ErrGranularity = greenctx.ErrGranularity
+	ErrGranularity = smpart.ErrGranularity
 	// ErrInsufficientSMs: not enough unpartitioned SMs are left.
-	ErrInsufficientSMs = greenctx.ErrInsufficientSMs
+	ErrInsufficientSMs = smpart.ErrInsufficientSMs
 	// ErrQuotaExceeded: an allocation would pass a tenant's or the device's
 	// memory limit; the *memtrack.QuotaError says requested, used and limit.
 	ErrQuotaExceeded = memtrack.ErrQuotaExceeded

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
@@ -15,7 +15,7 @@ import (
 // One identity per meaning: whichever layer saw the close (or the bad
 // input) first, the caller matches the public sentinel.
 func TestOneErrClosedOneErrInvalidArgument(t *testing.T) {
-	for _, e := range []error{greenctx.ErrClosed, memtrack.ErrClosed, tokenbucket.ErrClosed} {
+	for _, e := range []error{smpart.ErrClosed, memtrack.ErrClosed, tokenbucket.ErrClosed} {
 		require.ErrorIs(t, e, ErrClosed)
 	}
 	for _, e := range []error{tokenbucket.ErrInvalidConfig, tokenbucket.ErrInvalidAmount, memtrack.ErrInvalidSize, memtrack.ErrInvalidLimit} {

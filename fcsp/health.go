@@ -56,8 +56,11 @@ func (p *Pool) Health() Health {
 func lostError(r fault.Record) error { return new(DeviceLostError(r)) }
 
 // whose names the tenant that owns stream s, or partition context ctx. It
-// only tries the locks: a caller may hold them (NewTenant holds the pool's),
-// and then the name is left out rather than waited for.
+// runs inside a driver call's return, on the caller's goroutine, which may
+// hold a lock ranked after Pool.mu and the tenants' mu (an engine's, such
+// as a partition's or a pool charge's, held across its driver calls:
+// docs/LOCKS.md), so it only tries them: a name that cannot be had at once
+// is left out rather than waited for.
 func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 	if !p.mu.TryLock() {
 		return ""

@@ -30,11 +30,14 @@ type Function struct {
 	params ptxsig.Layout // the parameters' layout the PTX declares, checked at each launch (checkArgs)
 }
 
-// LoadModule loads PTX (or a cubin) into the tenant's context.
+// LoadModule loads PTX (or a cubin) for the tenant's kernels, once, with
+// the device's primary context, which serves every green stream of the
+// device on that stream's SMs (docs/CONTEXTS.md): one module serves every
+// layout of a reshapable tenant.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m := &Module{t: c}
 	m.params = ptxsig.Layouts(image)
-	err := c.loadModule(m, image) // into every layout of a reshapable tenant (reshape.go)
+	err := c.loadModule(m, image) // reshape.go
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +47,7 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name, params: m.params[name]}
-	err := m.function(f) // in every layout of a reshapable tenant (reshape.go)
+	err := m.function(f) // in the module's one load (reshape.go)
 	if err != nil {
 		return nil, m.t.fail("Module.Function", fmt.Errorf("kernel %q: %w", name, err))
 	}
@@ -116,7 +119,10 @@ func (s *streamCore) admitAndRun(ctx context.Context, f *Function, grid, block D
 // run queues an admitted launch: with a timed ticket between its events,
 // with the primary context, which serves every green stream
 // (docs/CONTEXTS.md): no green context is taken; else through
-// launchCounted. The caller is in the life lock.
+// launchCounted. The caller is in the life lock. Begin takes the stream's
+// meter and End gives it back, so the meter's lock is held across the
+// launch (internal/admission; docs/LOCKS.md, where admission is being
+// rebuilt).
 func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if !tk.Timed() {
 		return s.launchCounted(f, grid, block, shmem, args)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
@@ -15,12 +14,13 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/fault"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -28,9 +28,20 @@ import (
 
 // Pool is one GPU shared by tenants. It is safe for concurrent use.
 type Pool struct {
-	drv  cuda.Driver
-	dev  *greenctx.Device
-	info DeviceInfo
+	// Set by Open, then only read.
+	drv       cuda.Driver // the guarded driver: every call of the pool's meets the fault state
+	raw       cuda.Driver // the driver under the guard: only to put a thread's context back
+	dev       *smpart.Device
+	info      DeviceInfo
+	cfg       poolConfig
+	env       hamienv.Config
+	log       *slog.Logger
+	mem       *memtrack.Tracker
+	shared    *shm.Member       // nil without WithSharedRegion
+	closeDone chan struct{}     // closed when the first Close has finished
+	launcher  place.Launcher    // kernel launches (launch.go)
+	wait      hostwait.Wait     // Synchronize's HostWait
+	blocker   *hostwait.Blocker // the events of the waits that sleep
 	// whole is the whole device, shared through its primary context;
 	// plain is every unpartitioned tenant's placement: the commons
 	// (commons.go) where the device can be partitioned, else whole. One
@@ -38,45 +49,32 @@ type Pool struct {
 	// placement.
 	whole   placement
 	plain   placement
-	commons *greenctx.Partition // nil where the device cannot be partitioned
-	probe   smProbe             // ProbeSMs's kernel (probe.go)
-	steer   steer               // the SM controller of a latency class (steer.go)
-	cfg     poolConfig
-	mem     *memtrack.Tracker
-	log     *slog.Logger
+	commons *smpart.Partition // nil where the device cannot be partitioned; moved under placeMu
+	split   *smpart.Split     // nil when noSplit says why; its own lock guards which SMs are taken
+	noSplit error
 
-	closeDone chan struct{} // closed when the first Close has finished
-	raw       cuda.Driver   // the driver under the guard: only to put a thread's context back
-	env       hamienv.Config
-
-	// NCCL and other foreign streams, labelled by handle.
-	registry stream.Registry
-
-	shared   *shm.Member // nil without WithSharedRegion
-	events   event.Set   // made by Pool.NewEvent
-	unscoped unscopedProbe
-	launcher place.Launcher    // kernel launches (launch.go), made at Open
-	wait     hostwait.Wait     // Synchronize's HostWait, chosen at Open
-	blocker  *hostwait.Blocker // the events of the waits that sleep
-	memInfo  devmem.InfoCache  // MemGetInfo's device figures
+	// Each safe for concurrent use on its own: a lock inside, or atomics.
+	registry stream.Registry  // NCCL and other foreign streams, labelled by handle
+	events   event.Set        // made by Pool.NewEvent
+	unscoped unscopedProbe    // what the driver takes with no context current (unscoped.go)
+	probe    smProbe          // ProbeSMs's kernel, under its mu (probe.go)
+	steer    steer            // the SM controller of a latency class, under its mu (steer.go)
+	memInfo  devmem.InfoCache // MemGetInfo's device figures
 	_        [128]byte
 	fault    fault.State // internal/fault, lost as a *DeviceLostError (health.go): read by every call, so on lines of its own
 	_        [128]byte
+	prio     admission.Pool // latency tenants in flight (internal/admission)
+	pools    devmem.Peers   // the tenants' memory engines, which trim each other (memory.go)
 
-	prio admission.Pool // latency tenants in flight (internal/admission)
-
-	pools devmem.Peers // the tenants' memory engines, which trim each other (memory.go)
-
-	// placeMu orders the changes of which SMs each tenant holds:
-	// partitions made, closed and reshaped, and the commons moved after
-	// them (commons.go has the lock order). Before mu.
-	placeMu  sync.Mutex
+	// placeMu serialises NewTenant (a partition built, across its driver
+	// calls) and the moves of the commons that follow a partition made,
+	// closed or reshaped (commons.go); Close waits for it. Before mu
+	// (docs/LOCKS.md). followed is written under it, read without it.
+	placeMu  lockorder.Mutex[lockorder.PoolPlace]
 	followed atomic.Uint64 // the split's Version the commons last followed (commons.go)
 
-	mu      sync.Mutex
-	split   *greenctx.Split // nil when noSplit says why
-	noSplit error
-	spare   *greenctx.Spares // provisioned, not yet owned (WithPrewarm)
+	mu      lockorder.Mutex[lockorder.PoolMu] // protects the following fields; no driver call under it
+	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm)
 	tenants map[string]*tenantCore
 	closed  bool
 }
@@ -96,7 +94,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: greenctx.NewSpares(cfg.Prewarm)}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: smpart.NewSpares(cfg.Prewarm)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
@@ -105,7 +103,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	// Before the driver makes the device's context, which reads it.
-	queues, err := greenctx.WorkQueues(cfg.Environ, cfg.NewDriver == nil)
+	queues, err := smpart.WorkQueues(cfg.Environ, cfg.NewDriver == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -114,18 +112,18 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	} else if p.drv, err = cuda.Load(); err != nil {
 		return nil, err
 	}
-	// Every call, greenctx's included, goes through the guard: whichever
+	// Every call, internal/smpart's included, goes through the guard: whichever
 	// call meets a sticky fault first turns the pool to lost.
 	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
 	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault)
-	if p.dev, err = greenctx.OpenIndex(ctx, p.drv, index); err != nil {
+	if p.dev, err = smpart.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
 	p.blocker = hostwait.NewBlocker(p.drv, p.dev.Primary())
 	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
-	p.launcher = place.Launcher{Drv: p.drv, State: &p.unscoped.launch, Dev: p.dev, Log: p.log}
+	p.launcher = place.Launcher{Drv: p.drv, Probe: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	desc, err := p.dev.Describe(index, cfg.Simulated, queues, greenctx.Caveats(cfg.Environ))
+	desc, err := p.dev.Describe(index, cfg.Simulated, queues, smpart.Caveats(cfg.Environ))
 	p.info = DeviceInfo(desc)
 	for _, c := range p.info.Caveats {
 		p.log.Warn("fcsp pool: partitions may not hold here", "device", index, "why", c)
@@ -137,7 +135,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err := p.newTracker(index); err != nil {
 		return fail(err)
 	}
-	p.split, p.noSplit, err = greenctx.Cut(ctx, p.dev, greenctx.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
+	p.split, p.noSplit, err = smpart.Cut(ctx, p.dev, smpart.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
 		Spare: p.spare, Log: p.log, Device: p.info.String()})
 	if err != nil {
 		return fail(err)
@@ -173,7 +171,7 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 	if closed {
 		return nil, nil, ErrClosed
 	}
-	return greenctx.TableOf[SplitRow](p.dev, minCounts...)
+	return smpart.TableOf[SplitRow](p.dev, minCounts...)
 }
 
 // MemoryUsed is what all tenants hold, in bytes, including the freed
@@ -235,8 +233,14 @@ func (p *Pool) Close() error {
 	defer close(p.closeDone)
 	cores := p.cores(nil)
 	spare := p.spare
-	p.spare = greenctx.NewSpares(nil) // a closed pool keeps none
+	p.spare = smpart.NewSpares(nil) // a closed pool keeps none
 	p.mu.Unlock()
+	// A NewTenant under way holds placeMu across its driver work, made
+	// outside mu: it finishes first, and finds the pool closed when it
+	// lists its tenant (undoing what it built), before anything of the
+	// pool's goes.
+	p.placeMu.Lock()
+	p.placeMu.Unlock()
 	errs := make([]error, 0, len(cores)+1)
 	for _, c := range cores {
 		errs = append(errs, c.fail("Pool.Close", c.close("pool closed")))
@@ -255,18 +259,6 @@ func (p *Pool) cores(into []*tenantCore) []*tenantCore {
 		into = append(into, c)
 	}
 	return into
-}
-
-// takePartition finds or builds a partition for a tenant. The caller holds
-// p.mu.
-func (p *Pool) takePartition(cfg *tenantConfig) (*greenctx.Partition, error) {
-	if p.noSplit != nil {
-		return nil, p.noSplit
-	}
-	if err := p.resolveShape(cfg); err != nil {
-		return nil, err
-	}
-	return p.split.TakeFor(p.spare, greenctx.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes})
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 )
 
@@ -144,7 +144,7 @@ func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Arg
 // smProbe is the pool's probe kernel, loaded on first use with the primary
 // context, which serves every tenant's streams (docs/CONTEXTS.md).
 type smProbe struct {
-	mu  sync.Mutex
+	mu  lockorder.Mutex[lockorder.PoolProbe]
 	mod cuda.Module
 	fn  *Function
 }
@@ -169,7 +169,7 @@ func (p *Pool) probeFunction() (*Function, error) {
 }
 
 // closeProbe unloads the probe kernel, if it was loaded.
-func closeProbe(dev *greenctx.Device, pr *smProbe) error {
+func closeProbe(dev *smpart.Device, pr *smProbe) error {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.fn == nil {

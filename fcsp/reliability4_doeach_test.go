@@ -112,7 +112,7 @@ func TestStaleGraphCheckedOnEveryPlacement(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, s.LaunchGraph(ctx, x), tc.name)
 		was := a.c.place
-		a.c.place = placement{movedPlace{was.Placement, was.Layout() + 1}} // as if the placement had moved since the capture
+		a.c.place = placement{movedPlace{was.Placement.(place.Slotted), was.Layout() + 1}} // as if the placement had moved since the capture
 		err = s.LaunchGraph(ctx, x)
 		a.c.place = was
 		require.ErrorIs(t, err, ErrStaleGraph, tc.name)
@@ -123,9 +123,9 @@ func TestStaleGraphCheckedOnEveryPlacement(t *testing.T) {
 	}
 }
 
-// movedPlace is a placement whose layout has moved on.
+// movedPlace is a placement of green contexts whose layout has moved on.
 type movedPlace struct {
-	place.Placement
+	place.Slotted
 	layout int
 }
 

@@ -60,7 +60,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	}
 	from := c.place.SMs()
 	if err := c.place.Reshape(sms, c.swapStreams()); err != nil {
-		return err // greenctx.ErrClosed is ErrClosed: one identity
+		return err // smpart.ErrClosed is ErrClosed: one identity
 	}
 	if err := c.moveCommons(from); err != nil {
 		return err

@@ -246,10 +246,10 @@ func TestReshapeRacesCallsAndClose(t *testing.T) {
 	require.Equal(t, 132, p.FreeSMs())
 }
 
-// A Reshape that is the first call to meet a sticky fault (greenctx makes
+// A Reshape that is the first call to meet a sticky fault (internal/smpart makes
 // the driver calls) loses the pool as any call would: ErrDeviceLost, not
 // the bare CUDA error, and every tenant then sees it (issue 28 #10; before,
-// greenctx called the driver past the pool's guard).
+// internal/smpart called the driver past the pool's guard).
 func TestReshapeMeetsAFault(t *testing.T) {
 	ctx := context.Background()
 	p, drv := openSim(t)

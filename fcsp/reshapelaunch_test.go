@@ -33,7 +33,7 @@ func TestReshapeRacingLaunchOnAContextDriver(t *testing.T) {
 	a, err := p.NewTenant("a", WithSMs(8), WithReshapeSizes(16))
 	require.NoError(t, err)
 	raceLaunchesWithReshapes(t, a)
-	require.Equal(t, probeNo, p.unscoped.launch.Load(), "the driver took a launch with no context")
+	require.Equal(t, probeNo, p.unscoped.launch.State(), "the driver took a launch with no context")
 	require.NoError(t, a.Close())
 }
 

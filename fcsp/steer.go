@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smctl"
 )
@@ -36,7 +36,7 @@ const (
 // steer is the pool's controller, wired when both tenants exist. Its
 // fields are guarded by mu (Pool.mu is taken before it where both are).
 type steer struct {
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.PoolSteer]
 	lat    *tenantCore // the latency class
 	rest   *tenantCore // the throughput class it trades SMs with
 	ctl    *smctl.Controller

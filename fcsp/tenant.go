@@ -18,9 +18,10 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/life"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -52,6 +53,7 @@ type Tenant struct {
 // are the Tenant's, wrapped in tenant_api.go where the Tenant does not
 // implement them itself.
 type tenantCore struct {
+	// Set by NewTenant before the tenant is listed, then only read.
 	pool   *Pool
 	name   string
 	place  placement // where its work runs: a partition, or the whole device (internal/place)
@@ -60,35 +62,45 @@ type tenantCore struct {
 	mem    devmem.Allocator  // device memory: plain or pooled, chosen in NewTenant (memory.go)
 	memOps *devmem.Config    // mem's: fills, copies and MemGetInfo, which allocate nothing
 
-	life   life.Lock // counts calls in flight; Close waits for them (internal/life)
+	// Hand-built (docs/LOCKS.md): calls in flight, which Close waits for
+	// and Reshape pauses (internal/life); closed is set once, by the close
+	// that holds closing.
+	life   life.Lock
 	closed atomic.Bool
 
 	// The fields above are read by every call; those after the pad are
 	// written by NewStream, Close and Stats (mu among them): 128 bytes
 	// apart, so that a storm of those calls does not make every call's
 	// reads miss the cache. These, written once before the tenant is
-	// shared or on no request's path (OnClose, Reshape), are part of the
-	// distance; the pad is the rest (a tenant is made and closed 150,000
-	// times a second in a server's storm: its size is garbage).
+	// listed or on no request's path (OnClose, Reshape, a first capture),
+	// are part of the distance; the pad is the rest (a tenant is made and
+	// closed 150,000 times a second in a server's storm: its size is
+	// garbage).
+	prio    config.Prio          // WithPriority, WithBandwidthFloor (internal/config); set by NewTenant
+	cleanup runtime.Cleanup      // closes a tenant whose handle the GC found unreachable; set by NewTenant
+	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs; set by NewTenant
+	first   Stream               // the first stream (Tenant.Stream); set by NewTenant
+	lat     *latencyLog          // a latency class's request times (steer.go), nil for others; set by NewTenant
+
+	reshape lockorder.Mutex[lockorder.TenantReshape] // serialises Reshape (reshape.go), across its driver calls
+
+	// Guarded by mu, below, and kept here for the distance.
 	graphs  *graphs.Set           // live graphs and execs, destroyed by Close; made by graphSet
-	prio    config.Prio           // WithPriority, WithBandwidthFloor (internal/config)
-	cleanup runtime.Cleanup       // closes a tenant whose handle the GC found unreachable
-	stop    func() bool           // unregisters the context watcher (under mu)
-	handle  weak.Pointer[Tenant]  // for Pool.Tenant: weak, so the GC cleanup still runs
-	onClose []func(Current) error // OnClose's, run by close on the tenant's context (under mu)
-	reshape sync.Mutex            // serialises Reshape (reshape.go)
-	first   Stream                // the first stream (Tenant.Stream), set before the tenant is shared
-	lat     *latencyLog           // a latency class's request times (steer.go); nil for others
+	stop    func() bool           // unregisters the context watcher
+	onClose []func(Current) error // OnClose's, run by close on the tenant's context
 	_       [128 - 112]byte
 
-	mu      sync.Mutex
-	streams []*streamCore // first.c among them, first
+	mu      lockorder.Mutex[lockorder.TenantMu] // protects the following fields, and the three above the pad; no driver call under it
+	streams []*streamCore                       // first.c among them, first
 	modules []*Module
-	events  event.Set
-	closing sync.Mutex     // held by the close under way: a second close waits for it
-	dos     inside.Threads // OS threads inside Do (internal/inside)
-	each    inside.Turn    // one DoEach at a time (doeach.go)
-	gone    streamTotals   // the closed streams' counters, for Stats (stream.go)
+	gone    streamTotals // the closed streams' counters, for Stats (stream.go)
+
+	closing lockorder.Mutex[lockorder.TenantClosing] // held by the close under way, across its driver calls: a second close waits for it
+
+	// Each with a lock of its own.
+	events event.Set      // the tenant's events (internal/event)
+	dos    inside.Threads // OS threads inside Do (internal/inside)
+	each   inside.Turn    // one DoEach at a time (doeach.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs, WithSMShare, WithRestOfSMs or
@@ -127,6 +139,12 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	if err := p.lockPlace(); err != nil {
 		return nil, err
 	}
+	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
+	claimed, err := p.admit(c, &cfg)
+	if err != nil {
+		p.placeMu.Unlock()
+		return nil, err
+	}
 	if !cfg.Partitioned() {
 		// The commons first follows the partitions made since it last
 		// moved (it does not move while it serves no tenant).
@@ -135,7 +153,7 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 			return nil, err
 		}
 	}
-	t, err := p.newTenant(name, &cfg)
+	t, err := p.newTenant(c, &cfg, claimed)
 	if err != nil || !cfg.Partitioned() {
 		p.placeMu.Unlock()
 		return p.warmUp(t, err, &cfg)
@@ -151,82 +169,150 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	return p.warmUp(t, nil, &cfg)
 }
 
-// newTenant is NewTenant once the options are resolved. The caller holds
-// placeMu.
-func (p *Pool) newTenant(name string, cfgp *tenantConfig) (*Tenant, error) {
-	cfg := *cfgp
-	var err error
+// admit is what NewTenant checks before any driver call, under Pool.mu:
+// the pool is open and not lost, the name is free, and a partition's ask
+// (its shape, a latency class's sizes) is resolved; claimed is what of the
+// pool's spares its partition will use (Spares.Claim). The caller holds
+// placeMu, which every NewTenant takes, so that the name is still free
+// when the tenant is listed.
+func (p *Pool) admit(c *tenantCore, cfg *tenantConfig) (claimed smpart.Claimed, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil, ErrClosed
+		return smpart.Claimed{}, ErrClosed
 	}
 	if err := p.fault.Err(); err != nil {
-		return nil, err
+		return smpart.Claimed{}, err
 	}
-	if _, ok := p.tenants[name]; ok {
-		return nil, ErrNameTaken
+	if _, ok := p.tenants[c.name]; ok {
+		return smpart.Claimed{}, ErrNameTaken
 	}
-	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
 	if !cfg.Partitioned() {
-		c.place = p.plainFor(c, &cfg)
-	} else {
-		if err := greenctx.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
-			return nil, err
-		}
-		if err := p.shapeSteered(&cfg); err != nil {
-			return nil, err
-		}
-		part, err := p.takePartition(&cfg)
-		if err != nil {
-			return nil, err
-		}
-		part.SetSlots(cmp.Or(cfg.Dos, greenctx.DefaultSlots))
-		c.place = greenPlace(part)
-		if p.plainCount() > 0 && !p.commonsLeft() {
-			return nil, errors.Join(errNoCommons(p.plainCount()), c.place.Close())
-		}
+		return smpart.Claimed{}, nil
 	}
-	undo := func(err error) (*Tenant, error) {
-		err = errors.Join(err, c.place.Close())
-		if c.acct != nil {
-			_, e := c.acct.Close()
-			err = errors.Join(err, e)
-		}
-		return nil, err
+	if err := smpart.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
+		return smpart.Claimed{}, err
 	}
+	if err := p.shapeSteered(cfg); err != nil {
+		return smpart.Claimed{}, err
+	}
+	if p.noSplit != nil {
+		return smpart.Claimed{}, p.noSplit
+	}
+	if err := p.resolveShape(cfg); err != nil {
+		return smpart.Claimed{}, err
+	}
+	return p.spare.Claim(askOf(cfg)), nil
+}
+
+// askOf is what a partitioned tenant asks of the split, once admit has
+// resolved its shape.
+func askOf(cfg *tenantConfig) smpart.Ask {
+	return smpart.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes}
+}
+
+// newTenant makes the tenant admit admitted: its placement, account,
+// admission, first stream and memory engine, with every driver call that
+// takes made outside Pool.mu (docs/LOCKS.md), and then lists it under
+// Pool.mu, undoing what it made if the pool closed, was lost, or a
+// partition would leave the unpartitioned tenants no SMs meanwhile. The
+// caller holds placeMu, which the pool's Close waits for before it lets
+// anything of the pool go.
+func (p *Pool) newTenant(c *tenantCore, cfg *tenantConfig, claimed smpart.Claimed) (*Tenant, error) {
 	quota := cmp.Or(cfg.Quota, p.mem.Limit()) // none asked for: the device's limit
-	if err := p.checkQuota(quota); err != nil {
-		return undo(err)
+	if err := c.build(cfg, claimed, quota); err != nil {
+		return nil, errors.Join(err, c.unbuild())
 	}
-	if c.acct, err = p.mem.NewAccount(name, quota); err != nil {
-		return undo(err)
-	}
-	if c.adm, err = c.newAdmission(&cfg); err != nil {
-		return undo(err)
-	}
-	first, err := c.newStream(cfg.Class, true)
-	if err != nil {
-		return undo(err)
-	}
-	c.streams, c.first = append(c.streams, first), Stream{c: first, gen: first.gen.Load()}
-	if err := c.openMemory(&cfg, quota); err != nil {
-		_ = first.destroy(c.ctx())
-		first.retire(false)
-		return undo(err)
-	}
-	p.tenants[name] = c
-	p.wireSteered(c, &cfg)
 	t := &Tenant{c}
-	c.handle = weak.Make(t)
+	c.handle = weak.Make(t) // before it is listed: Pool.Tenant reads it
 	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) { _ = c.close("tenant handle garbage-collected without Close") }, c)
+	if err := p.list(c, cfg); err != nil {
+		c.cleanup.Stop()
+		return nil, errors.Join(err, c.unbuild())
+	}
 	if cfg.Ctx != nil {
 		c.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
 	}
 	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
-		p.log.Info("tenant created", createdArgs(name, c, quota, &cfg)...)
+		p.log.Info("tenant created", createdArgs(c.name, c, quota, cfg)...)
 	}
 	return t, nil
+}
+
+// build makes what a tenant is made of, outside Pool.mu: its placement (a
+// partition built, or a claimed spare), account, admission, first stream
+// and memory engine. On an error the caller undoes what it made (unbuild).
+func (c *tenantCore) build(cfg *tenantConfig, claimed smpart.Claimed, quota uint64) (err error) {
+	p := c.pool
+	c.place = p.plainFor(c, cfg)
+	if cfg.Partitioned() {
+		part, err := p.split.TakeFor(claimed, askOf(cfg))
+		if err != nil {
+			return err
+		}
+		part.SetSlots(cmp.Or(cfg.Dos, smpart.DefaultSlots))
+		c.place = greenPlace(part)
+	}
+	if err := p.checkQuota(quota); err != nil {
+		return err
+	}
+	if c.acct, err = p.mem.NewAccount(c.name, quota); err != nil {
+		return err
+	}
+	if c.adm, err = c.newAdmission(cfg); err != nil {
+		return err
+	}
+	first, err := c.newStream(cfg.Class, true)
+	if err != nil {
+		return err
+	}
+	c.streams, c.first = append(c.streams, first), Stream{c: first, gen: first.gen.Load()}
+	return c.openMemory(cfg, quota)
+}
+
+// unbuild undoes build, what of it was made, in the order close lets a
+// tenant's things go: a tenant that was never listed, on which no call was
+// made.
+func (c *tenantCore) unbuild() error {
+	var errs [4]error
+	ctx := c.ctx()
+	if c.mem != nil {
+		errs[0] = c.mem.Close(ctx, nil)
+	}
+	if len(c.streams) > 0 {
+		first := c.streams[0]
+		errs[1] = errors.Join(first.destroy(ctx), c.releaseShared(first))
+		first.retire(false)
+		c.streams, c.first = nil, Stream{}
+	}
+	if c.adm != nil {
+		c.adm.Close()
+	}
+	if c.acct != nil {
+		_, errs[2] = c.acct.Close()
+	}
+	errs[3] = c.place.Close()
+	return c.pool.fault.Forgive(errors.Join(errs[:]...))
+}
+
+// list makes the tenant built one of the pool's, under Pool.mu: unless the
+// pool closed or was lost since admit, or, for a partition, the
+// unpartitioned tenants would be left no SMs.
+func (p *Pool) list(c *tenantCore, cfg *tenantConfig) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.fault.Err(); err != nil {
+		return err
+	}
+	if c.place.Partitioned() && p.plainCount() > 0 && !p.commonsLeft() {
+		return errNoCommons(p.plainCount())
+	}
+	p.tenants[c.name] = c
+	p.wireSteered(c, cfg)
+	return nil
 }
 
 // createdArgs is what the "tenant created" line says: the limit the

@@ -1,32 +1,30 @@
 package fcsp
 
 import (
-	"sync/atomic"
-
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/unscoped"
 )
 
 // unscopedProbe is whether the driver accepts launches, synchronisations
 // and pool calls with no context current (the stream naming it): learned
-// on first use and remembered per pool (place.Unscoped), in devmem's
-// encoding (devmem.ProbeUnknown, ProbeYes, ProbeNo).
-type unscopedProbe struct{ launch, sync, pool atomic.Int32 }
+// on first use and remembered per pool (internal/unscoped).
+type unscopedProbe struct{ launch, sync, pool unscoped.Probe }
 
 // doUnscoped runs f with a zero context where the driver allows it, else
-// with the tenant's context under its lock. The call is counted in the
+// with the device's primary context (place.Unscoped). The call is counted in the
 // tenant's life lock so Close cannot destroy the stream underneath f.
-func (c *tenantCore) doUnscoped(state *atomic.Int32, f func(ctx cuda.Context) error) error {
+func (c *tenantCore) doUnscoped(probe *unscoped.Probe, f func(ctx cuda.Context) error) error {
 	slot, err := c.enter()
 	if err != nil {
 		return err
 	}
 	defer c.life.Exit(slot)
-	return c.doUnscopedLocked(state, f)
+	return c.doUnscopedLocked(probe, f)
 }
 
 // doUnscopedLocked is doUnscoped for a caller already counted in the life
 // lock (place.Unscoped says how the context is chosen).
-func (c *tenantCore) doUnscopedLocked(state *atomic.Int32, f func(ctx cuda.Context) error) error {
-	return place.Unscoped(state, c.place.Placement, c.pool.dev, c.pool.log, f)
+func (c *tenantCore) doUnscopedLocked(probe *unscoped.Probe, f func(ctx cuda.Context) error) error {
+	return place.Unscoped(probe, c.place.Placement, c.pool.dev, c.pool.log, f)
 }

@@ -6,13 +6,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/unscoped"
 )
 
 // The probes' states (unscopedProbe), as the tests read them.
 const (
-	probeYes = devmem.ProbeYes
-	probeNo  = devmem.ProbeNo
+	probeYes = unscoped.Yes
+	probeNo  = unscoped.No
 )
 
 func launchOnce(t *testing.T, tn *Tenant) {
@@ -35,14 +35,14 @@ func TestUnscopedCallsWhereTheDriverTakesThem(t *testing.T) {
 	tn, err := p.NewTenant("a", WithSMs(8))
 	require.NoError(t, err)
 	launchOnce(t, tn)
-	require.Equal(t, probeYes, p.unscoped.launch.Load())
-	require.Equal(t, probeYes, p.unscoped.sync.Load())
+	require.Equal(t, probeYes, p.unscoped.launch.State())
+	require.Equal(t, probeYes, p.unscoped.sync.State())
 	pooled, err := p.NewTenant("pooled", WithSMs(8), WithMemoryPool(0))
 	require.NoError(t, err)
 	ptr, err := pooled.Alloc(context.Background(), 4096)
 	require.NoError(t, err)
 	require.NoError(t, pooled.Free(ptr))
-	require.Equal(t, probeYes, p.unscoped.pool.Load())
+	require.Equal(t, probeYes, p.unscoped.pool.State())
 }
 
 func TestScopedFallbackWhereTheDriverRefuses(t *testing.T) {
@@ -51,8 +51,8 @@ func TestScopedFallbackWhereTheDriverRefuses(t *testing.T) {
 	tn, err := p.NewTenant("a", WithSMs(8))
 	require.NoError(t, err)
 	launchOnce(t, tn)
-	require.Equal(t, probeNo, p.unscoped.launch.Load(), "a refused unscoped launch falls back to the scoped one")
-	require.Equal(t, probeNo, p.unscoped.sync.Load())
+	require.Equal(t, probeNo, p.unscoped.launch.State(), "a refused unscoped launch falls back to the scoped one")
+	require.Equal(t, probeNo, p.unscoped.sync.State())
 	launchOnce(t, tn) // and stays there
 	require.Equal(t, uint64(2), tn.Stats().Launches)
 	pooled, err := p.NewTenant("pooled", WithSMs(8), WithMemoryPool(0))
@@ -60,5 +60,5 @@ func TestScopedFallbackWhereTheDriverRefuses(t *testing.T) {
 	ptr, err := pooled.Alloc(context.Background(), 4096)
 	require.NoError(t, err)
 	require.NoError(t, pooled.Free(ptr))
-	require.Equal(t, probeNo, p.unscoped.pool.Load())
+	require.Equal(t, probeNo, p.unscoped.pool.State())
 }

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Warming a tenant's contexts: DoEach's runs in a reshapable tenant's
@@ -21,7 +21,7 @@ import (
 // commons makes on demand, in the Do that takes it first.
 
 // warmOthers runs f, as a Do's f, in the contexts of every layout of a
-// reshapable tenant but the current one (greenctx.Partition.WarmOthers):
+// reshapable tenant but the current one (smpart.Partition.WarmOthers):
 // a Reshape, the controller's included, then meets no context made, and no
 // library loading its kernels, on a request's path. The caller is in the
 // life lock (DoEach).
@@ -54,7 +54,7 @@ func (c *tenantCore) runIn(ctx context.Context, f func(Current) error) func(gctx
 			return err
 		}
 		defer func() {
-			if e := greenctx.RestoreCurrent(c.pool.raw, prev); e != nil {
+			if e := smpart.RestoreCurrent(c.pool.raw, prev); e != nil {
 				err = errors.Join(err, fmt.Errorf("restoring the thread's context: %w", e))
 			}
 		}()

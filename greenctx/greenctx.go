@@ -8,7 +8,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/driverhook"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // The errors this package returns, matched with errors.Is. Each is the
@@ -21,11 +21,11 @@ var (
 	ErrNotAvailable = cuda.ErrNotAvailable
 	// ErrGranularity: an SM count is not a whole number of the split's
 	// groups; the message names the group size and the nearest legal counts.
-	ErrGranularity = greenctx.ErrGranularity
+	ErrGranularity = smpart.ErrGranularity
 	// ErrInsufficientSMs: the split has not enough free SMs left.
-	ErrInsufficientSMs = greenctx.ErrInsufficientSMs
+	ErrInsufficientSMs = smpart.ErrInsufficientSMs
 	// ErrClosed: the Device, Split or Partition is closed.
-	ErrClosed = greenctx.ErrClosed
+	ErrClosed = smpart.ErrClosed
 	// ErrInvalidArgument: an argument is out of range (a negative ordinal, a
 	// minimum count below 1 or past the device's SMs); the message says
 	// what is allowed.
@@ -41,7 +41,7 @@ func init() {
 // Device is one GPU's SMs. Close releases it, with every Split and
 // Partition made from it.
 type Device struct {
-	dev *greenctx.Device
+	dev *smpart.Device
 
 	// life is held for reading by calls in flight and for writing by
 	// Close, so that Close never releases the device under a Take.
@@ -72,7 +72,7 @@ func open(drv cuda.Driver, ordinal int) (*Device, error) {
 	if n, err := drv.DeviceCount(); err == nil && ordinal >= n {
 		return nil, fmt.Errorf("%w: device ordinal %d; this machine has %d devices (0 to %d)", ErrInvalidArgument, ordinal, n, n-1)
 	}
-	d, err := greenctx.Open(drv, ordinal)
+	d, err := smpart.Open(drv, ordinal)
 	if err != nil {
 		return nil, err
 	}

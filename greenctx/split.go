@@ -6,14 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Split is one cut of the device into equal groups of SMs. Partitions taken
 // from it are made of whole groups and never share an SM. Close closes them.
 type Split struct {
 	dev *Device
-	s   *greenctx.Split
+	s   *smpart.Split
 
 	life   sync.RWMutex // read: a Take in flight; write: Close
 	closed bool
@@ -44,7 +44,7 @@ func (s *Split) String() string {
 }
 
 // take admits a call, builds a partition with build and records it.
-func (s *Split) take(build func() (*greenctx.Partition, error)) (*Partition, error) {
+func (s *Split) take(build func() (*smpart.Partition, error)) (*Partition, error) {
 	if err := s.dev.enter(); err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (s *Split) take(build func() (*greenctx.Partition, error)) (*Partition, err
 // (ErrGranularity otherwise, naming the nearest legal counts;
 // ErrInsufficientSMs when too few groups are free).
 func (s *Split) Take(sms int) (*Partition, error) {
-	return s.take(func() (*greenctx.Partition, error) { return s.s.Take(sms) })
+	return s.take(func() (*smpart.Partition, error) { return s.s.Take(sms) })
 }
 
 // TakeRest builds a partition of every free group and, while no other
@@ -118,7 +118,7 @@ func (s *Split) close(forget bool) error {
 // stream of its own.
 type Partition struct {
 	split  *Split
-	p      *greenctx.Partition
+	p      *smpart.Partition
 	closed atomic.Bool
 }
 

@@ -3,10 +3,10 @@ package memtrack
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/spin"
 )
@@ -47,9 +47,9 @@ type Tracker struct {
 	chunk    uint64 // lease chunk (lease.go); 0: no leases
 	chunkSet bool   // WithLeaseChunk given
 
-	mu     sync.Mutex // guards ids and registry changes; never on the hot path
-	free   []uint16   // recycled account ids
-	accts  []*Account // open accounts by id, for reclaim (lease.go)
+	mu     lockorder.Mutex[lockorder.Tracker] // guards ids and registry changes; never on the hot path
+	free   []uint16                           // recycled account ids
+	accts  []*Account                         // open accounts by id, for reclaim (lease.go)
 	nextID uint16
 	n      atomic.Int64 // number of open accounts
 	closed atomic.Bool  // set by Close, under mu

@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 BIN=.bin
 ROOT=$PWD
 # Packages with GPU tests (each test skips itself where no driver is found).
-PKGS=(internal/greenctx greenctx fcsp tokenbucket examples/gemm) # binaries: .bin/<path with - for />.test
+PKGS=(internal/smpart greenctx fcsp tokenbucket examples/gemm) # binaries: .bin/<path with - for />.test
 
 build() {
   set -e

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/stream"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 	"github.com/stretchr/testify/require"
@@ -42,7 +42,7 @@ func TestSettersRefuse(t *testing.T) {
 		{"region no folder", func(p *Pool, _ *Tenant) error { return p.SetRegion(filepath.Join(dir, "no", "fcsp")) }, "does not exist"},
 		{"heartbeat timeout <= every", func(p *Pool, _ *Tenant) error { return p.SetHeartbeat(time.Second, time.Second) }, "heartbeat every 1s, timeout 1s; want 0 < every < timeout"},
 		{"dos 0", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(0) }, "WithConcurrentDos(0); want 1 to 64"},
-		{"dos past max", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(greenctx.MaxSlots + 1) }, "WithConcurrentDos(65)"},
+		{"dos past max", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(smpart.MaxSlots + 1) }, "WithConcurrentDos(65)"},
 		{"nil context", func(_ *Pool, c *Tenant) error { return c.SetContext(nil) }, "WithContext of a nil context.Context"},
 		{"SMs -8", func(_ *Pool, c *Tenant) error { return c.SetSMs(-8) }, "WithSMs(-8); want a positive multiple of the partition unit"},
 		{"quota 0", func(_ *Pool, c *Tenant) error { return c.SetQuota(0) }, "memory quota 0; want a positive byte count"},
@@ -101,7 +101,7 @@ func TestSettersSet(t *testing.T) {
 	require.NoError(t, c.AddReshapeSizes([]int{16}))
 	require.NoError(t, c.AddReshapeSizes([]int{32}))
 	require.Equal(t, []int{16, 32}, c.Shape.Sizes)
-	require.NoError(t, c.SetConcurrentDos(greenctx.MaxSlots))
+	require.NoError(t, c.SetConcurrentDos(smpart.MaxSlots))
 	require.NoError(t, c.SetPriority(LatencyCritical))
 	require.Equal(t, "latency-critical", c.Prio.Prio.String())
 	require.Equal(t, "normal", Normal.String())

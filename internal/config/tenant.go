@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
 
@@ -21,7 +21,7 @@ type Tenant struct {
 	Class   stream.Class
 	Ctx     context.Context
 	Plain   bool   // WithoutMemoryPool: cuMemAlloc and cuMemFree
-	Dos     int    // WithConcurrentDos; 0: greenctx.DefaultSlots
+	Dos     int    // WithConcurrentDos; 0: smpart.DefaultSlots
 	Keep    uint64 // the pool's release threshold
 	NoLists bool   // the driver's pool alone, without free lists (benchmarks)
 
@@ -90,8 +90,8 @@ type Prio struct {
 
 // SetConcurrentDos is WithConcurrentDos.
 func (c *Tenant) SetConcurrentDos(n int) error {
-	if n < 1 || n > greenctx.MaxSlots {
-		return invalid("WithConcurrentDos(%d); want 1 to %d", n, greenctx.MaxSlots)
+	if n < 1 || n > smpart.MaxSlots {
+		return invalid("WithConcurrentDos(%d); want 1 to %d", n, smpart.MaxSlots)
 	}
 	c.Dos = n
 	return nil
@@ -107,7 +107,7 @@ func (c *Tenant) SetContext(ctx context.Context) error {
 }
 
 // SetSMs is WithSMs. Whether n is a multiple of the partition unit is the
-// split's to say (greenctx.ErrGranularity), when the partition is taken.
+// split's to say (smpart.ErrGranularity), when the partition is taken.
 func (c *Tenant) SetSMs(n int) error {
 	if n <= 0 {
 		return invalid("WithSMs(%d); want a positive multiple of the partition unit", n)

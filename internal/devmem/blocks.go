@@ -165,33 +165,39 @@ func (sh *shard) pop(class int) (cuda.DevicePtr, bool) {
 	return p, ok
 }
 
-// put pushes a block onto a shard whose bin is free now, or waits for one,
-// unless the list would then hold more than keep bytes. Only the sum of the
-// shards' counts means anything (a block may be counted in one shard and
-// kept in another), so the bound is checked before any bin is locked.
-// Counting first and checking after means two racing puts may both back
-// out, never both stay over the bound.
-func (l *freeList) put(class int, p cuda.DevicePtr, keep uint64) bool {
-	start := rand.Uint32()
+// room counts a block of the class in, unless the list would then hold
+// more than keep bytes; push then keeps the block, on the shard room
+// returned (nil: no room). Only the sum of the shards' counts means
+// anything (a block may be counted in one shard and kept in another), so
+// the bound is checked before any bin is locked. Counting first and
+// checking after means two racing puts may both back out, never both stay
+// over the bound.
+func (l *freeList) room(class int, keep uint64) *shard {
 	size := int64(classSize(class))
-	counted := l.shard(start % listShards)
+	counted := l.shard(rand.Uint32() % listShards)
 	counted.bytes.Add(size)
 	if l.bytes() > keep {
 		counted.bytes.Add(-size)
-		return false
+		return nil
 	}
+	return counted
+}
+
+// push keeps a block room counted in counted: on a shard whose bin is free
+// now, else on counted's, waiting for its bin.
+func (l *freeList) push(counted *shard, class int, p cuda.DevicePtr) {
+	start := rand.Uint32()
 	for i := range uint32(listShards) {
 		if b := &l.shard((start + i) % listShards).bins[class]; b.mu.TryLock() {
 			b.push(p)
 			b.mu.Unlock()
-			return true
+			return
 		}
 	}
 	b := &counted.bins[class]
 	b.mu.Lock()
 	b.push(p)
 	b.mu.Unlock()
-	return true
 }
 
 func (l *freeList) shard(i uint32) *shard { return loadOrNew(&l.shards[i]) }

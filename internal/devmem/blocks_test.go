@@ -144,3 +144,13 @@ func TestFreeListBoundUnderRaces(t *testing.T) {
 	require.Equal(t, uint64(kept.Load())*size, freed)
 	require.Zero(t, l.bytes())
 }
+
+// put is room, then push: false where the list has no room.
+func (l *freeList) put(class int, p cuda.DevicePtr, keep uint64) bool {
+	counted := l.room(class, keep)
+	if counted == nil {
+		return false
+	}
+	l.push(counted, class, p)
+	return true
+}

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -34,7 +34,7 @@ import (
 // is what the pool mapped at the last reading; exact says an allocation
 // the limit had no room for is being tried alone.
 type charge struct {
-	mu                    sync.Mutex
+	mu                    lockorder.Mutex[lockorder.Charge]
 	held, pending, mapped uint64
 	exact                 bool
 }

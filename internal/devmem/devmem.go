@@ -14,10 +14,11 @@ package devmem
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+	"github.com/fcsp-go/fcsp-go/internal/unscoped"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -139,25 +140,17 @@ type Config struct {
 	// per need, each of which was an allocation per tenant made.
 	Owner
 	// Probe, set where the tenant's streams are a partition's (green
-	// contexts), remembers for the device whether the driver takes
-	// stream-ordered pool calls with no context current (ProbeYes,
-	// ProbeNo); those calls then go so where it does, and in the primary
-	// context otherwise, as they always do without Probe. The Owner's Log
-	// hears when the driver refuses. (Fields derived rather than kept:
-	// the Config is copied into every tenant's engine.)
-	Probe *atomic.Int32
+	// contexts), is the device's answer to whether the driver takes
+	// stream-ordered pool calls with no context current
+	// (internal/unscoped); those calls then go so where it does, and in
+	// the primary context otherwise, as they always do without Probe. The
+	// Owner's Log hears when the driver refuses. (Fields derived rather
+	// than kept: the Config is copied into every tenant's engine.)
+	Probe *unscoped.Probe
 	// noQuota: the tenant asked for no quota (PoolConfig.Explicit), so its
 	// account's limit is the device's; Open sets it.
 	noQuota bool
 }
-
-// What Config.Probe holds: whether the driver takes stream-ordered calls
-// with no context current (the stream naming it) is learned on first use.
-const (
-	ProbeUnknown int32 = iota
-	ProbeYes
-	ProbeNo
-)
 
 // tenant is the tenant's name, for errors: its account's.
 func (c *Config) tenant() string { return c.Account.Name() }
@@ -182,22 +175,7 @@ func (c *Config) ordered(f func(ctx cuda.Context) error) error {
 	if c.Probe == nil {
 		return f(c.Device.Primary())
 	}
-	switch c.Probe.Load() {
-	case ProbeYes:
-		return f(0)
-	case ProbeNo:
-		return f(c.Device.Primary())
-	}
-	err := f(0)
-	switch {
-	case err == nil:
-		c.Probe.Store(ProbeYes)
-	case errors.Is(err, cuda.ErrorInvalidContext), errors.Is(err, cuda.ErrorInvalidHandle):
-		c.Probe.Store(ProbeNo)
-		c.Owner.Log("driver needs a current context for launches/synchronisation; serialising per green context")
-		return f(c.Device.Primary())
-	}
-	return err
+	return c.Probe.Do(c.Device.Primary(), c.Owner.Log, f)
 }
 
 // reserve reserves n bytes in the tenant's account. Where the device
@@ -240,7 +218,7 @@ func deviceFull(err error) bool {
 
 // Peers are the pooled engines of one device. Its zero value is empty.
 type Peers struct {
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.Peers]
 	pools  map[*pooled]struct{}
 	idle   []idlePool // emptied pools kept for new tenants (idle.go)
 	closed bool
@@ -253,7 +231,7 @@ type Peers struct {
 	back     atomic.Uint64
 	// alone serialises the allocations the device limit had no room to
 	// charge ahead, which are tried one at a time (charge.go).
-	alone sync.Mutex
+	alone lockorder.Mutex[lockorder.Alone]
 }
 
 func (p *Peers) add(e *pooled) {

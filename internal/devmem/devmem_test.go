@@ -14,6 +14,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/unscoped"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -25,7 +26,7 @@ type device struct {
 	primary cuda.Context
 	tracker *memtrack.Tracker
 	peers   Peers
-	probe   atomic.Int32
+	probe   unscoped.Probe
 	log     bytes.Buffer
 }
 
@@ -347,6 +348,71 @@ func TestPooledFreeTheDriverRefuses(t *testing.T) {
 	require.Zero(t, d.drv.Live().Bytes)
 }
 
+// freeRacer is the fake driver with a hook that runs inside
+// cuMemFreeAsync, before the call returns: what another goroutine does
+// while a free is in the driver.
+type freeRacer struct {
+	*fake.Driver
+	during func()
+}
+
+func (d *freeRacer) MemFreeAsync(c cuda.Context, p cuda.DevicePtr, s cuda.Stream) error {
+	if d.during != nil {
+		d.during()
+	}
+	return d.Driver.MemFreeAsync(c, p, s)
+}
+
+// TestPooledRefusedFreeKeepsTheRecord: a cacheable block the list has no
+// room for and the driver refuses stays the tenant's, recorded, however
+// full its quota got meanwhile, as a plain engine's does: it can be freed
+// again, and Close frees it. (The pooled engine used to settle the release
+// before the driver call and record the block again after the refusal,
+// which a quota filled meanwhile refused: the block was dropped from the
+// books, a second Free was ErrUnknownPointer, and Close never freed it.)
+func TestPooledRefusedFreeKeepsTheRecord(t *testing.T) {
+	d := newDevice(t, 0, 0)
+	const quota = 64 << 20
+	tn := &tenant{d: d, name: "a"}
+	var err error
+	tn.acct, err = d.tracker.NewAccount("a", quota)
+	require.NoError(t, err)
+	s := tn.newStream()
+	drv := &freeRacer{Driver: d.drv}
+	tn.mem, err = NewPooled(Config{Driver: drv, Device: d, Account: tn.acct, Tracker: d.tracker, Peers: &d.peers, Owner: tn},
+		PoolConfig{Quota: quota, Explicit: true, Keep: 1}) // Keep 1: no block fits on a list
+	require.NoError(t, err)
+
+	const n = 4096 // a cacheable size: the lists' path
+	p, err := tn.mem.Alloc(s, n)
+	require.NoError(t, err)
+	var other memtrack.Reservation
+	drv.during = func() {
+		// Another request takes all the quota it can while the free is in
+		// the driver.
+		other, err = tn.acct.Reserve(quota - tn.acct.Used())
+		require.NoError(t, err)
+	}
+	d.drv.FailNext("cuMemFreeAsync", cuda.ErrorInvalidValue)
+	err = tn.mem.Free(s, p)
+	drv.during = nil
+	require.ErrorIs(t, err, cuda.ErrorInvalidValue)
+	require.Equal(t, uint64(quota), tn.acct.Used(), "the block counts still, beside the other request's reservation")
+	other.Cancel()
+	require.Equal(t, uint64(n), tn.acct.Used())
+	require.Len(t, tn.acct.Live(), 1, "still recorded")
+	require.NoError(t, tn.mem.Free(s, p), "the tenant's again: it can be freed")
+	require.Zero(t, tn.acct.Used())
+
+	// Refused once more, then left to Close, which frees it.
+	p, err = tn.mem.Alloc(s, n)
+	require.NoError(t, err)
+	d.drv.FailNext("cuMemFreeAsync", cuda.ErrorInvalidValue)
+	require.ErrorIs(t, tn.mem.Free(s, p), cuda.ErrorInvalidValue)
+	require.NoError(t, tn.close())
+	require.Zero(t, d.drv.Live().Bytes, "Close freed the refused block")
+}
+
 // TestPeersTrimWhenTheDeviceIsFull: an allocation the device refuses takes
 // back what the other pooled engines cache, for a pooled and a plain
 // engine alike.
@@ -464,11 +530,11 @@ func TestGreenOrderedCalls(t *testing.T) {
 			require.NoError(t, tn.mem.Free(tn.first(), p))
 			require.NoError(t, tn.mem.Trim())
 		}
-		want, logged := ProbeYes, 0
+		want, logged := unscoped.Yes, 0
 		if refuse {
-			want, logged = ProbeNo, 1
+			want, logged = unscoped.No, 1
 		}
-		require.Equal(t, want, d.probe.Load())
+		require.Equal(t, want, d.probe.State())
 		require.Equal(t, logged, bytes.Count(d.log.Bytes(), []byte("needs a current context")))
 		require.Zero(t, tn.in.Load())
 		require.NoError(t, tn.close())

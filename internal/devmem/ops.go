@@ -2,12 +2,12 @@ package devmem
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
 // The memory calls that allocate nothing: fills, copies and the tenant's
@@ -84,8 +84,8 @@ const InfoMaxAge = time.Millisecond
 // zero value is empty; one per device, and nil does without one.
 type InfoCache struct {
 	last atomic.Pointer[infoReading]
-	gen  atomic.Uint64 // counts the engines' changes (Changed)
-	mu   sync.Mutex    // one refresh at a time
+	gen  atomic.Uint64                   // counts the engines' changes (Changed)
+	mu   lockorder.Mutex[lockorder.Info] // one refresh at a time
 }
 
 // infoReading is one cuMemGetInfo: at (monotonic ns), after gen changes.

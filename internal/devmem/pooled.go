@@ -177,32 +177,26 @@ func (e *pooled) Free(s Stream, p cuda.DevicePtr) error {
 	if err != nil {
 		return err // memtrack's error names the pointer
 	}
-	class, _, ok := sizeClass(r.Size())
-	if !ok {
-		if err := e.freeToDriver(s, p); err != nil {
-			// The driver kept it (or a Close, waiting for this call, will
-			// free it): it stays recorded, its bytes never stopped counting.
-			return errors.Join(err, r.Cancel())
+	if class, _, ok := sizeClass(r.Size()); ok {
+		if l, counted := e.cacheRoom(s, class); counted != nil {
+			// On the list the block is the engine's cache, no longer the
+			// tenant's allocation: the release settles before the block
+			// can be taken, so that an allocation on s that takes it at
+			// once never finds its bytes counted twice against the quota.
+			r.Commit()
+			l.push(counted, class, p)
+			return nil
 		}
-		r.Commit()
-		return nil
-	}
-	// The block may go onto a free list, where it counts against the device
-	// limit as cache: settle the release first, or at the limit the block
-	// would count twice for a moment and not be cached (the driver's pool
-	// would then keep it uncounted).
-	n := r.Size()
-	r.Commit()
-	if e.putCached(s, p, class) {
-		return nil
 	}
 	if err := e.freeToDriver(s, p); err != nil {
-		// The driver kept it: it is the tenant's again.
-		if rr, rerr := e.cfg.Account.Reserve(n); rerr == nil {
-			_ = rr.Commit(uint64(p))
-		}
-		return err
+		// The driver kept it (or a Close, waiting for this call, will
+		// free it): it stays recorded, its bytes never stopped counting,
+		// as a plain engine's. (Settling first and recording it again
+		// after a refusal lost the record where the quota had filled
+		// meanwhile.)
+		return errors.Join(err, r.Cancel())
 	}
+	r.Commit()
 	return nil
 }
 
@@ -250,20 +244,29 @@ func (e *pooled) takeCached(s Stream, class int) (cuda.DevicePtr, bool) {
 }
 
 // putCached keeps a freed block on s's list if it has room (keep bytes per
-// stream); false means the caller frees it to the driver. (The pool's
-// maximum size already bounds live and cached blocks together.) A cached
-// block is still device memory, in a chunk of the pool the device limit
-// counts (charge). While a request the device limit refused is trimming
-// the caches, a freed block goes back to the driver, so that its chunk can
-// go back too.
+// stream); false means the caller frees it to the driver.
 func (e *pooled) putCached(s Stream, p cuda.DevicePtr, class int) bool {
-	if e.cfg.Peers.underPressure() {
+	l, counted := e.cacheRoom(s, class)
+	if counted == nil {
 		return false
 	}
-	if e.noLists {
-		return false
+	l.push(counted, class, p)
+	return true
+}
+
+// cacheRoom counts a block of the class in on s's list where it has room
+// (keep bytes per stream; the pool's maximum size already bounds live and
+// cached blocks together); the caller pushes the block there (nil: it
+// frees the block to the driver). A cached block is still device memory,
+// in a chunk of the pool the device limit counts (charge). While a request
+// the device limit refused is trimming the caches, a freed block goes back
+// to the driver, so that its chunk can go back too.
+func (e *pooled) cacheRoom(s Stream, class int) (*freeList, *shard) {
+	if e.noLists || e.cfg.Peers.underPressure() {
+		return nil, nil
 	}
-	return s.Blocks().list().put(class, p, e.keep)
+	l := s.Blocks().list()
+	return l, l.room(class, e.keep)
 }
 
 // drain empties s's list and returns its blocks: the caller gives them to

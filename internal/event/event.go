@@ -56,29 +56,29 @@ type Set struct {
 // Make makes e, a new Event's storage (the caller's, so that a wrapper
 // and its event are one allocation), an event of the set through do, which
 // also serves its later calls; Synchronize waits through wait (do where
-// nil). A closed set refuses with errs.ErrClosed.
+// nil). A closed set refuses with errs.ErrClosed. The set's lock is taken
+// inside do's call, after the owner's life lock (docs/LOCKS.md): a Make
+// held at a Reshape's gate holds nothing a call in flight may wait for.
 func (set *Set) Make(e *Event, drv cuda.Driver, do, wait Do) error {
 	if wait == nil {
 		wait = do
 	}
 	e.do, e.wait, e.drv, e.set = do, wait, drv, set
-	set.mu.Lock()
-	defer set.mu.Unlock()
-	if set.closed {
-		return errs.ErrClosed
-	}
-	err := do(func(ctx cuda.Context) (err error) {
-		e.h, err = drv.EventCreate(ctx, cuda.EventDefault)
-		return err
+	return do(func(ctx cuda.Context) (err error) {
+		set.mu.Lock()
+		defer set.mu.Unlock()
+		if set.closed {
+			return errs.ErrClosed
+		}
+		if e.h, err = drv.EventCreate(ctx, cuda.EventDefault); err != nil {
+			return err
+		}
+		if set.live == nil {
+			set.live = map[*Event]struct{}{}
+		}
+		set.live[e] = struct{}{}
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if set.live == nil {
-		set.live = map[*Event]struct{}{}
-	}
-	set.live[e] = struct{}{}
-	return nil
 }
 
 // New is Make of a new Event.
@@ -139,21 +139,31 @@ func (e *Event) Since(start *Event) (time.Duration, error) {
 }
 
 // Close destroys the event. It is idempotent, and an event whose set closed
-// first was destroyed by the set's Close: Close then returns nil.
+// first was destroyed by the set's Close: Close then returns nil. As Make,
+// it takes the set's lock inside do's call.
 func (e *Event) Close() error {
-	e.set.mu.Lock()
-	defer e.set.mu.Unlock()
-	if e.set.closed || e.closed.Load() {
+	if e.closed.Load() {
 		return nil
 	}
-	err := e.do(func(ctx cuda.Context) error { return e.drv.EventDestroy(ctx, e.h) })
-	if errors.Is(err, errs.ErrClosed) {
+	err := e.do(func(ctx cuda.Context) error {
+		e.set.mu.Lock()
+		defer e.set.mu.Unlock()
+		if e.set.closed || e.closed.Load() {
+			return nil
+		}
+		err := e.drv.EventDestroy(ctx, e.h)
+		e.closed.Store(true)
+		if !errors.Is(err, errs.ErrDeviceLost) {
+			delete(e.set.live, e)
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, errs.ErrClosed):
 		return nil // the owner is closing: its Set.Close destroys it
-	}
-	e.closed.Store(true)
-	if errors.Is(err, errs.ErrDeviceLost) {
+	case errors.Is(err, errs.ErrDeviceLost):
+		e.closed.Store(true)
 		return nil // kept in the set: the owner's Close destroys it (the guard lets that through)
 	}
-	delete(e.set.live, e)
 	return err
 }

@@ -1,12 +1,15 @@
 package event
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/life"
 )
 
 func primary(t *testing.T) (*fake.Driver, cuda.Context, Do) {
@@ -132,5 +135,66 @@ func TestCountedCallsInTheLifeLock(t *testing.T) {
 	refuse = errs.ErrClosed
 	if err := do(func(cuda.Context) error { calls++; return nil }); !errors.Is(err, errs.ErrClosed) || calls != 1 {
 		t.Fatalf("refused enter: err %v, %d calls", err, calls)
+	}
+}
+
+// The owner's life lock comes before the set's lock (docs/LOCKS.md), as a
+// graph's calls take them: a New waiting at a Reshape's gate must not hold
+// the set's lock, which a New from inside a Do, which the Reshape waits
+// for, then waits for. (Make and Close held the set's lock across do, and
+// the three waited for each other.)
+func TestLifeLockBeforeTheSetsLock(t *testing.T) {
+	drv, ctx, raw := primary(t)
+	var l life.Lock
+	entering := make(chan struct{})
+	enter := func(pass bool) func() (uint32, error) {
+		return func() (uint32, error) {
+			if !pass {
+				close(entering)
+			}
+			slot, ok := l.Enter(func() bool { return pass })
+			if !ok {
+				return 0, errs.ErrClosed
+			}
+			return slot, nil
+		}
+	}
+	inDo, outside := Counted(enter(true), l.Exit, raw), Counted(enter(false), l.Exit, raw)
+	var set Set
+	doSlot, _ := l.Enter(func() bool { return true }) // a Do in flight
+	paused := make(chan error, 1)
+	go func() { paused <- l.Pause(context.Background()) }() // a Reshape, waiting for the Do
+	for !l.Paused() {
+		time.Sleep(time.Millisecond)
+	}
+	made := make(chan error, 1)
+	go func() { _, err := set.New(drv, outside, nil); made <- err }() // held at the gate
+	<-entering
+	done := make(chan error, 1)
+	go func() { // the Do makes an event and closes it
+		e, err := set.New(drv, inDo, nil)
+		if err == nil {
+			err = e.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the Do's New waits for the set's lock, held by a New waiting for the Reshape, which waits for the Do")
+	}
+	l.Exit(doSlot)
+	if err := <-paused; err != nil {
+		t.Fatal(err)
+	}
+	l.Resume()
+	if err := <-made; err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Close(drv, ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -35,7 +35,7 @@ type Record struct {
 // State is a pool's fault state: healthy, or lost with the first sticky
 // error it saw, which it answers as Public made it (fcsp's
 // *DeviceLostError) from then on. It is the pool's cuda.Watcher: every
-// driver call of the pool, its tenants and greenctx goes through a
+// driver call of the pool, its tenants and internal/smpart goes through a
 // cuda.Guard that asks it. (It is not generic over the public error: the
 // guard asks it through an interface on every driver call, where a generic
 // State's dictionary cost a Refuse and See pair 12.0 ns against 9.2,

@@ -168,6 +168,9 @@ func (l *Lock) Pause(ctx context.Context) error {
 	return nil
 }
 
+// Paused reports whether a Pause holds new calls back now.
+func (l *Lock) Paused() bool { return l.gate.held.Load() }
+
 // Resume lets the held calls in.
 func (l *Lock) Resume() {
 	g := &l.gate

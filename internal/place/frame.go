@@ -5,8 +5,8 @@ import (
 	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Frame is a thread's stay in a placement's context, as Tenant.Do makes
@@ -22,10 +22,10 @@ type Frame struct {
 	Thread int          // the calling OS thread, once Swap returns
 	Slot   int          // the thread's entry in the Threads (inside.Threads.Enter)
 
-	locked  bool           // Take locked the thread
-	named   bool           // Thread was found by Take (to nest or wait)
-	gs      *greenctx.Slot // the green context held; nil: the primary context
-	nested  bool           // gs was this thread's already (a Do inside a Do)
+	locked  bool         // Take locked the thread
+	named   bool         // Thread was found by Take (to nest or wait)
+	gs      *smpart.Slot // the green context held; nil: the primary context
+	nested  bool         // gs was this thread's already (a Do inside a Do)
 	threads *inside.Threads
 	restore bool         // prev is to be made current again
 	prev    cuda.Context // the thread's context before Swap
@@ -50,7 +50,7 @@ func (f *Frame) Take(ctx context.Context, pl Placement) error {
 // says what was current and which thread this is; names the thread as the
 // green context's holder (so that a Do nested on it finds it); and counts
 // the thread in threads.
-func (f *Frame) Swap(dev *greenctx.Device, threads *inside.Threads) error {
+func (f *Frame) Swap(dev *smpart.Device, threads *inside.Threads) error {
 	prev, tid, err := dev.SwapCurrent(f.Cur)
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func (f *Frame) Swap(dev *greenctx.Device, threads *inside.Threads) error {
 func (f *Frame) Leave(drv cuda.Driver) error {
 	var err error
 	if f.restore {
-		err = greenctx.RestoreCurrent(drv, f.prev)
+		err = smpart.RestoreCurrent(drv, f.prev)
 	}
 	if f.threads != nil {
 		f.threads.Exit(f.Slot, f.Thread)

@@ -21,7 +21,7 @@ import (
 func TestFrame(t *testing.T) {
 	drv, dev, part := open(t)
 	part.SetSlots(1)
-	green := place.Green{Part: part}
+	green := place.NewGreen(part)
 	var threads inside.Threads
 	done := make(chan struct{})
 	go func() {
@@ -71,7 +71,7 @@ func TestFrame(t *testing.T) {
 func TestFrameFailedTake(t *testing.T) {
 	drv, dev, part := open(t)
 	part.SetSlots(1)
-	green := place.Green{Part: part}
+	green := place.NewGreen(part)
 	held, err := part.Acquire(context.Background()) // on this goroutine: not this frame's thread
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

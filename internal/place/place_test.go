@@ -4,25 +4,24 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
+	"github.com/fcsp-go/fcsp-go/internal/unscoped"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
-func open(t *testing.T) (*fake.Driver, *greenctx.Device, *greenctx.Partition) {
+func open(t *testing.T) (*fake.Driver, *smpart.Device, *smpart.Partition) {
 	t.Helper()
 	drv := fake.New(fake.H200())
 	fake.RegisterKernels(drv)
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dev.Close() })
 	s, err := dev.Split(8)
@@ -45,18 +44,18 @@ func TestTake(t *testing.T) {
 		require.Nil(t, tk.Slot)
 		require.Equal(t, dev.Primary(), tk.Cur)
 	}
-	require.False(t, whole.Partitioned())
+	require.False(t, place.Partitioned(whole))
 	require.Equal(t, dev.Primary(), whole.AnyThread())
-	require.False(t, whole.IsContext(dev.Primary()), "the primary context is every unpartitioned tenant's")
+	require.False(t, place.IsContext(whole, dev.Primary()), "the primary context is every unpartitioned tenant's")
 
-	green := place.Green{Part: part}
-	require.True(t, green.Partitioned())
+	green := place.NewGreen(part)
+	require.True(t, place.Partitioned(green))
 	require.Zero(t, green.AnyThread(), "a green context is current on one thread at a time")
 	require.Equal(t, 16, green.SMs())
 	tk, err := green.Take(context.Background())
 	require.NoError(t, err)
 	require.NotNil(t, tk.Slot)
-	require.True(t, green.IsContext(tk.Cur))
+	require.True(t, place.IsContext(green, tk.Cur))
 	require.NotEqual(t, dev.Primary(), tk.Cur)
 	tk.Slot.Release()
 
@@ -69,7 +68,7 @@ func TestTake(t *testing.T) {
 // kept idle when closed, an unused one with no driver call.
 func TestGreenStreams(t *testing.T) {
 	drv, _, part := open(t)
-	green := place.Green{Part: part}
+	green := place.NewGreen(part)
 	first, own, err := green.NewStream(true)
 	require.NoError(t, err)
 	require.True(t, own)
@@ -103,17 +102,17 @@ func TestLauncher(t *testing.T) {
 		var args cuda.Args
 		args.Uint64(0)
 		one := cuda.Dim3{X: 1, Y: 1, Z: 1}
-		var state atomic.Int32
-		l := place.Launcher{Drv: drv, State: &state, Dev: dev, Log: slog.New(slog.DiscardHandler)}
-		green := place.Green{Part: part}
+		var probe unscoped.Probe
+		l := place.Launcher{Drv: drv, Probe: &probe, Dev: dev, Log: slog.New(slog.DiscardHandler)}
+		green := place.NewGreen(part)
 		for range 3 {
 			require.NoError(t, l.Launch(green, fn, one, one, 0, part.Stream(), &args))
 		}
-		want := devmem.ProbeYes
+		want := unscoped.Yes
 		if wants {
-			want = devmem.ProbeNo
+			want = unscoped.No
 		}
-		require.Equal(t, want, state.Load(), "driver wants a context: %v", wants)
+		require.Equal(t, want, probe.State(), "driver wants a context: %v", wants)
 		whole := place.Whole{Dev: dev, N: 132}
 		s, _, err := whole.NewStream(false)
 		require.NoError(t, err)
@@ -127,9 +126,58 @@ func TestLauncher(t *testing.T) {
 // context back as it is, learning nothing from it.
 func TestUnscopedKeepsOtherErrors(t *testing.T) {
 	_, dev, part := open(t)
-	var state atomic.Int32
+	var probe unscoped.Probe
 	boom := errors.New("boom")
-	err := place.Unscoped(&state, place.Green{Part: part}, dev, slog.New(slog.DiscardHandler), func(cuda.Context) error { return boom })
+	err := place.Unscoped(&probe, place.NewGreen(part), dev, slog.New(slog.DiscardHandler), func(cuda.Context) error { return boom })
 	require.ErrorIs(t, err, boom)
-	require.Equal(t, devmem.ProbeUnknown, state.Load())
+	require.Equal(t, unscoped.Unknown, probe.State())
+}
+
+// The whole device has the core alone: it answers no option, and the
+// package's functions answer for it as the whole device does. A
+// partition has every option; the commons has slots, but its SMs and
+// contexts are no tenant's own and the pool, not a tenant, moves it.
+func TestCapabilities(t *testing.T) {
+	_, dev, part := open(t)
+	whole := place.Whole{Dev: dev, N: 132}
+	var pl place.Placement = whole
+	_, slotted := pl.(place.Slotted)
+	_, owned := pl.(place.Owned)
+	_, reshaper := pl.(place.Reshaper)
+	require.Equal(t, []bool{false, false, false}, []bool{slotted, owned, reshaper}, "the whole device: the core alone")
+	require.Equal(t, 1, place.Dos(whole))
+	require.Zero(t, place.Layout(whole))
+	require.Equal(t, smpart.WaitStats{}, place.Waits(whole))
+	require.False(t, place.Reshapable(whole))
+	require.Equal(t, []int{132}, place.Sizes(whole))
+	require.Error(t, place.Reshape(whole, 8, nil))
+	spare, err := place.Retire(whole, true)
+	require.NoError(t, err)
+	require.Nil(t, spare)
+	require.NoError(t, place.Close(whole))
+	var ran cuda.Context
+	require.NoError(t, place.DoGreen(whole, func(ctx cuda.Context) error { ran = ctx; return nil }))
+	require.Equal(t, dev.Primary(), ran, "the primary context serves")
+
+	pl = place.NewGreen(part)
+	_, slotted = pl.(place.Slotted)
+	_, owned = pl.(place.Owned)
+	_, reshaper = pl.(place.Reshaper)
+	require.Equal(t, []bool{true, true, true}, []bool{slotted, owned, reshaper}, "a partition: every option")
+	require.False(t, place.Reshapable(pl), "made without sizes to switch among")
+	require.Equal(t, []int{16}, place.Sizes(pl))
+	require.Equal(t, part.Limit(), place.Dos(pl))
+
+	commons, err := dev.NewCommons()
+	require.NoError(t, err)
+	defer func() { require.NoError(t, commons.Close()) }()
+	pl = place.NewCommons(commons)
+	_, slotted = pl.(place.Slotted)
+	_, owned = pl.(place.Owned)
+	_, reshaper = pl.(place.Reshaper)
+	require.Equal(t, []bool{true, false, false}, []bool{slotted, owned, reshaper}, "the commons: slots alone")
+	require.False(t, place.Partitioned(pl))
+	require.False(t, place.IsContext(pl, commons.Context()), "every unpartitioned tenant's")
+	require.NoError(t, place.Close(pl), "its pool closes it")
+	require.Equal(t, []int{commons.SMs()}, place.Sizes(pl))
 }

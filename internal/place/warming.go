@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 )
 
 // Warming is the commons (Commons) for a tenant with a warm-up
@@ -41,9 +40,6 @@ func (w Warming) Warm(_ uint64, f func(ctx cuda.Context, sms int) error) error {
 	return w.Commons.Warm(w.ID, f)
 }
 
-// Retire forgets the warm-up in every context of the commons, which
-// outlives the tenant.
-func (w Warming) Retire(keep bool) (*greenctx.Partition, error) {
-	w.Part.Forget(w.ID)
-	return w.Commons.Retire(keep)
-}
+// Leave forgets the warm-up in every context of the commons, which
+// outlives the tenant (Retire).
+func (w Warming) Leave() { w.Part.Forget(w.ID) }

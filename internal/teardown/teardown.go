@@ -15,9 +15,9 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/event"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
@@ -26,8 +26,8 @@ import (
 // shared region.
 type Pool struct {
 	Drv     cuda.Driver
-	Dev     *greenctx.Device
-	Spare   *greenctx.Spares // the spare partitions, which the pool no longer hands out
+	Dev     *smpart.Device
+	Spare   *smpart.Spares // the spare partitions, which the pool no longer hands out
 	Events  *event.Set
 	Peers   *devmem.Peers
 	Blocker *hostwait.Blocker // the host waits' events; nil where Dev is

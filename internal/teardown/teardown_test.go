@@ -9,15 +9,15 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/event"
-	"github.com/fcsp-go/fcsp-go/internal/greenctx"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 func parts(t *testing.T) (*fake.Driver, Pool) {
 	t.Helper()
 	drv := fake.New(fake.H200())
-	dev, err := greenctx.Open(drv, 0)
+	dev, err := smpart.Open(drv, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func parts(t *testing.T) (*fake.Driver, Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spare := greenctx.NewSpares([]int{16})
+	spare := smpart.NewSpares([]int{16})
 	part, err := split.Take(16)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestCloseReportsWhatIsStillCounted(t *testing.T) {
 // A pool whose Open failed before the device (or the tracker) was made
 // closes what there is.
 func TestCloseOfAPartialPool(t *testing.T) {
-	if err := (Pool{Spare: greenctx.NewSpares(nil), Events: &event.Set{}, Peers: &devmem.Peers{}}).Close(); err != nil {
+	if err := (Pool{Spare: smpart.NewSpares(nil), Events: &event.Set{}, Peers: &devmem.Peers{}}).Close(); err != nil {
 		t.Fatal(err)
 	}
 }

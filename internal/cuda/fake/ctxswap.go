@@ -1,9 +1,8 @@
 package fake
 
 import (
-	"golang.org/x/sys/unix"
-
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
 // entry points added for dofast.
@@ -15,7 +14,7 @@ import (
 func (d *Driver) CtxSwapCurrent(ctx cuda.Context) (prev cuda.Context, thread int, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	me := unix.Gettid()
+	me := osthread.ID()
 	if prev, err = d.getCurrent(me); err != nil {
 		return 0, 0, err
 	}

@@ -3,9 +3,8 @@ package fake
 import (
 	"slices"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
 // entry points added for lib: the current context per OS thread, stream
@@ -78,7 +77,7 @@ func (d *Driver) checkOverlap(c cuda.Context) {
 	if x == nil || x.green == nil {
 		return
 	}
-	me := unix.Gettid()
+	me := osthread.ID()
 	for tid, cur := range l.current {
 		if cur == c && tid != me {
 			l.overlaps++
@@ -91,13 +90,13 @@ func (d *Driver) checkOverlap(c cuda.Context) {
 // caller holds d.mu.
 func (d *Driver) currentHere(c cuda.Context) bool {
 	l := d.lib()
-	return len(l.current) > 0 && l.current[unix.Gettid()] == c
+	return len(l.current) > 0 && l.current[osthread.ID()] == c
 }
 
 func (d *Driver) CtxSetCurrent(c cuda.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.setCurrent(c, unix.Gettid())
+	return d.setCurrent(c, osthread.ID())
 }
 
 // setCurrent is cuCtxSetCurrent on thread me. The caller holds d.mu.
@@ -126,7 +125,7 @@ func (d *Driver) setCurrent(c cuda.Context, me int) error {
 func (d *Driver) CtxGetCurrent() (cuda.Context, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.getCurrent(unix.Gettid())
+	return d.getCurrent(osthread.ID())
 }
 
 // getCurrent is cuCtxGetCurrent on thread me. The caller holds d.mu.

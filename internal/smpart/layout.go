@@ -1,0 +1,336 @@
+package smpart
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+)
+
+// shape is what a reshapable partition knows of its split: the groups it
+// may hold, in the order it takes them (its lane: the layout of k groups
+// holds the lane's first k), whether every layout includes the split's
+// remainder, and how many of the lane's groups it holds now.
+type shape struct {
+	split *Split
+	lane  []int
+	rem   bool
+	held  int
+	rest  bool // the partition took the rest (TakeRestLayouts)
+}
+
+// TakeLayouts builds a partition that can be reshaped between sizes (SM
+// counts, multiples of the group size). It starts at initial (one of
+// sizes), holding that many groups; the green contexts of the other sizes
+// are built now, from groups that follow its own (free ones first), so
+// that Reshape costs no driver work beyond an event and a wait per stream.
+// Growing needs the extra groups to be free at the time.
+func (s *Split) TakeLayouts(initial int, sizes []int) (*Partition, error) {
+	g := s.GroupSMs()
+	sizes = withSize(sizes, initial)
+	for _, n := range sizes {
+		if err := s.checkSize(n); err != nil {
+			return nil, err
+		}
+	}
+	most := sizes[len(sizes)-1] / g
+	if most > len(s.groups) {
+		return nil, fmt.Errorf("%w: a layout of %d SMs needs %d groups of %d; the split made %d",
+			ErrInsufficientSMs, most*g, most, g, len(s.groups))
+	}
+	s.mu.Lock()
+	need, err := s.check(initial)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	var lane, free, taken []int
+	for i, u := range s.used {
+		switch {
+		case !u && len(lane) < need:
+			s.used[i] = true
+			s.version.Add(1)
+			lane = append(lane, i)
+		case !u:
+			free = append(free, i)
+		default:
+			taken = append(taken, i)
+		}
+	}
+	s.mu.Unlock()
+	lane = append(lane, append(free, taken...)[:most-need]...)
+	return s.buildLayouts(&shape{split: s, lane: lane, held: need}, sizes)
+}
+
+// TakeRestLayouts is TakeRest for a partition that can shrink: it takes
+// every free group and the remainder if free, and builds a layout for each
+// of sizes (each of them a whole number of groups plus the remainder it
+// got). Shrinking gives up the lowest-numbered groups first, which are the
+// ones the partitions taken before it (by TakeLayouts) grow into.
+func (s *Split) TakeRestLayouts(sizes []int) (*Partition, error) {
+	s.mu.Lock()
+	var lane []int
+	for i := len(s.used) - 1; i >= 0; i-- {
+		if !s.used[i] {
+			s.used[i], s.rest[i] = true, true
+			s.version.Add(1)
+			lane = append(lane, i)
+		}
+	}
+	rem := !s.remUsed && s.Remainder() > 0
+	s.remUsed = s.remUsed || rem
+	s.remRest = s.remRest || rem
+	s.version.Add(1)
+	s.mu.Unlock()
+	sh := &shape{split: s, lane: lane, rem: rem, held: len(lane), rest: true}
+	extra := 0
+	if rem {
+		extra = s.Remainder()
+	}
+	all := len(lane)*s.GroupSMs() + extra
+	sizes = withSize(sizes, all)
+	for _, n := range sizes {
+		if k := n - extra; k < 0 || k%max(s.GroupSMs(), 1) != 0 || k > len(lane)*s.GroupSMs() || n == 0 {
+			s.give(lane, rem)
+			return nil, fmt.Errorf("%w: a rest layout of %d SMs; this one can take %s", ErrGranularity, n, sh.sizes(s.GroupSMs(), extra))
+		}
+	}
+	return s.buildLayouts(sh, sizes)
+}
+
+// withSize is sizes, sorted, without duplicates, with n added.
+func withSize(sizes []int, n int) []int {
+	out := append(slices.Clone(sizes), n)
+	sort.Ints(out)
+	return slices.Compact(out)
+}
+
+// checkSize refuses a layout size that is no whole number of groups.
+func (s *Split) checkSize(n int) error {
+	g := s.GroupSMs()
+	if g == 0 || n <= 0 || n%g != 0 {
+		return fmt.Errorf("%w: a layout of %d SMs; this split's layouts are multiples of %d", ErrGranularity, n, g)
+	}
+	return nil
+}
+
+// sizes lists the sizes a partition on this lane could take.
+func (sh *shape) sizes(g, extra int) string {
+	var b []string
+	for k := 0; k <= len(sh.lane); k++ {
+		if n := k*g + extra; n > 0 {
+			b = append(b, fmt.Sprint(n))
+		}
+	}
+	return strings.Join(b, ", ")
+}
+
+func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
+	extra := 0
+	if sh.rem {
+		extra = s.Remainder()
+	}
+	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{}), rest: sh.rest}
+	fail := func(err error) (*Partition, error) {
+		for _, l := range p.layouts {
+			err = errors.Join(err, l.destroy(p.drv, s.dev.Primary()))
+		}
+		s.give(sh.lane[:sh.held], sh.rem)
+		return nil, err
+	}
+	for _, n := range sizes {
+		k := (n - extra) / max(s.GroupSMs(), 1)
+		l, err := newLayout(s.dev, s.resources(sh.lane[:k], sh.rem))
+		if err != nil {
+			return fail(fmt.Errorf("building the %d-SM layout: %w", n, err))
+		}
+		l.groups = k
+		e, err := p.drv.EventCreate(s.dev.Primary(), cuda.EventDisableTiming)
+		if err != nil {
+			return fail(errors.Join(err, l.destroy(p.drv, s.dev.Primary())))
+		}
+		l.events = []cuda.Event{e}
+		p.layouts = append(p.layouts, l)
+		if k == sh.held {
+			p.cur.Store(l)
+		}
+	}
+	p.release = func() { s.give(sh.lane[:sh.held], sh.rem) }
+	return p, nil
+}
+
+// Sizes lists the SM counts the partition can take (its layouts'), in
+// ascending order; one for a partition that cannot be reshaped.
+func (p *Partition) Sizes() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]int, len(p.layouts))
+	for i, l := range p.layouts {
+		out[i] = l.sms
+	}
+	return out
+}
+
+// Rest reports whether the partition took the rest of the split
+// (WithRestOfSMs): the commons shares its SMs when none is free.
+func (p *Partition) Rest() bool { return p.rest }
+
+// Reshapable reports whether the partition was made with layouts.
+func (p *Partition) Reshapable() bool { return p.shape != nil }
+
+// Layout is the index of the current layout in Sizes; for the commons,
+// how many times it has switched.
+func (p *Partition) Layout() int {
+	if p.commons {
+		return int(p.epoch.Load())
+	}
+	l := p.cur.Load()
+	for i, x := range p.layouts {
+		if x == l {
+			return i
+		}
+	}
+	return 0
+}
+
+// Reshape makes the layout of sms SMs current. Work queued on the
+// partition's streams before it runs to the end on the old layout's SMs;
+// each of the new layout's streams waits for it (an event recorded on the
+// old stream, cuStreamWaitEvent on the new), so work queued after runs in
+// order on the new SMs. swap is told each stream's old and new handle.
+// Growing takes the extra groups from the split and fails with
+// ErrInsufficientSMs, changing nothing, if another partition holds them;
+// shrinking gives groups back at once, while the work queued before may
+// still be running on them. The old layout's streams stay valid (a handle
+// taken before still queues work, on the old SMs) until the partition
+// closes.
+func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	old := p.cur.Load()
+	if p.shape == nil {
+		if sms == old.sms {
+			return nil
+		}
+		return fmt.Errorf("%w: this partition of %d SMs was made without layouts", ErrGranularity, old.sms)
+	}
+	i := slices.IndexFunc(p.layouts, func(l *layout) bool { return l.sms == sms })
+	if i < 0 {
+		sizes := make([]string, len(p.layouts))
+		for j, l := range p.layouts {
+			sizes[j] = fmt.Sprint(l.sms)
+		}
+		return fmt.Errorf("%w: reshape to %d SMs; this partition's layouts are %s SMs", ErrGranularity, sms, strings.Join(sizes, ", "))
+	}
+	next := p.layouts[i]
+	if next == old {
+		return nil
+	}
+	sh := p.shape
+	if next.groups > old.groups {
+		if err := sh.split.claim(sh.lane[old.groups:next.groups], sh.rest); err != nil {
+			return err
+		}
+	}
+	if err := p.handOver(old, next, swap); err != nil {
+		if next.groups > old.groups {
+			sh.split.give(sh.lane[old.groups:next.groups], false)
+		}
+		return err
+	}
+	sh.held = next.groups
+	if next.groups < old.groups {
+		sh.split.give(sh.lane[next.groups:old.groups], false)
+	}
+	return nil
+}
+
+// handOver makes next the current layout in old's place: each of next's
+// streams first waits for the work queued on old's (an event recorded on
+// the old stream, cuStreamWaitEvent on the new), slot waiters on old move
+// to next, and swap is told each stream's old and new handle. On an error
+// nothing is switched (streams that already wait lose nothing: the wait
+// is on work queued before). The caller holds p.mu.
+func (p *Partition) handOver(old, next *layout, swap func(old, new cuda.Stream)) error {
+	for j := range old.streams {
+		if err := p.waitFor(old, next, j); err != nil {
+			return err
+		}
+	}
+	fresh := make(chan struct{})
+	next.retired.Store(&fresh)
+	p.prev = old
+	p.cur.Store(next)
+	close(*old.retired.Load()) // slot waiters on the old layout move to the new one
+	if swap != nil {
+		for j := range old.streams {
+			swap(old.streams[j], next.streams[j])
+		}
+	}
+	return nil
+}
+
+// Drained reports whether the work queued on the layout the last Reshape
+// left has run to its end (its hand-over events reached): until then that
+// work may still run on SMs the partition no longer holds.
+func (p *Partition) Drained() (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prev == nil || p.closed {
+		return true, nil
+	}
+	for _, e := range p.prev.events {
+		err := p.drv.EventQuery(p.dev.Primary(), e)
+		if errors.Is(err, cuda.ErrorNotReady) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	p.prev = nil
+	return true, nil
+}
+
+// waitFor queues on next's stream j a wait for the work queued on old's.
+// A reshapable partition keeps an event per stream for it; the commons,
+// which moves seldom, makes one for the hand-over (a wait holds the
+// event's state when it is queued, so it may go at once).
+func (p *Partition) waitFor(old, next *layout, j int) (err error) {
+	primary := p.dev.Primary()
+	var e cuda.Event
+	if old.events != nil {
+		e = old.events[j]
+	} else if e, err = p.drv.EventCreate(primary, cuda.EventDisableTiming); err != nil {
+		return err
+	} else {
+		defer func() { err = errors.Join(err, p.drv.EventDestroy(primary, e)) }()
+	}
+	if err = p.drv.EventRecord(primary, e, old.streams[j]); err == nil {
+		err = p.drv.StreamWaitEvent(primary, next.streams[j], e)
+	}
+	return err
+}
+
+// claim marks groups idx used (and the rest's, if rest) if every one is
+// free.
+func (s *Split) claim(idx []int, rest bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range idx {
+		if s.used[i] {
+			return fmt.Errorf("%w: growing needs %d more groups of %d; another partition holds some of them (%d of %d grouped SMs free)",
+				ErrInsufficientSMs, len(idx), s.GroupSMs(), s.freeGroups()*s.GroupSMs(), len(s.groups)*s.GroupSMs())
+		}
+	}
+	for _, i := range idx {
+		s.used[i], s.rest[i] = true, rest
+		s.version.Add(1)
+	}
+	return nil
+}

@@ -1,0 +1,332 @@
+package smpart
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+)
+
+// Partition is a green context over a set of SMs, with one non-blocking
+// stream of its own. A partition made by Split.TakeLayouts holds several
+// green contexts, one per size it may take (its layouts), of which one is
+// current; Reshape switches between them (layout.go).
+type Partition struct {
+	drv cuda.Driver
+	dev *Device
+	cur atomic.Pointer[layout]
+
+	// mu guards the lists of layouts, streams and events, and orders
+	// Reshape and Close. It is held across the driver calls that make and
+	// destroy them, never while a context is current (slots.go), and
+	// across a call that waits for the device only in Reset, on the
+	// streams of a tenant that has closed (docs/LOCKS.md).
+	mu      lockorder.Mutex[lockorder.Partition]
+	layouts []*layout // by size, ascending; one for a plain partition
+	shape   *shape    // nil for a plain partition
+	closed  bool
+	release func()
+	idle    []int // indices of streams closed by their owner, kept for reuse
+
+	shut  atomic.Bool   // closed, read without mu on the slots' path
+	done  chan struct{} // closed by Close: slot waiters leave
+	waits waitLog
+	rest  bool    // took the rest of the split (TakeRest, TakeRestLayouts)
+	prev  *layout // the layout the last switch left, until Drained (under mu)
+
+	// A pool's commons (commons.go): layouts built as the split changes,
+	// named by key; epoch counts its switches (Layout).
+	commons bool
+	epoch   atomic.Int32
+}
+
+// layout is one green context of a partition, with a stream for each of
+// the partition's streams (slot 0 its first) and, for a reshapable
+// partition, an event per slot to hand the order over at a switch.
+type layout struct {
+	green   cuda.GreenCtx
+	ctx     cuda.Context
+	sms     int
+	groups  int // how many of the lane's groups it holds (layout.go)
+	streams []cuda.Stream
+	events  []cuda.Event
+	slots   slots                         // green contexts over the same SMs (slots.go)
+	retired atomic.Pointer[chan struct{}] // closed when the layout stops being current
+
+	// The commons' (commons.go): which SMs (CommonsKey), when it was last
+	// made current, and for the whole device's, its one shared slot.
+	key   string
+	stamp int32
+	any   *Slot
+}
+
+func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
+	drv := d.drv
+	desc, err := drv.DevResourceGenerateDesc(res)
+	if err != nil {
+		return nil, err
+	}
+	g, err := drv.GreenCtxCreate(desc, d.dev, cuda.GreenCtxDefaultStream)
+	if err != nil {
+		return nil, err
+	}
+	l := &layout{green: g}
+	fail := func(err error) (*layout, error) {
+		return nil, errors.Join(err, drv.GreenCtxDestroy(g))
+	}
+	if l.ctx, err = drv.CtxFromGreenCtx(g); err != nil {
+		return fail(err)
+	}
+	l.initSlots(desc)
+	s, err := drv.GreenCtxStreamCreate(g, cuda.StreamNonBlocking, 0)
+	if err != nil {
+		return fail(err)
+	}
+	l.streams = []cuda.Stream{s}
+	got, err := drv.GreenCtxGetDevResource(g, cuda.ResourceSM)
+	if err != nil {
+		return fail(err)
+	}
+	l.sms = int(got.SMCount())
+	return l, nil
+}
+
+// destroy waits for the layout's streams and destroys them, its events and
+// its green contexts. Streams and events are the driver's whatever context
+// is current (docs/CONTEXTS.md), so the primary context, current on any
+// thread, is used rather than one of the layout's.
+func (l *layout) destroy(drv cuda.Driver, primary cuda.Context) error {
+	var errs []error
+	for _, s := range l.streams {
+		errs = append(errs, drv.StreamSynchronize(primary, s), drv.StreamDestroy(primary, s))
+	}
+	for _, e := range l.events {
+		if e != 0 {
+			errs = append(errs, drv.EventDestroy(primary, e))
+		}
+	}
+	errs = append(errs, l.destroySlots(drv))
+	if l.green == 0 { // the commons' whole device: the primary context
+		return errors.Join(errs...)
+	}
+	return errors.Join(append(errs, drv.GreenCtxDestroy(l.green))...)
+}
+
+func newPartition(d *Device, res []cuda.DevResource) (*Partition, error) {
+	l, err := newLayout(d, res)
+	if err != nil {
+		return nil, err
+	}
+	p := &Partition{drv: d.drv, dev: d, layouts: []*layout{l}, done: make(chan struct{})}
+	p.cur.Store(l)
+	return p, nil
+}
+
+// SMs is how many SMs the driver says the current green context holds
+// (read back, not the number asked for).
+func (p *Partition) SMs() int { return p.cur.Load().sms }
+
+// Context is the CUcontext of the current green context (cuCtxFromGreenCtx).
+func (p *Partition) Context() cuda.Context { return p.cur.Load().ctx }
+
+// GreenCtx is the current CUgreenCtx handle.
+func (p *Partition) GreenCtx() cuda.GreenCtx { return p.cur.Load().green }
+
+// Stream is the partition's own non-blocking stream (in the current
+// layout).
+func (p *Partition) Stream() cuda.Stream { return p.cur.Load().streams[0] }
+
+// NewStream creates another non-blocking stream on the partition (one in
+// each of its layouts, and their events) and returns the current layout's;
+// it is destroyed with the partition.
+func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, ErrClosed
+	}
+	if n := len(p.idle); n > 0 && priority == 0 {
+		// A stream an earlier owner closed, idle since: no driver call.
+		i := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return p.cur.Load().streams[i], nil
+	}
+	made := make([]cuda.Stream, len(p.layouts))
+	var err error
+	var evs []cuda.Event
+	primary := p.dev.Primary()
+	undo := func(err error) (cuda.Stream, error) {
+		for _, s := range made {
+			if s != 0 {
+				err = errors.Join(err, p.drv.StreamDestroy(primary, s))
+			}
+		}
+		for _, e := range evs {
+			err = errors.Join(err, p.drv.EventDestroy(primary, e))
+		}
+		return 0, err
+	}
+	for i, l := range p.layouts {
+		if made[i], err = p.layoutStream(l, priority); err != nil {
+			return undo(err)
+		}
+	}
+	if p.shape != nil {
+		for range p.layouts {
+			e, err := p.drv.EventCreate(primary, cuda.EventDisableTiming)
+			if err != nil {
+				return undo(err)
+			}
+			evs = append(evs, e)
+		}
+	}
+	for i, l := range p.layouts {
+		l.streams = append(l.streams, made[i])
+		if evs != nil {
+			l.events = append(l.events, evs[i])
+		}
+	}
+	return made[slices.Index(p.layouts, p.cur.Load())], nil
+}
+
+// slot finds the stream h (of any layout) among the partition's streams.
+// The caller holds p.mu.
+func (p *Partition) slot(h cuda.Stream) int {
+	for _, l := range p.layouts {
+		if i := slices.Index(l.streams, h); i >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// maxIdleStreams is how many closed streams a partition keeps for reuse.
+// A server that makes a stream per request and closes it after would
+// otherwise create and destroy one in the driver per request, and on the
+// H200 that storm raised a neighbouring request's P99 by half.
+const maxIdleStreams = 8
+
+// DestroyStream waits for a stream made by NewStream and destroys it (in
+// every layout), or keeps it idle for the next NewStream. The partition's
+// first stream lives as long as the partition.
+func (p *Partition) DestroyStream(s cuda.Stream) error { return p.destroyStream(s, true) }
+
+// ReleaseUnused is DestroyStream for a stream its owner never queued work
+// on: nothing to wait for, so no driver call when it is kept.
+func (p *Partition) ReleaseUnused(s cuda.Stream) error { return p.destroyStream(s, false) }
+
+func (p *Partition) destroyStream(s cuda.Stream, wait bool) error {
+	p.mu.Lock()
+	gone := p.closed
+	p.mu.Unlock()
+	if gone {
+		return ErrClosed
+	}
+	if wait {
+		if err := p.drv.StreamSynchronize(p.dev.Primary(), s); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	if i := p.slot(s); slices.Contains(p.idle, i) {
+		p.mu.Unlock()
+		return fmt.Errorf("greenctx: stream %#x was destroyed already", uintptr(s))
+	}
+	first := 1 // the partition's own stream, index 0, lives with it
+	if p.commons {
+		first = 0 // the commons' streams are all its tenants'
+	}
+	if i := p.slot(s); i >= first && !p.closed && len(p.idle) < maxIdleStreams {
+		p.idle = append(p.idle, i)
+		p.mu.Unlock()
+		return nil
+	}
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	i := p.slot(s)
+	if i < first {
+		p.mu.Unlock()
+		return fmt.Errorf("greenctx: stream %#x was not made by NewStream on %v", uintptr(s), p)
+	}
+	var streams []cuda.Stream
+	var events []cuda.Event
+	for k, j := range p.idle { // the indices after i move down one
+		if j > i {
+			p.idle[k] = j - 1
+		}
+	}
+	for _, l := range p.layouts {
+		streams = append(streams, l.streams[i])
+		l.streams = slices.Delete(l.streams, i, i+1)
+		if l.events != nil {
+			events = append(events, l.events[i])
+			l.events = slices.Delete(l.events, i, i+1)
+		}
+	}
+	p.mu.Unlock()
+	// Unlisted first, then waited for without the lock: a stream's
+	// synchronisation may take as long as its work.
+	primary := p.dev.Primary()
+	var errs []error
+	for _, h := range streams {
+		errs = append(errs, p.drv.StreamSynchronize(primary, h), p.drv.StreamDestroy(primary, h))
+	}
+	for _, e := range events {
+		errs = append(errs, p.drv.EventDestroy(primary, e))
+	}
+	return errors.Join(errs...)
+}
+
+// Reset readies the partition for another owner: it waits for its streams
+// and destroys all but the first, keeping the green context (whose creation
+// is the expensive part), and forgets the warm-ups run in its contexts. A reshapable partition is not recycled: Reset
+// refuses it.
+func (p *Partition) Reset() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.shape != nil {
+		return errors.New("greenctx: a reshapable partition is not recycled")
+	}
+	l, primary := p.layouts[0], p.dev.Primary()
+	errs := []error{p.drv.StreamSynchronize(primary, l.streams[0])}
+	for _, s := range l.streams[1:] {
+		errs = append(errs, p.drv.StreamSynchronize(primary, s), p.drv.StreamDestroy(primary, s))
+	}
+	l.streams = l.streams[:1]
+	p.idle = nil
+	for _, s := range *l.slots.all.Load() {
+		s.warmed.ids.Store(nil) // the next owner's warm-up has run in none of them
+	}
+	return errors.Join(errs...)
+}
+
+// Close waits for the partition's streams, destroys them and the green
+// contexts, and returns its groups to the split. It is idempotent.
+func (p *Partition) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	p.shut.Store(true)
+	close(p.done)
+	var errs []error
+	for _, l := range p.layouts {
+		errs = append(errs, l.destroy(p.drv, p.dev.Primary()))
+	}
+	if p.release != nil {
+		p.release()
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Partition) String() string { return fmt.Sprintf("green context with %d SMs", p.SMs()) }
