@@ -171,5 +171,5 @@ func TestTenantRefillPeriod(t *testing.T) {
 
 // withClock makes the tenant's limiter read clock (tests).
 func withClock(clock func() int64) TenantOption {
-	return func(c *tenantConfig) error { c.Clock = clock; return nil }
+	return TenantOption{func(c *tenantConfig) error { c.Clock = clock; return nil }}
 }

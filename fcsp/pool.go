@@ -90,7 +90,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, errNilContext
 	}
 	cfg := config.NewPool()
-	if err := config.Apply(&cfg, opts); err != nil {
+	if err := config.Apply(&cfg, opts, applierOf); err != nil {
 		return nil, err
 	}
 	if index < 0 {

@@ -113,7 +113,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 // makeTenant is NewTenant, its errors bare.
 func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	cp := configs.Get().(*tenantConfig)
-	err := config.Apply(cp, opts)
+	err := config.Apply(cp, opts, tenantApplierOf)
 	cfg := *cp
 	*cp = tenantConfig{}
 	configs.Put(cp)

@@ -107,26 +107,27 @@ func TestSettersSet(t *testing.T) {
 	require.Equal(t, "normal", Normal.String())
 }
 
-// TestApply: options run in order, the first error stops them, and a nil
-// option is named by its index.
+// TestApply: options run in order, the first error stops them, and an
+// option without a function is named by its index.
 func TestApply(t *testing.T) {
-	type opt func(*Tenant) error
+	type opt struct{ f func(*Tenant) error }
+	fn := func(o opt) func(*Tenant) error { return o.f }
 	var ran []int
 	mark := func(i int, err error) opt {
-		return func(*Tenant) error { ran = append(ran, i); return err }
+		return opt{func(*Tenant) error { ran = append(ran, i); return err }}
 	}
 	var c Tenant
-	require.NoError(t, Apply(&c, []opt{mark(0, nil), mark(1, nil)}))
+	require.NoError(t, Apply(&c, []opt{mark(0, nil), mark(1, nil)}, fn))
 	require.Equal(t, []int{0, 1}, ran)
 
 	ran = nil
 	bad := errors.New("bad")
-	require.ErrorIs(t, Apply(&c, []opt{mark(0, bad), mark(1, nil)}), bad)
+	require.ErrorIs(t, Apply(&c, []opt{mark(0, bad), mark(1, nil)}, fn), bad)
 	require.Equal(t, []int{0}, ran)
 
-	err := Apply(&c, []opt{mark(0, nil), nil})
+	err := Apply(&c, []opt{mark(0, nil), {}}, fn)
 	require.ErrorIs(t, err, errs.ErrInvalidArgument)
-	require.EqualError(t, err, "fcsp: invalid argument: option 1 is nil; pass the options fcsp's With functions make")
+	require.EqualError(t, err, "fcsp: invalid argument: option 1 is the zero value; pass the options fcsp's With functions make")
 }
 
 // TestResolve: the rules between options, and what they imply.
