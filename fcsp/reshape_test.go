@@ -94,7 +94,7 @@ func TestReshapeKeepsEverything(t *testing.T) {
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.Events)
 	require.Zero(t, live.Modules)
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 }
 
 func TestReshapeBadInput(t *testing.T) {
@@ -155,7 +155,7 @@ func TestReshapeBadInput(t *testing.T) {
 	require.ErrorIs(t, lat.Reshape(ctx, 16), ErrClosed)
 	require.NoError(t, batch.Close())
 	require.NoError(t, plain.Close())
-	require.Equal(t, 132, p.FreeSMs(), "nothing leaked by the refusals")
+	require.Equal(t, 132, p.Stats().FreeSMs, "nothing leaked by the refusals")
 	require.Zero(t, drv.Live().GreenCtxs)
 }
 
@@ -243,7 +243,7 @@ func TestReshapeRacesCallsAndClose(t *testing.T) {
 	require.Zero(t, live.GreenCtxs)
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.Bytes)
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 }
 
 // A Reshape that is the first call to meet a sticky fault (greenctx makes

@@ -14,12 +14,12 @@ func TestRestIncludesTheRemainder(t *testing.T) {
 	batch, err := p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
 	require.Equal(t, 116, batch.SMs(), "13 groups of 8 and the 12 SMs the split leaves over, as the H200 built")
-	require.Zero(t, p.FreeSMs())
+	require.Zero(t, p.Stats().FreeSMs)
 	_, err = p.NewTenant("leftover", WithRemainderSMs())
 	require.ErrorIs(t, err, ErrInsufficientSMs)
 	require.Contains(t, err.Error(), "remainder of 12 SMs is already part of a partition")
 	require.NoError(t, batch.Close())
-	require.Equal(t, 116, p.FreeSMs(), "the remainder returns with the groups")
+	require.Equal(t, 116, p.Stats().FreeSMs, "the remainder returns with the groups")
 
 	small, err := p.NewTenant("leftover", WithRemainderSMs())
 	require.NoError(t, err)
@@ -28,17 +28,17 @@ func TestRestIncludesTheRemainder(t *testing.T) {
 	batch, err = p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
 	require.Equal(t, 104, batch.SMs(), "the remainder is taken: groups only")
-	require.Zero(t, p.FreeSMs())
+	require.Zero(t, p.Stats().FreeSMs)
 	for _, c := range []*Tenant{lat, small, batch} {
 		require.NoError(t, c.Close())
 	}
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 	require.Zero(t, drv.Live().GreenCtxs)
 }
 
 func TestWithoutCoscheduling(t *testing.T) {
 	p, drv := openSim(t, WithoutCoscheduling())
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 	lat, err := p.NewTenant("interactive", WithSMs(16))
 	require.NoError(t, err)
 	batch, err := p.NewTenant("batch", WithRestOfSMs())
@@ -50,7 +50,7 @@ func TestWithoutCoscheduling(t *testing.T) {
 	rem, err := p.NewTenant("rem", WithRemainderSMs())
 	require.NoError(t, err)
 	require.Equal(t, 4, rem.SMs())
-	require.Zero(t, p.FreeSMs())
+	require.Zero(t, p.Stats().FreeSMs)
 	for _, c := range []*Tenant{lat, big, rem} {
 		require.NoError(t, c.Close())
 	}
@@ -107,6 +107,6 @@ func TestShapeBadInput(t *testing.T) {
 		})
 	}
 	require.Empty(t, p.Tenants(), "nothing was made")
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 	require.Equal(t, greens, drv.Calls("cuGreenCtxCreate"), "no green context was built")
 }
