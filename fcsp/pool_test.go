@@ -85,7 +85,7 @@ func TestTenantPartitions(t *testing.T) {
 	lat, err := p.NewTenant("interactive", WithSMs(16))
 	require.NoError(t, err)
 	require.Equal(t, 16, lat.SMs())
-	require.True(t, lat.Partitioned())
+	require.True(t, lat.Stats().Partitioned)
 
 	_, err = p.NewTenant("odd", WithSMs(12))
 	require.ErrorIs(t, err, ErrGranularity)
@@ -108,7 +108,7 @@ func TestTenantPartitions(t *testing.T) {
 	// the sized partition's (issue 37).
 	shared, err := p.NewTenant("shared")
 	require.NoError(t, err)
-	require.False(t, shared.Partitioned())
+	require.False(t, shared.Stats().Partitioned)
 	require.Equal(t, 116, shared.SMs())
 	require.Equal(t, []string{"batch", "interactive", "shared"}, p.Tenants())
 

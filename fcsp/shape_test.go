@@ -24,7 +24,7 @@ func TestRestIncludesTheRemainder(t *testing.T) {
 	small, err := p.NewTenant("leftover", WithRemainderSMs())
 	require.NoError(t, err)
 	require.Equal(t, 12, small.SMs())
-	require.True(t, small.Partitioned())
+	require.True(t, small.Stats().Partitioned)
 	batch, err = p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
 	require.Equal(t, 104, batch.SMs(), "the remainder is taken: groups only")
@@ -73,13 +73,13 @@ func TestSMShare(t *testing.T) {
 		c, err := p.NewTenant("t", WithSMShare(tc.share))
 		require.NoError(t, err, "share %v", tc.share)
 		require.Equal(t, tc.sms, c.SMs(), "share %v", tc.share)
-		require.InDelta(t, float64(tc.sms)/132, c.SMShare(), 1e-9)
+		require.InDelta(t, float64(tc.sms)/132, c.Stats().SMShare, 1e-9)
 		require.Equal(t, tc.sms, c.Stats().SMs)
 		require.NoError(t, c.Close())
 	}
 	shared, err := p.NewTenant("shared")
 	require.NoError(t, err)
-	require.Equal(t, 1.0, shared.SMShare())
+	require.Equal(t, 1.0, shared.Stats().SMShare)
 	require.NoError(t, shared.Close())
 }
 

@@ -264,7 +264,7 @@ func TestWarmupFailureLeavesNothing(t *testing.T) {
 	require.Equal(t, 132-16, p.Stats().FreeSMs)
 	rest, err := p.NewTenant("rest", WithRestOfSMs())
 	require.NoError(t, err)
-	require.Equal(t, []int{100, 108, 116}, rest.ReshapeSizes())
+	require.Equal(t, []int{100, 108, 116}, rest.Stats().ReshapeSizes)
 	require.NoError(t, errors.Join(rest.Close(), lat.Close()))
 	require.Zero(t, p.MemoryUsed())
 }
