@@ -9,6 +9,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/driverhook"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
 // Option configures Open. Options are made by this package's With
@@ -73,27 +74,37 @@ func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *poolConfig) error { c.Logger = l; return nil }}
 }
 
-// WithDampening sets the fraction of a kernel's computed cost that is
-// charged (default 0.9: slight under-throttling let streams overlap better
-// in the FCSP design's benchmarks).
-func WithDampening(f float64) Option {
-	return Option{func(c *poolConfig) error { return c.SetDampening(f) }}
+// LimiterTuning holds the constants of the pool's limiters, which
+// WithLimiterTuning sets: a zero field keeps its default.
+type LimiterTuning struct {
+	// RefillPeriod is the time in which a tenant limited to 100% may
+	// launch its SMs' worth of threads (SMs x threads per SM) once
+	// (default 1 ms). An SM limit f then admits f x that many threads per
+	// period: for a kernel whose full wave runs one period, f of its full
+	// throughput. A GPU share's bucket holds one period of GPU time.
+	// WithTenantRefillPeriod overrides it for one tenant.
+	RefillPeriod time.Duration
+	// Dampening is the fraction (0, 1] of a kernel's computed cost that is
+	// charged (default 0.9: slight under-throttling let streams overlap
+	// better in the FCSP design's benchmarks).
+	Dampening float64
+	// ThrottlePenalty weighs the extra charge a rate-limited (non-NCCL)
+	// launch pays: cost x (1 + w x (1 - SM limit)), so a tenant held far
+	// below its SMs is slowed more than linearly (default 1).
+	// NoThrottlePenalty turns it off, so that an SM limit f admits exactly
+	// f of the full launch rate.
+	ThrottlePenalty float64
 }
 
-// WithThrottlePenalty weighs the extra charge a rate-limited (non-NCCL)
-// launch pays: cost x (1 + w x (1 - SM limit)), so a tenant held far below
-// its SMs is slowed more than linearly (default 1). w = 0 turns it off, so
-// that an SM limit f admits exactly f of the full launch rate.
-func WithThrottlePenalty(w float64) Option {
-	return Option{func(c *poolConfig) error { return c.SetPenalty(w) }}
-}
+// NoThrottlePenalty, as LimiterTuning.ThrottlePenalty, turns the throttle
+// penalty off (the zero value keeps the default of 1).
+const NoThrottlePenalty = tokenbucket.NoPenalty
 
-// WithRefillPeriod sets the time in which a tenant limited to 100% may
-// launch its SMs' worth of threads (SMs x threads per SM) once (default
-// 1 ms). An SM limit f then admits f x that many threads per period: for a
-// kernel whose full wave runs one period, f of its full throughput.
-func WithRefillPeriod(d time.Duration) Option {
-	return Option{func(c *poolConfig) error { return c.SetRefill(d) }}
+// WithLimiterTuning sets the pool's limiter constants (WithSMLimit's
+// launch-rate model, and the refill period of every bucket); fields left
+// zero keep their defaults. A field out of range is ErrInvalidArgument.
+func WithLimiterTuning(t LimiterTuning) Option {
+	return Option{func(c *poolConfig) error { return c.SetTuning(t.RefillPeriod, t.Dampening, t.ThrottlePenalty) }}
 }
 
 // TenantOption configures NewTenant. Options are made by this package's
@@ -330,7 +341,7 @@ func WithWarmup(f func(Current) error) TenantOption {
 }
 
 // WithTenantRefillPeriod sets the tenant's own refill period, overriding
-// the pool's WithRefillPeriod for its launch-rate limit.
+// the pool's (LimiterTuning.RefillPeriod) for its limit.
 func WithTenantRefillPeriod(d time.Duration) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetRefill(d) }}
 }

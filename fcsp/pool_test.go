@@ -64,7 +64,9 @@ func TestOpenBadInput(t *testing.T) {
 		{"unit not a group size", 0, []Option{WithPartitionUnit(12)}, ErrGranularity, "groups of 8"},
 		{"zero unit", 0, []Option{WithPartitionUnit(0)}, ErrInvalidArgument, "positive"},
 		{"prewarm too much", 0, []Option{WithPrewarm(64, 64)}, ErrInsufficientSMs, "free"},
-		{"nan dampening", 0, []Option{WithDampening(nan())}, ErrInvalidArgument, "(0, 1]"},
+		{"nan dampening", 0, []Option{WithLimiterTuning(LimiterTuning{Dampening: nan()})}, ErrInvalidArgument, "(0, 1]"},
+		{"negative refill", 0, []Option{WithLimiterTuning(LimiterTuning{RefillPeriod: -time.Millisecond})}, ErrInvalidArgument, "refill period -1ms"},
+		{"negative penalty", 0, []Option{WithLimiterTuning(LimiterTuning{ThrottlePenalty: -0.5})}, ErrInvalidArgument, "NoThrottlePenalty"},
 		{"bad env", 0, []Option{WithEnviron([]string{"CUDA_DEVICE_MEMORY_LIMIT=lots"})}, ErrInvalidArgument, "CUDA_DEVICE_MEMORY_LIMIT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
