@@ -225,7 +225,7 @@ func WithoutCoscheduling() Option {
 // WithSMShare gives the tenant a partition of about fraction f of the
 // device's SMs (0 < f <= 1): the legal size nearest f x SMs, a whole number
 // of partition units between one unit and every group the split made. The
-// tenant's SMs and SMShare say what was picked, and the pool logs it.
+// tenant's SMs and Stats.SMShare say what was picked, and the pool logs it.
 func WithSMShare(f float64) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetSMShare(f) }}
 }
