@@ -174,5 +174,5 @@ func TestTenantRefillPeriod(t *testing.T) {
 
 // withClock makes the tenant's limiter read clock (tests).
 func withClock(clock func() int64) TenantOption {
-	return func(c *tenantConfig) error { c.Clock = clock; return nil }
+	return TenantOption{func(c *tenantConfig) error { c.Clock = clock; return nil }}
 }

@@ -12,9 +12,9 @@ import (
 // Issue 28 #16: bad input is a typed error that says what was wrong, never
 // a panic or an OS error; after Close, calls say ErrClosed.
 func TestBadInputIsTyped(t *testing.T) {
-	_, err := openSimErr(0, nil)
+	_, err := openSimErr(0, Option{})
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.ErrorContains(t, err, "option 1 is nil") // openSimErr puts the simulator first
+	require.ErrorContains(t, err, "option 1 is the zero value") // openSimErr puts the simulator first
 
 	dir := t.TempDir()
 	_, err = openSimErr(0, WithSharedRegion(dir))
@@ -29,9 +29,9 @@ func TestBadInputIsTyped(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadRegion)
 
 	p, _ := openSim(t)
-	_, err = p.NewTenant("a", WithSMs(8), nil)
+	_, err = p.NewTenant("a", WithSMs(8), TenantOption{})
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.ErrorContains(t, err, "option 1 is nil")
+	require.ErrorContains(t, err, "option 1 is the zero value")
 	a, err := p.NewTenant("a", WithSMs(8))
 	require.NoError(t, err)
 	require.ErrorIs(t, a.Scope(context.Background(), nil), ErrInvalidArgument)

@@ -147,7 +147,7 @@ func bandwidthFloorCheck(t *testing.T, p *Pool, n, nn int, gpu bool) {
 	alone := tr.requests(t, reqs, interval)
 	as := lat.Stats().Bandwidth
 	t.Logf("alone: P50 %v P99 %v; GPU clock %.1f GB/s, slowdown %.3f", alone[reqs/2], alone[reqs*99/100], as.BytesPerSecond/1e9, as.Slowdown)
-	require.False(t, p.LatencyBusy())
+	require.False(t, p.Stats().LatencyBusy)
 	if gpu {
 		require.Greater(t, as.BytesPerSecond, 200e9, "a 16-SM triad on the H200 (808 GB/s probed)")
 		require.InDelta(t, 1, as.Slowdown, 0.2)
@@ -181,5 +181,5 @@ func bandwidthFloorCheck(t *testing.T, p *Pool, n, nn int, gpu bool) {
 		require.NotZero(t, nbs.Bandwidth.FlooredLaunches)
 		require.Less(t, fl[reqs/2], mem[reqs/2], "the floor bought nothing back")
 	}
-	require.False(t, p.LatencyBusy(), "latency tenant still seen busy after its last Synchronize")
+	require.False(t, p.Stats().LatencyBusy, "latency tenant still seen busy after its last Synchronize")
 }

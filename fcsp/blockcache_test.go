@@ -172,7 +172,7 @@ func TestFreeListsStorm(t *testing.T) {
 // withoutFreeLists gives a pooled tenant the driver's pool alone, for
 // benchmarks that show what the free lists add.
 func withoutFreeLists() TenantOption {
-	return func(c *tenantConfig) error { c.NoLists = true; return nil }
+	return TenantOption{func(c *tenantConfig) error { c.NoLists = true; return nil }}
 }
 
 // TestCloseDuringAllocationsLeavesNothing: a tenant closed (say by its

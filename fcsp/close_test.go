@@ -48,13 +48,13 @@ func TestCloseWaitsForTheCloseInProgress(t *testing.T) {
 		require.Zero(t, p.MemoryUsed(), "round %d", round)
 		// The next pool on the same region starts at zero.
 		q, _ := openSim(t, WithSharedRegion(region))
-		require.Zero(t, q.SharedUsed(), "round %d: a late write landed in the next mapping", round)
+		require.Zero(t, q.MemoryUsed(), "round %d: a late write landed in the next mapping", round)
 		require.NoError(t, q.Close())
 	}
 }
 
-// Issue 20, item 6: MemoryUsed and SharedUsed during and after Close (a
-// metrics scrape) answer, never panic.
+// Issue 20, item 6: MemoryUsed (which reads the shared region) and Stats
+// during and after Close (a metrics scrape) answer, never panic.
 func TestUsageDuringAndAfterClose(t *testing.T) {
 	for range 20 {
 		p, _ := openSim(t, WithSharedRegion(filepath.Join(t.TempDir(), "region")))
@@ -73,7 +73,7 @@ func TestUsageDuringAndAfterClose(t *testing.T) {
 					default:
 					}
 					_ = p.MemoryUsed()
-					_ = p.SharedUsed()
+					_ = p.Stats()
 				}
 			})
 		}
@@ -81,6 +81,6 @@ func TestUsageDuringAndAfterClose(t *testing.T) {
 		close(stop)
 		wg.Wait()
 		require.Zero(t, p.MemoryUsed())
-		require.Zero(t, p.SharedUsed())
+		require.Zero(t, p.Stats().MemoryUsed)
 	}
 }

@@ -8,14 +8,18 @@ type DeviceInfo struct {
 	Name              string
 	UUID              string
 	ComputeCapability string
-	SMs               int    // from the driver's SM resource
-	Granularity       int    // smallest SM group the driver cuts
-	Alignment         int    // group sizes are multiples of this
-	ThreadsPerSM      int    // resident threads per SM
-	TotalMemory       uint64 // bytes
-	DriverAPI         int    // cuDriverGetVersion
-	Driver            string // which binding: libcuda.so.1 or the fake
-	Simulated         bool
+	SMs               int // from the driver's SM resource
+	Granularity       int // smallest SM group the driver cuts
+	Alignment         int // group sizes are multiples of this
+	// PartitionUnit is the size of the groups the pool's partitions are
+	// made of (WithPartitionUnit, or Granularity); 0 where the device
+	// cannot be partitioned in this process.
+	PartitionUnit int
+	ThreadsPerSM  int    // resident threads per SM
+	TotalMemory   uint64 // bytes
+	DriverAPI     int    // cuDriverGetVersion
+	Driver        string // which binding: libcuda.so.1 or the fake
+	Simulated     bool
 	// WorkQueues is the number of hardware work queues (connections) the
 	// process's contexts get: CUDA_DEVICE_MAX_CONNECTIONS, which the pool
 	// sets to 32 when it is unset, else the driver's 8.

@@ -710,7 +710,7 @@ func TestOpenDoBracketStaysBusyForNeighbours(t *testing.T) {
 			return err
 		}
 		pp.p.prio.Refresh() // what a floored neighbour's admission does
-		if !pp.p.LatencyBusy() {
+		if !pp.p.Stats().LatencyBusy {
 			return errors.New("the latency tenant was counted idle while its Do ran")
 		}
 		return nil

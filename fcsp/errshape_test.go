@@ -117,11 +117,17 @@ func TestNilContextIsInvalidArgumentEverywhere(t *testing.T) {
 	}
 	require.Equal(t, []string{"limited", "plain"}, p.Tenants(), "a refused call closed nothing")
 
-	// A nil Option, wherever it stands, is refused too.
-	for _, opts := range [][]Option{{nil}, {simulatorOption(), nil}, {nil, simulatorOption()}} {
+	// A zero Option or TenantOption (what a nil one was while they were
+	// funcs), wherever it stands, is refused too.
+	for _, opts := range [][]Option{{{}}, {simulatorOption(), {}}, {{}, simulatorOption()}} {
 		err := noPanic(func() error { _, err := Open(ctx, 0, opts...); return err })
 		require.ErrorIs(t, err, ErrInvalidArgument)
-		require.ErrorContains(t, err, "is nil")
+		require.ErrorContains(t, err, "is the zero value")
+	}
+	for _, opts := range [][]TenantOption{{{}}, {WithSMs(8), {}}, {{}, WithSMs(8)}} {
+		err := noPanic(func() error { _, err := p.NewTenant("zero", opts...); return err })
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		require.ErrorContains(t, err, "is the zero value")
 	}
 }
 

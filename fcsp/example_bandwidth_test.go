@@ -50,11 +50,11 @@ func ExampleWithBandwidthFloor() {
 	if err := lat.Stream().Launch(ctx, triad, fcsp.Dim3{X: 128, Y: 1, Z: 1}, fcsp.Dim3{X: 256, Y: 1, Z: 1}, 0, &args); err != nil {
 		panic(err)
 	}
-	fmt.Println("latency tenant busy:", pool.LatencyBusy())
+	fmt.Println("latency tenant busy:", pool.Stats().LatencyBusy)
 	if err := lat.Stream().Synchronize(); err != nil {
 		panic(err)
 	}
-	fmt.Println("latency tenant busy:", pool.LatencyBusy())
+	fmt.Println("latency tenant busy:", pool.Stats().LatencyBusy)
 	bs := batch.Stats()
 	fmt.Println("batch: share", bs.GPUShare, "floor", bs.Bandwidth.Floor)
 	fmt.Println("latency:", lat.Stats().Bandwidth.BytesMoved, "bytes moved,", lat.Stats().Bandwidth.Priority)

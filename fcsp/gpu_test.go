@@ -56,7 +56,7 @@ func TestGPUTenantsOnTheirOwnSMs(t *testing.T) {
 	// The driver reports what it can hand out, a little under NVML's total.
 	require.InEpsilon(t, float64(nv.MemoryTotal), float64(info.TotalMemory), 0.01)
 	require.False(t, info.Simulated)
-	require.Equal(t, 64, p.PartitionUnit())
+	require.Equal(t, 64, p.Device().PartitionUnit)
 	a, err := p.NewTenant("a", WithSMs(64))
 	require.NoError(t, err)
 	b, err := p.NewTenant("b", WithSMs(64))

@@ -9,10 +9,14 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/driverhook"
+	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
-// Option configures Open.
-type Option func(*poolConfig) error
+// Option configures Open. Options are made by this package's With
+// functions; the zero Option is refused with ErrInvalidArgument.
+type Option struct {
+	apply func(*poolConfig) error // opaque: a caller sees the option, not the config it edits
+}
 
 // poolConfig is what Open's options chose, and their range checks
 // (internal/config).
@@ -22,8 +26,13 @@ type poolConfig = config.Pool
 // libcuda: the simulator (package fcsptest, through internal/driverhook, and
 // this package's own tests).
 func withDriver(newDriver func() cuda.Driver, simulated bool) Option {
-	return func(c *poolConfig) error { c.NewDriver, c.Simulated = newDriver, simulated; return nil }
+	return Option{func(c *poolConfig) error { c.NewDriver, c.Simulated = newDriver, simulated; return nil }}
 }
+
+// applierOf and tenantApplierOf give config.Apply an option's function
+// (the options' fields are this package's).
+func applierOf(o Option) func(*poolConfig) error               { return o.apply }
+func tenantApplierOf(o TenantOption) func(*tenantConfig) error { return o.apply }
 
 func init() {
 	driverhook.WithDriver = func(newDriver func() cuda.Driver, simulated bool) any {
@@ -37,18 +46,18 @@ func init() {
 // (on the H200 two 64-SM partitions need a unit of 64, since the driver makes
 // at most 15 groups of 8).
 func WithPartitionUnit(sms int) Option {
-	return func(c *poolConfig) error { return c.SetPartitionUnit(sms) }
+	return Option{func(c *poolConfig) error { return c.SetPartitionUnit(sms) }}
 }
 
 // WithPrewarm provisions partitions of these sizes at Open, so that
 // NewTenant with a matching WithSMs takes one without touching the driver.
 func WithPrewarm(sizes ...int) Option {
-	return func(c *poolConfig) error { return c.AddPrewarm(sizes) }
+	return Option{func(c *poolConfig) error { return c.AddPrewarm(sizes) }}
 }
 
 // WithDeviceMemoryLimit caps what all tenants together may allocate.
 func WithDeviceMemoryLimit(bytes uint64) Option {
-	return func(c *poolConfig) error { return c.SetMemLimit(bytes) }
+	return Option{func(c *poolConfig) error { return c.SetMemLimit(bytes) }}
 }
 
 // WithEnviron reads HAMi-core's variables (CUDA_DEVICE_MEMORY_LIMIT[_i],
@@ -57,39 +66,52 @@ func WithDeviceMemoryLimit(bytes uint64) Option {
 // memory limit caps the pool and the SM limit becomes every tenant's
 // default rate limit.
 func WithEnviron(environ []string) Option {
-	return func(c *poolConfig) error { c.Environ = environ; return nil }
+	return Option{func(c *poolConfig) error { c.Environ = environ; return nil }}
 }
 
 // WithLogger sets where the pool logs lifecycle events (default: discard).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *poolConfig) error { c.Logger = l; return nil }
+	return Option{func(c *poolConfig) error { c.Logger = l; return nil }}
 }
 
-// WithDampening sets the fraction of a kernel's computed cost that is
-// charged (default 0.9: slight under-throttling let streams overlap better
-// in the FCSP design's benchmarks).
-func WithDampening(f float64) Option {
-	return func(c *poolConfig) error { return c.SetDampening(f) }
+// LimiterTuning holds the constants of the pool's limiters, which
+// WithLimiterTuning sets: a zero field keeps its default.
+type LimiterTuning struct {
+	// RefillPeriod is the time in which a tenant limited to 100% may
+	// launch its SMs' worth of threads (SMs x threads per SM) once
+	// (default 1 ms). An SM limit f then admits f x that many threads per
+	// period: for a kernel whose full wave runs one period, f of its full
+	// throughput. A GPU share's bucket holds one period of GPU time.
+	// WithTenantRefillPeriod overrides it for one tenant.
+	RefillPeriod time.Duration
+	// Dampening is the fraction (0, 1] of a kernel's computed cost that is
+	// charged (default 0.9: slight under-throttling let streams overlap
+	// better in the FCSP design's benchmarks).
+	Dampening float64
+	// ThrottlePenalty weighs the extra charge a rate-limited (non-NCCL)
+	// launch pays: cost x (1 + w x (1 - SM limit)), so a tenant held far
+	// below its SMs is slowed more than linearly (default 1).
+	// NoThrottlePenalty turns it off, so that an SM limit f admits exactly
+	// f of the full launch rate.
+	ThrottlePenalty float64
 }
 
-// WithThrottlePenalty weighs the extra charge a rate-limited (non-NCCL)
-// launch pays: cost x (1 + w x (1 - SM limit)), so a tenant held far below
-// its SMs is slowed more than linearly (default 1). w = 0 turns it off, so
-// that an SM limit f admits exactly f of the full launch rate.
-func WithThrottlePenalty(w float64) Option {
-	return func(c *poolConfig) error { return c.SetPenalty(w) }
+// NoThrottlePenalty, as LimiterTuning.ThrottlePenalty, turns the throttle
+// penalty off (the zero value keeps the default of 1).
+const NoThrottlePenalty = tokenbucket.NoPenalty
+
+// WithLimiterTuning sets the pool's limiter constants (WithSMLimit's
+// launch-rate model, and the refill period of every bucket); fields left
+// zero keep their defaults. A field out of range is ErrInvalidArgument.
+func WithLimiterTuning(t LimiterTuning) Option {
+	return Option{func(c *poolConfig) error { return c.SetTuning(t.RefillPeriod, t.Dampening, t.ThrottlePenalty) }}
 }
 
-// WithRefillPeriod sets the time in which a tenant limited to 100% may
-// launch its SMs' worth of threads (SMs x threads per SM) once (default
-// 1 ms). An SM limit f then admits f x that many threads per period: for a
-// kernel whose full wave runs one period, f of its full throughput.
-func WithRefillPeriod(d time.Duration) Option {
-	return func(c *poolConfig) error { return c.SetRefill(d) }
+// TenantOption configures NewTenant. Options are made by this package's
+// With functions; the zero TenantOption is refused with ErrInvalidArgument.
+type TenantOption struct {
+	apply func(*tenantConfig) error
 }
-
-// TenantOption configures NewTenant.
-type TenantOption func(*tenantConfig) error
 
 // tenantConfig is what NewTenant's options chose, their range checks and
 // the rules between them (internal/config).
@@ -111,7 +133,7 @@ type tenantConfig = config.Tenant
 // the pool or the device full trims the tenant's own cache, then its
 // neighbours', before it fails.
 func WithMemoryPool(keep uint64) TenantOption {
-	return func(c *tenantConfig) error { c.Plain, c.Keep = false, keep; return nil }
+	return TenantOption{func(c *tenantConfig) error { c.Plain, c.Keep = false, keep; return nil }}
 }
 
 // WithConcurrentDos sets how many of a partitioned tenant's Dos may run at
@@ -120,7 +142,7 @@ func WithMemoryPool(keep uint64) TenantOption {
 // driver lets a green context be current on one thread at a time. Past n,
 // Dos wait in arrival order. 1 serialises them.
 func WithConcurrentDos(n int) TenantOption {
-	return func(c *tenantConfig) error { return c.SetConcurrentDos(n) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetConcurrentDos(n) }}
 }
 
 // WithoutMemoryPool makes Alloc and Free call cuMemAlloc and cuMemFree.
@@ -128,41 +150,41 @@ func WithConcurrentDos(n int) TenantOption {
 // took 50.7 ms beside a 50 ms kernel of another partition's): only for
 // code that needs memory usable on any stream at once without ordering.
 func WithoutMemoryPool() TenantOption {
-	return func(c *tenantConfig) error { c.Plain = true; return nil }
+	return TenantOption{func(c *tenantConfig) error { c.Plain = true; return nil }}
 }
 
 // WithContext ties the tenant to ctx: when ctx is done the tenant is closed
 // and everything it held returns to the pool (a request-scoped tenant, or a
 // class that ends with its server's context).
 func WithContext(ctx context.Context) TenantOption {
-	return func(c *tenantConfig) error { return c.SetContext(ctx) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetContext(ctx) }}
 }
 
 // WithSMs gives the tenant a partition of n SMs of its own; n must be a
 // multiple of the pool's partition unit.
 func WithSMs(n int) TenantOption {
-	return func(c *tenantConfig) error { return c.SetSMs(n) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetSMs(n) }}
 }
 
 // WithRestOfSMs gives the tenant every group no other tenant holds.
 func WithRestOfSMs() TenantOption {
-	return func(c *tenantConfig) error { c.Rest = true; return nil }
+	return TenantOption{func(c *tenantConfig) error { c.Rest = true; return nil }}
 }
 
 // WithMemoryQuota limits what the tenant may have allocated at once.
 func WithMemoryQuota(bytes uint64) TenantOption {
-	return func(c *tenantConfig) error { return c.SetQuota(bytes) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetQuota(bytes) }}
 }
 
 // WithSMLimit limits the tenant's kernel launch rate to fraction f of what
 // its SMs can take (0 < f <= 1).
 func WithSMLimit(f float64) TenantOption {
-	return func(c *tenantConfig) error { return c.SetSMLimit(f) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetSMLimit(f) }}
 }
 
 // WithStreamClass sets the class of the tenant's first stream.
 func WithStreamClass(cl Class) TenantOption {
-	return func(c *tenantConfig) error { return c.SetClass(cl) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetClass(cl) }}
 }
 
 // WithHostWait sets how Synchronize waits for a stream's work. By default
@@ -185,7 +207,7 @@ func WithStreamClass(cl Class) TenantOption {
 // a yielding waiter queues behind them (P99 148-193 µs against 91 in the
 // driver).
 func WithHostWait(spin time.Duration) Option {
-	return func(c *poolConfig) error { return c.SetHostWait(spin) }
+	return Option{func(c *poolConfig) error { return c.SetHostWait(spin) }}
 }
 
 // WithoutCoscheduling cuts the device with
@@ -197,15 +219,15 @@ func WithHostWait(spin time.Duration) Option {
 // ordinary kernels are unaffected. See docs/BENCHMARKS.md for what was
 // measured on the H200 (TestGPUWithoutCoscheduling).
 func WithoutCoscheduling() Option {
-	return func(c *poolConfig) error { c.SplitFlag |= cuda.SplitIgnoreCoscheduling; return nil }
+	return Option{func(c *poolConfig) error { c.SplitFlag |= cuda.SplitIgnoreCoscheduling; return nil }}
 }
 
 // WithSMShare gives the tenant a partition of about fraction f of the
 // device's SMs (0 < f <= 1): the legal size nearest f x SMs, a whole number
 // of partition units between one unit and every group the split made. The
-// tenant's SMs and SMShare say what was picked, and the pool logs it.
+// tenant's SMs and Stats.SMShare say what was picked, and the pool logs it.
 func WithSMShare(f float64) TenantOption {
-	return func(c *tenantConfig) error { return c.SetSMShare(f) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetSMShare(f) }}
 }
 
 // WithRemainderSMs gives the tenant the SMs that the pool's split leaves
@@ -213,13 +235,13 @@ func WithSMShare(f float64) TenantOption {
 // WithoutCoscheduling): small, but otherwise idle. A WithRestOfSMs tenant
 // made while the remainder is free includes it.
 func WithRemainderSMs() TenantOption {
-	return func(c *tenantConfig) error { c.Shape.Remainder = true; return nil }
+	return TenantOption{func(c *tenantConfig) error { c.Shape.Remainder = true; return nil }}
 }
 
 // WithPriority sets the tenant's priority. LatencyCritical meters the
 // tenant's GPU time (its launches' events tell when it has work in flight).
 func WithPriority(p Priority) TenantOption {
-	return func(c *tenantConfig) error { return c.SetPriority(config.Priority(p)) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetPriority(config.Priority(p)) }}
 }
 
 // WithBandwidthFloor makes the tenant yield to the pool's LatencyCritical
@@ -244,7 +266,7 @@ func WithPriority(p Priority) TenantOption {
 // (by their own poll or Synchronize) is woken and admitted at the full
 // share.
 func WithBandwidthFloor(f float64) TenantOption {
-	return func(c *tenantConfig) error { return c.SetFloor(f) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetFloor(f) }}
 }
 
 // WithReshapeSizes lets the tenant change its SM count at run time
@@ -259,7 +281,7 @@ func WithBandwidthFloor(f float64) TenantOption {
 // WithReshapeSizes(100) on the H200 can trade 24 SMs (batch 124 <-> 100,
 // interactive 8 <-> 32). A module is loaded once, with the primary context, and serves every layout.
 func WithReshapeSizes(sms ...int) TenantOption {
-	return func(c *tenantConfig) error { return c.AddReshapeSizes(sms) }
+	return TenantOption{func(c *tenantConfig) error { return c.AddReshapeSizes(sms) }}
 }
 
 // WithLatencyTarget makes the tenant a latency class whose SMs follow its
@@ -280,7 +302,7 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // As after any Reshape, a library bound to a stream handle must be bound
 // again to the one Current.Stream gives in each Do, and told Current.SMs.
 func WithLatencyTarget(p99 time.Duration, minSMs, maxSMs int) TenantOption {
-	return func(c *tenantConfig) error { return c.SetLatency(p99, minSMs, maxSMs) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetLatency(p99, minSMs, maxSMs) }}
 }
 
 // WithWarmup gives the SDK the tenant's warm-up: f runs, as a Do's
@@ -309,19 +331,19 @@ func WithLatencyTarget(p99 time.Duration, minSMs, maxSMs int) TenantOption {
 // tried again by the next Do in that context, which returns its error.
 // A nil f is ErrInvalidArgument.
 func WithWarmup(f func(Current) error) TenantOption {
-	return func(c *tenantConfig) error {
+	return TenantOption{func(c *tenantConfig) error {
 		if f == nil {
 			return fmt.Errorf("%w: WithWarmup with a nil function", ErrInvalidArgument)
 		}
 		c.Warm = f
 		return nil
-	}
+	}}
 }
 
 // WithTenantRefillPeriod sets the tenant's own refill period, overriding
-// the pool's WithRefillPeriod for its launch-rate limit.
+// the pool's (LimiterTuning.RefillPeriod) for its limit.
 func WithTenantRefillPeriod(d time.Duration) TenantOption {
-	return func(c *tenantConfig) error { return c.SetRefill(d) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetRefill(d) }}
 }
 
 // WithSharedRegion makes the pool one of several processes sharing the
@@ -331,7 +353,7 @@ func WithTenantRefillPeriod(d time.Duration) TenantOption {
 // gives its usage back once its PID is gone or its heartbeat is older than
 // the timeout. A region with a bad magic, version or size is refused.
 func WithSharedRegion(path string) Option {
-	return func(c *poolConfig) error { return c.SetRegion(path) }
+	return Option{func(c *poolConfig) error { return c.SetRegion(path) }}
 }
 
 // WithForeignSharedRegion accepts a shared region file that another user
@@ -340,20 +362,20 @@ func WithSharedRegion(path string) Option {
 // can write the region can make every process refuse allocations or pass
 // the device limit. A symbolic link is refused either way.
 func WithForeignSharedRegion() Option {
-	return func(c *poolConfig) error { c.Foreign = true; return nil }
+	return Option{func(c *poolConfig) error { c.Foreign = true; return nil }}
 }
 
 // WithHeartbeat sets how often this process marks itself alive in the
 // shared region (default 1 s) and after how long without a beat a process
 // is reaped (default 5 s).
 func WithHeartbeat(every, timeout time.Duration) Option {
-	return func(c *poolConfig) error { return c.SetHeartbeat(every, timeout) }
+	return Option{func(c *poolConfig) error { return c.SetHeartbeat(every, timeout) }}
 }
 
 // WithGPUMetering measures the tenant's GPU time on the GPU clock (events
 // around each launch), reported in Stats as GPUTime and GPUTimeByClass.
 func WithGPUMetering() TenantOption {
-	return func(c *tenantConfig) error { c.Metered = true; return nil }
+	return TenantOption{func(c *tenantConfig) error { c.Metered = true; return nil }}
 }
 
 // WithGPUShare limits the tenant to fraction f (0 < f <= 1) of the
@@ -367,5 +389,5 @@ func WithGPUMetering() TenantOption {
 // launch-rate model for the tenant; SetSMLimit changes the share. A share of
 // 1 is no limit at all: its launches never wait, whatever their length.
 func WithGPUShare(f float64) TenantOption {
-	return func(c *tenantConfig) error { return c.SetGPUShare(f) }
+	return TenantOption{func(c *tenantConfig) error { return c.SetGPUShare(f) }}
 }

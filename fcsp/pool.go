@@ -88,7 +88,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return nil, errNilContext
 	}
 	cfg := config.NewPool()
-	if err := config.Apply(&cfg, opts); err != nil {
+	if err := config.Apply(&cfg, opts, applierOf); err != nil {
 		return nil, err
 	}
 	if index < 0 {
@@ -140,6 +140,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return fail(err)
 	}
+	p.info.PartitionUnit = p.split.GroupSMs() // a split's groups keep their size
 	if err := p.openCommons(); err != nil {
 		return fail(err)
 	}
@@ -148,18 +149,6 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 
 // Device describes the pool's GPU.
 func (p *Pool) Device() DeviceInfo { return p.info }
-
-// PartitionUnit is the size of the groups partitions are made of.
-// 0 where the device cannot be partitioned in this process.
-func (p *Pool) PartitionUnit() int { return p.split.GroupSMs() }
-
-// FreeSMs is how many SMs can still be given to partitioned tenants (the
-// split's remainder included while no tenant holds it).
-func (p *Pool) FreeSMs() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.split.FreeSMs() + p.spare.SMs()
-}
 
 // SplitTable says what the driver would make for each minimum count
 // (predicted, from the simulated split that performs nothing) and what it

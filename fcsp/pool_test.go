@@ -69,7 +69,9 @@ func TestOpenBadInput(t *testing.T) {
 		{"unit not a group size", 0, []Option{WithPartitionUnit(12)}, ErrGranularity, "groups of 8"},
 		{"zero unit", 0, []Option{WithPartitionUnit(0)}, ErrInvalidArgument, "positive"},
 		{"prewarm too much", 0, []Option{WithPrewarm(64, 64)}, ErrInsufficientSMs, "free"},
-		{"nan dampening", 0, []Option{WithDampening(nan())}, ErrInvalidArgument, "(0, 1]"},
+		{"nan dampening", 0, []Option{WithLimiterTuning(LimiterTuning{Dampening: nan()})}, ErrInvalidArgument, "(0, 1]"},
+		{"negative refill", 0, []Option{WithLimiterTuning(LimiterTuning{RefillPeriod: -time.Millisecond})}, ErrInvalidArgument, "refill period -1ms"},
+		{"negative penalty", 0, []Option{WithLimiterTuning(LimiterTuning{ThrottlePenalty: -0.5})}, ErrInvalidArgument, "NoThrottlePenalty"},
 		{"bad env", 0, []Option{WithEnviron([]string{"CUDA_DEVICE_MEMORY_LIMIT=lots"})}, ErrInvalidArgument, "CUDA_DEVICE_MEMORY_LIMIT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,11 +86,13 @@ func nan() float64 { z := 0.0; return z / z }
 
 func TestTenantPartitions(t *testing.T) {
 	p, drv := openSim(t)
-	require.Equal(t, 132, p.FreeSMs(), "15 groups of 8 and a remainder of 12 on an H200")
+	require.Equal(t, 132, p.Stats().FreeSMs, "15 groups of 8 and a remainder of 12 on an H200")
+	require.Equal(t, 8, p.Device().PartitionUnit, "the device's granularity by default")
+	require.Equal(t, 8, p.Stats().Device.PartitionUnit, "PoolStats.Device is the same DeviceInfo")
 	lat, err := p.NewTenant("interactive", WithSMs(16))
 	require.NoError(t, err)
 	require.Equal(t, 16, lat.SMs())
-	require.True(t, lat.Partitioned())
+	require.True(t, lat.Stats().Partitioned)
 
 	_, err = p.NewTenant("odd", WithSMs(12))
 	require.ErrorIs(t, err, ErrGranularity)
@@ -103,7 +107,7 @@ func TestTenantPartitions(t *testing.T) {
 	batch, err := p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
 	require.Equal(t, 116, batch.SMs(), "13 groups and the remainder")
-	require.Zero(t, p.FreeSMs())
+	require.Zero(t, p.Stats().FreeSMs)
 	_, err = p.NewTenant("late", WithSMs(8))
 	require.ErrorIs(t, err, ErrInsufficientSMs)
 
@@ -111,13 +115,13 @@ func TestTenantPartitions(t *testing.T) {
 	// the sized partition's (issue 37).
 	shared, err := p.NewTenant("shared")
 	require.NoError(t, err)
-	require.False(t, shared.Partitioned())
+	require.False(t, shared.Stats().Partitioned)
 	require.Equal(t, 116, shared.SMs())
 	require.Equal(t, []string{"batch", "interactive", "shared"}, p.Tenants())
 
 	require.NoError(t, batch.Close())
 	require.NoError(t, batch.Close(), "Close is idempotent")
-	require.Equal(t, 116, p.FreeSMs(), "a closed tenant's SMs return")
+	require.Equal(t, 116, p.Stats().FreeSMs, "a closed tenant's SMs return")
 	_, err = batch.Alloc(context.Background(), 1)
 	require.ErrorIs(t, err, ErrClosed)
 	_, err = batch.NewStream(ClassDefault)
@@ -223,7 +227,7 @@ func TestForgottenTenantIsReclaimed(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.Empty(t, p.Tenants(), "an unreachable tenant must be reclaimed")
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 	require.Zero(t, drv.Live().Bytes)
 }
 
@@ -325,7 +329,7 @@ func TestConcurrentTenantsAndAllocations(t *testing.T) {
 	})
 	require.Zero(t, p.MemoryUsed())
 	require.Zero(t, drv.Live().Bytes)
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 }
 
 func TestEnvironConfiguresLimits(t *testing.T) {
@@ -402,4 +406,13 @@ func spinKernel(t testing.TB, tn *Tenant) *Function {
 	fn, err := mod.Function("spin")
 	require.NoError(t, err)
 	return fn
+}
+
+// Issue 38 #13: the partition unit is a field of DeviceInfo (it was a
+// method of Pool), WithPartitionUnit's where given.
+func TestPartitionUnitInDeviceInfo(t *testing.T) {
+	p, _ := openSim(t, WithPartitionUnit(16))
+	require.Equal(t, 16, p.Device().PartitionUnit)
+	require.Equal(t, 8, p.Device().Granularity)
+	require.Equal(t, 132, p.Stats().FreeSMs, "8 groups of 16 and the remainder of 4")
 }

@@ -15,6 +15,12 @@ type PoolStats struct {
 	MemoryOwn   uint64 // this process's part of MemoryUsed (all of it without WithSharedRegion), as counted when each tenant was read
 	MemoryLimit uint64 // the device's limit: its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT, whichever is smallest
 	Tenants     []Stats
+	// FreeSMs is how many SMs can still be given to partitioned tenants
+	// (the split's remainder included while no tenant holds it).
+	FreeSMs int
+	// LatencyBusy reports whether a LatencyCritical tenant of the pool has
+	// kernels in flight, as last seen (reading it asks the driver nothing).
+	LatencyBusy bool
 
 	// MemoryCached is the sum of the tenants' Stats.MemoryCached: freed
 	// pool blocks kept on their free lists. They still hold device memory,
@@ -59,10 +65,11 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	tenants := s.Tenants[:0]
 	// MemoryUsed, not the tracker: with a shared region it reads the region,
 	// which a Close racing this scrape may be unmapping.
-	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit()}
+	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit(), LatencyBusy: p.prio.LatencyBusy()}
 	list := coreLists.Get().(*[]*tenantCore)
 	p.mu.Lock()
 	s.Closed = p.closed
+	s.FreeSMs = p.split.FreeSMs() + p.spare.SMs()
 	cores := p.cores((*list)[:0])
 	p.mu.Unlock()
 	for _, c := range cores {

@@ -34,7 +34,3 @@ const (
 )
 
 func (p Priority) String() string { return config.Priority(p).String() }
-
-// LatencyBusy reports whether a LatencyCritical tenant of the pool has
-// kernels in flight, as last seen (it asks the driver nothing).
-func (p *Pool) LatencyBusy() bool { return p.prio.LatencyBusy() }

@@ -50,7 +50,7 @@ func (pp *priorityPair) busy(t *testing.T) {
 	var a Args
 	a.Uint64(0)
 	require.NoError(t, pp.lat.Stream().Launch(t.Context(), pp.latFn, Dim3{X: 50, Y: 1, Z: 1}, one, 0, &a))
-	require.True(t, pp.p.LatencyBusy())
+	require.True(t, pp.p.Stats().LatencyBusy)
 }
 
 func (pp *priorityPair) release() { pp.drv.HoldEventsIn(cuda.Context(pp.lat.Context()), false) }
@@ -92,12 +92,12 @@ func TestBandwidthFloorWhileLatencyBusy(t *testing.T) {
 	require.InEpsilon(t, share*floor, pp.share(t, window), 0.05, "latency tenant busy")
 	floored := pp.nb.Stats().Bandwidth.FlooredLaunches
 	require.NotZero(t, floored)
-	require.True(t, pp.p.LatencyBusy(), "latency tenant seen idle while its work is on the GPU")
+	require.True(t, pp.p.Stats().LatencyBusy, "latency tenant seen idle while its work is on the GPU")
 
 	pp.release()
-	require.True(t, pp.p.LatencyBusy(), "nobody has looked yet")
+	require.True(t, pp.p.Stats().LatencyBusy, "nobody has looked yet")
 	require.InEpsilon(t, share, pp.share(t, window), 0.03, "latency tenant done")
-	require.False(t, pp.p.LatencyBusy())
+	require.False(t, pp.p.Stats().LatencyBusy)
 	require.Equal(t, floored, pp.nb.Stats().Bandwidth.FlooredLaunches, "launches floored after the latency tenant finished")
 }
 
@@ -123,7 +123,7 @@ func TestBandwidthFloorAtFullShare(t *testing.T) {
 	require.InEpsilon(t, floor, pp.share(t, 200*time.Millisecond), 0.05)
 	pp.release()
 	require.NoError(t, pp.lat.Stream().Synchronize())
-	require.False(t, pp.p.LatencyBusy(), "the latency tenant's Synchronize saw its work complete")
+	require.False(t, pp.p.Stats().LatencyBusy, "the latency tenant's Synchronize saw its work complete")
 	free()
 }
 
@@ -136,7 +136,7 @@ func TestPriorityLeavesOthersAlone(t *testing.T) {
 	require.InEpsilon(t, 0.5, pp.share(t, 100*time.Millisecond), 0.03)
 	pp.release()
 	require.NoError(t, pp.lat.Stream().Synchronize())
-	require.False(t, pp.p.LatencyBusy())
+	require.False(t, pp.p.Stats().LatencyBusy)
 
 	// A metered Normal tenant never counts as busy.
 	n, err := pp.p.NewTenant("normal", WithGPUMetering())
@@ -147,7 +147,7 @@ func TestPriorityLeavesOthersAlone(t *testing.T) {
 	var a Args
 	a.Uint64(0)
 	require.NoError(t, n.Stream().Launch(t.Context(), spinKernel(t, n), one, one, 0, &a))
-	require.False(t, pp.p.LatencyBusy())
+	require.False(t, pp.p.Stats().LatencyBusy)
 }
 
 func TestPriorityOptions(t *testing.T) {
@@ -210,7 +210,7 @@ func TestPriorityCloseRaces(t *testing.T) {
 			var la Args
 			la.Uint64(0)
 			require.NoError(t, lat.Stream().Launch(t.Context(), latFn, one, one, 0, &la)) // busy before the neighbours start
-			require.True(t, p.LatencyBusy())
+			require.True(t, p.Stats().LatencyBusy)
 
 			var wg sync.WaitGroup
 			errs := make(chan error, 16)
@@ -260,7 +260,7 @@ func TestPriorityCloseRaces(t *testing.T) {
 			}, 5*time.Second, 100*time.Microsecond)
 			if first == "latency" {
 				require.NoError(t, lat.Close())
-				require.False(t, p.LatencyBusy(), "floor still on after the latency tenant closed")
+				require.False(t, p.Stats().LatencyBusy, "floor still on after the latency tenant closed")
 				wg.Wait()
 				require.NoError(t, nb.Close())
 			} else {
@@ -272,7 +272,7 @@ func TestPriorityCloseRaces(t *testing.T) {
 			for err := range errs {
 				require.NoError(t, err)
 			}
-			require.False(t, p.LatencyBusy())
+			require.False(t, p.Stats().LatencyBusy)
 			require.Zero(t, drv.Live().Events, "events left after Close")
 		})
 	}

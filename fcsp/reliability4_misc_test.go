@@ -67,14 +67,14 @@ func TestLongWaitsSleepWhileWorkOutstanding(t *testing.T) {
 // name may be; one such tenant failed every scrape of the pool.
 func TestNewTenantRefusesUnusableName(t *testing.T) {
 	p, _ := openSim(t)
-	free := p.FreeSMs()
+	free := p.Stats().FreeSMs
 	for _, name := range []string{"bad\xff", ""} {
 		_, err := p.NewTenant(name, WithSMs(8))
 		require.ErrorIs(t, err, ErrInvalidArgument, "name %q", name)
 		require.ErrorContains(t, err, "valid UTF-8", "name %q", name)
 	}
 	require.Empty(t, p.Stats().Tenants)
-	require.Equal(t, free, p.FreeSMs(), "a refused tenant kept SMs")
+	require.Equal(t, free, p.Stats().FreeSMs, "a refused tenant kept SMs")
 }
 
 // Issue 39 #17: a shared region file truncated while mapped killed every
@@ -92,7 +92,7 @@ func TestTruncatedSharedRegionIsAnError(t *testing.T) {
 	require.NoError(t, os.Truncate(path, 0))
 	_, err = tn.Alloc(ctx, 1<<20)
 	require.ErrorIs(t, err, ErrBadRegion)
-	_ = p.SharedUsed()
+	_ = p.MemoryUsed()
 	_ = p.Stats()
 	time.Sleep(5 * time.Millisecond) // the heartbeat and the reaper meet it too
 	require.NoError(t, tn.Close())

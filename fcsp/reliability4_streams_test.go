@@ -253,7 +253,7 @@ func TestAdoptRefusesBadClassesAndTheNullStream(t *testing.T) {
 // counter reset at every request). A closed stream's figures stay the
 // tenant's.
 func TestStatsCountersOutliveTheirStream(t *testing.T) {
-	p, _ := openSim(t, WithThrottlePenalty(0))
+	p, _ := openSim(t, WithLimiterTuning(LimiterTuning{ThrottlePenalty: NoThrottlePenalty}))
 	a, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01), WithGPUMetering())
 	require.NoError(t, err)
 	fn := spinKernel(t, a)

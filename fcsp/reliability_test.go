@@ -26,7 +26,7 @@ func TestReapedProcessIsRefused(t *testing.T) {
 	require.NoError(t, a.Free(ptr))
 	require.NoError(t, a.Trim()) // the pool gives what it keeps back to the driver
 	require.Zero(t, drv.Live().Bytes)
-	require.Zero(t, p.SharedUsed(), "the node-wide total wrapped")
+	require.Zero(t, p.MemoryUsed(), "the node-wide total wrapped")
 }
 
 // Issue 20, item 7: Alloc on a scope that ended (or is ending) answers

@@ -77,10 +77,6 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	return nil
 }
 
-// ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
-// tenant made without WithReshapeSizes).
-func (c *tenantCore) ReshapeSizes() []int { return c.place.Sizes() }
-
 // loadModule loads image once, with the primary context: a module loaded
 // there serves every green stream of the device, on that stream's SMs
 // (docs/CONTEXTS.md), so a reshapable tenant's layouts share it.

@@ -24,8 +24,8 @@ func tradePair(t *testing.T, p *Pool) (lat, batch *Tenant) {
 	require.NoError(t, err)
 	batch, err = p.NewTenant("batch", WithRestOfSMs(), WithReshapeSizes(100))
 	require.NoError(t, err)
-	require.Equal(t, []int{8, 16, 32}, lat.ReshapeSizes())
-	require.Equal(t, []int{100, 124}, batch.ReshapeSizes())
+	require.Equal(t, []int{8, 16, 32}, lat.Stats().ReshapeSizes)
+	require.Equal(t, []int{100, 124}, batch.Stats().ReshapeSizes)
 	require.Equal(t, 124, batch.SMs())
 	return lat, batch
 }
@@ -94,7 +94,7 @@ func TestReshapeKeepsEverything(t *testing.T) {
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.Events)
 	require.Zero(t, live.Modules)
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 }
 
 func TestReshapeBadInput(t *testing.T) {
@@ -155,7 +155,7 @@ func TestReshapeBadInput(t *testing.T) {
 	require.ErrorIs(t, lat.Reshape(ctx, 16), ErrClosed)
 	require.NoError(t, batch.Close())
 	require.NoError(t, plain.Close())
-	require.Equal(t, 132, p.FreeSMs(), "nothing leaked by the refusals")
+	require.Equal(t, 132, p.Stats().FreeSMs, "nothing leaked by the refusals")
 	require.Zero(t, drv.Live().GreenCtxs)
 }
 
@@ -243,7 +243,7 @@ func TestReshapeRacesCallsAndClose(t *testing.T) {
 	require.Zero(t, live.GreenCtxs)
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.Bytes)
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 }
 
 // A Reshape that is the first call to meet a sticky fault (internal/smpart makes
@@ -310,4 +310,31 @@ func TestReshapeResizesTheLaunchRateLimit(t *testing.T) {
 	defer share.Close()
 	require.NoError(t, share.Reshape(t.Context(), 16))
 	require.Equal(t, 0.5, share.Stats().GPUShare)
+}
+
+// Issue 38 #13: what the tenant's shape is (Partitioned, SMShare,
+// ReshapeSizes) is read from Stats, where it was three methods of Tenant;
+// a reshapable tenant's sizes cost its Stats no garbage, and a tenant that
+// cannot be reshaped lists none.
+func TestShapeInStats(t *testing.T) {
+	p, _ := openSim(t)
+	lat, batch := tradePair(t, p)
+	plain, err := p.NewTenant("plain")
+	require.NoError(t, err)
+	s := lat.Stats()
+	require.True(t, s.Partitioned)
+	require.InDelta(t, 8.0/132, s.SMShare, 1e-9)
+	require.NoError(t, batch.Reshape(context.Background(), 100))
+	require.NoError(t, lat.Reshape(context.Background(), 32))
+	s = lat.Stats()
+	require.Equal(t, []int{8, 16, 32}, s.ReshapeSizes, "the sizes do not change with the current one")
+	require.InDelta(t, 32.0/132, s.SMShare, 1e-9)
+	require.Equal(t, []int{100, 124}, batch.Stats().ReshapeSizes)
+	ps := plain.Stats()
+	require.False(t, ps.Partitioned)
+	require.Nil(t, ps.ReshapeSizes)
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = lat.Stats() }))
+	var all PoolStats
+	p.ReadStats(&all)
+	require.Zero(t, testing.AllocsPerRun(100, func() { p.ReadStats(&all) }))
 }

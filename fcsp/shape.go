@@ -9,10 +9,3 @@ func (p *Pool) resolveShape(cfg *tenantConfig) error {
 	}
 	return nil
 }
-
-// SMShare is the fraction of the device's SMs the tenant holds (what
-// WithSMShare picked, for one): 1 for an unpartitioned tenant, which shares
-// all of them.
-func (c *tenantCore) SMShare() float64 {
-	return float64(c.SMs()) / float64(c.pool.info.SMs)
-}

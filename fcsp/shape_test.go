@@ -14,31 +14,31 @@ func TestRestIncludesTheRemainder(t *testing.T) {
 	batch, err := p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
 	require.Equal(t, 116, batch.SMs(), "13 groups of 8 and the 12 SMs the split leaves over, as the H200 built")
-	require.Zero(t, p.FreeSMs())
+	require.Zero(t, p.Stats().FreeSMs)
 	_, err = p.NewTenant("leftover", WithRemainderSMs())
 	require.ErrorIs(t, err, ErrInsufficientSMs)
 	require.Contains(t, err.Error(), "remainder of 12 SMs is already part of a partition")
 	require.NoError(t, batch.Close())
-	require.Equal(t, 116, p.FreeSMs(), "the remainder returns with the groups")
+	require.Equal(t, 116, p.Stats().FreeSMs, "the remainder returns with the groups")
 
 	small, err := p.NewTenant("leftover", WithRemainderSMs())
 	require.NoError(t, err)
 	require.Equal(t, 12, small.SMs())
-	require.True(t, small.Partitioned())
+	require.True(t, small.Stats().Partitioned)
 	batch, err = p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
 	require.Equal(t, 104, batch.SMs(), "the remainder is taken: groups only")
-	require.Zero(t, p.FreeSMs())
+	require.Zero(t, p.Stats().FreeSMs)
 	for _, c := range []*Tenant{lat, small, batch} {
 		require.NoError(t, c.Close())
 	}
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 	require.Zero(t, drv.Live().GreenCtxs)
 }
 
 func TestWithoutCoscheduling(t *testing.T) {
 	p, drv := openSim(t, WithoutCoscheduling())
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 	lat, err := p.NewTenant("interactive", WithSMs(16))
 	require.NoError(t, err)
 	batch, err := p.NewTenant("batch", WithRestOfSMs())
@@ -50,7 +50,7 @@ func TestWithoutCoscheduling(t *testing.T) {
 	rem, err := p.NewTenant("rem", WithRemainderSMs())
 	require.NoError(t, err)
 	require.Equal(t, 4, rem.SMs())
-	require.Zero(t, p.FreeSMs())
+	require.Zero(t, p.Stats().FreeSMs)
 	for _, c := range []*Tenant{lat, big, rem} {
 		require.NoError(t, c.Close())
 	}
@@ -73,13 +73,13 @@ func TestSMShare(t *testing.T) {
 		c, err := p.NewTenant("t", WithSMShare(tc.share))
 		require.NoError(t, err, "share %v", tc.share)
 		require.Equal(t, tc.sms, c.SMs(), "share %v", tc.share)
-		require.InDelta(t, float64(tc.sms)/132, c.SMShare(), 1e-9)
+		require.InDelta(t, float64(tc.sms)/132, c.Stats().SMShare, 1e-9)
 		require.Equal(t, tc.sms, c.Stats().SMs)
 		require.NoError(t, c.Close())
 	}
 	shared, err := p.NewTenant("shared")
 	require.NoError(t, err)
-	require.Equal(t, 1.0, shared.SMShare())
+	require.Equal(t, 1.0, shared.Stats().SMShare)
 	require.NoError(t, shared.Close())
 }
 
@@ -107,6 +107,6 @@ func TestShapeBadInput(t *testing.T) {
 		})
 	}
 	require.Empty(t, p.Tenants(), "nothing was made")
-	require.Equal(t, 132, p.FreeSMs())
+	require.Equal(t, 132, p.Stats().FreeSMs)
 	require.Equal(t, greens, drv.Calls("cuGreenCtxCreate"), "no green context was built")
 }

@@ -16,7 +16,7 @@ import (
 // period of tokens draining at 0.75. Up, SetSMLimit(0.25 -> 1): the launch
 // held at 0.25 returns within one period, and nothing waits after.
 func TestGPUShareChangeLag(t *testing.T) {
-	p := openGPU(t, WithPartitionUnit(64), WithRefillPeriod(time.Millisecond))
+	p := openGPU(t, WithPartitionUnit(64), WithLimiterTuning(LimiterTuning{RefillPeriod: time.Millisecond}))
 	tn, err := p.NewTenant("lag", WithSMs(64), WithGPUShare(1))
 	require.NoError(t, err)
 	defer tn.Close()

@@ -35,7 +35,3 @@ func (p *Pool) newTracker(index int) (err error) {
 	p.mem, err = memtrack.New(p.env.DeviceLimit(index, p.info.TotalMemory, p.cfg.MemLimit), opts...)
 	return err
 }
-
-// SharedUsed is the device's memory in use by every process of the shared
-// region (0 without WithSharedRegion, and after Close).
-func (p *Pool) SharedUsed() uint64 { return p.shared.DeviceUsed(p.info.Index) }

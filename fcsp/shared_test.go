@@ -35,9 +35,9 @@ func TestSharedRegionOneLimitForTwoPools(t *testing.T) {
 	require.ErrorIs(t, err, ErrQuotaExceeded, "the other pool's 64 MiB count against the shared limit")
 	_, err = tb.Alloc(context.Background(), 32<<20)
 	require.NoError(t, err)
-	require.Equal(t, uint64(96<<20), a.SharedUsed())
+	require.Equal(t, uint64(96<<20), a.MemoryUsed())
 	require.NoError(t, ta.Close())
-	require.Equal(t, uint64(32<<20), b.SharedUsed())
+	require.Equal(t, uint64(32<<20), b.MemoryUsed())
 }
 
 func TestSharedRegionRefusesGarbage(t *testing.T) {
@@ -82,7 +82,7 @@ func TestSharedRegionSurvivesSIGKILL(t *testing.T) {
 	buf := make([]byte, 64)
 	n, _ := out.Read(buf)
 	require.Contains(t, string(buf[:n]), "allocating")
-	require.Eventually(t, func() bool { return p.SharedUsed() > own }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.MemoryUsed() > own }, 5*time.Second, time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	runtime.GC() // a collection here (another test's garbage) must not reclaim ours
@@ -90,10 +90,10 @@ func TestSharedRegionSurvivesSIGKILL(t *testing.T) {
 	// Waited for by hand, so that a failure says what the region held then
 	// (it failed twice on a 2-core VM loaded by five other builds, and
 	// passed alone every time: the slots tell a slow reap from a wrong one).
-	for deadline := time.Now().Add(10 * time.Second); p.SharedUsed() != own; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); p.MemoryUsed() != own; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the dead child's usage was not reclaimed in 10 s: shared total %d, ours %d; this process %d, the child %d; slots %+v",
-				p.SharedUsed(), own, os.Getpid(), cmd.Process.Pid, p.shared.Slots())
+				p.MemoryUsed(), own, os.Getpid(), cmd.Process.Pid, p.shared.Slots())
 		}
 	}
 }

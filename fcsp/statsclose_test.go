@@ -32,7 +32,6 @@ func TestStatsRacingPoolClose(t *testing.T) {
 					s := p.Stats()
 					_ = s.MemoryUsed
 					_ = p.MemoryUsed()
-					_ = p.SharedUsed()
 					_ = a.Stats()
 				}
 			})
@@ -43,7 +42,7 @@ func TestStatsRacingPoolClose(t *testing.T) {
 		s := p.Stats()
 		require.True(t, s.Closed)
 		require.Empty(t, s.Tenants, "a closed pool lists no tenants")
-		require.Zero(t, p.SharedUsed())
+		require.Zero(t, p.MemoryUsed())
 		st := a.Stats()
 		require.Equal(t, "a", st.Name)
 		require.True(t, st.Closed)

@@ -23,11 +23,11 @@ func TestLatencyClassFollowsItsLoad(t *testing.T) {
 	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
 	require.NoError(t, err)
 	require.Equal(t, 16, lat.SMs())
-	require.Equal(t, []int{16, 24, 32, 40, 48}, lat.ReshapeSizes())
+	require.Equal(t, []int{16, 24, 32, 40, 48}, lat.Stats().ReshapeSizes)
 	rest, err := p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
 	require.Equal(t, 116, rest.SMs())
-	require.Equal(t, []int{84, 92, 100, 108, 116}, rest.ReshapeSizes())
+	require.Equal(t, []int{84, 92, 100, 108, 116}, rest.Stats().ReshapeSizes)
 	_, err = p.NewTenant("another", WithLatencyTarget(time.Millisecond, 8, 16))
 	require.ErrorIs(t, err, ErrInvalidArgument, "one latency class per pool")
 

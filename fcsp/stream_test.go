@@ -129,7 +129,7 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 // flight, so a launch waiting for tokens returns ErrClosed, launching
 // nothing, before Close returns.
 func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
-	p, drv := openSim(t, WithThrottlePenalty(0))
+	p, drv := openSim(t, WithLimiterTuning(LimiterTuning{ThrottlePenalty: NoThrottlePenalty}))
 	// 1% of 8 SMs x 2048 threads: 164 tokens a ms into buckets that start
 	// full (16384 tokens).
 	tn, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01))

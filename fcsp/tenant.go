@@ -125,7 +125,7 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 // makeTenant is NewTenant, its errors bare.
 func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	cp := configs.Get().(*tenantConfig)
-	err := config.Apply(cp, opts)
+	err := config.Apply(cp, opts, tenantApplierOf)
 	cfg := *cp
 	*cp = tenantConfig{}
 	configs.Put(cp)
@@ -353,12 +353,6 @@ func (t *Tenant) Name() string {
 // SMs is Tenant.SMs, for the SDK's own callers.
 func (c *tenantCore) SMs() int { return c.place.SMs() }
 
-// Partitioned reports whether the tenant has SMs of its own.
-func (t *Tenant) Partitioned() bool {
-	defer runtime.KeepAlive(t)
-	return t.c.place.Partitioned()
-}
-
 // Context is the tenant's CUcontext (the green context's, or the device's
 // primary context for an unpartitioned tenant), for other bindings. A green
 // context may be current on one thread at a time, and the handle is valid
@@ -482,10 +476,17 @@ func (c *tenantCore) newAdmission(cfg *tenantConfig) (*admission.Tenant, error) 
 
 // Stats is a snapshot of a tenant's use.
 type Stats struct {
-	Name         string
-	Closed       bool // the tenant is closed (or closing): the figures are what was left
-	SMs          int
-	Partitioned  bool
+	Name        string
+	Closed      bool // the tenant is closed (or closing): the figures are what was left
+	SMs         int
+	Partitioned bool    // the tenant has SMs of its own
+	SMShare     float64 // SMs as a fraction of the device's (what WithSMShare picked, for one); 1 for an unpartitioned tenant, which shares all of them
+	// ReshapeSizes lists the SM counts a reshapable tenant can take
+	// (WithReshapeSizes, WithLatencyTarget, and the rest tenant that trades
+	// with a latency class), ascending; nil for a tenant that cannot be
+	// reshaped. The list is shared by every snapshot (Stats makes no
+	// garbage): do not modify it.
+	ReshapeSizes []int
 	MemoryUsed   uint64
 	MemoryLimit  uint64
 	MemoryCached uint64        // freed pool blocks kept on the streams' free lists (WithMemoryPool)
@@ -546,6 +547,10 @@ type WaitStats struct {
 // Stats is Tenant.Stats, for the SDK's own callers.
 func (c *tenantCore) Stats() Stats {
 	s := Stats{Name: c.name, SMs: c.place.SMs(), Partitioned: c.place.Partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
+	s.SMShare = float64(s.SMs) / float64(c.pool.info.SMs)
+	if c.place.Reshapable() {
+		s.ReshapeSizes = c.place.Sizes()
+	}
 	s.ContextWait = c.place.waits()
 	var gates admission.GateSums // added up in place: Stats is polled, and a copy of the gates was garbage
 	c.mu.Lock()

@@ -243,21 +243,6 @@ func (t *Tenant) Reshape(ctx context.Context, sms int) error {
 	return t.c.fail("Reshape", t.c.Reshape(ctx, sms))
 }
 
-// ReshapeSizes lists the SM counts the tenant can take (one, its own, for a
-// tenant made without WithReshapeSizes).
-func (t *Tenant) ReshapeSizes() []int {
-	defer runtime.KeepAlive(t)
-	return t.c.ReshapeSizes()
-}
-
-// SMShare is the fraction of the device's SMs the tenant holds (what
-// WithSMShare picked, for one): 1 for an unpartitioned tenant, which shares
-// all of them.
-func (t *Tenant) SMShare() float64 {
-	defer runtime.KeepAlive(t)
-	return t.c.SMShare()
-}
-
 // FreeContext is Free bounded by ctx. Without WithMemoryPool, cuMemFree
 // waits for the device's work in flight; FreeContext returns ctx.Err() if
 // ctx ends first, and the memory is freed all the same once that work is

@@ -226,7 +226,7 @@ func TestWarmupFailureLeavesNothing(t *testing.T) {
 			return nil
 		}
 	}
-	free := p.FreeSMs()
+	free := p.Stats().FreeSMs
 	for _, c := range []struct {
 		name string
 		opts []TenantOption
@@ -246,7 +246,7 @@ func TestWarmupFailureLeavesNothing(t *testing.T) {
 		}
 		require.Empty(t, p.Tenants(), c.name)
 		require.Zero(t, p.MemoryUsed(), c.name)
-		require.Equal(t, free, p.FreeSMs(), c.name)
+		require.Equal(t, free, p.Stats().FreeSMs, c.name)
 		again, err := p.NewTenant(c.name)
 		require.NoError(t, err, "the name is free again")
 		require.NoError(t, again.Close())
@@ -261,10 +261,10 @@ func TestWarmupFailureLeavesNothing(t *testing.T) {
 	require.Nil(t, p.steer.rest)
 	require.Nil(t, p.steer.stop)
 	p.steer.mu.Unlock()
-	require.Equal(t, 132-16, p.FreeSMs())
+	require.Equal(t, 132-16, p.Stats().FreeSMs)
 	rest, err := p.NewTenant("rest", WithRestOfSMs())
 	require.NoError(t, err)
-	require.Equal(t, []int{100, 108, 116}, rest.ReshapeSizes())
+	require.Equal(t, []int{100, 108, 116}, rest.Stats().ReshapeSizes)
 	require.NoError(t, errors.Join(rest.Close(), lat.Close()))
 	require.Zero(t, p.MemoryUsed())
 }

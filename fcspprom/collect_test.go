@@ -20,7 +20,7 @@ type snapshot struct {
 
 func (s snapshot) Describe(ch chan<- *prometheus.Desc) { s.c.Describe(ch) }
 func (s snapshot) Collect(ch chan<- prometheus.Metric) {
-	s.c.collect(func(m prometheus.Metric) { ch <- m }, s.ps, 0, false)
+	s.c.collect(func(m prometheus.Metric) { ch <- m }, s.ps)
 }
 
 // The exclusion's waits (Stats.ContextWait): the quantiles as gauges in

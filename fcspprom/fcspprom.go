@@ -144,7 +144,7 @@ func newCollector(pool *fcsp.Pool, opts []Option) *Collector {
 	c.built.maxAge = o.maxAge
 	c.built.build = func() ([]prometheus.Metric, error) {
 		var ms []prometheus.Metric
-		c.collect(func(m prometheus.Metric) { ms = append(ms, m) }, c.pool.Stats(), c.pool.FreeSMs(), c.pool.LatencyBusy())
+		c.collect(func(m prometheus.Metric) { ms = append(ms, m) }, c.pool.Stats())
 		return ms, nil
 	}
 	return c
@@ -315,7 +315,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	if c.built.maxAge <= 0 {
-		c.collect(func(m prometheus.Metric) { ch <- m }, c.pool.Stats(), c.pool.FreeSMs(), c.pool.LatencyBusy())
+		c.collect(func(m prometheus.Metric) { ch <- m }, c.pool.Stats())
 		return
 	}
 	ms, _ := c.built.get()
@@ -325,7 +325,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collect sends the metrics of one snapshot (apart from the pool, for tests).
-func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats, freeSMs int, latencyBusy bool) {
+func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 	gauge := func(d *prometheus.Desc, v float64, l ...string) {
 		emit(prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...))
 	}
@@ -397,10 +397,10 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats, fre
 	gauge(d.poolUsed, float64(ps.MemoryUsed))
 	gauge(d.poolCached, float64(ps.MemoryCached))
 	gauge(d.poolLim, float64(ps.MemoryLimit))
-	gauge(d.poolFree, float64(freeSMs))
+	gauge(d.poolFree, float64(ps.FreeSMs))
 	gauge(d.tenants, float64(len(ps.Tenants)))
 	gauge(d.lost, b2f(!ps.Health.Healthy()))
-	gauge(d.busy, b2f(latencyBusy))
+	gauge(d.busy, b2f(ps.LatencyBusy))
 }
 
 // validNames is the set of the tenants' names that are valid UTF-8.

@@ -48,7 +48,7 @@ func value(t *testing.T, c prometheus.Collector, name, tenant string) float64 {
 // launches_admitted_total.)
 func TestThrottleRatiosStayWithinOne(t *testing.T) {
 	ctx := context.Background()
-	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200(), fcsp.WithRefillPeriod(2*time.Millisecond))
+	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200(), fcsp.WithLimiterTuning(fcsp.LimiterTuning{RefillPeriod: 2 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

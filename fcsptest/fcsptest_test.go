@@ -31,8 +31,8 @@ func TestSimulatorRunsTheChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tn.Close()
-	if q.FreeSMs() != 40 {
-		t.Fatalf("a tenant of one pool took SMs of the other: %d free", q.FreeSMs())
+	if q.Stats().FreeSMs != 40 {
+		t.Fatalf("a tenant of one pool took SMs of the other: %d free", q.Stats().FreeSMs)
 	}
 	const n, steps = 512, 64
 	buf, err := tn.Alloc(ctx, 4*n)

@@ -18,7 +18,7 @@ import (
 func story(ctx context.Context, w io.Writer, pool *fcsp.Pool) error {
 	dev := pool.Device()
 	fmt.Fprintf(w, "Part 0: tenants on %s (%d SMs, split in groups of %d)\n", dev.Name, dev.SMs, dev.Granularity)
-	unit := pool.PartitionUnit()
+	unit := pool.Device().PartitionUnit
 	inter, err := pool.NewTenant("interactive", fcsp.WithSMs(unit), fcsp.WithMemoryQuota(64<<20))
 	if err != nil {
 		return err

@@ -274,7 +274,7 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 		kill()
 		return finish(err)
 	}
-	r.PeakShared = p.SharedUsed()
+	r.PeakShared = p.MemoryUsed()
 	fmt.Fprintf(log, "parent: shared total with the child holding its memory: %d bytes (this process: %d)\n", r.PeakShared, p.Stats().MemoryOwn)
 	if r.PeakShared < cfg.hold {
 		kill()
@@ -318,16 +318,16 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	r.Marks.Killed = killed.UnixNano()
 	// Polled often, so that the step's figure is the reaper's, not the
 	// poll's (the reaper runs with each heartbeat: open's 50 ms).
-	for p.SharedUsed() >= cfg.hold {
+	for p.MemoryUsed() >= cfg.hold {
 		if time.Since(killed) > 10*time.Second {
-			return finish(fmt.Errorf("the child's %d bytes were not reaped in 10 s (shared total %d)", cfg.hold, p.SharedUsed()))
+			return finish(fmt.Errorf("the child's %d bytes were not reaped in 10 s (shared total %d)", cfg.hold, p.MemoryUsed()))
 		}
 		time.Sleep(time.Millisecond)
 	}
 	r.HealedIn = time.Since(killed)
 	r.Marks.Reaped = time.Now().UnixNano()
 	reaped.Store(true)
-	fmt.Fprintf(log, "parent: child killed with SIGKILL, reaped in %v; shared total %d bytes\n", r.HealedIn.Round(time.Millisecond), p.SharedUsed())
+	fmt.Fprintf(log, "parent: child killed with SIGKILL, reaped in %v; shared total %d bytes\n", r.HealedIn.Round(time.Millisecond), p.MemoryUsed())
 	// The way back for the faulted class is a new process.
 	if r.RestartServed, err = restartChild(cfg, r.Simulated, p, log, &r.Marks); err != nil {
 		return finish(fmt.Errorf("the restarted child: %w", err))
@@ -349,7 +349,7 @@ func run(ctx context.Context, cfg config, log *os.File) (result, error) {
 	if r.Quiet.P99 > 0 {
 		r.Ratio = float64(r.Fault.P99) / float64(r.Quiet.P99)
 	}
-	r.FinalShared = p.SharedUsed()
+	r.FinalShared = p.MemoryUsed()
 	// The shared total counts every process; MemoryOwn is this process's
 	// part: what its tenants' pools map (whole chunks, which hold what
 	// they allocated and cached).
@@ -418,12 +418,12 @@ func restartChild(cfg config, sim bool, p *fcsp.Pool, log *os.File, m *marks) (i
 			}
 		}
 		if strings.HasPrefix(lines.Text(), "holding ") {
-			if used := p.SharedUsed(); used < cfg.hold {
+			if used := p.MemoryUsed(); used < cfg.hold {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait()
 				return 0, fmt.Errorf("shared total %d bytes while it holds %d", used, cfg.hold)
 			}
-			fmt.Fprintf(log, "parent: shared total with the restarted child holding its memory: %d bytes\n", p.SharedUsed())
+			fmt.Fprintf(log, "parent: shared total with the restarted child holding its memory: %d bytes\n", p.MemoryUsed())
 			_, _ = stdin.Write([]byte("go\n")) // the parent has looked: serve
 		}
 		if rest, ok := strings.CutPrefix(lines.Text(), "served "); ok {

@@ -272,7 +272,7 @@ func sweepOne(ctx context.Context, pool *fcsp.Pool, d time.Duration, c sweepCase
 	if err == nil {
 		err = w.Check()
 	}
-	return newSweepRow(c, repeat, t.SMs(), t.Partitioned(), n, el, clk), err
+	return newSweepRow(c, repeat, t.SMs(), t.Stats().Partitioned, n, el, clk), err
 }
 
 func yesNo(b bool) string {

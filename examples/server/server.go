@@ -88,7 +88,7 @@ func newServer(pool *fcsp.Pool, cfg config, log *slog.Logger) (_ *server, err er
 	sim := pool.Device().Simulated
 	cfg.Interactive = cfg.Interactive.withSizes("interactive", sim)
 	cfg.Batch = cfg.Batch.withSizes("batch", sim)
-	iopts, bopts, err := tenantOptions(cfg, pool.PartitionUnit(), pool.Device().SMs)
+	iopts, bopts, err := tenantOptions(cfg, pool.Device().PartitionUnit, pool.Device().SMs)
 	if err != nil {
 		return nil, err
 	}

@@ -215,7 +215,7 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 	// requests in every phase) finds them after each of its requests, a
 	// change point each time they moved. MPS splits threads, not SMs:
 	// nothing to follow.
-	track := inter.t.Partitioned()
+	track := inter.t.Stats().Partitioned
 	smsNow := func() (int, int) {
 		if batch == nil {
 			return inter.t.SMs(), 0

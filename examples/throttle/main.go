@@ -8,7 +8,7 @@
 // The kernel busy-waits a calibrated number of clock cycles, and one launch
 // fills its partition for one refill period: the SM-limit model charges
 // threads launched per period, so for such a kernel a limit f admits f of
-// the full throughput. The throttle penalty is off here (WithThrottlePenalty(0))
+// the full throughput. The throttle penalty is off here (NoThrottlePenalty)
 // so that the configured fraction is what is measured; with the default
 // penalty the admitted share is f / (0.9 x (1 + (1 - f))).
 //
@@ -166,7 +166,7 @@ func run(ctx context.Context, limit float64, d time.Duration, simulate bool) (Re
 	half := probe.Device().SMs / 2 / probe.Device().Granularity * probe.Device().Granularity
 	simulate = probe.Device().Simulated
 	probe.Close()
-	pool, err := open(ctx, simulate, fcsp.WithPartitionUnit(half), fcsp.WithThrottlePenalty(0), fcsp.WithDampening(1))
+	pool, err := open(ctx, simulate, fcsp.WithPartitionUnit(half), fcsp.WithLimiterTuning(fcsp.LimiterTuning{ThrottlePenalty: fcsp.NoThrottlePenalty, Dampening: 1}))
 	if err != nil {
 		return Result{}, err
 	}

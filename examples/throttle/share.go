@@ -165,7 +165,7 @@ func runShare(ctx context.Context, share float64, d time.Duration, simulate, gem
 	simulate = probe.Device().Simulated
 	probe.Close()
 	const refill = time.Millisecond
-	pool, err := open(ctx, simulate, fcsp.WithPartitionUnit(half), fcsp.WithRefillPeriod(refill))
+	pool, err := open(ctx, simulate, fcsp.WithPartitionUnit(half), fcsp.WithLimiterTuning(fcsp.LimiterTuning{RefillPeriod: refill}))
 	if err != nil {
 		return ShareResult{}, err
 	}

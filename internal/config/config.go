@@ -18,15 +18,17 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
-// Apply runs opts on c in order and stops at the first error; a nil option
-// is refused, named by its index (the caller names the call: fcsp's
-// TenantError for NewTenant).
-func Apply[T any, O ~func(*T) error](c *T, opts []O) error {
+// Apply runs opts on c in order and stops at the first error; fn gives an
+// option's function (fcsp's options are opaque structs), and an option
+// without one (the zero value) is refused, named by its index (the caller
+// names the call: fcsp's TenantError for NewTenant).
+func Apply[T, O any](c *T, opts []O, fn func(O) func(*T) error) error {
 	for i, o := range opts {
-		if o == nil {
-			return fmt.Errorf("%w: option %d is nil; pass the options fcsp's With functions make", errs.ErrInvalidArgument, i)
+		f := fn(o)
+		if f == nil {
+			return fmt.Errorf("%w: option %d is the zero value; pass the options fcsp's With functions make", errs.ErrInvalidArgument, i)
 		}
-		if err := o(c); err != nil {
+		if err := f(c); err != nil {
 			return err
 		}
 	}

@@ -33,8 +33,8 @@ func TestSettersRefuse(t *testing.T) {
 		{"memory limit 0", func(p *Pool, _ *Tenant) error { return p.SetMemLimit(0) }, "device memory limit 0; want a positive byte count"},
 		{"dampening NaN", func(p *Pool, _ *Tenant) error { return p.SetDampening(math.NaN()) }, "dampening NaN; want a number in (0, 1]"},
 		{"dampening 1.5", func(p *Pool, _ *Tenant) error { return p.SetDampening(1.5) }, "dampening 1.5; want a number in (0, 1]"},
-		{"penalty -1", func(p *Pool, _ *Tenant) error { return p.SetPenalty(-1) }, "throttle penalty -1; want a finite number >= 0"},
-		{"penalty +Inf", func(p *Pool, _ *Tenant) error { return p.SetPenalty(math.Inf(1)) }, "throttle penalty +Inf; want a finite number >= 0"},
+		{"penalty -2", func(p *Pool, _ *Tenant) error { return p.SetPenalty(-2) }, "throttle penalty -2; want a finite number >= 0, or NoThrottlePenalty"},
+		{"penalty +Inf", func(p *Pool, _ *Tenant) error { return p.SetPenalty(math.Inf(1)) }, "throttle penalty +Inf; want a finite number >= 0, or NoThrottlePenalty"},
 		{"refill 0", func(p *Pool, _ *Tenant) error { return p.SetRefill(0) }, "refill period 0s; want a positive duration"},
 		{"host wait -2ns", func(p *Pool, _ *Tenant) error { return p.SetHostWait(-2) }, "WithHostWait(-2ns); want a spin of 0 or more, or SpinInDriver"},
 		{"region empty", func(p *Pool, _ *Tenant) error { return p.SetRegion("") }, "empty shared region path"},
@@ -73,6 +73,39 @@ func TestSettersRefuse(t *testing.T) {
 	}
 }
 
+// TestSetTuning: WithLimiterTuning's zero fields keep the defaults, set
+// ones are kept, NoPenalty turns the penalty off, and a field out of range
+// is refused with its message.
+func TestSetTuning(t *testing.T) {
+	p := NewPool()
+	require.NoError(t, p.SetTuning(0, 0, 0))
+	require.Equal(t, NewPool(), p, "a zero LimiterTuning changes nothing")
+	require.NoError(t, p.SetTuning(2*time.Millisecond, 0.5, 3))
+	require.Equal(t, 2*time.Millisecond, p.Refill)
+	require.Equal(t, 0.5, p.Dampening)
+	require.Equal(t, 3.0, p.Penalty)
+	require.NoError(t, p.SetTuning(0, 0, tokenbucket.NoPenalty))
+	require.Equal(t, tokenbucket.NoPenalty, p.Penalty)
+	require.Equal(t, 2*time.Millisecond, p.Refill, "a later zero field keeps what an earlier option set")
+	require.Equal(t, 0.5, p.Dampening)
+	for _, tc := range []struct {
+		refill    time.Duration
+		damp, pen float64
+		msg       string
+	}{
+		{-time.Second, 0, 0, "refill period -1s; want a positive duration"},
+		{0, 1.5, 0, "dampening 1.5; want a number in (0, 1]"},
+		{0, math.NaN(), 0, "dampening NaN"},
+		{0, 0, -0.5, "throttle penalty -0.5; want a finite number >= 0, or NoThrottlePenalty"},
+		{0, 0, math.Inf(1), "throttle penalty +Inf"},
+	} {
+		c := NewPool()
+		err := c.SetTuning(tc.refill, tc.damp, tc.pen)
+		require.ErrorIs(t, err, errs.ErrInvalidArgument, tc.msg)
+		require.ErrorContains(t, err, tc.msg)
+	}
+}
+
 // TestSettersSet: what the setters keep, and what they imply.
 func TestSettersSet(t *testing.T) {
 	p := NewPool()
@@ -80,8 +113,8 @@ func TestSettersSet(t *testing.T) {
 	require.NoError(t, p.AddPrewarm([]int{8}))
 	require.NoError(t, p.AddPrewarm([]int{16, 24}))
 	require.Equal(t, []int{8, 16, 24}, p.Prewarm)
-	require.NoError(t, p.SetPenalty(0))
-	require.Equal(t, tokenbucket.NoPenalty, p.Penalty, "a penalty of 0 is none, not tokenbucket's default")
+	require.NoError(t, p.SetPenalty(tokenbucket.NoPenalty))
+	require.Equal(t, tokenbucket.NoPenalty, p.Penalty, "NoThrottlePenalty turns it off (0 is the default, LimiterTuning's zero field)")
 	require.NoError(t, p.SetPenalty(2))
 	require.Equal(t, 2.0, p.Penalty)
 	require.NoError(t, p.SetHostWait(SpinInDriver))
@@ -107,26 +140,27 @@ func TestSettersSet(t *testing.T) {
 	require.Equal(t, "normal", Normal.String())
 }
 
-// TestApply: options run in order, the first error stops them, and a nil
-// option is named by its index.
+// TestApply: options run in order, the first error stops them, and an
+// option without a function is named by its index.
 func TestApply(t *testing.T) {
-	type opt func(*Tenant) error
+	type opt struct{ f func(*Tenant) error }
+	fn := func(o opt) func(*Tenant) error { return o.f }
 	var ran []int
 	mark := func(i int, err error) opt {
-		return func(*Tenant) error { ran = append(ran, i); return err }
+		return opt{func(*Tenant) error { ran = append(ran, i); return err }}
 	}
 	var c Tenant
-	require.NoError(t, Apply(&c, []opt{mark(0, nil), mark(1, nil)}))
+	require.NoError(t, Apply(&c, []opt{mark(0, nil), mark(1, nil)}, fn))
 	require.Equal(t, []int{0, 1}, ran)
 
 	ran = nil
 	bad := errors.New("bad")
-	require.ErrorIs(t, Apply(&c, []opt{mark(0, bad), mark(1, nil)}), bad)
+	require.ErrorIs(t, Apply(&c, []opt{mark(0, bad), mark(1, nil)}, fn), bad)
 	require.Equal(t, []int{0}, ran)
 
-	err := Apply(&c, []opt{mark(0, nil), nil})
+	err := Apply(&c, []opt{mark(0, nil), {}}, fn)
 	require.ErrorIs(t, err, errs.ErrInvalidArgument)
-	require.EqualError(t, err, "fcsp: invalid argument: option 1 is nil; pass the options fcsp's With functions make")
+	require.EqualError(t, err, "fcsp: invalid argument: option 1 is the zero value; pass the options fcsp's With functions make")
 }
 
 // TestResolve: the rules between options, and what they imply.

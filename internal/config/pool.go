@@ -17,7 +17,7 @@ import (
 const SpinInDriver time.Duration = -1
 
 // DefaultDampening is the fraction of a kernel's computed cost charged
-// when WithDampening is not given.
+// when LimiterTuning.Dampening is not given.
 const DefaultDampening = 0.9
 
 // Pool is what Open's options chose. The zero value is no option given;
@@ -72,7 +72,26 @@ func (c *Pool) SetMemLimit(bytes uint64) error {
 	return nil
 }
 
-// SetDampening is WithDampening.
+// SetTuning is WithLimiterTuning: a zero field keeps its default, and a
+// penalty of tokenbucket.NoPenalty turns the penalty off.
+func (c *Pool) SetTuning(refill time.Duration, dampening, penalty float64) error {
+	if refill != 0 {
+		if err := c.SetRefill(refill); err != nil {
+			return err
+		}
+	}
+	if dampening != 0 {
+		if err := c.SetDampening(dampening); err != nil {
+			return err
+		}
+	}
+	if penalty != 0 {
+		return c.SetPenalty(penalty)
+	}
+	return nil
+}
+
+// SetDampening is LimiterTuning.Dampening.
 func (c *Pool) SetDampening(f float64) error {
 	if math.IsNaN(f) || f <= 0 || f > 1 {
 		return invalid("dampening %v; want a number in (0, 1]", f)
@@ -81,20 +100,18 @@ func (c *Pool) SetDampening(f float64) error {
 	return nil
 }
 
-// SetPenalty is WithThrottlePenalty: w = 0 is tokenbucket's NoPenalty, as
-// its own 0 means its default.
+// SetPenalty is LimiterTuning.ThrottlePenalty: a weight >= 0 (0 is
+// tokenbucket's default, 1), or tokenbucket.NoPenalty (fcsp's
+// NoThrottlePenalty), which turns the penalty off.
 func (c *Pool) SetPenalty(w float64) error {
-	if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
-		return invalid("throttle penalty %v; want a finite number >= 0", w)
+	if w != tokenbucket.NoPenalty && (math.IsNaN(w) || math.IsInf(w, 0) || w < 0) {
+		return invalid("throttle penalty %v; want a finite number >= 0, or NoThrottlePenalty", w)
 	}
 	c.Penalty = w
-	if w == 0 {
-		c.Penalty = tokenbucket.NoPenalty
-	}
 	return nil
 }
 
-// SetRefill is WithRefillPeriod.
+// SetRefill is LimiterTuning.RefillPeriod.
 func (c *Pool) SetRefill(d time.Duration) error {
 	if d <= 0 {
 		return invalid("refill period %v; want a positive duration", d)

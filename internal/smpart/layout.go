@@ -158,13 +158,22 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 			p.cur.Store(l)
 		}
 	}
+	p.sizes = make([]int, len(p.layouts))
+	for i, l := range p.layouts {
+		p.sizes[i] = l.sms
+	}
 	p.release = func() { s.give(sh.lane[:sh.held], sh.rem) }
 	return p, nil
 }
 
 // Sizes lists the SM counts the partition can take (its layouts'), in
-// ascending order; one for a partition that cannot be reshaped.
+// ascending order; one for a partition that cannot be reshaped. A
+// reshapable partition's list is made once and shared (fcsp's Stats reads
+// it on every poll without garbage): callers must not modify it.
 func (p *Partition) Sizes() []int {
+	if p.sizes != nil {
+		return p.sizes
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]int, len(p.layouts))

@@ -27,6 +27,7 @@ type Partition struct {
 	mu      lockorder.Mutex[lockorder.Partition]
 	layouts []*layout // by size, ascending; one for a plain partition
 	shape   *shape    // nil for a plain partition
+	sizes   []int     // a reshapable partition's layouts' sizes: fixed once built, shared by Sizes
 	closed  bool
 	release func()
 	idle    []int // indices of streams closed by their owner, kept for reuse

@@ -38,6 +38,7 @@ type Description struct {
 	SMs               int    // from the driver's SM resource
 	Granularity       int    // smallest SM group the driver cuts
 	Alignment         int    // group sizes are multiples of this
+	PartitionUnit     int    // set by the pool once it has cut the device (PartitionUnit)
 	ThreadsPerSM      int    // resident threads per SM
 	TotalMemory       uint64 // bytes
 	DriverAPI         int    // cuDriverGetVersion
