@@ -366,17 +366,11 @@ func recoveries(all []sample, origin time.Time, b burstCfg) []float64 {
 // first phase starts (the parent then starts the batch process's count),
 // and the row as the last line.
 func runBurstRole(ctx context.Context, cfg config, out, errw io.Writer) error {
-	op := &opener{cfg: cfg, errw: errw, out: errw}
-	haveCublas := loadCublas(&cfg, errw)
-	pool, err := op.open(ctx)
+	pool, wk, err := openRole(ctx, cfg, errw)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	wk := workKind{cublas: haveCublas && !pool.Device().Simulated}
-	if !wk.cublas {
-		wk = chainWork(pool.Device().Simulated)
-	}
 	t, err := pool.NewTenant("mps-interactive")
 	if err != nil {
 		return err
@@ -467,17 +461,7 @@ func runBurstMPS(ctx context.Context, cfg config, round int) (row BurstRow, err 
 // run.
 func writeBurstReport(out io.Writer, rows []BurstRow, b burstCfg) {
 	med := func(l string, f func(BurstRow) float64) float64 {
-		var v []float64
-		for _, r := range rows {
-			if r.Layout == l {
-				v = append(v, f(r))
-			}
-		}
-		slices.Sort(v)
-		if len(v) == 0 {
-			return 0
-		}
-		return v[len(v)/2]
+		return medianOf(rows, func(r BurstRow) bool { return r.Layout == l }, f)
 	}
 	fmt.Fprintln(out, "\n### Bursty interactive class beside the batch class (medians over rounds)")
 	if len(rows) > 0 && rows[0].Simulated {

@@ -236,17 +236,7 @@ func runColdCell(ctx context.Context, op *opener, cfg config, haveCublas bool, v
 // must-show checks.
 func writeColdReport(out io.Writer, rows []ColdRow, c coldCfg) {
 	med := func(v string, f func(ColdRow) float64) float64 {
-		var xs []float64
-		for _, r := range rows {
-			if r.Variant == v {
-				xs = append(xs, f(r))
-			}
-		}
-		slices.Sort(xs)
-		if len(xs) == 0 {
-			return 0
-		}
-		return xs[len(xs)/2]
+		return medianOf(rows, func(r ColdRow) bool { return r.Variant == v }, f)
 	}
 	worst := func(v string, f func(ColdRow) float64) float64 {
 		w := 0.0

@@ -67,21 +67,31 @@ func (w stdinWindow) waitEnd(context.Context) error {
 // runRole is one side of one mps cell: a process on the plain device (an
 // unpartitioned tenant, where MPS's active-thread percentage applies)
 // with its own storm goroutines.
-func runRole(ctx context.Context, cfg config, out, errw io.Writer) error {
-	if cfg.bursts.quiet > 0 && cfg.mpsRole == "interactive" {
-		return runBurstRole(ctx, cfg, out, errw)
-	}
+// openRole opens a role process's pool, on the plain device, and picks
+// its work: cuBLAS where it loaded on a GPU, else the chain kernel.
+func openRole(ctx context.Context, cfg config, errw io.Writer) (*fcsp.Pool, workKind, error) {
 	op := &opener{cfg: cfg, errw: errw, out: errw}
 	haveCublas := loadCublas(&cfg, errw)
 	pool, err := op.open(ctx)
 	if err != nil {
-		return err
+		return nil, workKind{}, err
 	}
-	defer pool.Close()
 	wk := workKind{cublas: haveCublas && !pool.Device().Simulated}
 	if !wk.cublas {
 		wk = chainWork(pool.Device().Simulated)
 	}
+	return pool, wk, nil
+}
+
+func runRole(ctx context.Context, cfg config, out, errw io.Writer) error {
+	if cfg.bursts.quiet > 0 && cfg.mpsRole == "interactive" {
+		return runBurstRole(ctx, cfg, out, errw)
+	}
+	pool, wk, err := openRole(ctx, cfg, errw)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
 	t, err := pool.NewTenant("mps-" + cfg.mpsRole)
 	if err != nil {
 		return err

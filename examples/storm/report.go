@@ -61,6 +61,22 @@ type Check struct {
 	Got  string `json:"got"`
 }
 
+// medianOf is the median (the upper middle of an even count) of f over
+// the rows keep takes: a layout's or a variant's figure over rounds.
+func medianOf[R any](rows []R, keep func(R) bool, f func(R) float64) float64 {
+	var v []float64
+	for _, r := range rows {
+		if keep(r) {
+			v = append(v, f(r))
+		}
+	}
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)/2]
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0

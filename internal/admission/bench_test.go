@@ -22,18 +22,7 @@ func BenchmarkAdmit(b *testing.B) {
 		{"launch-rate-0.5", Config{SMLimit: 0.5, SMs: 132, ThreadsPerSM: 2048, Refill: time.Millisecond}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg := tc.cfg
-			cfg.Events, cfg.Host = new(events), new(host)
-			tn, err := NewTenant(new(Pool), cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var g Gate
-			var hv atomic.Uintptr
-			var closed atomic.Bool
-			if err := tn.Init(&g, stream.Default, &hv, &closed); err != nil {
-				b.Fatal(err)
-			}
+			g := benchGate(b, tc.cfg, new(events))
 			var es Estimates
 			ctx := context.Background()
 			for b.Loop() {
@@ -65,18 +54,7 @@ func BenchmarkAdmitTimed(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			ev := new(events)
 			ev.done, ev.ms = true, 0.0001
-			cfg := tc.cfg
-			cfg.Events, cfg.Host = ev, new(host)
-			tn, err := NewTenant(new(Pool), cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var g Gate
-			var hv atomic.Uintptr
-			var closed atomic.Bool
-			if err := tn.Init(&g, stream.Default, &hv, &closed); err != nil {
-				b.Fatal(err)
-			}
+			g := benchGate(b, tc.cfg, ev)
 			var es Estimates
 			ctx := context.Background()
 			for b.Loop() {
@@ -95,3 +73,20 @@ func BenchmarkAdmitTimed(b *testing.B) {
 }
 
 var one3 = cuda.Dim3{X: 1, Y: 1, Z: 1}
+
+// benchGate is a default-class stream's gate of a tenant of cfg, its
+// events ev.
+func benchGate(b *testing.B, cfg Config, ev *events) *Gate {
+	cfg.Events, cfg.Host = ev, new(host)
+	tn, err := NewTenant(new(Pool), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := new(Gate)
+	var hv atomic.Uintptr
+	var closed atomic.Bool
+	if err := tn.Init(g, stream.Default, &hv, &closed); err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
