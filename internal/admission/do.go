@@ -6,10 +6,9 @@ import (
 	"sync"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/osthread"
 	"github.com/fcsp-go/fcsp-go/stream"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
@@ -151,7 +150,7 @@ func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, ow
 	if len(dm.runs) > 0 {
 		// Only the goroutine locked to this thread can be here while a Do
 		// runs on it: that Do is this goroutine's own.
-		if outer := dm.runs[unix.Gettid()]; outer != nil {
+		if outer := dm.runs[osthread.ID()]; outer != nil {
 			dm.mu.Unlock()
 			return outer, false, nil
 		}
