@@ -59,7 +59,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/stream"
-	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
 
 // Events is the driver the meter needs: events around timed work, and
@@ -252,14 +251,6 @@ func (t *Tenant) Close() { t.price.close() }
 // Metered reports whether the tenant's Dos are metered (BeginDo has
 // anything to do): one load the caller's Do inlines.
 func (t *Tenant) Metered() bool { return t.cfg.Metered }
-
-// closedErr maps the bucket's closing to the shared sentinel.
-func closedErr(err error) error {
-	if errors.Is(err, tokenbucket.ErrClosed) {
-		return errs.ErrClosed
-	}
-	return err
-}
 
 // listMeter adds m to the metered streams' meters, or removes it.
 func (t *Tenant) listMeter(m *meter, add bool) {

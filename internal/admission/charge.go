@@ -46,7 +46,7 @@ func (t *Tenant) charge(ctx context.Context, how take, b *tokenbucket.Stream, j 
 		w, err := t.wait.wait(ctx, t.price, b, j)
 		if err != nil {
 			*c = charge{}
-			return nil, closedErr(err)
+			return nil, err // tokenbucket.ErrClosed is errs.ErrClosed: one identity
 		}
 		*c = w // after a wait: a copy's stall is nothing beside it
 	}

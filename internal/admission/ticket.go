@@ -85,7 +85,7 @@ func (r *Reservation) Cancel() {
 func (r *Reservation) Wait(ctx context.Context) (Ticket, error) {
 	if r.r != nil {
 		if err := r.r.Wait(ctx); err != nil {
-			return Ticket{}, closedErr(err)
+			return Ticket{}, err
 		}
 	}
 	return r.tk, nil
