@@ -42,7 +42,9 @@
 // Ticket.Time, which must take none of these. Tenant.mu, Pool.mu and
 // doMeter.mu are taken under no meter's or Run's, and hold none but
 // tokenbucket's (the Do's bucket is made under Tenant.mu). Pool.Refresh
-// only tries a meter's (TryLock).
+// only tries a meter's (TryLock). The five are ranked in internal/lockorder
+// (docs/LOCKS.md, levels 16-20: Pool.mu, Tenant.mu, doMeter.mu, a meter's,
+// a Run's), and fcsp's tests run with that order checked.
 //
 // The package sees a stream only as its handle, class and events; it calls
 // the driver through Events, which the pool's guarded driver implements
@@ -52,12 +54,12 @@ package admission
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
 
@@ -137,8 +139,8 @@ type Tenant struct {
 	bytes   atomic.Uint64         // declared bytes of completed launches
 	dm      atomic.Pointer[doMeter]
 
-	mu     sync.Mutex               // serialises changes of meters, and the Do meter's making
-	meters atomic.Pointer[[]*meter] // the metered streams' meters (copy on write: Poll takes no lock)
+	mu     lockorder.Mutex[lockorder.AdmTenant] // serialises changes of meters, and the Do meter's making
+	meters atomic.Pointer[[]*meter]             // the metered streams' meters (copy on write: Poll takes no lock)
 }
 
 // NewTenant makes a tenant's admission engine from cfg: its pricer and

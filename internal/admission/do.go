@@ -8,6 +8,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 	"github.com/fcsp-go/fcsp-go/stream"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
@@ -47,7 +48,7 @@ type doMeter struct {
 	// caller (BenchmarkDoKey). An explicit key would need an API for a case
 	// the running estimate and the correction already absorb.
 	est  sync.Map // uintptr -> *Estimate
-	mu   sync.Mutex
+	mu   lockorder.Mutex[lockorder.AdmDoMeter]
 	runs map[int]*Run // OS thread inside a Do -> its run (a nested Do joins it)
 }
 
@@ -86,7 +87,7 @@ type Run struct {
 	c      charge // what its admission took: settled once its brackets are measured
 	thread int
 
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.AdmRun]
 	used   []bracketUse // the streams f took, with the bracket each joined
 	tokens float64      // measured so far, scaled by class
 	left   int32        // brackets not yet measured, plus one until f returns

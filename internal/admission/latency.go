@@ -3,10 +3,10 @@ package admission
 import (
 	"errors"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
 // The latency-stream count fcsp/priority.go describes: a LatencyCritical
@@ -25,10 +25,10 @@ const (
 // Pool is the pool's part of admission: which latency streams are busy,
 // and the engine its plain tenants share. The zero Pool is ready.
 type Pool struct {
-	busy    atomic.Int64             // LatencyCritical streams with work in flight
-	mu      sync.Mutex               // serialises changes of streams
-	streams atomic.Pointer[[]*meter] // LatencyCritical streams' meters (copy on write)
-	query   atomic.Int32             // probe: may cuEventQuery run with no context current
+	busy    atomic.Int64                       // LatencyCritical streams with work in flight
+	mu      lockorder.Mutex[lockorder.AdmPool] // serialises changes of streams
+	streams atomic.Pointer[[]*meter]           // LatencyCritical streams' meters (copy on write)
+	query   atomic.Int32                       // probe: may cuEventQuery run with no context current
 	// idle is closed (and dropped) when busy falls to 0, waking launches
 	// waiting at the floor to be admitted at their full share; made by
 	// the first to wait on it (idleChan).

@@ -2,11 +2,11 @@ package admission
 
 import (
 	"errors"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/stream"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
@@ -33,7 +33,7 @@ type meter struct {
 	// it and queue on it in any later Do: every later Do times it.
 	bound atomic.Bool
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.AdmMeter]
 	free    []cuda.Event
 	pending []timed          // in stream order
 	gpu     atomic.Int64     // ns of completed work

@@ -43,6 +43,11 @@ const (
 	rankCharge
 	rankInfo
 	rankTracker
+	rankAdmPool
+	rankAdmTenant
+	rankAdmDoMeter
+	rankAdmMeter
+	rankAdmRun
 	nranks
 )
 
@@ -69,6 +74,11 @@ var ranks = [nranks]rankDesc{
 	rankCharge:        {name: "devmem charge.mu"},
 	rankInfo:          {name: "devmem InfoCache.mu"},
 	rankTracker:       {name: "memtrack Tracker.mu", noDriver: true},
+	rankAdmPool:       {name: "admission Pool.mu", noDriver: true},
+	rankAdmTenant:     {name: "admission Tenant.mu", noDriver: true},
+	rankAdmDoMeter:    {name: "admission doMeter.mu", noDriver: true},
+	rankAdmMeter:      {name: "admission meter.mu"},
+	rankAdmRun:        {name: "admission Run.mu", noDriver: true},
 }
 
 func (r Rank) String() string {
@@ -99,6 +109,11 @@ type (
 	Charge        struct{}
 	Info          struct{}
 	Tracker       struct{}
+	AdmPool       struct{}
+	AdmTenant     struct{}
+	AdmDoMeter    struct{}
+	AdmMeter      struct{}
+	AdmRun        struct{}
 )
 
 func (TenantReshape) rank() Rank { return rankTenantReshape }
@@ -116,6 +131,11 @@ func (Alone) rank() Rank         { return rankAlone }
 func (Charge) rank() Rank        { return rankCharge }
 func (Info) rank() Rank          { return rankInfo }
 func (Tracker) rank() Rank       { return rankTracker }
+func (AdmPool) rank() Rank       { return rankAdmPool }
+func (AdmTenant) rank() Rank     { return rankAdmTenant }
+func (AdmDoMeter) rank() Rank    { return rankAdmDoMeter }
+func (AdmMeter) rank() Rank      { return rankAdmMeter }
+func (AdmRun) rank() Rank        { return rankAdmRun }
 
 // Mutex is a sync.Mutex of rank L. Its zero value is unlocked.
 type Mutex[L Level] struct{ m sync.Mutex }
