@@ -33,27 +33,15 @@ func TestLatencyClassFollowsItsLoad(t *testing.T) {
 
 	// A burst: 16 goroutines with a request in flight each, back to back
 	// (a Reshape waits for the requests in flight, so they must end).
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
-			}
-		})
-	}
+	stop := doLoop(16, func() {
+		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
+	})
 	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond, "the burst grows the class to its most")
 	require.Equal(t, 132-48, rest.SMs(), "taken from the rest")
 	st := lat.Stats()
 	require.NotZero(t, st.SMMoves)
 	require.Contains(t, st.SMMoveReason, "grow: ")
-	close(stop)
-	wg.Wait()
+	stop()
 	// Idle: back to the floor, one step a hold, never below it. (A
 	// shrink reshapes the class, then the rest: both are waited for.)
 	require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 }, 5*time.Second, time.Millisecond)
@@ -106,23 +94,11 @@ func TestSMMovesSayWhy(t *testing.T) {
 	require.NoError(t, err)
 	rest, err := p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
-			}
-		})
-	}
+	stop := doLoop(16, func() {
+		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
+	})
 	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond)
-	close(stop)
-	wg.Wait()
+	stop()
 	require.Eventually(t, func() bool { return lat.SMs() == 16 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, rest.Close()) // the controller stops: the log is still
 	st := lat.Stats()
@@ -141,4 +117,25 @@ func TestSMMovesSayWhy(t *testing.T) {
 	require.Contains(t, moved[len(moved)-1], "tenant=interactive from_sms=24 sms=16 rest=batch rest_sms=116 kind=shrink reason=\"shrink: ")
 	require.Contains(t, moved[0], "tenant=interactive from_sms=16 ")
 	require.Contains(t, moved[0], " kind=grow_")
+}
+
+// doLoop runs body in n goroutines, each back to back, until the stop it
+// returns is called; stop waits for them (a Reshape waits for the calls in
+// flight, so a burst's must end before its test does).
+func doLoop(n int, body func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				body()
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
 }

@@ -122,24 +122,12 @@ func TestWarmupFollowsTheController(t *testing.T) {
 	require.Equal(t, map[int]int{84: 2, 92: 2, 100: 2, 108: 2, 116: 2}, l.sizes["rest"])
 	made := drv.Calls("cuGreenCtxCreate")
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				require.NoError(t, lat.Do(context.Background(), l.do("lat", 200*time.Microsecond)))
-				require.NoError(t, rest.Do(context.Background(), l.do("rest", 0)))
-			}
-		})
-	}
+	stop := doLoop(4, func() {
+		require.NoError(t, lat.Do(context.Background(), l.do("lat", 200*time.Microsecond)))
+		require.NoError(t, rest.Do(context.Background(), l.do("rest", 0)))
+	})
 	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond, "the burst grows the class")
-	close(stop)
-	wg.Wait()
+	stop()
 	require.Eventually(t, func() bool { return lat.SMs() == 16 }, 5*time.Second, time.Millisecond, "and it shrinks back")
 	dosAtOnce(t, lat, 4, l.do("lat", 0))
 	dosAtOnce(t, rest, 2, l.do("rest", 0))

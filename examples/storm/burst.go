@@ -132,10 +132,7 @@ func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool
 		return row, err
 	}
 	defer func() { err = errors.Join(err, pool.Close()) }()
-	wk := workKind{cublas: haveCublas && !pool.Device().Simulated}
-	if !wk.cublas {
-		wk = chainWork(pool.Device().Simulated)
-	}
+	wk := workFor(pool, haveCublas)
 	var opt fcsp.TenantOption
 	switch layout {
 	case "split16":
@@ -418,15 +415,7 @@ func runBurstMPS(ctx context.Context, cfg config, round int) (row BurstRow, err 
 		common = append(common, "-simulate")
 	}
 	var kids []*child
-	defer func() { // on an error, nobody is left running
-		for _, k := range kids {
-			if k.cmd.ProcessState == nil {
-				_ = k.stdin.Close()
-				_ = k.cmd.Process.Kill()
-				_ = k.cmd.Wait()
-			}
-		}
-	}()
+	defer func() { killAll(kids) }() // on an error, nobody is left running
 	pct := func(p int) string { return "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.Itoa(p) }
 	bp, err := startChild(ctx, exe, "batch", append(slices.Clone(common), "-batch-k", strconv.Itoa(b.batchK)), pct(cfg.mpsBatch))
 	if err != nil {
@@ -490,13 +479,7 @@ func writeBurstReport(out io.Writer, rows []BurstRow, b burstCfg) {
 		return
 	}
 	fmt.Fprintln(out, "\nChecks (issue 41, this run's medians; performance: reported, not fatal):")
-	check := func(ok bool, name, got string) {
-		v := "FAIL"
-		if ok {
-			v = "PASS"
-		}
-		fmt.Fprintf(out, "%s %s: %s\n", v, name, got)
-	}
+	check := func(ok bool, name, got string) { printCheck(out, Check{Name: name, Pass: ok, Got: got}) }
 	s := func(l string, f func(BurstRow) float64) float64 { return med(l, f) }
 	bp99 := func(r BurstRow) float64 { return r.BurstP99 }
 	qp99 := func(r BurstRow) float64 { return r.QuietP99 }

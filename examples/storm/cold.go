@@ -114,10 +114,7 @@ func runColdCell(ctx context.Context, op *opener, cfg config, haveCublas bool, v
 		return row, err
 	}
 	defer func() { err = errors.Join(err, pool.Close()) }()
-	wk := workKind{cublas: haveCublas && !pool.Device().Simulated}
-	if !wk.cublas {
-		wk = chainWork(pool.Device().Simulated)
-	}
+	wk := workFor(pool, haveCublas)
 	row.Work, row.Simulated = wk.String(), pool.Device().Simulated
 	// The interactive tenant first (its SMs taken before the batch takes
 	// the rest), its workers made once the batch is busy; only doeach
@@ -264,13 +261,7 @@ func writeColdReport(out io.Writer, rows []ColdRow, c coldCfg) {
 		return
 	}
 	fmt.Fprintln(out, "\nChecks (issue 41's must-show, WithWarmup and no DoEach; performance: reported, not fatal):")
-	check := func(ok bool, name, got string) {
-		v := "FAIL"
-		if ok {
-			v = "PASS"
-		}
-		fmt.Fprintf(out, "%s %s: %s\n", v, name, got)
-	}
+	check := func(ok bool, name, got string) { printCheck(out, Check{Name: name, Pass: ok, Got: got}) }
 	ratio := med("warmup", func(r ColdRow) float64 { return r.FirstToSteady })
 	check(ratio > 0 && ratio <= 2, fmt.Sprintf("warmup: P99 over the first %v <= 2x the steady P99", c.first), fmt.Sprintf("%.2fx (%.0f against %.0f us)",
 		ratio, med("warmup", func(r ColdRow) float64 { return r.FirstP99 }), med("warmup", func(r ColdRow) float64 { return r.SteadyP99 })))

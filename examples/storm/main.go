@@ -517,10 +517,7 @@ func runLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, lay
 		return nil, chk, err
 	}
 	defer func() { err = errors.Join(err, pool.Close()) }()
-	wk := workKind{cublas: haveCublas && !pool.Device().Simulated}
-	if !wk.cublas {
-		wk = chainWork(pool.Device().Simulated)
-	}
+	wk := workFor(pool, haveCublas)
 	var interOpts, batchOpts []fcsp.TenantOption
 	if layout != "shared" {
 		interOpts = append(interOpts, fcsp.WithSMs(cfg.interSMs))

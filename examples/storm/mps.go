@@ -67,6 +67,18 @@ func (w stdinWindow) waitEnd(context.Context) error {
 // runRole is one side of one mps cell: a process on the plain device (an
 // unpartitioned tenant, where MPS's active-thread percentage applies)
 // with its own storm goroutines.
+// killAll ends the children that have not exited: a cell that failed
+// leaves none running.
+func killAll(kids []*child) {
+	for _, k := range kids {
+		if k.cmd.ProcessState == nil {
+			_ = k.stdin.Close()
+			_ = k.cmd.Process.Kill()
+			_ = k.cmd.Wait()
+		}
+	}
+}
+
 // openRole opens a role process's pool, on the plain device, and picks
 // its work: cuBLAS where it loaded on a GPU, else the chain kernel.
 func openRole(ctx context.Context, cfg config, errw io.Writer) (*fcsp.Pool, workKind, error) {
@@ -76,11 +88,7 @@ func openRole(ctx context.Context, cfg config, errw io.Writer) (*fcsp.Pool, work
 	if err != nil {
 		return nil, workKind{}, err
 	}
-	wk := workKind{cublas: haveCublas && !pool.Device().Simulated}
-	if !wk.cublas {
-		wk = chainWork(pool.Device().Simulated)
-	}
-	return pool, wk, nil
+	return pool, workFor(pool, haveCublas), nil
 }
 
 func runRole(ctx context.Context, cfg config, out, errw io.Writer) error {
@@ -315,16 +323,7 @@ func mpsCell(ctx context.Context, exe string, cfg config, key cellKey) (c Cell, 
 		args = append(args, "-simulate")
 	}
 	var kids []*child
-	defer func() {
-		// On an error, nobody is left running.
-		for _, k := range kids {
-			if k.cmd.ProcessState == nil {
-				_ = k.stdin.Close()
-				_ = k.cmd.Process.Kill()
-				_ = k.cmd.Wait()
-			}
-		}
-	}()
+	defer func() { killAll(kids) }() // on an error, nobody is left running
 	pct := func(p int) string { return "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.Itoa(p) }
 	b, err := startChild(ctx, exe, "batch", args, pct(cfg.mpsBatch))
 	if err != nil {

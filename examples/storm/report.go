@@ -61,6 +61,16 @@ type Check struct {
 	Got  string `json:"got"`
 }
 
+// printCheck prints c as a line of a report's checks: PASS or FAIL, its
+// name and what was measured.
+func printCheck(out io.Writer, c Check) {
+	v := "FAIL"
+	if c.Pass {
+		v = "PASS"
+	}
+	fmt.Fprintf(out, "%s %s: %s\n", v, c.Name, c.Got)
+}
+
 // medianOf is the median (the upper middle of an even count) of f over
 // the rows keep takes: a layout's or a variant's figure over rounds.
 func medianOf[R any](rows []R, keep func(R) bool, f func(R) float64) float64 {
@@ -295,11 +305,7 @@ func (r *report) write(out io.Writer, jsonPath string) error {
 		fmt.Fprintln(out, "(on the simulator: these timings mean nothing)")
 	}
 	for _, c := range r.Checks {
-		v := "FAIL"
-		if c.Pass {
-			v = "PASS"
-		}
-		fmt.Fprintf(out, "%s %s: %s\n", v, c.Name, c.Got)
+		printCheck(out, c)
 	}
 	fmt.Fprintf(out, "\nwall time %.0f s\n", r.WallSeconds)
 	if jsonPath == "" {

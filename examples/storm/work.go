@@ -56,6 +56,15 @@ func (w workKind) String() string {
 	return "chain"
 }
 
+// workFor is the work a cell runs on pool: cuBLAS where it loaded (and
+// the pool is a GPU's), else the chain kernel.
+func workFor(pool *fcsp.Pool, haveCublas bool) workKind {
+	if haveCublas && !pool.Device().Simulated {
+		return workKind{cublas: true}
+	}
+	return chainWork(pool.Device().Simulated)
+}
+
 func chainWork(simulated bool) workKind {
 	if simulated {
 		// The simulator computes the chain in Go: keep it small.
