@@ -71,6 +71,7 @@ type config struct {
 	cublas     string
 	simulate   bool
 	layouts    []string
+	logMoves   bool // -log-moves
 	ks         []int
 	storms     []string
 	kindKs     []int // Ks at which the single kinds run (partitioned; every layout with -full)
@@ -131,6 +132,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.StringVar(&c.cublas, "cublas", "", "path of libcublas, used as given (default: "+strings.Join(gemmjob.DefaultCublas, ", then ")+"); without it the requests are chain kernels")
+	fs.BoolVar(&c.logMoves, "log-moves", false, "log the pool's debug lines to stderr: each SM move of the controller (rule, reason, what it took) and each Reshape")
 	fs.BoolVar(&c.simulate, "simulate", false, "use the simulated H200 even where a GPU is present")
 	layouts := fs.String("layouts", "alone,partitioned,shared", "layouts to run each round, comma-separated: alone, partitioned, plainbatch (batch made with no SM option beside the partition), shared, mps")
 	ks := fs.String("k", "1,4,16", "request goroutines per class, one row set per value")
@@ -321,8 +323,14 @@ func (c config) stormGFor(k int) int {
 
 // logger sends the pool's warnings (and worse) to w, so that what the SDK
 // says at Open (CUDA_DEVICE_MAX_CONNECTIONS, say) is seen.
-func logger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// With -log-moves, its debug lines too: each SM move of the controller and
+// each Reshape, with what it took.
+func logger(w io.Writer, debug bool) *slog.Logger {
+	level := slog.LevelWarn
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // opener opens the pool for each layout; it falls back to the simulator
@@ -345,7 +353,7 @@ func (o *opener) open(ctx context.Context) (*fcsp.Pool, error) {
 }
 
 func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
-	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw))}
+	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw, o.cfg.logMoves))}
 	if o.cfg.wait != "default" {
 		opts = append(opts, fcsp.WithHostWait(o.cfg.spin))
 	}
