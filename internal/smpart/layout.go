@@ -71,20 +71,8 @@ func (s *Split) TakeLayouts(initial int, sizes []int) (*Partition, error) {
 // got). Shrinking gives up the lowest-numbered groups first, which are the
 // ones the partitions taken before it (by TakeLayouts) grow into.
 func (s *Split) TakeRestLayouts(sizes []int) (*Partition, error) {
-	s.mu.Lock()
-	var lane []int
-	for i := len(s.used) - 1; i >= 0; i-- {
-		if !s.used[i] {
-			s.used[i], s.rest[i] = true, true
-			s.version.Add(1)
-			lane = append(lane, i)
-		}
-	}
-	rem := !s.remUsed && s.Remainder() > 0
-	s.remUsed = s.remUsed || rem
-	s.remRest = s.remRest || rem
-	s.version.Add(1)
-	s.mu.Unlock()
+	lane, rem := s.claimRest()
+	slices.Reverse(lane) // shrinking gives back the lowest groups first, as before
 	sh := &shape{split: s, lane: lane, rem: rem, held: len(lane), rest: true}
 	extra := 0
 	if rem {

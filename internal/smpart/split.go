@@ -169,20 +169,7 @@ func (s *Split) Take(sms int) (*Partition, error) {
 // context from groups and the remaining resource together (116 SMs on the
 // H200: 13 groups of 8 and the 12 SMs a split by 8 leaves over).
 func (s *Split) TakeRest() (*Partition, error) {
-	s.mu.Lock()
-	var idx []int
-	for i, u := range s.used {
-		if !u {
-			s.used[i], s.rest[i] = true, true
-			s.version.Add(1)
-			idx = append(idx, i)
-		}
-	}
-	rem := !s.remUsed && s.Remainder() > 0
-	s.remUsed = s.remUsed || rem
-	s.remRest = s.remRest || rem
-	s.version.Add(1)
-	s.mu.Unlock()
+	idx, rem := s.claimRest()
 	if len(idx) == 0 && !rem {
 		return nil, fmt.Errorf("%w: no free groups left and the split's remainder is taken", ErrInsufficientSMs)
 	}
@@ -283,4 +270,24 @@ func (s *Split) build(idx []int, rem bool) (*Partition, error) {
 	}
 	p.release = func() { s.give(idx, rem) }
 	return p, nil
+}
+
+// claimRest marks every free group, and the remainder if free, as the rest
+// tenant's, and returns those groups in increasing order and whether it
+// took the remainder.
+func (s *Split) claimRest() (idx []int, rem bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, u := range s.used {
+		if !u {
+			s.used[i], s.rest[i] = true, true
+			s.version.Add(1)
+			idx = append(idx, i)
+		}
+	}
+	rem = !s.remUsed && s.Remainder() > 0
+	s.remUsed = s.remUsed || rem
+	s.remRest = s.remRest || rem
+	s.version.Add(1)
+	return idx, rem
 }
