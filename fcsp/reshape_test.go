@@ -90,7 +90,7 @@ func TestReshapeKeepsEverything(t *testing.T) {
 	require.NoError(t, lat.Close())
 	require.NoError(t, batch.Close())
 	live := drv.Live()
-	require.Zero(t, live.GreenCtxs)
+	requireNoGreenHeld(t, p, drv)
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.Events)
 	require.Zero(t, live.Modules)
@@ -156,7 +156,7 @@ func TestReshapeBadInput(t *testing.T) {
 	require.NoError(t, batch.Close())
 	require.NoError(t, plain.Close())
 	require.Equal(t, 132, p.Stats().FreeSMs, "nothing leaked by the refusals")
-	require.Zero(t, drv.Live().GreenCtxs)
+	requireNoGreenHeld(t, p, drv)
 }
 
 // Launches, synchronisations and allocations from several goroutines while
@@ -240,7 +240,7 @@ func TestReshapeRacesCallsAndClose(t *testing.T) {
 	}
 	require.ErrorIs(t, lat.Reshape(ctx, 16), ErrClosed)
 	live := drv.Live()
-	require.Zero(t, live.GreenCtxs)
+	requireNoGreenHeld(t, p, drv)
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.Bytes)
 	require.Equal(t, 132, p.Stats().FreeSMs)
@@ -271,7 +271,7 @@ func TestReshapeMeetsAFault(t *testing.T) {
 	require.NoError(t, lat.Close())
 	require.NoError(t, other.Close())
 	require.NoError(t, p.Close())
-	require.Zero(t, drv.Live().GreenCtxs)
+	require.Zero(t, drv.Live().GreenCtxs, "the pool's close destroys what was kept")
 }
 
 // A launch-rate limit is threads per refill period of the tenant's SMs: a

@@ -33,7 +33,7 @@ func TestRestIncludesTheRemainder(t *testing.T) {
 		require.NoError(t, c.Close())
 	}
 	require.Equal(t, 132, p.Stats().FreeSMs)
-	require.Zero(t, drv.Live().GreenCtxs)
+	requireNoGreenHeld(t, p, drv)
 }
 
 func TestWithoutCoscheduling(t *testing.T) {
@@ -54,7 +54,7 @@ func TestWithoutCoscheduling(t *testing.T) {
 	for _, c := range []*Tenant{lat, big, rem} {
 		require.NoError(t, c.Close())
 	}
-	require.Zero(t, drv.Live().GreenCtxs)
+	requireNoGreenHeld(t, p, drv)
 }
 
 func TestSMShare(t *testing.T) {

@@ -97,3 +97,47 @@ func TestFreeContext(t *testing.T) {
 	require.Zero(t, a.Stats().MemoryUsed)
 	require.ErrorIs(t, a.FreeContext(live, buf), ErrUnknownPointer)
 }
+
+// Issue 37 on the simulator: TestGPUShutdownOrder's round (a partition, a
+// plain tenant, a pooled one, each allocating), repeated beside a pool
+// that holds the primary context. The simulated driver keeps memory for
+// each green context made while the primary context lives, as the H100
+// does (fake.GreenCtxCost); the pools reuse the process's green contexts,
+// so only the first round costs it.
+func TestPoolsReopenedCostGreenMemoryOnce(t *testing.T) {
+	checkLockOrder(t)
+	f := fake.New(fake.H200())
+	fake.RegisterKernels(f)
+	open := func() *Pool {
+		p, err := Open(context.Background(), 0, withDriver(func() cuda.Driver { return cuda.NewGuard(f, lockWatch{}) }, true))
+		require.NoError(t, err)
+		return p
+	}
+	probe := open()
+	defer func() { require.NoError(t, probe.Close()) }()
+	free := func() uint64 { // the driver's figure, not the pool's cached one
+		n, _, err := f.MemGetInfo(probe.dev.Primary())
+		require.NoError(t, err)
+		return n
+	}
+	before := free()
+	var afterFirst uint64
+	for round := range 4 {
+		p := open()
+		for i, opts := range [][]TenantOption{{WithSMs(16)}, {}, {WithMemoryPool(0), WithMemoryQuota(1 << 30)}} {
+			tn, err := p.NewTenant(string(rune('a'+i)), opts...)
+			require.NoError(t, err)
+			require.NoError(t, tn.Do(context.Background(), func(Current) error { return nil }))
+			ptr, err := tn.Alloc(context.Background(), 32<<20)
+			require.NoError(t, err)
+			require.NoError(t, tn.Free(ptr))
+		}
+		require.NoError(t, p.Close(), "round %d", round)
+		if round == 0 {
+			afterFirst = free()
+			require.Less(t, afterFirst, before, "the first round's green contexts cost memory")
+			continue
+		}
+		require.Equal(t, afterFirst, free(), "round %d: %d MiB more kept by the driver", round, (afterFirst-free())>>20)
+	}
+}

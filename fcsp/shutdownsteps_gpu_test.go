@@ -13,12 +13,14 @@ import (
 )
 
 // TestGPUShutdownOrderSteps takes TestGPUShutdownOrder's round apart, for
-// the defect issue 37 left open: from the commons on, that test ends 73 MiB
-// short of the device's free memory after 7 rounds, where the fake finds
-// no driver object left. Each variant runs 4 rounds of pools opened and
-// closed beside a pool that holds the primary context, and says what each
-// round cost; raw rounds do the same with bare green contexts, left current
-// on a thread or not. One run on the H200 names the step that keeps memory.
+// issue 37's defect: each green context the driver makes keeps 4 MiB of
+// device memory while the primary context lives, destroyed or not (run UU
+// on an H100; the raw rounds below show it with no SDK code). Each variant
+// runs 4 rounds of pools opened and closed beside a pool that holds the
+// primary context. The pools keep their green contexts for the process's
+// next pool (internal/smpart/greens.go), so only a variant's first round
+// may cost memory; every round probes where its tenants ran (%smid), for
+// green contexts reused by another pool hold the SMs they are named for.
 func TestGPUShutdownOrderSteps(t *testing.T) {
 	probe := openGPU(t)
 	pt, err := probe.NewTenant("probe")
@@ -48,6 +50,7 @@ func TestGPUShutdownOrderSteps(t *testing.T) {
 	for _, v := range variants {
 		start := free()
 		var steps []string
+		var later int64 // what rounds after the first cost
 		for round := range 4 {
 			before := free()
 			p, err := Open(ctx, 0)
@@ -63,19 +66,31 @@ func TestGPUShutdownOrderSteps(t *testing.T) {
 					}
 				}
 			}
+			r, err := p.ProbeSMs(ctx)
+			require.NoError(t, err, "%s round %d", v.name, round)
+			require.True(t, r.Confined(), "%s round %d: %v", v.name, round, r.Breaches)
+			if len(v.tenants[0]) == 1 { // WithSMs(16)
+				require.Len(t, r.SMs["t0"], 16, "%s round %d: the partition ran on %v", v.name, round, r.SMs["t0"])
+			}
 			require.NoError(t, p.Close(), "%s round %d", v.name, round)
-			steps = append(steps, fmt.Sprintf("%+.1f", float64(free()-before)/(1<<20)))
+			cost := before - free()
+			if round > 0 {
+				later += cost
+			}
+			steps = append(steps, fmt.Sprintf("%+.1f", float64(-cost)/(1<<20)))
 		}
 		lost := float64(start-free()) / (1 << 20)
-		t.Logf("%-30s rounds (MiB of free memory) %s; lost over 4 rounds %.1f MiB", v.name, strings.Join(steps, " "), lost)
-		if lost > 16 {
-			leaks = append(leaks, fmt.Sprintf("%s: %.1f MiB", v.name, lost))
+		t.Logf("%-30s rounds (MiB of free memory) %s; lost over 4 rounds %.1f MiB, after the first %.1f MiB", v.name, strings.Join(steps, " "), lost, float64(later)/(1<<20))
+		if later > 6<<20 { // a round's noise is under 2 MiB
+			leaks = append(leaks, fmt.Sprintf("%s: %.1f MiB after the first round", v.name, float64(later)/(1<<20)))
 		}
 	}
 	// Bare green contexts over the SMs a 16-SM split leaves, as the commons
 	// makes them, beside the probe's primary context: destroyed after being
 	// made current on a thread that keeps them current, and after that
-	// thread has gone back to the primary context.
+	// thread has gone back to the primary context. This is the driver's
+	// cost with no SDK code, recorded, not held to a bound: 4 MiB a round
+	// on the H100 (run UU).
 	drv, dev := probe.drv, probe.dev.Ordinal()
 	for _, leaveCurrent := range []bool{false, true} {
 		start := free()
@@ -115,10 +130,7 @@ func TestGPUShutdownOrderSteps(t *testing.T) {
 			require.NoError(t, drv.GreenCtxDestroy(g))
 		}
 		lost := float64(start-free()) / (1 << 20)
-		t.Logf("raw green contexts, left current on a live thread %-5v: lost over 4 rounds %.1f MiB", leaveCurrent, lost)
-		if lost > 16 {
-			leaks = append(leaks, fmt.Sprintf("raw green contexts (left current %v): %.1f MiB", leaveCurrent, lost))
-		}
+		t.Logf("raw green contexts, left current on a live thread %-5v: lost over 4 rounds %.1f MiB (the driver's)", leaveCurrent, lost)
 	}
 	require.Empty(t, leaks, "device memory not given back")
 }

@@ -144,7 +144,8 @@ func TestPartitionsAreDisjoint(t *testing.T) {
 	require.ErrorIs(t, err, greenctx.ErrClosed)
 	require.NoError(t, s.Close())
 	require.Equal(t, 1, drv.Live().PrimaryRefs)
-	require.Zero(t, drv.Live().GreenCtxs, "a closed split left green contexts")
+	// The partitions' green contexts are kept for reuse while the device is
+	// open (internal/smpart/greens.go); its close destroys them.
 	require.NoError(t, dev.Close())
 	requireNothingLive(t, drv)
 }

@@ -43,7 +43,7 @@
 // doMeter.mu are taken under no meter's or Run's, and hold none but
 // tokenbucket's (the Do's bucket is made under Tenant.mu). Pool.Refresh
 // only tries a meter's (TryLock). The five are ranked in internal/lockorder
-// (docs/LOCKS.md, levels 16-20: Pool.mu, Tenant.mu, doMeter.mu, a meter's,
+// (docs/LOCKS.md, levels 17-21: Pool.mu, Tenant.mu, doMeter.mu, a meter's,
 // a Run's), and fcsp's tests run with that order checked.
 //
 // The package sees a stream only as its handle, class and events; it calls

@@ -38,6 +38,7 @@ const (
 	rankPartition
 	rankSplit
 	rankDevice
+	rankGreens
 	rankPeers
 	rankAlone
 	rankCharge
@@ -69,6 +70,7 @@ var ranks = [nranks]rankDesc{
 	rankPartition:     {name: "smpart Partition.mu"},
 	rankSplit:         {name: "smpart Split.mu", noDriver: true},
 	rankDevice:        {name: "smpart Device.mu"},
+	rankGreens:        {name: "smpart greens.mu", noDriver: true},
 	rankPeers:         {name: "devmem Peers.mu", noDriver: true},
 	rankAlone:         {name: "devmem Peers.alone"},
 	rankCharge:        {name: "devmem charge.mu"},
@@ -104,6 +106,7 @@ type (
 	Partition     struct{}
 	Split         struct{}
 	Device        struct{}
+	Greens        struct{}
 	Peers         struct{}
 	Alone         struct{}
 	Charge        struct{}
@@ -126,6 +129,7 @@ func (TenantMu) rank() Rank      { return rankTenantMu }
 func (Partition) rank() Rank     { return rankPartition }
 func (Split) rank() Rank         { return rankSplit }
 func (Device) rank() Rank        { return rankDevice }
+func (Greens) rank() Rank        { return rankGreens }
 func (Peers) rank() Rank         { return rankPeers }
 func (Alone) rank() Rank         { return rankAlone }
 func (Charge) rank() Rank        { return rankCharge }

@@ -70,7 +70,7 @@ func CommonsKey(idx []int, rem, whole bool) string {
 }
 
 // Follow makes the commons' current layout the one named key, over
-// resources res (none for the whole device), building it first if it has
+// the SMs set (none for the whole device), building it first if it has
 // not been built or was let go. The streams are handed over as Reshape
 // hands them (swap is told each stream's old and new handle), and Layout
 // changes, so that a graph instantiated before is known stale. The caller
@@ -78,7 +78,7 @@ func CommonsKey(idx []int, rem, whole bool) string {
 // meanwhile (the tenants' life locks, paused). keep says a tenant that
 // could not be held back (one closing) may still use streams of the
 // layouts built: none is let go now.
-func (p *Partition) Follow(key string, res []cuda.DevResource, swap func(old, new cuda.Stream), keep bool) error {
+func (p *Partition) Follow(key string, set SMSet, swap func(old, new cuda.Stream), keep bool) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -95,7 +95,7 @@ func (p *Partition) Follow(key string, res []cuda.DevResource, swap func(old, ne
 		next = p.layouts[i]
 	} else {
 		var err error
-		if next, err = p.buildCommons(key, res, len(old.streams)); err != nil {
+		if next, err = p.buildCommons(key, set, len(old.streams)); err != nil {
 			p.mu.Unlock()
 			return err
 		}
@@ -113,19 +113,19 @@ func (p *Partition) Follow(key string, res []cuda.DevResource, swap func(old, ne
 	p.mu.Unlock()
 	var errs []error
 	for _, l := range gone { // waits for their streams: outside the lock
-		errs = append(errs, l.destroy(p.drv, p.dev.Primary()))
+		errs = append(errs, l.destroy(p.dev))
 	}
 	return errors.Join(errs...)
 }
 
-// buildCommons builds the commons' layout over res with n streams. The
+// buildCommons builds the commons' layout over set with n streams. The
 // caller holds p.mu.
-func (p *Partition) buildCommons(key string, res []cuda.DevResource, n int) (*layout, error) {
+func (p *Partition) buildCommons(key string, set SMSet, n int) (*layout, error) {
 	var l *layout
 	var err error
 	if key == wholeKey {
 		l = p.wholeLayout()
-	} else if l, err = newLayout(p.dev, res); err == nil {
+	} else if l, err = newLayout(p.dev, set); err == nil {
 		l.key = key
 		l.slots.max.Store(MaxSlots) // its tenants share them; made on demand
 		// newLayout made a first stream; the commons' streams are all
@@ -140,7 +140,7 @@ func (p *Partition) buildCommons(key string, res []cuda.DevResource, n int) (*la
 		}
 	}
 	if err != nil && l != nil {
-		return nil, errors.Join(err, l.destroy(p.drv, p.dev.Primary()))
+		return nil, errors.Join(err, l.destroy(p.dev))
 	}
 	return l, err
 }

@@ -32,6 +32,8 @@ type Device struct {
 	api     int
 	res     cuda.DevResource
 	info    cuda.SMInfo
+	home    home // where its green contexts are kept (greens.go)
+	shelved bool // false: not kept (a driver that cannot name a home)
 
 	mu     lockorder.Mutex[lockorder.Device]
 	closed bool
@@ -72,6 +74,9 @@ func Open(drv cuda.Driver, ordinal int) (*Device, error) {
 		}
 		d.info.MinPartition = groups[0].SMCount()
 		d.info.CoscheduledAlignment = groups[0].SMCount()
+	}
+	if d.home, d.shelved = homeOf(drv, dev); d.shelved {
+		openShelf(d.home)
 	}
 	return d, nil
 }
@@ -160,6 +165,8 @@ func (d *Device) Table(minCounts ...int) (predicted, measured []Row, err error) 
 }
 
 // Close releases the primary context. Partitions must be closed first.
+// The last Device of its driver and ordinal in the process destroys the
+// green contexts kept for reuse first (greens.go).
 func (d *Device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -167,5 +174,11 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
-	return errors.Join(d.destroyIdle(), d.drv.PrimaryCtxRelease(d.dev))
+	errs := []error{d.destroyIdle()}
+	if d.shelved {
+		for _, g := range closeShelf(d.home) {
+			errs = append(errs, d.drv.GreenCtxDestroy(g))
+		}
+	}
+	return errors.Join(append(errs, d.drv.PrimaryCtxRelease(d.dev))...)
 }

@@ -124,7 +124,7 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{}), rest: sh.rest}
 	fail := func(err error) (*Partition, error) {
 		for _, l := range p.layouts {
-			err = errors.Join(err, l.destroy(p.drv, s.dev.Primary()))
+			err = errors.Join(err, l.destroy(s.dev))
 		}
 		s.give(sh.lane[:sh.held], sh.rem)
 		return nil, err
@@ -138,7 +138,7 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 		l.groups = k
 		e, err := p.drv.EventCreate(s.dev.Primary(), cuda.EventDisableTiming)
 		if err != nil {
-			return fail(errors.Join(err, l.destroy(p.drv, s.dev.Primary())))
+			return fail(errors.Join(err, l.destroy(s.dev)))
 		}
 		l.events = []cuda.Event{e}
 		p.layouts = append(p.layouts, l)

@@ -57,6 +57,8 @@ type layout struct {
 	slots   slots                         // green contexts over the same SMs (slots.go)
 	retired atomic.Pointer[chan struct{}] // closed when the layout stops being current
 
+	gkey greenKey // its SMs, as its green contexts are kept (greens.go)
+
 	// The commons' (commons.go): which SMs (CommonsKey), when it was last
 	// made current, and for the whole device's, its one shared slot.
 	key   string
@@ -64,17 +66,17 @@ type layout struct {
 	any   *Slot
 }
 
-func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
+func newLayout(d *Device, set SMSet) (*layout, error) {
 	drv := d.drv
-	desc, err := drv.DevResourceGenerateDesc(res)
+	desc, err := drv.DevResourceGenerateDesc(set.res)
 	if err != nil {
 		return nil, err
 	}
-	g, err := drv.GreenCtxCreate(desc, d.dev, cuda.GreenCtxDefaultStream)
+	g, err := d.greenCtx(desc, set.key)
 	if err != nil {
 		return nil, err
 	}
-	l := &layout{green: g}
+	l := &layout{green: g, gkey: set.key}
 	fail := func(err error) (*layout, error) {
 		return nil, errors.Join(err, drv.GreenCtxDestroy(g))
 	}
@@ -95,11 +97,13 @@ func newLayout(d *Device, res []cuda.DevResource) (*layout, error) {
 	return l, nil
 }
 
-// destroy waits for the layout's streams and destroys them, its events and
-// its green contexts. Streams and events are the driver's whatever context
-// is current (docs/CONTEXTS.md), so the primary context, current on any
-// thread, is used rather than one of the layout's.
-func (l *layout) destroy(drv cuda.Driver, primary cuda.Context) error {
+// destroy waits for the layout's streams and destroys them and its events,
+// then lets its green contexts go: kept for reuse if every call succeeded
+// (greens.go), else destroyed. Streams and events are the driver's
+// whatever context is current (docs/CONTEXTS.md), so the primary context,
+// current on any thread, is used rather than one of the layout's.
+func (l *layout) destroy(d *Device) error {
+	drv, primary := d.drv, d.Primary()
 	var errs []error
 	for _, s := range l.streams {
 		errs = append(errs, drv.StreamSynchronize(primary, s), drv.StreamDestroy(primary, s))
@@ -109,15 +113,23 @@ func (l *layout) destroy(drv cuda.Driver, primary cuda.Context) error {
 			errs = append(errs, drv.EventDestroy(primary, e))
 		}
 	}
-	errs = append(errs, l.destroySlots(drv))
+	clean := errors.Join(errs...) == nil
+	errs = append(errs, l.letGoSlots(d, clean))
 	if l.green == 0 { // the commons' whole device: the primary context
 		return errors.Join(errs...)
 	}
-	return errors.Join(append(errs, drv.GreenCtxDestroy(l.green))...)
+	return errors.Join(append(errs, d.letGo(l.green, l.gkey, clean))...)
 }
 
-func newPartition(d *Device, res []cuda.DevResource) (*Partition, error) {
-	l, err := newLayout(d, res)
+// SMSet is a set of a split's SMs: the driver's resources, and the name
+// its green contexts are kept under (greens.go).
+type SMSet struct {
+	res []cuda.DevResource
+	key greenKey
+}
+
+func newPartition(d *Device, set SMSet) (*Partition, error) {
+	l, err := newLayout(d, set)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +334,7 @@ func (p *Partition) Close() error {
 	close(p.done)
 	var errs []error
 	for _, l := range p.layouts {
-		errs = append(errs, l.destroy(p.drv, p.dev.Primary()))
+		errs = append(errs, l.destroy(p.dev))
 	}
 	if p.release != nil {
 		p.release()

@@ -213,7 +213,7 @@ func (p *Partition) newSlot(l *layout) (*Slot, error) {
 	if p.shut.Load() {
 		return nil, ErrClosed
 	}
-	g, err := p.drv.GreenCtxCreate(l.slots.desc, p.dev.dev, cuda.GreenCtxDefaultStream)
+	g, err := p.dev.greenCtx(l.slots.desc, l.gkey)
 	if err != nil {
 		return nil, err
 	}
@@ -369,13 +369,13 @@ func (p *Partition) Do(f func(ctx cuda.Context) error) error {
 	return f(s.ctx)
 }
 
-// destroySlots destroys the green contexts grow made (the layout's own is
-// destroyed with it).
-func (l *layout) destroySlots(drv cuda.Driver) error {
+// letGoSlots lets the green contexts grow made go (the layout's own goes
+// with it), as layout.destroy does.
+func (l *layout) letGoSlots(d *Device, clean bool) error {
 	var errs []error
 	for _, s := range *l.slots.all.Load() {
 		if s.extra {
-			errs = append(errs, drv.GreenCtxDestroy(s.green))
+			errs = append(errs, d.letGo(s.green, l.gkey, clean))
 		}
 	}
 	return errors.Join(errs...)

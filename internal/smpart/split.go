@@ -250,9 +250,9 @@ func (s *Split) Commons() (idx []int, rem, whole, shared bool) {
 
 // Resources lists the groups idx and, if rem, the remainder, as one
 // descriptor's input.
-func (s *Split) Resources(idx []int, rem bool) []cuda.DevResource { return s.resources(idx, rem) }
+func (s *Split) Resources(idx []int, rem bool) SMSet { return s.resources(idx, rem) }
 
-func (s *Split) resources(idx []int, rem bool) []cuda.DevResource {
+func (s *Split) resources(idx []int, rem bool) SMSet {
 	res := make([]cuda.DevResource, 0, len(idx)+1)
 	for _, j := range idx {
 		res = append(res, s.groups[j])
@@ -260,7 +260,7 @@ func (s *Split) resources(idx []int, rem bool) []cuda.DevResource {
 	if rem {
 		res = append(res, s.rem)
 	}
-	return res
+	return SMSet{res: res, key: s.greenKey(idx, rem)}
 }
 
 func (s *Split) build(idx []int, rem bool) (*Partition, error) {

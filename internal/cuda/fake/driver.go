@@ -59,6 +59,10 @@ type context struct {
 	primary   bool
 	refs      int
 	destroyed bool
+	// kept is device memory the driver holds for the primary context's
+	// life: GreenCtxCost for each green context made while it lives,
+	// which cuGreenCtxDestroy does not give back (GreenCtxCost's doc).
+	kept uint64
 }
 
 type green struct {
@@ -307,6 +311,9 @@ func (d *Driver) PrimaryCtxRelease(dev cuda.Device) error {
 		return cuda.Check("cuDevicePrimaryCtxRelease_v2", cuda.ErrorInvalidContext)
 	}
 	p.refs--
+	if p.refs == 0 { // the driver destroys the primary context, and with it what it kept
+		p.kept = 0
+	}
 	return nil
 }
 
@@ -437,7 +444,24 @@ func (d *Driver) MemGetInfo(c cuda.Context) (uint64, uint64, error) {
 	if _, err := d.ctx("cuMemGetInfo_v2", c); err != nil {
 		return 0, 0, err
 	}
-	return d.mem.total - d.mem.used, d.mem.total, nil
+	return d.mem.total - d.mem.used - d.keptLocked(), d.mem.total, nil
+}
+
+// GreenCtxCost is the device memory each green context costs the driver
+// for as long as the device's primary context lives: measured on an H100
+// (driver 580, docs/BENCHMARKS.md run UU) with bare driver calls, 4 MiB
+// per cuGreenCtxCreate that cuGreenCtxDestroy does not give back while
+// the primary context is retained. It comes back when the primary
+// context's last reference is released.
+const GreenCtxCost = 4 << 20
+
+// keptLocked is what the live primary contexts keep (GreenCtxCost each
+// green context). The caller holds d.mu.
+func (d *Driver) keptLocked() (n uint64) {
+	for _, p := range d.primary {
+		n += p.kept
+	}
+	return n
 }
 
 func (d *Driver) MemcpyHtoD(c cuda.Context, dst cuda.DevicePtr, src []byte) error {
@@ -950,6 +974,9 @@ func (d *Driver) GreenCtxCreate(desc cuda.ResourceDesc, dev cuda.Device, flags u
 	}
 	if flags != cuda.GreenCtxDefaultStream {
 		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
+	}
+	if p := d.primary[dev]; p != nil && p.refs > 0 {
+		p.kept += GreenCtxCost
 	}
 	g := &green{handle: cuda.GreenCtx(d.handle()), sms: info.sms, set: info.set}
 	g.res = d.makeResource(dev, info.set, 0)
