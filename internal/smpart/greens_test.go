@@ -165,3 +165,29 @@ func TestGreenContextsRace(t *testing.T) {
 	require.Zero(t, live.Streams)
 	require.Zero(t, live.PrimaryRefs)
 }
+
+// A partition closed while a slot is held (a Do racing the close) does
+// not keep that layout's green contexts: the holder may still make one
+// current, and the next owner must never share it. A partition closed
+// idle keeps them.
+func TestGreenContextsHeldAtCloseAreNotKept(t *testing.T) {
+	drv := fake.New(fake.H200())
+	d, err := smpart.Open(drv, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	s, err := d.Split(16)
+	require.NoError(t, err)
+	busy, err := s.Take(16)
+	require.NoError(t, err)
+	idle, err := s.Take(16)
+	require.NoError(t, err)
+	held, err := busy.TryAcquire()
+	require.NoError(t, err)
+	require.NotNil(t, held)
+	require.NoError(t, busy.Close())
+	require.Zero(t, d.KeptGreenCtxs(), "the busy partition's context is destroyed")
+	require.NoError(t, idle.Close())
+	require.Equal(t, 1, d.KeptGreenCtxs(), "the idle one's is kept")
+	require.Equal(t, 1, drv.Live().GreenCtxs)
+	held.Release() // after the close, as a racing Do's Leave would
+}

@@ -99,7 +99,7 @@ func newLayout(d *Device, set SMSet) (*layout, error) {
 
 // destroy waits for the layout's streams and destroys them and its events,
 // then lets its green contexts go: kept for reuse if every call succeeded
-// (greens.go), else destroyed. Streams and events are the driver's
+// and no slot is held (greens.go), else destroyed. Streams and events are the driver's
 // whatever context is current (docs/CONTEXTS.md), so the primary context,
 // current on any thread, is used rather than one of the layout's.
 func (l *layout) destroy(d *Device) error {
@@ -113,7 +113,10 @@ func (l *layout) destroy(d *Device) error {
 			errs = append(errs, drv.EventDestroy(primary, e))
 		}
 	}
-	clean := errors.Join(errs...) == nil
+	// Kept only if nothing failed and no slot is held: a holder racing the
+	// close may still make its context current, which must not happen on
+	// the thread of the context's next owner.
+	clean := errors.Join(errs...) == nil && l.idle()
 	errs = append(errs, l.letGoSlots(d, clean))
 	if l.green == 0 { // the commons' whole device: the primary context
 		return errors.Join(errs...)
