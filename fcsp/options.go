@@ -289,8 +289,9 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // maxSMs (both multiples of the pool's unit) while its requests in flight
 // or their P99 ask for more, taking the SMs from the tenant made
 // WithRestOfSMs after it (the throughput class, which gets the sizes it
-// needs for that by itself), and gives them back one step at a time once
-// the load has asked for less for 100 ms and the P99 is within p99. A
+// needs for that by itself), and gives back what the load no longer asks
+// for, in one move, once it has asked for less for 100 ms and the P99 is
+// within p99 (or no request is in flight). A
 // request is what the SDK sees of it: a call of the tenant's (a Do, a
 // Synchronize) under way, and its time a Synchronize of one of the
 // tenant's streams. Moves are at least 2 ms apart, and none starts while

@@ -52,7 +52,7 @@ type steer struct {
 type SMMoveCounts struct {
 	GrowLoad uint64 // more requests in flight than its SMs were sized for
 	GrowP99  uint64 // its recent P99 over target
-	Shrink   uint64 // the load asked for less for 100 ms, the P99 within target
+	Shrink   uint64 // the load asked for less for 100 ms, the P99 within target or nothing in flight
 }
 
 // add counts one move of kind k.

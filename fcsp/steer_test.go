@@ -105,7 +105,7 @@ func TestSMMovesSayWhy(t *testing.T) {
 	by := st.SMMovesBy
 	require.Equal(t, 300*time.Microsecond, st.LatencyTarget)
 	require.NotZero(t, by.GrowLoad+by.GrowP99)
-	require.Equal(t, uint64(4), by.Shrink, "48 to 16, a step at a time")
+	require.Equal(t, uint64(1), by.Shrink, "48 to 16 in one move, a hold after the burst")
 	require.Equal(t, st.SMMoves, by.GrowLoad+by.GrowP99+by.Shrink)
 	var moved []string
 	for l := range strings.SplitSeq(buf.String(), "\n") {
@@ -114,7 +114,7 @@ func TestSMMovesSayWhy(t *testing.T) {
 		}
 	}
 	require.Len(t, moved, int(st.SMMoves), buf.String())
-	require.Contains(t, moved[len(moved)-1], "tenant=interactive from_sms=24 sms=16 rest=batch rest_sms=116 kind=shrink reason=\"shrink: ")
+	require.Contains(t, moved[len(moved)-1], "tenant=interactive from_sms=48 sms=16 rest=batch rest_sms=116 kind=shrink reason=\"shrink: ")
 	require.Contains(t, moved[0], "tenant=interactive from_sms=16 ")
 	require.Contains(t, moved[0], " kind=grow_")
 }

@@ -10,11 +10,13 @@
 //   - Grow at once to what the load asks: one step per request in flight
 //     past the first, from Min at one request to Max at FullAt (the
 //     requests a burst brings), and one step more while the recent P99 is
-//     over target. A burst's first requests see the class grow within a
-//     sample or two.
-//   - Shrink one step at a time, and only after the load has asked for
-//     less for Hold and the P99 is within target: a lull between requests
-//     gives nothing back.
+//     over target and a request is in flight (with none, more SMs would
+//     serve no one: the P99 is the tail of a burst already over). A
+//     burst's first requests see the class grow within a sample or two.
+//   - Shrink to what the load asks, in one move, only after it has asked
+//     for less for Hold and the P99 is within target (or nothing is in
+//     flight): a lull between requests gives nothing back, and a burst
+//     that ended gives everything back a Hold later, not a step a Hold.
 //   - Never below Min, never above Max.
 package smctl
 
@@ -57,7 +59,7 @@ const (
 	Stay     Kind = iota // no move
 	GrowLoad             // more requests in flight than the SMs held were sized for
 	GrowP99              // the recent P99 over target (whatever the load asked)
-	Shrink               // the load asked for less for Hold, the P99 within target
+	Shrink               // the load asked for less for Hold, the P99 within target or nothing in flight
 )
 
 // String is the kind as a metric's label value.
@@ -121,7 +123,7 @@ func (c *Controller) Decide(s Sample) Move {
 		return stay
 	}
 	want := c.want(s.InFlight)
-	over := s.P99 > cfg.Target
+	over := s.P99 > cfg.Target && s.InFlight > 0
 	if over {
 		want = max(want, s.SMs+cfg.Unit)
 	}
@@ -148,7 +150,7 @@ func (c *Controller) Decide(s Sample) Move {
 	case want < s.SMs && !over && s.At.Sub(c.lowSince) >= cfg.Hold:
 		c.lastMove = s.At
 		c.lowSince = s.At // the next step waits a Hold again
-		return Move{SMs: s.SMs - cfg.Unit, Reason: fmt.Sprintf("shrink: %d requests in flight for %v, P99 %v within target", s.InFlight, cfg.Hold, s.P99.Round(time.Microsecond)), Kind: Shrink}
+		return Move{SMs: want, Reason: fmt.Sprintf("shrink: %d requests in flight for %v, P99 %v", s.InFlight, cfg.Hold, s.P99.Round(time.Microsecond)), Kind: Shrink}
 	}
 	stay.Reason = "holds"
 	return stay

@@ -33,8 +33,9 @@ func TestBurstGrowsWithinBounds(t *testing.T) {
 	require.Error(t, err)
 }
 
-// Idleness gives SMs back one step a Hold, never below the floor, and only
-// while the P99 is within target.
+// Idleness gives SMs back a Hold after the load asked for less, in one
+// move to what it asks, never below the floor, and only while the P99 is
+// within target or nothing is in flight.
 func TestIdlenessGivesBackToTheFloor(t *testing.T) {
 	c := newCtl(t)
 	t0 := time.Unix(0, 0)
@@ -48,13 +49,29 @@ func TestIdlenessGivesBackToTheFloor(t *testing.T) {
 	for ms := 100; ms <= 600; ms++ {
 		m := c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 0})
 		if m.SMs != sms {
-			require.Equal(t, sms-8, m.SMs, "one step at a time")
 			shrinks = append(shrinks, ms)
 			sms = m.SMs
 		}
 	}
-	require.Equal(t, []int{100, 200, 300, 400}, shrinks)
+	require.Equal(t, []int{100}, shrinks, "one move, a Hold after the load asked for less")
 	require.Equal(t, 16, sms, "the floor")
+	// From a burst's 16 in flight down to 4: to what 4 ask, a Hold later.
+	c = newCtl(t)
+	for ms := 0; ms < 100; ms++ {
+		require.Equal(t, 48, c.Decide(Sample{At: at(ms), SMs: 48, InFlight: 4, P99: 60 * time.Microsecond}).SMs)
+	}
+	require.Equal(t, 24, c.Decide(Sample{At: at(100), SMs: 48, InFlight: 4, P99: 60 * time.Microsecond}).SMs)
+	// The tail of a burst over target with nothing in flight grows
+	// nothing, and is given back a Hold later.
+	c = newCtl(t)
+	for ms := 0; ms < 100; ms++ {
+		m := c.Decide(Sample{At: at(ms), SMs: 48, InFlight: 0, P99: 500 * time.Microsecond})
+		require.Equal(t, 48, m.SMs, "at %d ms: %s", ms, m.Reason)
+	}
+	require.Equal(t, 16, c.Decide(Sample{At: at(100), SMs: 48, InFlight: 0, P99: 500 * time.Microsecond}).SMs)
+	c = newCtl(t)
+	m := c.Decide(Sample{At: at(0), SMs: 16, InFlight: 0, P99: 500 * time.Microsecond})
+	require.Equal(t, 16, m.SMs, "over target with nothing in flight: no growth")
 	// Over target, nothing is given back however idle.
 	c = newCtl(t)
 	for ms := 0; ms <= 300; ms++ {
@@ -97,6 +114,6 @@ func TestMovesSayWhichRule(t *testing.T) {
 		require.Less(t, ms, 1000)
 		m = c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 0})
 	}
-	require.Equal(t, sms-8, m.SMs)
+	require.Equal(t, 16, m.SMs, "to what the load asks: the floor")
 	require.Equal(t, []string{"stay", "grow_load", "grow_p99", "shrink"}, []string{Stay.String(), GrowLoad.String(), GrowP99.String(), Shrink.String()})
 }
