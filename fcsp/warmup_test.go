@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,16 +72,25 @@ func (l *warmLog) check(t *testing.T) {
 }
 
 // dosAtOnce runs n Dos of tn at once, each holding its context until all n
-// hold one (so they hold n different contexts), then returns.
+// hold one (so they hold n different contexts), then returns. A Do waits
+// for the others at most a second: a latency class's controller may start
+// a Reshape on seeing them, which waits for the Dos inside while the rest
+// wait at its gate.
 func dosAtOnce(t *testing.T, tn *Tenant, n int, f func(Current) error) {
 	t.Helper()
-	var wg, all sync.WaitGroup
-	all.Add(n)
+	var wg sync.WaitGroup
+	var in atomic.Int32
+	all := make(chan struct{})
 	for range n {
 		wg.Go(func() {
 			require.NoError(t, tn.Do(context.Background(), func(cur Current) error {
-				all.Done()
-				all.Wait()
+				if in.Add(1) == int32(n) {
+					close(all)
+				}
+				select {
+				case <-all:
+				case <-time.After(time.Second):
+				}
 				return f(cur)
 			}))
 		})
