@@ -99,7 +99,9 @@ func TestSMMovesSayWhy(t *testing.T) {
 	})
 	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond)
 	stop()
-	require.Eventually(t, func() bool { return lat.SMs() == 16 }, 5*time.Second, time.Millisecond)
+	// The move is counted after its Reshapes: wait for the count, not
+	// only the SMs.
+	require.Eventually(t, func() bool { return lat.SMs() == 16 && lat.Stats().SMMovesBy.Shrink > 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, rest.Close()) // the controller stops: the log is still
 	st := lat.Stats()
 	by := st.SMMovesBy
