@@ -6,7 +6,6 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/place"
-	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // The commons: where unpartitioned tenants run (internal/smpart,
@@ -64,7 +63,7 @@ func (p *Pool) follow(making bool) error {
 		return nil
 	}
 	idx, rem, whole, _ := p.split.Commons()
-	key := smpart.CommonsKey(idx, rem, whole)
+	key := p.split.CommonsKey(idx, rem, whole)
 	if p.commons.Key() == key {
 		p.followed.Store(v)
 		return nil

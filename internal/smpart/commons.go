@@ -54,19 +54,14 @@ func (p *Partition) wholeLayout() *layout {
 	return l
 }
 
-// CommonsKey names the layout over groups idx and, if rem, the remainder.
-func CommonsKey(idx []int, rem, whole bool) string {
+// CommonsKey names the commons' layout over groups idx and, if rem, the
+// remainder, by the name its green contexts are kept under (greenKey), or
+// the whole device.
+func (s *Split) CommonsKey(idx []int, rem, whole bool) string {
 	if whole {
 		return wholeKey
 	}
-	b := make([]byte, 0, 3*len(idx)+1)
-	for _, i := range idx {
-		b = append(b, byte('a'+i/26), byte('a'+i%26), ',')
-	}
-	if rem {
-		b = append(b, 'r')
-	}
-	return string(b)
+	return string(s.greenKey(idx, rem))
 }
 
 // Follow makes the commons' current layout the one named key, over
