@@ -287,10 +287,11 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // WithLatencyTarget makes the tenant a latency class whose SMs follow its
 // load: it starts on minSMs, and the pool's controller grows it up to
 // maxSMs (both multiples of the pool's unit) while its requests in flight
-// or their P99 ask for more, taking the SMs from the tenant made
+// or their P99 ask for more (two requests or more over p99: one alone is a
+// stall of the host that SMs do not cure), taking the SMs from the tenant made
 // WithRestOfSMs after it (the throughput class, which gets the sizes it
 // needs for that by itself), and gives back what the load no longer asks
-// for, in one move, once it has asked for less for 100 ms and the P99 is
+// for, in one move, once it has asked for less for 50 ms and the P99 is
 // within p99 (or no request is in flight). A
 // request is what the SDK sees of it: a call of the tenant's (a Do, a
 // Synchronize) under way, and its time a Synchronize of one of the

@@ -29,7 +29,7 @@ import (
 const (
 	steerTick   = time.Millisecond
 	steerWindow = 20 * time.Millisecond
-	steerHold   = 100 * time.Millisecond
+	steerHold   = 50 * time.Millisecond
 	steerGap    = 2 * time.Millisecond
 )
 
@@ -51,8 +51,8 @@ type steer struct {
 // each (Stats.SMMovesBy).
 type SMMoveCounts struct {
 	GrowLoad uint64 // more requests in flight than its SMs were sized for
-	GrowP99  uint64 // its recent P99 over target
-	Shrink   uint64 // the load asked for less for 100 ms, the P99 within target or nothing in flight
+	GrowP99  uint64 // its recent P99 over target, two requests or more over it
+	Shrink   uint64 // the load asked for less for 50 ms, the P99 within target or nothing in flight
 }
 
 // add counts one move of kind k.
@@ -83,21 +83,25 @@ func (l *latencyLog) add(start time.Time, d time.Duration) {
 	e.d.Store(int64(d))
 }
 
-// p99 is the P99 of the requests that started in the window before now; 0
-// where none did.
-func (l *latencyLog) p99(now time.Time, window time.Duration) time.Duration {
+// tail is the P99 of the requests that started in the window before now
+// (0 where none did) and how many of them took longer than target.
+func (l *latencyLog) tail(now time.Time, window, target time.Duration) (p99 time.Duration, slow int) {
 	from := now.Add(-window).UnixNano()
 	l.buf = l.buf[:0]
 	for i := range l.ring {
 		if e := &l.ring[i]; e.at.Load() >= from {
-			l.buf = append(l.buf, e.d.Load())
+			d := e.d.Load()
+			l.buf = append(l.buf, d)
+			if d > int64(target) {
+				slow++
+			}
 		}
 	}
 	if len(l.buf) == 0 {
-		return 0
+		return 0, 0
 	}
 	slices.Sort(l.buf)
-	return time.Duration(l.buf[min(len(l.buf)-1, len(l.buf)*99/100)])
+	return time.Duration(l.buf[min(len(l.buf)-1, len(l.buf)*99/100)]), slow
 }
 
 // latencySizes is the latency class's sizes: its bounds, in units.
@@ -193,6 +197,7 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 	tick := time.NewTicker(steerTick)
 	defer tick.Stop()
 	total := lat.place.SMs() + rest.place.SMs()
+	target := ctl.Config().Target
 	for {
 		select {
 		case <-stop:
@@ -200,7 +205,8 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		case <-tick.C:
 		}
 		now := time.Now()
-		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: lat.life.InFlight(), P99: lat.lat.p99(now, steerWindow),
+		p99, slow := lat.lat.tail(now, steerWindow, target)
+		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: lat.life.InFlight(), P99: p99, Slow: slow,
 			Draining: !drained(lat) || !drained(rest)}
 		m := ctl.Decide(s)
 		if m.SMs == s.SMs {

@@ -10,9 +10,11 @@
 //   - Grow at once to what the load asks: one step per request in flight
 //     past the first, from Min at one request to Max at FullAt (the
 //     requests a burst brings), and one step more while the recent P99 is
-//     over target and a request is in flight (with none, more SMs would
-//     serve no one: the P99 is the tail of a burst already over). A
-//     burst's first requests see the class grow within a sample or two.
+//     over target, a request is in flight (with none, more SMs would
+//     serve no one: the P99 is the tail of a burst already over) and at
+//     least two recent requests missed the target (one alone is a host
+//     stall, a collection or a preempted thread, which SMs do not cure).
+//     A burst's first requests see the class grow within a sample or two.
 //   - Shrink to what the load asks, in one move, only after it has asked
 //     for less for Hold and the P99 is within target (or nothing is in
 //     flight): a lull between requests gives nothing back, and a burst
@@ -41,6 +43,7 @@ type Sample struct {
 	SMs      int           // held now
 	InFlight int           // requests in flight (the class's calls under way)
 	P99      time.Duration // over the recent requests; 0: none finished
+	Slow     int           // recent requests over Config.Target
 	Draining bool          // the last move's old layouts still run work
 }
 
@@ -76,6 +79,10 @@ func (k Kind) String() string {
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
+
+// minSlow is the fewest requests over target that make a tail: a lone one
+// is a stall of the host, not of the SMs.
+const minSlow = 2
 
 // Controller keeps what the rules need between samples. Not safe for
 // concurrent use: the pool's one controller goroutine calls it.
@@ -123,7 +130,7 @@ func (c *Controller) Decide(s Sample) Move {
 		return stay
 	}
 	want := c.want(s.InFlight)
-	over := s.P99 > cfg.Target && s.InFlight > 0
+	over := s.P99 > cfg.Target && s.InFlight > 0 && s.Slow >= minSlow
 	if over {
 		want = max(want, s.SMs+cfg.Unit)
 	}
@@ -144,7 +151,7 @@ func (c *Controller) Decide(s Sample) Move {
 		c.lastMove = s.At
 		why, kind := fmt.Sprintf("%d requests in flight", s.InFlight), GrowLoad
 		if over {
-			why, kind = fmt.Sprintf("P99 %v over the %v target, %d requests in flight", s.P99.Round(time.Microsecond), cfg.Target, s.InFlight), GrowP99
+			why, kind = fmt.Sprintf("P99 %v over the %v target (%d requests over), %d requests in flight", s.P99.Round(time.Microsecond), cfg.Target, s.Slow, s.InFlight), GrowP99
 		}
 		return Move{SMs: want, Reason: "grow: " + why, Kind: kind}
 	case want < s.SMs && !over && s.At.Sub(c.lowSince) >= cfg.Hold:
