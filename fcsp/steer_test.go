@@ -141,3 +141,15 @@ func doLoop(n int, body func()) (stop func()) {
 	}
 	return func() { close(done); wg.Wait() }
 }
+
+// The controller's requests in flight are the most seen over its last
+// steerPeak samples: a burst read low at one instant still asks for its
+// size, and a burst that ended is forgotten steerPeak samples later.
+func TestSteerPeakInFlight(t *testing.T) {
+	var p peak
+	got := []int{}
+	for _, n := range []int{1, 16, 9, 3, 11, 0, 0, 0, 0, 1} {
+		got = append(got, p.add(n))
+	}
+	require.Equal(t, []int{1, 16, 16, 16, 16, 11, 11, 11, 0, 1}, got)
+}

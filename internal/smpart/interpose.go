@@ -1,11 +1,16 @@
 package smpart
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Where partitions cannot hold. An NVIDIA MPS client's kernels share the
@@ -52,7 +57,7 @@ func Caveats(environ []string) []string {
 		pipe = mpsPipeDefault
 	}
 	if environ == nil || set {
-		if _, err := os.Stat(filepath.Join(pipe, "control")); err == nil && len(out) == 0 {
+		if mpsListens(filepath.Join(pipe, "control")) && len(out) == 0 {
 			out = append(out, fmt.Sprintf("an NVIDIA MPS daemon listens at %s: this process is its client, and other clients' kernels run on the partitions' SMs", pipe))
 		}
 	}
@@ -68,4 +73,19 @@ func Caveats(environ []string) []string {
 		}
 	}
 	return out
+}
+
+// mpsListens reports whether an MPS daemon answers at its control socket.
+// A daemon that quit leaves the socket file behind (echo quit |
+// nvidia-cuda-mps-control does), and a client finds nobody there and runs
+// on its own, so the file alone says nothing: connect. Only a refusal or
+// no file means no daemon; anything else (a socket this user may not
+// open) is taken as one.
+func mpsListens(control string) bool {
+	c, err := net.DialTimeout("unix", control, 100*time.Millisecond)
+	if err == nil {
+		c.Close()
+		return true
+	}
+	return !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist)
 }

@@ -1,6 +1,7 @@
 package smpart
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,8 +25,22 @@ func TestCaveats(t *testing.T) {
 	// A daemon's control pipe where CUDA_MPS_PIPE_DIRECTORY points.
 	dir := t.TempDir()
 	require.Empty(t, Caveats([]string{"CUDA_MPS_PIPE_DIRECTORY=" + dir}))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "control"), nil, 0o600))
+	l, err := net.Listen("unix", filepath.Join(dir, "control"))
+	require.NoError(t, err)
 	c = Caveats([]string{"CUDA_MPS_PIPE_DIRECTORY=" + dir})
 	require.Len(t, c, 1)
 	require.Contains(t, c[0], "MPS daemon listens at "+dir)
+
+	// A daemon that quit leaves its socket behind: no daemon, no caveat
+	// (measured on the H100 in run YY: every pool after an MPS layout
+	// warned while nothing listened).
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, l.Close())
+	_, err = os.Stat(filepath.Join(dir, "control"))
+	require.NoError(t, err, "the socket file stays")
+	require.Empty(t, Caveats([]string{"CUDA_MPS_PIPE_DIRECTORY=" + dir}))
+	// A plain file there is no daemon either.
+	other := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(other, "control"), nil, 0o600))
+	require.Empty(t, Caveats([]string{"CUDA_MPS_PIPE_DIRECTORY=" + other}))
 }
