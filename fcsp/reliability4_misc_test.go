@@ -92,7 +92,7 @@ func TestTruncatedSharedRegionIsAnError(t *testing.T) {
 	if raceEnabled {
 		beat = time.Hour
 	}
-	p, err := openSimErr(0, WithSharedRegion(path), WithHeartbeat(beat, time.Hour))
+	p, err := openSimErr(0, WithSharedRegion(path), WithHeartbeat(beat, 2*time.Hour))
 	require.NoError(t, err)
 	tn, err := p.NewTenant("t")
 	require.NoError(t, err)
