@@ -57,7 +57,7 @@ func Caveats(environ []string) []string {
 		pipe = mpsPipeDefault
 	}
 	if environ == nil || set {
-		if mpsListens(filepath.Join(pipe, "control")) && len(out) == 0 {
+		if len(out) == 0 && mpsListens(filepath.Join(pipe, "control")) {
 			out = append(out, fmt.Sprintf("an NVIDIA MPS daemon listens at %s: this process is its client, and other clients' kernels run on the partitions' SMs", pipe))
 		}
 	}
