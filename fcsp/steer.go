@@ -60,6 +60,7 @@ type SMMoveCounts struct {
 	GrowLoad uint64 // more requests in flight than its SMs were sized for
 	GrowP99  uint64 // its recent P99 over target, two requests or more over it
 	Shrink   uint64 // the load asked for less for 50 ms, the P99 within target or nothing in flight
+	Trim     uint64 // a full load's P99 within 85% of target 50 ms after the last move: one step less for bursts
 }
 
 // add counts one move of kind k.
@@ -71,6 +72,8 @@ func (n *SMMoveCounts) add(k smctl.Kind) {
 		n.GrowP99++
 	case smctl.Shrink:
 		n.Shrink++
+	case smctl.Trim:
+		n.Trim++
 	}
 }
 
@@ -91,8 +94,9 @@ func (l *latencyLog) add(start time.Time, d time.Duration) {
 }
 
 // tail is the P99 of the requests that started in the window before now
-// (0 where none did) and how many of them took longer than target.
-func (l *latencyLog) tail(now time.Time, window, target time.Duration) (p99 time.Duration, slow int) {
+// (0 where none did), how many of them took longer than target, and how
+// many there were.
+func (l *latencyLog) tail(now time.Time, window, target time.Duration) (p99 time.Duration, slow, n int) {
 	from := now.Add(-window).UnixNano()
 	l.buf = l.buf[:0]
 	for i := range l.ring {
@@ -105,10 +109,10 @@ func (l *latencyLog) tail(now time.Time, window, target time.Duration) (p99 time
 		}
 	}
 	if len(l.buf) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	slices.Sort(l.buf)
-	return time.Duration(l.buf[min(len(l.buf)-1, len(l.buf)*99/100)]), slow
+	return time.Duration(l.buf[min(len(l.buf)-1, len(l.buf)*99/100)]), slow, len(l.buf)
 }
 
 // peak is the most requests in flight over the last steerPeak samples.
@@ -226,8 +230,8 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		case <-tick.C:
 		}
 		now := time.Now()
-		p99, slow := lat.lat.tail(now, steerWindow, target)
-		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: seen.add(lat.life.InFlight()), P99: p99, Slow: slow,
+		p99, slow, n := lat.lat.tail(now, steerWindow, target)
+		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: seen.add(lat.life.InFlight()), P99: p99, Slow: slow, Requests: n,
 			Draining: !drained(lat) || !drained(rest)}
 		m := ctl.Decide(s)
 		if m.SMs == s.SMs {

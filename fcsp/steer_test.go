@@ -108,7 +108,7 @@ func TestSMMovesSayWhy(t *testing.T) {
 	require.Equal(t, 300*time.Microsecond, st.LatencyTarget)
 	require.NotZero(t, by.GrowLoad+by.GrowP99)
 	require.Equal(t, uint64(1), by.Shrink, "48 to 16 in one move, a hold after the burst")
-	require.Equal(t, st.SMMoves, by.GrowLoad+by.GrowP99+by.Shrink)
+	require.Equal(t, st.SMMoves, by.GrowLoad+by.GrowP99+by.Shrink+by.Trim)
 	var moved []string
 	for l := range strings.SplitSeq(buf.String(), "\n") {
 		if strings.Contains(l, `msg="SMs moved"`) {

@@ -102,8 +102,8 @@ func bare() *Collector { return newCollector(nil, nil) }
 // other tenants have neither series.
 func TestCollectSMMoves(t *testing.T) {
 	ps := fcsp.PoolStats{Tenants: []fcsp.Stats{
-		{Name: "interactive", SMs: 48, Partitioned: true, LatencyTarget: 300 * time.Microsecond, SMMoves: 9,
-			SMMovesBy: fcsp.SMMoveCounts{GrowLoad: 4, GrowP99: 1, Shrink: 4}},
+		{Name: "interactive", SMs: 48, Partitioned: true, LatencyTarget: 300 * time.Microsecond, SMMoves: 10,
+			SMMovesBy: fcsp.SMMoveCounts{GrowLoad: 4, GrowP99: 1, Shrink: 4, Trim: 1}},
 		{Name: "batch", SMs: 84, Partitioned: true},
 	}}
 	s := snapshot{bare(), ps}
@@ -111,11 +111,12 @@ func TestCollectSMMoves(t *testing.T) {
 		t.Fatalf("lint: %v %v", err, problems)
 	}
 	want := `
-# HELP fcsp_tenant_sm_moves_total Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target, two requests or more over it), shrink (the load asked for less for 50 ms, the P99 within target). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.
+# HELP fcsp_tenant_sm_moves_total Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target, two requests or more over it), shrink (the load asked for less for 50 ms, the P99 within target), trim (a full load's P99 within 85% of target: one step less for bursts). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.
 # TYPE fcsp_tenant_sm_moves_total counter
 fcsp_tenant_sm_moves_total{reason="grow_load",tenant="interactive"} 4
 fcsp_tenant_sm_moves_total{reason="grow_p99",tenant="interactive"} 1
 fcsp_tenant_sm_moves_total{reason="shrink",tenant="interactive"} 4
+fcsp_tenant_sm_moves_total{reason="trim",tenant="interactive"} 1
 # HELP fcsp_tenant_latency_target_seconds WithLatencyTarget: the P99 the latency class's controller holds its requests to; only for a latency class.
 # TYPE fcsp_tenant_latency_target_seconds gauge
 fcsp_tenant_latency_target_seconds{tenant="interactive"} 0.0003

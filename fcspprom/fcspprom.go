@@ -49,7 +49,7 @@
 //
 // A latency class (fcsp.WithLatencyTarget) has fcsp_tenant_sm_moves_total,
 // its controller's moves labelled by the rule that made each (reason:
-// grow_load, grow_p99, shrink), and fcsp_tenant_latency_target_seconds;
+// grow_load, grow_p99, shrink, trim), and fcsp_tenant_latency_target_seconds;
 // fcsp_tenant_sms of it and of the rest tenant plot where the SMs are.
 package fcspprom
 
@@ -285,7 +285,7 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.latency = mk("fcsp_tenant_latency_critical", "1 if the tenant is WithPriority(fcsp.LatencyCritical).", t)
 	d.floor = mk("fcsp_tenant_bandwidth_floor_ratio", "WithBandwidthFloor: the fraction of its GPU share the tenant keeps while a latency-critical tenant is busy; absent without a floor.", t)
 	d.floored = mk("fcsp_tenant_floored_launches_total", "Launches admitted at the floor (a latency-critical tenant was busy); absent without a floor.", t)
-	d.moves = mk("fcsp_tenant_sm_moves_total", "Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target, two requests or more over it), shrink (the load asked for less for 50 ms, the P99 within target). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.", t, "reason")
+	d.moves = mk("fcsp_tenant_sm_moves_total", "Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target, two requests or more over it), shrink (the load asked for less for 50 ms, the P99 within target), trim (a full load's P99 within 85% of target: one step less for bursts). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.", t, "reason")
 	d.latTarget = mk("fcsp_tenant_latency_target_seconds", "WithLatencyTarget: the P99 the latency class's controller holds its requests to; only for a latency class.", t)
 	d.poolUsed = mk("fcsp_pool_memory_used_bytes", "Device memory counted against the device limit: the tenants' allocations plus the freed pool blocks cached on their free lists (fcsp_pool_memory_cached_bytes), so it exceeds the sum of fcsp_tenant_memory_used_bytes by those; under WithSharedRegion, every process's on the node.")
 	d.poolCached = mk("fcsp_pool_memory_cached_bytes", "Freed pool blocks cached on all tenants' free lists: in fcsp_pool_memory_used_bytes, in no tenant's fcsp_tenant_memory_used_bytes.")
@@ -392,6 +392,7 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 			counter(d.moves, float64(s.SMMovesBy.GrowLoad), s.Name, "grow_load")
 			counter(d.moves, float64(s.SMMovesBy.GrowP99), s.Name, "grow_p99")
 			counter(d.moves, float64(s.SMMovesBy.Shrink), s.Name, "shrink")
+			counter(d.moves, float64(s.SMMovesBy.Trim), s.Name, "trim")
 		}
 	}
 	gauge(d.poolUsed, float64(ps.MemoryUsed))

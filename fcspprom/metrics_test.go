@@ -175,8 +175,8 @@ func TestCollectorReportsALatencyClass(t *testing.T) {
 	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", err, problems)
 	}
-	if n := testutil.CollectAndCount(c, "fcsp_tenant_sm_moves_total"); n != 3 {
-		t.Fatalf("%d move series, want the latency class's 3 (one per rule)", n)
+	if n := testutil.CollectAndCount(c, "fcsp_tenant_sm_moves_total"); n != 4 {
+		t.Fatalf("%d move series, want the latency class's 4 (one per rule)", n)
 	}
 	if v := value(t, c, "fcsp_tenant_latency_target_seconds", "interactive"); v != 300e-6 {
 		t.Fatalf("target %v s", v)

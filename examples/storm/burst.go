@@ -38,20 +38,24 @@ var burstLayoutNames = []string{"split16", "split32", "split48", "steer", "mps"}
 
 // BurstRow is one layout's figures in one round.
 type BurstRow struct {
-	Round      int       `json:"round"`
-	Layout     string    `json:"layout"`
-	Work       string    `json:"work"`
-	Simulated  bool      `json:"simulated,omitempty"`
-	QuietP50   float64   `json:"quiet_p50_us"`
-	QuietP99   float64   `json:"quiet_p99_us"`
-	QuietMax   float64   `json:"quiet_max_us"`
-	BurstP50   float64   `json:"burst_p50_us"`
-	BurstP99   float64   `json:"burst_p99_us"`
-	BurstMax   float64   `json:"burst_max_us"`
-	Requests   int       `json:"requests"`
-	BatchTFLOP float64   `json:"batch_tflops"`
-	RecoveryMs []float64 `json:"recovery_ms"` // per burst; -1: never within the burst
-	Moves      uint64    `json:"sm_moves"`
+	Round      int     `json:"round"`
+	Layout     string  `json:"layout"`
+	Work       string  `json:"work"`
+	Simulated  bool    `json:"simulated,omitempty"`
+	QuietP50   float64 `json:"quiet_p50_us"`
+	QuietP99   float64 `json:"quiet_p99_us"`
+	QuietMax   float64 `json:"quiet_max_us"`
+	BurstP50   float64 `json:"burst_p50_us"`
+	BurstP99   float64 `json:"burst_p99_us"`
+	BurstMax   float64 `json:"burst_max_us"`
+	Requests   int     `json:"requests"`
+	BatchTFLOP float64 `json:"batch_tflops"`
+	// The batch's rate in each phase (GEMM pairs counted where they end;
+	// in-process layouts only): where a controller's batch figure is lost.
+	BatchQuietTFLOP float64   `json:"batch_quiet_tflops,omitempty"`
+	BatchBurstTFLOP float64   `json:"batch_burst_tflops,omitempty"`
+	RecoveryMs      []float64 `json:"recovery_ms"` // per burst; -1: never within the burst
+	Moves           uint64    `json:"sm_moves"`
 	// The SMs over time, [ms since the first phase, SMs], each class's,
 	// at each change (none under MPS, which splits threads, not SMs), and
 	// the interactive P99 over time, [ms, µs], per window of P99WindowMs.
@@ -192,7 +196,7 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 	if atOrigin != nil {
 		wg.Go(func() { time.Sleep(time.Until(origin)); atOrigin() })
 	}
-	var batchDone atomic.Int64
+	var batchDone, batchInBurst atomic.Int64
 	if batch != nil {
 		for _, w := range batch.workers {
 			wg.Go(func() {
@@ -201,8 +205,11 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 						fail(e)
 						return
 					}
-					if time.Now().After(origin) {
+					if now := time.Now(); now.After(origin) && now.Before(end) {
 						batchDone.Add(2)
+						if inBurst(now) {
+							batchInBurst.Add(2)
+						}
 					}
 				}
 			})
@@ -289,6 +296,10 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 	row.BurstP50, row.BurstP99, row.BurstMax = pct(burst, 0.5), pct(burst, 0.99), pct(burst, 1)
 	if batch != nil {
 		row.BatchTFLOP = float64(batchDone.Load()) * batch.flops / end.Sub(origin).Seconds() / 1e12
+		inB := batchInBurst.Load()
+		n := float64(b.cycles)
+		row.BatchQuietTFLOP = float64(batchDone.Load()-inB) * batch.flops / (n * b.quiet.Seconds()) / 1e12
+		row.BatchBurstTFLOP = float64(inB) * batch.flops / (n * b.burst.Seconds()) / 1e12
 	}
 	slices.SortFunc(all, func(x, y sample) int { return x.start.Compare(y.start) })
 	row.RecoveryMs = recoveries(all, origin, b)
@@ -456,8 +467,8 @@ func writeBurstReport(out io.Writer, rows []BurstRow, b burstCfg) {
 	if len(rows) > 0 && rows[0].Simulated {
 		fmt.Fprintln(out, "\nSimulated: the fake driver's timings, not a GPU's; the figures show the machinery runs, not what it achieves.")
 	}
-	fmt.Fprintln(out, "\n| layout | quiet P50 us | quiet P99 us | quiet max us | burst P50 us | burst P99 us | burst max us | batch TFLOP/s | worst recovery ms | moves |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "\n| layout | quiet P50 us | quiet P99 us | quiet max us | burst P50 us | burst P99 us | burst max us | batch TFLOP/s | batch quiet / burst | worst recovery ms | moves |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, l := range b.layouts {
 		worst := med(l, func(r BurstRow) float64 {
 			w := 0.0
@@ -469,11 +480,15 @@ func writeBurstReport(out io.Writer, rows []BurstRow, b burstCfg) {
 			}
 			return w
 		})
-		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %s | %.0f |\n", l,
+		phases := "-"
+		if q := med(l, func(r BurstRow) float64 { return r.BatchQuietTFLOP }); q > 0 {
+			phases = fmt.Sprintf("%.1f / %.1f", q, med(l, func(r BurstRow) float64 { return r.BatchBurstTFLOP }))
+		}
+		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %s | %s | %.0f |\n", l,
 			med(l, func(r BurstRow) float64 { return r.QuietP50 }), med(l, func(r BurstRow) float64 { return r.QuietP99 }),
 			med(l, func(r BurstRow) float64 { return r.QuietMax }), med(l, func(r BurstRow) float64 { return r.BurstP50 }),
 			med(l, func(r BurstRow) float64 { return r.BurstP99 }), med(l, func(r BurstRow) float64 { return r.BurstMax }),
-			med(l, func(r BurstRow) float64 { return r.BatchTFLOP }), recoveryText(worst), med(l, func(r BurstRow) float64 { return float64(r.Moves) }))
+			med(l, func(r BurstRow) float64 { return r.BatchTFLOP }), phases, recoveryText(worst), med(l, func(r BurstRow) float64 { return float64(r.Moves) }))
 	}
 	if !slices.Contains(b.layouts, "steer") {
 		return
@@ -492,6 +507,16 @@ func writeBurstReport(out io.Writer, rows []BurstRow, b burstCfg) {
 	}
 	if x := s("split16", tf); x > 0 {
 		check(s("steer", tf) >= 0.9*x, "steer batch >= 90% of split16's", fmt.Sprintf("%.1f TFLOP/s against %.1f, %.1f%%", s("steer", tf), x, 100*s("steer", tf)/x))
+		// What a controller that held split48's SMs through each burst and
+		// split16's between would give: split16's quiet rate for the quiet
+		// phases, split48's burst rate for the bursts.
+		q16 := s("split16", func(r BurstRow) float64 { return r.BatchQuietTFLOP })
+		b48 := s("split48", func(r BurstRow) float64 { return r.BatchBurstTFLOP })
+		if q16 > 0 && b48 > 0 {
+			mix := (q16*b.quiet.Seconds() + b48*b.burst.Seconds()) / b.period().Seconds()
+			fmt.Fprintf(out, "  split16's quiet rate with split48's burst rate: %.1f TFLOP/s, %.1f%% of split16's; steer %.1f%% of that mix\n",
+				mix, 100*mix/x, 100*s("steer", tf)/mix)
+		}
 	}
 	if x := s("mps", bp99); x > 0 {
 		check(s("steer", bp99) <= x, "steer burst P99 <= MPS 12%/88%'s", fmt.Sprintf("%.0f us against %.0f, %.2fx", s("steer", bp99), x, s("steer", bp99)/x))

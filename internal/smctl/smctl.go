@@ -19,6 +19,14 @@
 //     for less for Hold and the P99 is within target (or nothing is in
 //     flight): a lull between requests gives nothing back, and a burst
 //     that ended gives everything back a Hold later, not a step a Hold.
+//   - Trim what a full load was given but does not need: while the load
+//     asks for all the class may grow to (its fit, Max at first), the
+//     last move is a Hold old, and the recent P99 of enough requests is
+//     under TrimBelow of target with none over, the fit falls a step and
+//     the class with it. A P99 over target at the fit raises it a step
+//     again, and the size that failed is not tried again for Forget: a
+//     class whose target needs fewer SMs than Max takes fewer for its
+//     bursts, and the throughput class keeps the rest.
 //   - Never below Min, never above Max.
 package smctl
 
@@ -44,6 +52,7 @@ type Sample struct {
 	InFlight int           // requests in flight (the class's calls under way)
 	P99      time.Duration // over the recent requests; 0: none finished
 	Slow     int           // recent requests over Config.Target
+	Requests int           // recent requests (those the P99 is of)
 	Draining bool          // the last move's old layouts still run work
 }
 
@@ -63,6 +72,7 @@ const (
 	GrowLoad             // more requests in flight than the SMs held were sized for
 	GrowP99              // the recent P99 over target (whatever the load asked)
 	Shrink               // the load asked for less for Hold, the P99 within target or nothing in flight
+	Trim                 // a full load's P99 well within target at the fit: the fit falls a step
 )
 
 // String is the kind as a metric's label value.
@@ -76,6 +86,8 @@ func (k Kind) String() string {
 		return "grow_p99"
 	case Shrink:
 		return "shrink"
+	case Trim:
+		return "trim"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -84,12 +96,24 @@ func (k Kind) String() string {
 // is a stall of the host, not of the SMs.
 const minSlow = 2
 
+// The trim rule's constants: the P99 must be under trimBelow of target,
+// over at least trimRequests requests (a P99 of fewer is a guess); a size
+// found over target is not tried again for forget.
+const (
+	trimBelow    = 0.85
+	trimRequests = 64
+	forget       = 30 * time.Second
+)
+
 // Controller keeps what the rules need between samples. Not safe for
 // concurrent use: the pool's one controller goroutine calls it.
 type Controller struct {
 	cfg      Config
 	lastMove time.Time
 	lowSince time.Time // when the load began asking for less; zero: it does not
+	fit      int       // the most the load asks for (Max until a trim)
+	failed   int       // the largest size a full load was over target at; 0: none
+	failedAt time.Time
 }
 
 // New checks cfg and makes a controller.
@@ -103,22 +127,38 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.FullAt < 2 {
 		cfg.FullAt = 2
 	}
-	return &Controller{cfg: cfg}, nil
+	return &Controller{cfg: cfg, fit: cfg.Max}, nil
 }
+
+// Fit is the most SMs the load asks for now: Max until a trim.
+func (c *Controller) Fit() int { return c.fit }
 
 // Config is the controller's configuration.
 func (c *Controller) Config() Config { return c.cfg }
 
-// want is the size the load asks for: Min at one request in flight, Max
-// at FullAt, linear between, rounded up to whole units.
+// want is the size the load asks for: Min at one request in flight, the
+// fit at FullAt, linear between, rounded up to whole units.
 func (c *Controller) want(inFlight int) int {
 	cfg := c.cfg
-	if inFlight <= 1 || cfg.Max == cfg.Min {
+	if inFlight <= 1 || c.fit == cfg.Min {
 		return cfg.Min
 	}
-	steps := (cfg.Max - cfg.Min) / cfg.Unit
+	steps := (c.fit - cfg.Min) / cfg.Unit
 	k := ((inFlight-1)*steps + cfg.FullAt - 2) / (cfg.FullAt - 1) // ceil
-	return min(cfg.Min+k*cfg.Unit, cfg.Max)
+	return min(cfg.Min+k*cfg.Unit, c.fit)
+}
+
+// trimmable reports whether s shows a full load at the fit well within
+// target, long enough after the last move that its requests ran at this
+// size, and whether a step down is allowed (above Min, not a size that
+// failed within forget).
+func (c *Controller) trimmable(s Sample, want int) bool {
+	cfg := c.cfg
+	down := c.fit - cfg.Unit
+	return s.SMs == c.fit && want == c.fit && down >= cfg.Min &&
+		s.Slow == 0 && s.Requests >= trimRequests && s.P99 > 0 && float64(s.P99) <= trimBelow*float64(cfg.Target) &&
+		!c.lastMove.IsZero() && s.At.Sub(c.lastMove) >= cfg.Hold &&
+		(down > c.failed || s.At.Sub(c.failedAt) >= forget)
 }
 
 // Decide says what the class should hold after s.
@@ -132,6 +172,10 @@ func (c *Controller) Decide(s Sample) Move {
 	want := c.want(s.InFlight)
 	over := s.P99 > cfg.Target && s.InFlight > 0 && s.Slow >= minSlow
 	if over {
+		if s.SMs >= c.fit && c.fit < cfg.Max { // the fit was too few: back up a step, and remember
+			c.failed, c.failedAt = s.SMs, s.At
+			c.fit = min(s.SMs+cfg.Unit, cfg.Max)
+		}
 		want = max(want, s.SMs+cfg.Unit)
 	}
 	want = min(max(want, cfg.Min), cfg.Max)
@@ -154,6 +198,11 @@ func (c *Controller) Decide(s Sample) Move {
 			why, kind = fmt.Sprintf("P99 %v over the %v target (%d requests over), %d requests in flight", s.P99.Round(time.Microsecond), cfg.Target, s.Slow, s.InFlight), GrowP99
 		}
 		return Move{SMs: want, Reason: "grow: " + why, Kind: kind}
+	case c.trimmable(s, want):
+		c.fit -= cfg.Unit
+		c.lastMove = s.At
+		return Move{SMs: c.fit, Kind: Trim, Reason: fmt.Sprintf("trim: P99 %v of %d requests within %.0f%% of the %v target at %d SMs, %d requests in flight",
+			s.P99.Round(time.Microsecond), s.Requests, 100*trimBelow, cfg.Target, s.SMs, s.InFlight)}
 	case want < s.SMs && !over && s.At.Sub(c.lowSince) >= cfg.Hold:
 		c.lastMove = s.At
 		c.lowSince = s.At // the next step waits a Hold again

@@ -142,3 +142,67 @@ func TestMovesSayWhichRule(t *testing.T) {
 	require.Equal(t, 16, m.SMs, "to what the load asks: the floor")
 	require.Equal(t, []string{"stay", "grow_load", "grow_p99", "shrink"}, []string{Stay.String(), GrowLoad.String(), GrowP99.String(), Shrink.String()})
 }
+
+// A full load well within target gives up a step a Hold after each move
+// until a step is over target; that size is not tried again for forget,
+// and the next burst grows straight to the fit, not to Max.
+func TestTrimFindsTheFit(t *testing.T) {
+	c := newCtl(t)
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	full := func(ms, sms, p99us, slow int) Move {
+		return c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 16, P99: us(p99us), Slow: slow, Requests: 500})
+	}
+	m := full(0, 16, 0, 0)
+	require.Equal(t, 48, m.SMs, m.Reason)
+	for ms := 1; ms < 100; ms++ {
+		require.Equal(t, 48, full(ms, 48, 200, 0).SMs, "at %d ms: within a Hold of the move", ms)
+	}
+	m = full(100, 48, 200, 0)
+	require.Equal(t, Trim, m.Kind, m.Reason)
+	require.Equal(t, 40, m.SMs)
+	require.Equal(t, 40, c.Fit())
+	require.Contains(t, m.Reason, "trim: P99 200µs of 500 requests within 85% of the 300µs target at 48 SMs")
+	// Not trimmed: a P99 over 85% of target, a request over target, too
+	// few requests for a P99.
+	require.Equal(t, 40, full(200, 40, 256, 0).SMs)
+	require.Equal(t, 40, full(201, 40, 200, 1).SMs)
+	require.Equal(t, 40, c.Decide(Sample{At: at(202), SMs: 40, InFlight: 16, P99: us(200), Requests: trimRequests - 1}).SMs)
+	m = full(203, 40, 240, 0)
+	require.Equal(t, 32, m.SMs, m.Reason)
+	// 32 is too few: back to 40, and 32 is not tried again for forget.
+	m = full(210, 32, 400, 9)
+	require.Equal(t, GrowP99, m.Kind, m.Reason)
+	require.Equal(t, 40, m.SMs)
+	require.Equal(t, 40, c.Fit())
+	for ms := 211; ms < 2000; ms++ {
+		require.Equal(t, 40, full(ms, 40, 200, 0).SMs, "at %d ms: 32 failed", ms)
+	}
+	// The burst ends: back to the floor; the next grows to the fit.
+	sms := 40
+	for ms := 2000; ms < 2200; ms++ {
+		sms = c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 0}).SMs
+	}
+	require.Equal(t, 16, sms)
+	m = full(3000, 16, 0, 0)
+	require.Equal(t, GrowLoad, m.Kind)
+	require.Equal(t, 40, m.SMs, "the next burst: the fit")
+	// After forget, 32 is tried again.
+	later := 210 + int(forget/time.Millisecond) // 32 failed at 210 ms
+	require.Equal(t, 40, full(later, 16, 0, 0).SMs)
+	m = full(later+100, 40, 200, 0)
+	require.Equal(t, Trim, m.Kind, m.Reason)
+	require.Equal(t, 32, m.SMs)
+	// Never below Min.
+	c = newCtl(t)
+	sms = 16
+	for ms := 0; ms < 2000; ms++ {
+		m := full(ms, sms, 100, 0)
+		sms = m.SMs
+		require.GreaterOrEqual(t, sms, 16)
+	}
+	require.Equal(t, 16, sms)
+	require.Equal(t, 16, c.Fit())
+	require.Equal(t, "trim", Trim.String())
+}
