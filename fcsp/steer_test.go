@@ -153,3 +153,41 @@ func TestSteerPeakInFlight(t *testing.T) {
 	}
 	require.Equal(t, []int{1, 16, 16, 16, 16, 11, 11, 11, 0, 1}, got)
 }
+
+// A full load whose P99 stays well within target is given fewer SMs than
+// its most, a step a hold (the trim rule), never below its floor, and each
+// trim is counted: the throughput class keeps what the target does not
+// need.
+func TestLatencyClassTrimsWhatItsTargetDoesNotNeed(t *testing.T) {
+	p, _ := openSim(t)
+	lat, err := p.NewTenant("interactive", WithLatencyTarget(50*time.Millisecond, 16, 48))
+	require.NoError(t, err)
+	rest, err := p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	defer rest.Close()
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	stop := sync.OnceFunc(doLoop(16, func() {
+		s, err := lat.NewStream(ClassDefault)
+		require.NoError(t, err)
+		defer s.Close()
+		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
+		require.NoError(t, s.Synchronize()) // a request's time, as the controller sees it
+		mu.Lock()
+		seen[lat.SMs()] = true
+		mu.Unlock()
+	}))
+	defer stop()
+	require.Eventually(t, func() bool { return lat.Stats().SMMovesBy.Trim > 0 }, 10*time.Second, time.Millisecond,
+		"a full load far within target: a step given back")
+	require.Eventually(t, func() bool { return lat.SMs() == 16 }, 10*time.Second, time.Millisecond, "down to the floor, a step a hold")
+	stop()
+	st := lat.Stats()
+	require.GreaterOrEqual(t, st.SMMovesBy.Trim, uint64(1))
+	require.Equal(t, st.SMMoves, st.SMMovesBy.GrowLoad+st.SMMovesBy.GrowP99+st.SMMovesBy.Shrink+st.SMMovesBy.Trim)
+	mu.Lock()
+	defer mu.Unlock()
+	for n := range seen {
+		require.GreaterOrEqual(t, n, 16, "never below the floor")
+	}
+}
