@@ -17,7 +17,8 @@ import (
 // SMs that follow the load (WithLatencyTarget, issue 41). A pool with a
 // latency class and a rest tenant made after it runs one controller
 // goroutine: every millisecond it samples the latency class (its calls in
-// flight, the P99 of its Synchronizes over the last 20 ms, whether the
+// flight, the P99 of its Synchronizes over the last 20 ms that started
+// after the last move ended, whether the
 // last move still drains) and asks internal/smctl what it should hold; a
 // move reshapes the two tenants, the one giving SMs first. Both were made
 // with every size the controller may choose (their green contexts built
@@ -93,11 +94,11 @@ func (l *latencyLog) add(start time.Time, d time.Duration) {
 	e.d.Store(int64(d))
 }
 
-// tail is the P99 of the requests that started in the window before now
-// (0 where none did), how many of them took longer than target, and how
-// many there were.
-func (l *latencyLog) tail(now time.Time, window, target time.Duration) (p99 time.Duration, slow, n int) {
-	from := now.Add(-window).UnixNano()
+// tail is the P99 of the requests that started at from or later (0 where
+// none did), how many of them took longer than target, and how many there
+// were.
+func (l *latencyLog) tail(since time.Time, target time.Duration) (p99 time.Duration, slow, n int) {
+	from := since.UnixNano()
 	l.buf = l.buf[:0]
 	for i := range l.ring {
 		if e := &l.ring[i]; e.at.Load() >= from {
@@ -223,6 +224,7 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 	total := lat.place.SMs() + rest.place.SMs()
 	target := ctl.Config().Target
 	var seen peak
+	var moved time.Time // the end of the last move
 	for {
 		select {
 		case <-stop:
@@ -230,7 +232,12 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		case <-tick.C:
 		}
 		now := time.Now()
-		p99, slow, n := lat.lat.tail(now, steerWindow, target)
+		// The requests of the window that ran at the size held now: those
+		// that started before the last move ended ran at the size before
+		// it, or waited for it. Measured on an H100 (run C1, 2026-12-06): with the
+		// window alone, a 32-SM step's slow requests were read at 40 SMs
+		// too, and grew the class past what its target needed.
+		p99, slow, n := lat.lat.tail(later(now.Add(-steerWindow), moved), target)
 		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: seen.add(lat.life.InFlight()), P99: p99, Slow: slow, Requests: n,
 			Draining: !drained(lat) || !drained(rest)}
 		m := ctl.Decide(s)
@@ -242,6 +249,7 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		if errors.Is(err, ErrClosed) {
 			return
 		}
+		moved = time.Now()
 		p.steer.mu.Lock()
 		if err == nil {
 			p.steer.moves++
@@ -253,6 +261,14 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		p.steer.mu.Unlock()
 		p.logMove(lat, rest, s.SMs, m, total, time.Since(start), err)
 	}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // logMove is the debug line of one move (or refusal), as the pool's other

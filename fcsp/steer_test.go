@@ -191,3 +191,29 @@ func TestLatencyClassTrimsWhatItsTargetDoesNotNeed(t *testing.T) {
 		require.GreaterOrEqual(t, n, 16, "never below the floor")
 	}
 }
+
+// The controller's P99 is of the requests that started since its window
+// opened or the last move ended, whichever is later: a slow request of
+// the size before a move is not read as the new size's.
+func TestLatencyTailSinceTheMove(t *testing.T) {
+	var l latencyLog
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for i := range 10 {
+		l.add(at(i), 900*time.Microsecond) // before the move: slow
+	}
+	for i := range 90 {
+		l.add(at(10).Add(time.Duration(i)*time.Microsecond), 100*time.Microsecond)
+	}
+	p99, slow, n := l.tail(at(0), 300*time.Microsecond)
+	require.Equal(t, 100, n)
+	require.Equal(t, 10, slow)
+	require.Equal(t, 900*time.Microsecond, p99)
+	p99, slow, n = l.tail(later(at(-20), at(10)), 300*time.Microsecond)
+	require.Equal(t, 90, n, "only those that started after the move ended")
+	require.Zero(t, slow)
+	require.Equal(t, 100*time.Microsecond, p99)
+	p99, slow, n = l.tail(at(20), 300*time.Microsecond)
+	require.Zero(t, n+slow)
+	require.Zero(t, p99, "none: no P99")
+}
