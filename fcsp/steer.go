@@ -82,9 +82,10 @@ func (n *SMMoveCounts) add(k smctl.Kind) {
 // Synchronizes), written without locks by the requests, read by the
 // controller alone.
 type latencyLog struct {
-	next atomic.Uint64
-	ring [2048]struct{ at, d atomic.Int64 }
-	buf  []int64 // the controller's
+	waiting atomic.Int64 // Synchronizes under way
+	next    atomic.Uint64
+	ring    [2048]struct{ at, d atomic.Int64 }
+	buf     []int64 // the controller's
 }
 
 func (l *latencyLog) add(start time.Time, d time.Duration) {
@@ -122,11 +123,21 @@ type peak struct {
 	n    int
 }
 
-// add records a sample and says the peak.
-func (p *peak) add(inFlight int) int {
+// add records a sample and says the peak, and whether the sample is over
+// the one before it (a burst still arriving).
+func (p *peak) add(inFlight int) (most int, rising bool) {
+	rising = inFlight > p.seen[(p.n+steerPeak-1)%steerPeak]
 	p.seen[p.n%steerPeak] = inFlight
 	p.n++
-	return slices.Max(p.seen[:])
+	return slices.Max(p.seen[:]), rising
+}
+
+// requests is a latency class's requests in flight: its Dos and its
+// Synchronizes under way, not its other calls (a scrape's Stats, an
+// Alloc, a Launch from inside a Do, which the life lock counts too and
+// would read as load).
+func (c *tenantCore) requests() int {
+	return c.dos.Count() + int(c.lat.waiting.Load())
 }
 
 // latencySizes is the latency class's sizes: its bounds, in units.
@@ -238,7 +249,8 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		// window alone, a 32-SM step's slow requests were read at 40 SMs
 		// too, and grew the class past what its target needed.
 		p99, slow, n := lat.lat.tail(later(now.Add(-steerWindow), moved), target)
-		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: seen.add(lat.life.InFlight()), P99: p99, Slow: slow, Requests: n,
+		in, rising := seen.add(lat.requests())
+		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: in, Rising: rising, P99: p99, Slow: slow, Requests: n,
 			Draining: !drained(lat) || !drained(rest)}
 		m := ctl.Decide(s)
 		if m.SMs == s.SMs {

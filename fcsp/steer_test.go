@@ -36,7 +36,8 @@ func TestLatencyClassFollowsItsLoad(t *testing.T) {
 	stop := doLoop(16, func() {
 		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
 	})
-	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond, "the burst grows the class to its most")
+	// The move is counted after its Reshapes: wait for the count too.
+	require.Eventually(t, func() bool { return lat.SMs() == 48 && lat.Stats().SMMoves > 0 }, 5*time.Second, time.Millisecond, "the burst grows the class to its most")
 	require.Equal(t, 132-48, rest.SMs(), "taken from the rest")
 	st := lat.Stats()
 	require.NotZero(t, st.SMMoves)
@@ -147,11 +148,13 @@ func doLoop(n int, body func()) (stop func()) {
 // size, and a burst that ended is forgotten steerPeak samples later.
 func TestSteerPeakInFlight(t *testing.T) {
 	var p peak
-	got := []int{}
+	got, rose := []int{}, []bool{}
 	for _, n := range []int{1, 16, 9, 3, 11, 0, 0, 0, 0, 1} {
-		got = append(got, p.add(n))
+		most, rising := p.add(n)
+		got, rose = append(got, most), append(rose, rising)
 	}
 	require.Equal(t, []int{1, 16, 16, 16, 16, 11, 11, 11, 0, 1}, got)
+	require.Equal(t, []bool{true, true, false, false, true, false, false, false, false, true}, rose, "over the sample before")
 }
 
 // A full load whose P99 stays well within target is given fewer SMs than
@@ -216,4 +219,54 @@ func TestLatencyTailSinceTheMove(t *testing.T) {
 	p99, slow, n = l.tail(at(20), 300*time.Microsecond)
 	require.Zero(t, n+slow)
 	require.Zero(t, p99, "none: no P99")
+}
+
+// A latency class's requests in flight are its Dos and Synchronizes under
+// way; its other calls (a scrape's Stats, an Alloc, a stream made) are
+// not load. Measured on the simulator: a Launch from inside a Do counted
+// twice in the life lock, so one request read as two, and a K=1 class
+// grew to 24 SMs in its quiet phase.
+func TestLatencyRequestsAreDosAndWaits(t *testing.T) {
+	p, _ := openSim(t)
+	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
+	require.NoError(t, err)
+	require.Zero(t, lat.c.requests())
+	in, out, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(out) })
+	defer func() { release(); <-done }() // a failed check still ends the Do before the pool closes
+	go func() {
+		defer close(done)
+		_ = lat.Do(context.Background(), func(Current) error {
+			s, err := lat.NewStream(ClassDefault) // a call from inside the Do: not a request of its own
+			if err == nil {
+				_ = s.Close()
+			}
+			close(in)
+			<-out
+			return err
+		})
+	}()
+	<-in
+	require.Equal(t, 1, lat.c.requests(), "one Do")
+	// A server's other calls race it: the life lock counts them, the
+	// requests do not.
+	stop := sync.OnceFunc(doLoop(2, func() {
+		_, _, _ = lat.MemGetInfo()
+		if ptr, err := lat.Alloc(context.Background(), 1<<20); err == nil {
+			_ = lat.Free(ptr)
+		}
+	}))
+	defer stop()
+	require.Eventually(t, func() bool { return lat.c.life.InFlight() > 1 }, 5*time.Second, time.Microsecond,
+		"the calls racing the Do are in the life lock's count (what the controller read before)")
+	for range 10000 {
+		require.Equal(t, 1, lat.c.requests())
+	}
+	stop()
+	release()
+	<-done
+	require.Zero(t, lat.c.requests())
+	lat.c.lat.waiting.Add(1) // a Synchronize under way
+	require.Equal(t, 1, lat.c.requests())
+	lat.c.lat.waiting.Add(-1)
 }

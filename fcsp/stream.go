@@ -297,12 +297,16 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 	}
 	p := s.t.pool
 	var start time.Time
-	if s.t.lat != nil { // a latency class: its requests' times steer its SMs
+	if s.t.lat != nil { // a latency class: its requests' times and number steer its SMs
 		start = time.Now()
+		s.t.lat.waiting.Add(1)
 	}
 	err := s.t.doUnscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
-	if s.t.lat != nil && err == nil {
-		s.t.lat.add(start, time.Since(start))
+	if s.t.lat != nil {
+		s.t.lat.waiting.Add(-1)
+		if err == nil {
+			s.t.lat.add(start, time.Since(start))
+		}
 	}
 	if err == nil {
 		s.gate.AfterSync() // a latency stream's neighbours are released now

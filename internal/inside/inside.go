@@ -130,6 +130,20 @@ func (d *Threads) Live(slot, thread int) bool {
 // Over is how many Dos are counted in the map, past the slots.
 func (d *Threads) Over() int { return int(d.over.Load()) }
 
+// Count is how many Dos are counted in now, slots and map: a sample read
+// without stopping them (a controller's, not a barrier).
+func (d *Threads) Count() int {
+	n := int(d.over.Load())
+	if slots := d.slots.Load(); slots != nil {
+		for i := range slots {
+			if slots[i].thread.Load() != 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Idle reports whether no Do is counted in, slot or map.
 func (d *Threads) Idle() bool {
 	if slots := d.slots.Load(); slots != nil {

@@ -206,3 +206,29 @@ func TestTrimFindsTheFit(t *testing.T) {
 	require.Equal(t, 16, c.Fit())
 	require.Equal(t, "trim", Trim.String())
 }
+
+// While a burst still arrives (more in flight each sample), growth on load
+// waits for it, at most settle samples, and then grows once to what the
+// whole burst asks; a P99 over target does not wait.
+func TestGrowthWaitsForTheBurstToArrive(t *testing.T) {
+	c := newCtl(t)
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	m := c.Decide(Sample{At: at(0), SMs: 16, InFlight: 2, Rising: true})
+	require.Equal(t, 16, m.SMs)
+	require.Equal(t, "the load still rises", m.Reason)
+	m = c.Decide(Sample{At: at(1), SMs: 16, InFlight: 16, Rising: true})
+	require.Equal(t, 16, m.SMs, m.Reason)
+	m = c.Decide(Sample{At: at(2), SMs: 16, InFlight: 16})
+	require.Equal(t, 48, m.SMs, "once, to what the whole burst asks")
+	// A count that keeps rising waits settle samples, no more.
+	c = newCtl(t)
+	for ms := range settle {
+		require.Equal(t, 16, c.Decide(Sample{At: at(ms), SMs: 16, InFlight: 2 + ms, Rising: true}).SMs)
+	}
+	require.Greater(t, c.Decide(Sample{At: at(settle), SMs: 16, InFlight: 2 + settle, Rising: true}).SMs, 16)
+	// Over target: no wait.
+	c = newCtl(t)
+	m = c.Decide(Sample{At: at(0), SMs: 16, InFlight: 4, Rising: true, P99: time.Millisecond, Slow: 3})
+	require.Equal(t, GrowP99, m.Kind, m.Reason)
+}
