@@ -16,10 +16,10 @@ import (
 
 // SMs that follow the load (WithLatencyTarget, issue 41). A pool with a
 // latency class and a rest tenant made after it runs one controller
-// goroutine: every millisecond it samples the latency class (its calls in
-// flight, the P99 of its Synchronizes over the last 20 ms that started
-// after the last move ended, whether the
-// last move still drains) and asks internal/smctl what it should hold; a
+// goroutine: every millisecond it samples the latency class (its Dos and
+// Synchronizes in flight, the P99 of its Synchronizes over the last 20 ms
+// that started after the last move ended, whether the last move still
+// drains) and asks internal/smctl what it should hold; a
 // move reshapes the two tenants, the one giving SMs first. Both were made
 // with every size the controller may choose (their green contexts built
 // at NewTenant; DoEach warms them), so a move costs two Reshapes: a few
@@ -245,9 +245,9 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		now := time.Now()
 		// The requests of the window that ran at the size held now: those
 		// that started before the last move ended ran at the size before
-		// it, or waited for it. Measured on an H100 (run C1, 2026-12-06): with the
-		// window alone, a 32-SM step's slow requests were read at 40 SMs
-		// too, and grew the class past what its target needed.
+		// it, or waited for it. Measured on an H100 (run C1, 2026-12-06):
+		// with the window alone, a 32-SM step's slow requests were read at
+		// 40 SMs too, and grew the class past what its target needed.
 		p99, slow, n := lat.lat.tail(later(now.Add(-steerWindow), moved), target)
 		in, rising := seen.add(lat.requests())
 		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: in, Rising: rising, P99: p99, Slow: slow, Requests: n,

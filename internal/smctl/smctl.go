@@ -16,7 +16,7 @@
 //     stall, a collection or a preempted thread, which SMs do not cure).
 //     A burst's first requests see the class grow within a sample or two:
 //     while the requests in flight still rise, growth on load waits (at
-//     most Settle samples) for the rest of the burst, so that it grows
+//     most settle samples) for the rest of the burst, so that it grows
 //     once to what the whole burst asks, not first to what its first two
 //     requests ask (measured on an H100, run D1: a burst grew 16 -> 24
 //     on two requests, then 24 -> 48 a move's 6 ms later).
@@ -27,11 +27,11 @@
 //   - Trim what a full load was given but does not need: while the load
 //     asks for all the class may grow to (its fit, Max at first), the
 //     last move is a Hold old, and the recent P99 of enough requests is
-//     under TrimBelow of target with none over, the fit falls a step and
-//     the class with it. A P99 over target at the fit raises it a step
-//     again, and the size that failed is not tried again for Forget: a
-//     class whose target needs fewer SMs than Max takes fewer for its
-//     bursts, and the throughput class keeps the rest.
+//     under trimBelow (85%) of target with none over, the fit falls a
+//     step and the class with it. A P99 over target at the fit raises it
+//     a step again, and the size that failed is not tried again for
+//     forget (30 s): a class whose target needs fewer SMs than Max takes
+//     fewer for its bursts, and the throughput class keeps the rest.
 //   - Never below Min, never above Max.
 package smctl
 
@@ -54,7 +54,7 @@ type Config struct {
 type Sample struct {
 	At       time.Time
 	SMs      int           // held now
-	InFlight int           // requests in flight (the class's calls under way)
+	InFlight int           // requests in flight (the class's Dos and Synchronizes under way)
 	P99      time.Duration // over the recent requests; 0: none finished
 	Slow     int           // recent requests over Config.Target
 	Requests int           // recent requests (those the P99 is of)
