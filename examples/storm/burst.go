@@ -52,10 +52,11 @@ type BurstRow struct {
 	BatchTFLOP float64 `json:"batch_tflops"`
 	// The batch's rate in each phase (GEMM pairs counted where they end;
 	// in-process layouts only): where a controller's batch figure is lost.
-	BatchQuietTFLOP float64   `json:"batch_quiet_tflops,omitempty"`
-	BatchBurstTFLOP float64   `json:"batch_burst_tflops,omitempty"`
-	RecoveryMs      []float64 `json:"recovery_ms"` // per burst; -1: never within the burst
-	Moves           uint64    `json:"sm_moves"`
+	BatchQuietTFLOP float64           `json:"batch_quiet_tflops,omitempty"`
+	BatchBurstTFLOP float64           `json:"batch_burst_tflops,omitempty"`
+	RecoveryMs      []float64         `json:"recovery_ms"` // per burst; -1: never within the burst
+	Moves           uint64            `json:"sm_moves"`
+	MovesBy         fcsp.SMMoveCounts `json:"sm_moves_by"` // by the rule that made each
 	// The SMs over time, [ms since the first phase, SMs], each class's,
 	// at each change (none under MPS, which splits threads, not SMs), and
 	// the interactive P99 over time, [ms, µs], per window of P99WindowMs.
@@ -113,8 +114,9 @@ func runBursts(ctx context.Context, op *opener, cfg config, haveCublas bool, out
 			if err != nil {
 				return rows, fmt.Errorf("round %d, %s: %w", round, l, err)
 			}
-			fmt.Fprintf(out, "round %d %-8s quiet P50/P99/max %.0f/%.0f/%.0f us, burst %.0f/%.0f/%.0f us, batch %.1f TFLOP/s, recovery %v ms, %d moves [%s]\n",
-				round, l, r.QuietP50, r.QuietP99, r.QuietMax, r.BurstP50, r.BurstP99, r.BurstMax, r.BatchTFLOP, r.RecoveryMs, r.Moves, r.Work)
+			fmt.Fprintf(out, "round %d %-8s quiet P50/P99/max %.0f/%.0f/%.0f us, burst %.0f/%.0f/%.0f us, batch %.1f TFLOP/s, recovery %v ms, %d moves (grow on load %d, on P99 %d, shrink %d, trim %d) [%s]\n",
+				round, l, r.QuietP50, r.QuietP99, r.QuietMax, r.BurstP50, r.BurstP99, r.BurstMax, r.BatchTFLOP, r.RecoveryMs, r.Moves,
+				r.MovesBy.GrowLoad, r.MovesBy.GrowP99, r.MovesBy.Shrink, r.MovesBy.Trim, r.Work)
 			rows = append(rows, r)
 		}
 	}
@@ -304,7 +306,8 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 	slices.SortFunc(all, func(x, y sample) int { return x.start.Compare(y.start) })
 	row.RecoveryMs = recoveries(all, origin, b)
 	row.P99, row.P99WindowMs = p99Series(all, origin, end, b.p99Window())
-	row.Moves = inter.t.Stats().SMMoves
+	st := inter.t.Stats()
+	row.Moves, row.MovesBy = st.SMMoves, st.SMMovesBy
 	if n := len(row.SMs); n > 0 { // the last change holds to the end
 		last := int(end.Sub(origin).Milliseconds())
 		row.SMs = append(row.SMs, [2]int{last, row.SMs[n-1][1]})
