@@ -287,8 +287,9 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // WithLatencyTarget makes the tenant a latency class whose SMs follow its
 // load: it starts on minSMs, and the pool's controller grows it up to
 // maxSMs (both multiples of the pool's unit) while its requests in flight
-// or their P99 ask for more (two requests or more over p99: one alone is a
-// stall of the host that SMs do not cure), taking the SMs from the tenant made
+// or their P99 ask for more (two requests or more over p99, their starts
+// further apart than a request and 2 ms: one slow request, or the requests
+// of one moment, is a stall of the host that SMs do not cure), taking the SMs from the tenant made
 // WithRestOfSMs after it (the throughput class, which gets the sizes it
 // needs for that by itself), and gives back what the load no longer asks
 // for, in one move, once it has asked for less for 50 ms and the P99 is
@@ -296,7 +297,8 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // needs: while a full load's P99 is within 85% of p99 (64 requests or more,
 // none over, 50 ms after the last move), it gives a step back, and bursts
 // after grow to that size; a P99 over p99 there takes the step again, and
-// that size is not tried for 30 s. A
+// that size is tried again 1 s later, 2 s after a second failure, and so on
+// up to 30 s. A
 // request is what the SDK sees of it: a call of the tenant's (a Do, a
 // Synchronize) under way, and its time a Synchronize of one of the
 // tenant's streams. Moves are at least 2 ms apart, and none starts while

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,7 @@ type steer struct {
 // each (Stats.SMMovesBy).
 type SMMoveCounts struct {
 	GrowLoad uint64 // more requests in flight than its SMs were sized for
-	GrowP99  uint64 // its recent P99 over target, two requests or more over it
+	GrowP99  uint64 // its recent P99 over target, two requests or more over it, further apart than a host stall
 	Shrink   uint64 // the load asked for less for 50 ms, the P99 within target or nothing in flight
 	Trim     uint64 // a full load's P99 within 85% of target 50 ms after the last move: one step less for bursts
 }
@@ -95,26 +96,45 @@ func (l *latencyLog) add(start time.Time, d time.Duration) {
 	e.d.Store(int64(d))
 }
 
-// tail is the P99 of the requests that started at from or later (0 where
-// none did), how many of them took longer than target, and how many there
-// were.
-func (l *latencyLog) tail(since time.Time, target time.Duration) (p99 time.Duration, slow, n int) {
+// recent is what the controller reads of a latency class's recent
+// requests.
+type recent struct {
+	p99    time.Duration // 0: none
+	slow   int           // over target
+	spread time.Duration // from the first slow request's start to the last's
+	n      int
+}
+
+// tail is the P99 of the requests that started at since or later, how
+// many of them took longer than target and how far apart those started
+// (one stall of the host slows a moment's requests; too few SMs, the
+// window's), and how many there were.
+func (l *latencyLog) tail(since time.Time, target time.Duration) (r recent) {
 	from := since.UnixNano()
+	first, last := int64(math.MaxInt64), int64(math.MinInt64)
 	l.buf = l.buf[:0]
 	for i := range l.ring {
-		if e := &l.ring[i]; e.at.Load() >= from {
-			d := e.d.Load()
-			l.buf = append(l.buf, d)
-			if d > int64(target) {
-				slow++
-			}
+		e := &l.ring[i]
+		at := e.at.Load()
+		if at < from {
+			continue
+		}
+		d := e.d.Load()
+		l.buf = append(l.buf, d)
+		if d > int64(target) {
+			r.slow++
+			first, last = min(first, at), max(last, at)
 		}
 	}
-	if len(l.buf) == 0 {
-		return 0, 0, 0
+	if r.n = len(l.buf); r.n == 0 {
+		return r
+	}
+	if r.slow > 0 {
+		r.spread = time.Duration(last - first)
 	}
 	slices.Sort(l.buf)
-	return time.Duration(l.buf[min(len(l.buf)-1, len(l.buf)*99/100)]), slow, len(l.buf)
+	r.p99 = time.Duration(l.buf[min(r.n-1, r.n*99/100)])
+	return r
 }
 
 // peak is the most requests in flight over the last steerPeak samples.
@@ -248,9 +268,9 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 		// it, or waited for it. Measured on an H100 (run C1, 2026-12-06):
 		// with the window alone, a 32-SM step's slow requests were read at
 		// 40 SMs too, and grew the class past what its target needed.
-		p99, slow, n := lat.lat.tail(later(now.Add(-steerWindow), moved), target)
+		r := lat.lat.tail(later(now.Add(-steerWindow), moved), target)
 		in, rising := seen.add(lat.requests())
-		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: in, Rising: rising, P99: p99, Slow: slow, Requests: n,
+		s := smctl.Sample{At: now, SMs: lat.place.SMs(), InFlight: in, Rising: rising, P99: r.p99, Slow: r.slow, Spread: r.spread, Requests: r.n,
 			Draining: !drained(lat) || !drained(rest)}
 		m := ctl.Decide(s)
 		if m.SMs == s.SMs {

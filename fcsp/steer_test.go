@@ -208,17 +208,13 @@ func TestLatencyTailSinceTheMove(t *testing.T) {
 	for i := range 90 {
 		l.add(at(10).Add(time.Duration(i)*time.Microsecond), 100*time.Microsecond)
 	}
-	p99, slow, n := l.tail(at(0), 300*time.Microsecond)
-	require.Equal(t, 100, n)
-	require.Equal(t, 10, slow)
-	require.Equal(t, 900*time.Microsecond, p99)
-	p99, slow, n = l.tail(later(at(-20), at(10)), 300*time.Microsecond)
-	require.Equal(t, 90, n, "only those that started after the move ended")
-	require.Zero(t, slow)
-	require.Equal(t, 100*time.Microsecond, p99)
-	p99, slow, n = l.tail(at(20), 300*time.Microsecond)
-	require.Zero(t, n+slow)
-	require.Zero(t, p99, "none: no P99")
+	r := l.tail(at(0), 300*time.Microsecond)
+	require.Equal(t, recent{p99: 900 * time.Microsecond, slow: 10, spread: 9 * time.Millisecond, n: 100}, r,
+		"the slow ones started 0 to 9 ms in")
+	r = l.tail(later(at(-20), at(10)), 300*time.Microsecond)
+	require.Equal(t, recent{p99: 100 * time.Microsecond, n: 90}, r, "only those that started after the move ended")
+	r = l.tail(at(20), 300*time.Microsecond)
+	require.Equal(t, recent{}, r, "none: no P99")
 }
 
 // A latency class's requests in flight are its Dos and Synchronizes under

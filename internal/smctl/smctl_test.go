@@ -7,6 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// spread is how far apart a tail of too few SMs starts in these tests:
+// over the window, well past one request and a stall.
+const spread = 10 * time.Millisecond
+
 func newCtl(t *testing.T) *Controller {
 	c, err := New(Config{Min: 16, Max: 48, Unit: 8, Target: 300 * time.Microsecond, FullAt: 16, Hold: 100 * time.Millisecond, MinGap: 2 * time.Millisecond})
 	require.NoError(t, err)
@@ -26,7 +30,7 @@ func TestBurstGrowsWithinBounds(t *testing.T) {
 	require.Equal(t, 48, m.SMs, "never past Max")
 	m = c.Decide(Sample{At: t0.Add(20 * time.Millisecond), SMs: 16, InFlight: 4})
 	require.Equal(t, 24, m.SMs, "4 of 16 in flight: a step")
-	m = c.Decide(Sample{At: t0.Add(30 * time.Millisecond), SMs: 24, InFlight: 1, P99: 400 * time.Microsecond, Slow: 3})
+	m = c.Decide(Sample{At: t0.Add(30 * time.Millisecond), SMs: 24, InFlight: 1, P99: 400 * time.Microsecond, Slow: 3, Spread: spread})
 	require.Equal(t, 32, m.SMs, "over target: one step more than the load asks")
 	require.Contains(t, m.Reason, "over the 300µs target")
 	_, err := New(Config{Min: 12, Max: 48, Unit: 8, Target: time.Millisecond})
@@ -75,7 +79,7 @@ func TestIdlenessGivesBackToTheFloor(t *testing.T) {
 	// Over target, nothing is given back however idle.
 	c = newCtl(t)
 	for ms := 0; ms <= 300; ms++ {
-		m := c.Decide(Sample{At: at(ms), SMs: 48, InFlight: 1, P99: 500 * time.Microsecond, Slow: 9})
+		m := c.Decide(Sample{At: at(ms), SMs: 48, InFlight: 1, P99: 500 * time.Microsecond, Slow: 9, Spread: spread})
 		require.Equal(t, 48, m.SMs)
 	}
 }
@@ -90,9 +94,18 @@ func TestALoneStallIsNotATail(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	m := c.Decide(Sample{At: at(0), SMs: 16, InFlight: 1, P99: 4 * time.Millisecond, Slow: 1})
 	require.Equal(t, 16, m.SMs, m.Reason)
-	m = c.Decide(Sample{At: at(1), SMs: 16, InFlight: 1, P99: 4 * time.Millisecond, Slow: 2})
-	require.Equal(t, 24, m.SMs, "two over target: a tail")
-	require.Contains(t, m.Reason, "2 requests over")
+	m = c.Decide(Sample{At: at(1), SMs: 16, InFlight: 1, P99: 4 * time.Millisecond, Slow: 2, Spread: spread})
+	require.Equal(t, 24, m.SMs, "two over target, far apart: a tail")
+	require.Contains(t, m.Reason, "2 requests over, starts 10ms apart")
+	// Every request in flight slowed at one instant (their starts within
+	// a request and a stall) is one stall too, however many they are.
+	// Measured on an H100 (run A2): 17 requests over a 450 µs target at
+	// once, 32 ms after a trim, failed the trimmed size for 30 s.
+	c = newCtl(t)
+	m = c.Decide(Sample{At: at(0), SMs: 24, InFlight: 2, P99: 900 * time.Microsecond, Slow: 17, Spread: 300*time.Microsecond + stallMax})
+	require.Equal(t, Stay, m.Kind, m.Reason)
+	m = c.Decide(Sample{At: at(1), SMs: 24, InFlight: 2, P99: 900 * time.Microsecond, Slow: 17, Spread: 300*time.Microsecond + stallMax + time.Microsecond})
+	require.Equal(t, GrowP99, m.Kind, "spread past a stall: a tail")
 	// A grown class with one stalled request in the window gives back.
 	c = newCtl(t)
 	sms := 48
@@ -132,7 +145,7 @@ func TestMovesSayWhichRule(t *testing.T) {
 	require.Equal(t, Stay, m.Kind)
 	m = c.Decide(Sample{At: at(1), SMs: 16, InFlight: 8, P99: 60 * time.Microsecond})
 	require.Equal(t, GrowLoad, m.Kind, m.Reason)
-	m = c.Decide(Sample{At: at(10), SMs: m.SMs, InFlight: 1, P99: time.Millisecond, Slow: 2})
+	m = c.Decide(Sample{At: at(10), SMs: m.SMs, InFlight: 1, P99: time.Millisecond, Slow: 2, Spread: spread})
 	require.Equal(t, GrowP99, m.Kind, m.Reason)
 	sms := m.SMs
 	for ms := 11; m.Kind != Shrink; ms++ {
@@ -144,15 +157,20 @@ func TestMovesSayWhichRule(t *testing.T) {
 }
 
 // A full load well within target gives up a step a Hold after each move
-// until a step is over target; that size is not tried again for forget,
-// and the next burst grows straight to the fit, not to Max.
+// until a step is over target; that size is tried again after a back-off
+// that doubles while it fails again, and the next burst grows straight to
+// the fit, not to Max. A stall at the fit fails nothing.
 func TestTrimFindsTheFit(t *testing.T) {
 	c := newCtl(t)
 	t0 := time.Unix(0, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
 	full := func(ms, sms, p99us, slow int) Move {
-		return c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 16, P99: us(p99us), Slow: slow, Requests: 500})
+		s := Sample{At: at(ms), SMs: sms, InFlight: 16, P99: us(p99us), Slow: slow, Requests: 500}
+		if slow > 0 {
+			s.Spread = spread
+		}
+		return c.Decide(s)
 	}
 	m := full(0, 16, 0, 0)
 	require.Equal(t, 48, m.SMs, m.Reason)
@@ -164,6 +182,10 @@ func TestTrimFindsTheFit(t *testing.T) {
 	require.Equal(t, 40, m.SMs)
 	require.Equal(t, 40, c.Fit())
 	require.Contains(t, m.Reason, "trim: P99 200µs of 500 requests within 85% of the 300µs target at 48 SMs")
+	// A stall of the requests in flight at the fit is not a failure.
+	m = c.Decide(Sample{At: at(150), SMs: 40, InFlight: 16, P99: us(900), Slow: 17, Requests: 500, Spread: us(500)})
+	require.Equal(t, Stay, m.Kind, m.Reason)
+	require.Equal(t, 40, c.Fit())
 	// Not trimmed: a P99 over 85% of target, a request over target, too
 	// few requests for a P99.
 	require.Equal(t, 40, full(200, 40, 256, 0).SMs)
@@ -171,29 +193,49 @@ func TestTrimFindsTheFit(t *testing.T) {
 	require.Equal(t, 40, c.Decide(Sample{At: at(202), SMs: 40, InFlight: 16, P99: us(200), Requests: trimRequests - 1}).SMs)
 	m = full(203, 40, 240, 0)
 	require.Equal(t, 32, m.SMs, m.Reason)
-	// 32 is too few: back to 40, and 32 is not tried again for forget.
+	// 32 is too few: back to 40; 32 is tried again retryFirst later.
 	m = full(210, 32, 400, 9)
 	require.Equal(t, GrowP99, m.Kind, m.Reason)
 	require.Equal(t, 40, m.SMs)
 	require.Equal(t, 40, c.Fit())
-	for ms := 211; ms < 2000; ms++ {
+	retry := 210 + int(retryFirst/time.Millisecond)
+	for ms := 211; ms < retry; ms++ {
 		require.Equal(t, 40, full(ms, 40, 200, 0).SMs, "at %d ms: 32 failed", ms)
 	}
-	// The burst ends: back to the floor; the next grows to the fit.
+	m = full(retry, 40, 200, 0)
+	require.Equal(t, Trim, m.Kind, m.Reason)
+	require.Equal(t, 32, m.SMs)
+	// It fails again: the next try waits twice as long.
+	failed := retry + 10
+	require.Equal(t, 40, full(failed, 32, 400, 9).SMs)
+	require.Equal(t, 2*retryFirst, c.backoff)
+	retry = failed + int(2*retryFirst/time.Millisecond)
+	// Meanwhile the burst ends: back to the floor; the next grows to the
+	// fit and stays there until the back-off ends.
 	sms := 40
-	for ms := 2000; ms < 2200; ms++ {
+	for ms := failed + 1; ms < failed+300; ms++ {
 		sms = c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 0}).SMs
 	}
 	require.Equal(t, 16, sms)
-	m = full(3000, 16, 0, 0)
+	m = full(failed+1000, 16, 0, 0)
 	require.Equal(t, GrowLoad, m.Kind)
 	require.Equal(t, 40, m.SMs, "the next burst: the fit")
-	// After forget, 32 is tried again.
-	later := 210 + int(forget/time.Millisecond) // 32 failed at 210 ms
-	require.Equal(t, 40, full(later, 16, 0, 0).SMs)
-	m = full(later+100, 40, 200, 0)
+	for ms := failed + 1001; ms < retry; ms++ {
+		require.Equal(t, 40, full(ms, 40, 200, 0).SMs, "at %d ms: 32 failed twice", ms)
+	}
+	m = full(retry, 40, 200, 0)
 	require.Equal(t, Trim, m.Kind, m.Reason)
 	require.Equal(t, 32, m.SMs)
+	// 32 holds; failing long after its last back-off starts the back-off
+	// over, and the back-off never passes retryMax.
+	require.Equal(t, 32, full(retry+200, 32, 280, 0).SMs)
+	late := retry + int(2*retryMax/time.Millisecond)
+	require.Equal(t, 40, full(late, 32, 400, 9).SMs)
+	require.Equal(t, retryFirst, c.backoff)
+	for i := 0; i < 10; i++ {
+		c.failedAt(32, at(late))
+	}
+	require.Equal(t, retryMax, c.backoff)
 	// Never below Min.
 	c = newCtl(t)
 	sms = 16
@@ -229,6 +271,6 @@ func TestGrowthWaitsForTheBurstToArrive(t *testing.T) {
 	require.Greater(t, c.Decide(Sample{At: at(settle), SMs: 16, InFlight: 2 + settle, Rising: true}).SMs, 16)
 	// Over target: no wait.
 	c = newCtl(t)
-	m = c.Decide(Sample{At: at(0), SMs: 16, InFlight: 4, Rising: true, P99: time.Millisecond, Slow: 3})
+	m = c.Decide(Sample{At: at(0), SMs: 16, InFlight: 4, Rising: true, P99: time.Millisecond, Slow: 3, Spread: spread})
 	require.Equal(t, GrowP99, m.Kind, m.Reason)
 }
