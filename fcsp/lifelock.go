@@ -7,18 +7,47 @@ package fcsp
 func (c *tenantCore) enter() (uint32, error) {
 	slot, ok := c.life.Enter(c.dos.Pinned) // pass: a call from inside a Do (or Capture) on its thread
 	if !ok {
-		if lost := c.pool.fault.Err(); lost != nil && !c.closed.Load() {
-			return 0, lost // a Reset is under way
-		}
-		return 0, ErrClosed
+		return 0, c.refused()
 	}
-	if c.closed.Load() {
+	if err := c.alive(); err != nil {
 		c.life.Exit(slot)
-		return 0, ErrClosed
-	}
-	if lost := c.pool.fault.Err(); lost != nil {
-		c.life.Exit(slot)
-		return 0, lost
+		return 0, err
 	}
 	return slot, nil
+}
+
+// enterWait is enter for a wait on one of the tenant's streams, the handle
+// read after it: a Reshape neither holds it back nor waits for it (the old
+// layout's streams stay valid until the tenant closes), Close does. The
+// caller passes the slot to c.life.ExitWait.
+func (c *tenantCore) enterWait() (uint32, error) {
+	slot, ok := c.life.EnterWait(c.dos.Pinned)
+	if !ok {
+		return 0, c.refused()
+	}
+	if err := c.alive(); err != nil {
+		c.life.ExitWait(slot)
+		return 0, err
+	}
+	return slot, nil
+}
+
+// refused is why the life lock turned a call away.
+func (c *tenantCore) refused() error {
+	if lost := c.pool.fault.Err(); lost != nil && !c.closed.Load() {
+		return lost // a Reset is under way
+	}
+	return ErrClosed
+}
+
+// alive is nil while the tenant is open and its device not lost: checked
+// again once counted in, since Close and a loss may have begun meanwhile.
+func (c *tenantCore) alive() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if lost := c.pool.fault.Err(); lost != nil {
+		return lost
+	}
+	return nil
 }

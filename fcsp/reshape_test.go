@@ -338,3 +338,56 @@ func TestShapeInStats(t *testing.T) {
 	p.ReadStats(&all)
 	require.Zero(t, testing.AllocsPerRun(100, func() { p.ReadStats(&all) }))
 }
+
+// A Synchronize in flight does not hold a Reshape back: it waits on the
+// old layout's stream, which stays valid until the tenant closes and holds
+// all that was queued before the wait, and work queued after the Reshape
+// waits for it on the new stream. Close still waits for the Synchronize.
+// Measured on an H100 (run A2, 2026-12-06): each move that grew a latency
+// class waited 2-7 ms for the batch class's Synchronize of a GEMM pair,
+// while the burst's requests ran on 16 SMs.
+func TestReshapeDoesNotWaitForASynchronize(t *testing.T) {
+	p, drv := openSim(t, WithHostWait(time.Microsecond)) // a polled wait: a held stream holds it
+	ctx := context.Background()
+	lat, batch := tradePair(t, p)
+	st := batch.Stream()
+	old := st.Handle()
+	inFlight := func(synced chan error) {
+		t.Helper()
+		queries := drv.Calls("cuStreamQuery")
+		go func() { synced <- st.Synchronize() }()
+		require.Eventually(t, func() bool { return drv.Calls("cuStreamQuery") > queries+2 }, 5*time.Second, time.Millisecond)
+	}
+	drv.HoldEvents(true)
+	t.Cleanup(func() { drv.HoldEvents(false) }) // before the pool's Close, where the test fails
+	synced := make(chan error, 1)
+	inFlight(synced)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	require.NoError(t, batch.Reshape(rctx, 100), "a Synchronize in flight does not hold it back")
+	require.NoError(t, lat.Reshape(rctx, 32))
+	require.NotEqual(t, old, st.Handle())
+	select {
+	case err := <-synced:
+		t.Fatalf("the Synchronize returned while its stream's work was held: %v", err)
+	default:
+	}
+	drv.HoldEvents(false)
+	require.NoError(t, <-synced)
+	// Close waits for a Synchronize in flight.
+	drv.HoldEvents(true)
+	inFlight(synced)
+	closed := make(chan error, 1)
+	go func() { closed <- batch.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned with a Synchronize in flight: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	drv.HoldEvents(false)
+	require.NoError(t, <-synced)
+	require.NoError(t, <-closed)
+	require.NoError(t, lat.Close())
+	requireNoGreenHeld(t, p, drv)
+	require.Zero(t, drv.Live().Streams)
+}

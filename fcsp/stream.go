@@ -301,7 +301,13 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 		start = time.Now()
 		s.t.lat.waiting.Add(1)
 	}
-	err := s.t.doUnscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
+	// Counted as a wait: a Reshape does not wait for it (the handle read
+	// here stays valid, and covers what was queued before), Close does.
+	slot, err := s.t.enterWait()
+	if err == nil {
+		err = s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
+		s.t.life.ExitWait(slot)
+	}
 	if s.t.lat != nil {
 		s.t.lat.waiting.Add(-1)
 		if err == nil {

@@ -1,8 +1,10 @@
 // Package life is the lock that counts a tenant's calls in flight: calls
 // run concurrently while the tenant lives, Close waits for those in flight
 // (End), and Tenant.Reshape holds new calls back while it switches streams
-// (Pause, Resume). What a refusal means to the caller (closed, or the device
-// lost) is the tenant's to say.
+// (Pause or PauseCalls, Resume). Waits for a stream (EnterWait) are counted
+// apart: End waits for them, Pause too, PauseCalls neither waits for them
+// nor holds them back. What a refusal means to the caller (closed, or the
+// device lost) is the tenant's to say.
 package life
 
 import (
@@ -42,8 +44,9 @@ type Lock struct {
 }
 
 type slotArray [nslots]struct {
-	n atomic.Int64
-	_ [120]byte // a slot per 128 bytes: adjacent-line prefetch pairs lines
+	n atomic.Int64 // calls
+	w atomic.Int64 // waits (EnterWait)
+	_ [112]byte    // a slot per 128 bytes: adjacent-line prefetch pairs lines
 }
 
 const nslots = 32
@@ -80,38 +83,69 @@ func (l *Lock) Enter(pass func() bool) (slot uint32, ok bool) {
 			a[slot].n.Add(-1)
 			return 0, false
 		}
-		if !l.gate.held.Load() || pass() {
+		if l.gate.held.Load()&holdCalls == 0 || pass() {
 			return slot, true
 		}
 		// A reshape is draining the calls in flight: back out, wait for it.
 		a[slot].n.Add(-1)
-		l.gate.wait()
+		l.gate.wait(holdCalls)
 	}
 }
 
 // Exit counts a call out; its slots stay the lock's until it has left.
 func (l *Lock) Exit(slot uint32) { l.slots.Load()[slot].n.Add(-1) }
 
+// EnterWait is Enter for a wait on a stream's handle read after it: a
+// PauseCalls neither holds it back nor waits for it (the caller's handles
+// outlive a pause), a Pause does both, End waits for it. The caller passes
+// the slot to ExitWait.
+func (l *Lock) EnterWait(pass func() bool) (slot uint32, ok bool) {
+	for {
+		a := l.array()
+		if a == nil {
+			return 0, false
+		}
+		slot = rand.Uint32() % nslots
+		a[slot].w.Add(1)
+		if l.ending.Load() {
+			a[slot].w.Add(-1)
+			return 0, false
+		}
+		if l.gate.held.Load()&holdWaits == 0 || pass() {
+			return slot, true
+		}
+		a[slot].w.Add(-1)
+		l.gate.wait(holdWaits)
+	}
+}
+
+// ExitWait counts a wait out.
+func (l *Lock) ExitWait(slot uint32) { l.slots.Load()[slot].w.Add(-1) }
+
 // End refuses new calls and waits for those in flight, which may be long
 // (a stream synchronisation), so it yields, then sleeps, between looks;
 // then it gives the slots on.
 func (l *Lock) End() {
 	l.ending.Store(true)
-	l.gate.wait() // a reshape under way finishes first
-	l.Drain(context.Background())
+	l.gate.wait(holdCalls | holdWaits) // a reshape under way finishes first
+	l.drain(context.Background(), true)
 	if a := l.slots.Swap(nil); a != nil {
 		slotArrays.Put(a)
 	}
 }
 
-// Drain waits until no call is counted in, or ctx ends (false).
-func (l *Lock) Drain(ctx context.Context) bool {
+// Drain waits until no call or wait is counted in, or ctx ends (false).
+func (l *Lock) Drain(ctx context.Context) bool { return l.drain(ctx, true) }
+
+// drain waits until no call (and, with waits, no wait) is counted in, or
+// ctx ends (false).
+func (l *Lock) drain(ctx context.Context, waits bool) bool {
 	a := l.slots.Load()
 	if a == nil {
 		return true // never entered, or ended
 	}
 	for i := range a {
-		for spins := 0; a[i].n.Load() != 0; spins++ {
+		for spins := 0; a[i].n.Load() != 0 || (waits && a[i].w.Load() != 0); spins++ {
 			if spins < 100 {
 				runtime.Gosched()
 			} else if ctx.Err() != nil {
@@ -127,61 +161,77 @@ func (l *Lock) Drain(ctx context.Context) bool {
 // pauseGate lets Tenant.Reshape hold a tenant's new calls back while it
 // drains those in flight and switches streams, so that no call queues work
 // on a stream handle that is being replaced. The calls' fast path reads one
-// atomic bool.
+// atomic word: what it holds back (holdCalls, holdWaits).
 type pauseGate struct {
-	held atomic.Bool
+	held atomic.Uint32
 	mu   sync.Mutex
 	cond *sync.Cond
 }
 
-// wait blocks while the gate is held.
-func (g *pauseGate) wait() {
-	if !g.held.Load() {
+// What a pause holds back.
+const (
+	holdCalls uint32 = 1 << iota
+	holdWaits
+)
+
+// wait blocks while the gate holds any of what.
+func (g *pauseGate) wait(what uint32) {
+	if g.held.Load()&what == 0 {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for g.held.Load() {
+	for g.held.Load()&what != 0 {
 		g.cond.Wait()
 	}
 }
 
-// Pause holds new calls back and waits for those in flight. It returns
-// errs.ErrClosed, holding nothing, once End has begun, and ctx's error,
-// holding nothing, if ctx ends first. Pauses are serialised by the caller.
-func (l *Lock) Pause(ctx context.Context) error {
+// Pause holds new calls and waits back and waits for those in flight. It
+// returns errs.ErrClosed, holding nothing, once End has begun, and ctx's
+// error, holding nothing, if ctx ends first. Pauses are serialised by the
+// caller.
+func (l *Lock) Pause(ctx context.Context) error { return l.pause(ctx, holdCalls|holdWaits) }
+
+// PauseCalls is Pause for calls alone: waits in flight go on, and new
+// ones come in, for a switch that leaves every handle a wait may hold
+// valid (a reshapable partition keeps its layouts' streams until it
+// closes, and a wait on the old stream still covers what was queued
+// before it).
+func (l *Lock) PauseCalls(ctx context.Context) error { return l.pause(ctx, holdCalls) }
+
+func (l *Lock) pause(ctx context.Context, what uint32) error {
 	g := &l.gate
 	g.mu.Lock()
 	if g.cond == nil {
 		g.cond = sync.NewCond(&g.mu)
 	}
-	g.held.Store(true)
+	g.held.Store(what)
 	g.mu.Unlock()
 	if l.ending.Load() {
 		l.Resume()
 		return errs.ErrClosed
 	}
-	if !l.Drain(ctx) {
+	if !l.drain(ctx, what&holdWaits != 0) {
 		l.Resume()
 		return ctx.Err()
 	}
 	return nil
 }
 
-// Paused reports whether a Pause holds new calls back now.
-func (l *Lock) Paused() bool { return l.gate.held.Load() }
+// Paused reports whether a pause holds new calls back now.
+func (l *Lock) Paused() bool { return l.gate.held.Load() != 0 }
 
-// Resume lets the held calls in.
+// Resume lets the held calls (and waits) in.
 func (l *Lock) Resume() {
 	g := &l.gate
 	g.mu.Lock()
-	g.held.Store(false)
+	g.held.Store(0)
 	g.cond.Broadcast()
 	g.mu.Unlock()
 }
 
-// InFlight is how many calls are counted in now: a sum of the slots, read
-// without stopping them (a controller's sample, not a barrier).
+// InFlight is how many calls and waits are counted in now: a sum of the
+// slots, read without stopping them (a sample, not a barrier).
 func (l *Lock) InFlight() int {
 	a := l.slots.Load()
 	if a == nil {
@@ -189,7 +239,7 @@ func (l *Lock) InFlight() int {
 	}
 	n := int64(0)
 	for i := range a {
-		n += a[i].n.Load()
+		n += a[i].n.Load() + a[i].w.Load()
 	}
 	return int(max(n, 0))
 }

@@ -1,6 +1,7 @@
 package life
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,4 +131,69 @@ func TestInFlightCountsCallsUnderWay(t *testing.T) {
 		l.Exit(s)
 	}
 	require.Zero(t, l.InFlight())
+}
+
+// A wait (EnterWait) is neither held back nor waited for by PauseCalls;
+// Pause holds it back and waits for it; End waits for it. Calls are held
+// and waited for by both pauses.
+func TestWaitsPassAPauseOfCalls(t *testing.T) {
+	var l Lock
+	ctx := context.Background()
+	no := func() bool { return false }
+	w, ok := l.EnterWait(no)
+	require.True(t, ok)
+	done, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.NoError(t, l.PauseCalls(done), "a wait in flight does not hold a pause of calls")
+	w2, ok := l.EnterWait(no)
+	require.True(t, ok, "a wait gets in during a pause of calls")
+	l.ExitWait(w2)
+	entered := make(chan uint32)
+	go func() {
+		slot, ok := l.Enter(no)
+		if ok {
+			entered <- slot
+		}
+	}()
+	select {
+	case <-entered:
+		t.Fatal("a call got in during a pause of calls")
+	case <-time.After(20 * time.Millisecond):
+	}
+	l.Resume()
+	l.Exit(<-entered)
+	// Pause waits for the wait in flight, then holds new waits back.
+	short, cancel2 := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel2()
+	require.ErrorIs(t, l.Pause(short), context.DeadlineExceeded, "Pause waits for a wait in flight")
+	require.False(t, l.Paused(), "a failed pause holds nothing")
+	l.ExitWait(w)
+	require.NoError(t, l.Pause(ctx))
+	go func() {
+		slot, ok := l.EnterWait(no)
+		if ok {
+			entered <- slot
+		}
+	}()
+	select {
+	case <-entered:
+		t.Fatal("a wait got in during a Pause")
+	case <-time.After(20 * time.Millisecond):
+	}
+	require.Equal(t, 0, l.InFlight())
+	l.Resume()
+	w = <-entered
+	require.Equal(t, 1, l.InFlight(), "waits are in flight too")
+	// End waits for a wait in flight.
+	ended := make(chan struct{})
+	go func() { l.End(); close(ended) }()
+	select {
+	case <-ended:
+		t.Fatal("End returned with a wait in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	_, ok = l.EnterWait(no)
+	require.False(t, ok, "a wait got in after End began")
+	l.ExitWait(w)
+	<-ended
 }
