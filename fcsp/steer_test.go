@@ -266,3 +266,31 @@ func TestLatencyRequestsAreDosAndWaits(t *testing.T) {
 	require.Equal(t, 1, lat.c.requests())
 	lat.c.lat.waiting.Add(-1)
 }
+
+// A move hands SMs on only once the work the giver queued before its
+// Reshape has run: the rest tenant shrinks at once, and the latency class
+// grows into the SMs it gave up when that work is done, not while it still
+// runs there. Measured on an H100 (run C2, 2026-12-06): moves that grew the
+// class at once, onto SMs still running two queued batch GEMMs, took the
+// 300 ms / 100 ms bursts' P99 from 496 to 599 µs, past the 16-SM split's.
+func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
+	p, drv := openSim(t)
+	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
+	require.NoError(t, err)
+	rest, err := p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	drv.HoldEvents(true) // the work queued before a Reshape never ends
+	t.Cleanup(func() { drv.HoldEvents(false) })
+	stop := doLoop(16, func() {
+		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
+	})
+	defer stop()
+	require.Eventually(t, func() bool { return rest.SMs() == 84 }, 5*time.Second, time.Millisecond, "the rest gives up its SMs at once")
+	for range 20 {
+		require.Equal(t, 16, lat.SMs(), "grown onto SMs whose work still runs")
+		time.Sleep(time.Millisecond)
+	}
+	drv.HoldEvents(false)
+	require.Eventually(t, func() bool { return lat.SMs() == 48 && lat.Stats().SMMoves > 0 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 84, rest.SMs())
+}
