@@ -294,3 +294,28 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 	require.Eventually(t, func() bool { return lat.SMs() == 48 && lat.Stats().SMMoves > 0 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, 84, rest.SMs())
 }
+
+// A latency class closed while a move waits for the rest's queued work
+// ends the move: the rest takes back what it gave, and nothing is lost.
+func TestLatencyClassClosedMidMove(t *testing.T) {
+	p, drv := openSim(t)
+	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
+	require.NoError(t, err)
+	rest, err := p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	drv.HoldEvents(true)
+	t.Cleanup(func() { drv.HoldEvents(false) })
+	stop := doLoop(16, func() {
+		if err := lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }); err != nil {
+			require.ErrorIs(t, err, ErrClosed)
+		}
+	})
+	require.Eventually(t, func() bool { return rest.SMs() == 84 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, lat.Close())
+	stop()
+	require.Equal(t, 116, rest.SMs(), "the rest takes back what the move took")
+	drv.HoldEvents(false)
+	require.NoError(t, rest.Close())
+	require.Equal(t, 132, p.Stats().FreeSMs)
+	requireNoGreenHeld(t, p, drv)
+}
