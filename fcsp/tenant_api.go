@@ -223,9 +223,13 @@ func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Work
 // context), its pool and free lists, its Stream, Module and Function
 // values, and work in flight: what was queued on a stream before runs to
 // the end on the old SMs, and what is queued after waits for it, then runs
-// on the new ones. Reshape waits for the tenant's calls in flight (a
-// Synchronize included) and holds new ones back while it switches, which
-// costs a few microseconds with no call in flight.
+// on the new ones. Reshape waits for the tenant's calls in flight and holds
+// new ones back while it switches, which costs a few microseconds with no
+// call in flight; a Stream.Synchronize under way is neither waited for nor
+// held back (it waits for what was queued before it, on the old SMs). The
+// SMs a shrink gives up may still run that work for a while: the pool's
+// controller (WithLatencyTarget) grows the other tenant only after it has
+// run.
 //
 // Raw handles taken before (Stream.Handle, Context) stay valid until the
 // tenant closes but still name the old layout: work queued on them runs on
