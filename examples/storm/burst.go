@@ -511,6 +511,12 @@ func writeBurstReport(out io.Writer, rows []BurstRow, b burstCfg) {
 	if x := s("steer", bp99); x > 0 {
 		check(x <= float64(b.target.Microseconds()), "steer burst P99 within its target", fmt.Sprintf("%.0f us against %v", x, b.target))
 	}
+	// A floor for any controller: never worse than the smallest split it
+	// starts from (run C2's fast variant: growing onto SMs still busy with
+	// the batch's queued work gave 599 us against split16's 550).
+	if x := s("split16", bp99); x > 0 {
+		check(s("steer", bp99) <= x, "steer burst P99 <= split16's", fmt.Sprintf("%.0f us against %.0f, %.2fx", s("steer", bp99), x, s("steer", bp99)/x))
+	}
 	if x := s("split16", qp99); x > 0 {
 		check(s("steer", qp99) <= 1.1*x, "steer quiet P99 <= 1.1x split16's", fmt.Sprintf("%.0f us against %.0f, %.2fx", s("steer", qp99), x, s("steer", qp99)/x))
 	}
