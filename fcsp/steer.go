@@ -45,6 +45,11 @@ const (
 	// steerDrainPoll is how often a move looks whether the giver's queued
 	// work has run (a GEMM pair of the batch class: 2-7 ms on an H100).
 	steerDrainPoll = 50 * time.Microsecond
+	// steerHandOffMax bounds that wait: past it the taker grows onto the
+	// SMs still busy, since a giver that queues deep (seconds of kernels)
+	// would otherwise hold a burst on its floor for as long as its queue.
+	// Twice A2's longest hand-over; not tuned on a GPU.
+	steerHandOffMax = 15 * time.Millisecond
 )
 
 // steer is the pool's controller, wired when both tenants exist. Its
@@ -330,9 +335,10 @@ func (p *Pool) logMove(lat, rest *tenantCore, from int, m smctl.Move, total int,
 
 // moveSMs reshapes the latency class from from to to SMs and the rest to
 // what is left of total: the one giving SMs first, the other taking them
-// once the work the giver queued before its Reshape has run (until then
-// that work runs on them, and a class grown at once would share them with
-// it; a Reshape does not wait for it). Measured on an H100 (run C2): moves
+// once the work the giver queued before its Reshape has run, or
+// steerHandOffMax has passed (until then that work runs on them, and a
+// class grown at once would share them with it; a Reshape does not wait
+// for it). Measured on an H100 (run C2): moves
 // that grew the latency class at once, onto SMs still running two queued
 // batch GEMMs, took the 300 ms / 100 ms bursts' P99 from 496 to 599 µs.
 // Its errors name the tenant whose Reshape failed; ErrClosed where stop
@@ -356,10 +362,11 @@ func (p *Pool) moveSMs(lat, rest *tenantCore, from, to, total int, stop <-chan s
 	return nil
 }
 
-// handedOff waits until the work c queued before its last Reshape has run;
-// false if stop closed first.
+// handedOff waits until the work c queued before its last Reshape has run,
+// or steerHandOffMax has passed; false if stop closed first.
 func handedOff(c *tenantCore, stop <-chan struct{}) bool {
-	for !drained(c) {
+	deadline := time.Now().Add(steerHandOffMax)
+	for !drained(c) && time.Now().Before(deadline) {
 		select {
 		case <-stop:
 			return false

@@ -281,20 +281,33 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 	require.NoError(t, err)
 	drv.HoldEvents(true) // the work queued before a Reshape never ends
 	t.Cleanup(func() { drv.HoldEvents(false) })
-	stop := doLoop(16, func() {
-		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
-	})
+	burst := func() func() {
+		return sync.OnceFunc(doLoop(16, func() {
+			require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
+		}))
+	}
+	stop := burst()
 	defer stop()
 	// (On a loaded host fewer than 16 may be in flight at the sample: the
 	// first move may ask for less than 48.)
-	require.Eventually(t, func() bool { return rest.SMs() < 116 }, 5*time.Second, time.Millisecond, "the rest gives up its SMs at once")
-	for range 20 {
+	require.Eventually(t, func() bool { return rest.SMs() < 116 }, 5*time.Second, 100*time.Microsecond, "the rest gives up its SMs at once")
+	for gave := time.Now(); time.Since(gave) < steerHandOffMax/2; time.Sleep(100 * time.Microsecond) {
 		require.Equal(t, 16, lat.SMs(), "grown onto SMs whose work still runs")
-		time.Sleep(time.Millisecond)
 	}
 	drv.HoldEvents(false)
 	require.Eventually(t, func() bool { return lat.SMs() > 16 && lat.SMs()+rest.SMs() == 132 && lat.Stats().SMMoves > 0 },
 		5*time.Second, time.Millisecond)
+	// A giver whose queued work never ends holds the taker back no longer
+	// than steerHandOffMax: the burst is not kept on its floor for as long
+	// as a deep queue.
+	stop()
+	require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 }, 5*time.Second, time.Millisecond)
+	require.True(t, drained(lat.c) && drained(rest.c), "the shrink's work has run") // else no move starts
+	drv.HoldEvents(true)
+	stop2 := burst()
+	defer stop2()
+	require.Eventually(t, func() bool { return lat.SMs() > 16 && lat.SMs()+rest.SMs() == 132 }, 5*time.Second, time.Millisecond)
+	stop2()
 }
 
 // A latency class closed while a move waits for the rest's queued work
