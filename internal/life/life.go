@@ -134,9 +134,6 @@ func (l *Lock) End() {
 	}
 }
 
-// Drain waits until no call or wait is counted in, or ctx ends (false).
-func (l *Lock) Drain(ctx context.Context) bool { return l.drain(ctx, true) }
-
 // drain waits until no call (and, with waits, no wait) is counted in, or
 // ctx ends (false).
 func (l *Lock) drain(ctx context.Context, waits bool) bool {
