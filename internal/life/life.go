@@ -44,10 +44,17 @@ type Lock struct {
 }
 
 type slotArray [nslots]struct {
-	n atomic.Int64 // calls
-	w atomic.Int64 // waits (EnterWait)
-	_ [112]byte    // a slot per 128 bytes: adjacent-line prefetch pairs lines
+	n [kinds]atomic.Int64 // calls, waits (EnterWait)
+	_ [112]byte           // a slot per 128 bytes: adjacent-line prefetch pairs lines
 }
+
+// The kinds of entry counted apart: a pause holds back and waits for a
+// kind k where its hold has bit 1<<k (holdCalls, holdWaits).
+const (
+	calls = iota
+	waits
+	kinds
+)
 
 const nslots = 32
 
@@ -71,56 +78,42 @@ func (l *Lock) array() *slotArray {
 // ok passes its slot to Exit. While a reshape holds new calls back, those
 // for which pass says yes go through all the same: the calls a Do in flight
 // makes on its own thread, which the reshape is waiting for.
-func (l *Lock) Enter(pass func() bool) (slot uint32, ok bool) {
+func (l *Lock) Enter(pass func() bool) (slot uint32, ok bool) { return l.enter(calls, pass) }
+
+// Exit counts a call out; its slots stay the lock's until it has left.
+func (l *Lock) Exit(slot uint32) { l.slots.Load()[slot].n[calls].Add(-1) }
+
+// EnterWait is Enter for a wait on a stream's handle read after it: a
+// PauseCalls neither holds it back nor waits for it (the caller's handles
+// outlive a pause), a Pause does both, End waits for it. The caller passes
+// the slot to ExitWait.
+func (l *Lock) EnterWait(pass func() bool) (slot uint32, ok bool) { return l.enter(waits, pass) }
+
+// ExitWait counts a wait out.
+func (l *Lock) ExitWait(slot uint32) { l.slots.Load()[slot].n[waits].Add(-1) }
+
+// enter counts an entry of kind k in (Enter, EnterWait).
+func (l *Lock) enter(k int, pass func() bool) (slot uint32, ok bool) {
+	hold := uint32(1) << k
 	for {
 		a := l.array()
 		if a == nil {
 			return 0, false // ended
 		}
 		slot = rand.Uint32() % nslots
-		a[slot].n.Add(1)
+		a[slot].n[k].Add(1)
 		if l.ending.Load() {
-			a[slot].n.Add(-1)
+			a[slot].n[k].Add(-1)
 			return 0, false
 		}
-		if l.gate.held.Load()&holdCalls == 0 || pass() {
+		if l.gate.held.Load()&hold == 0 || pass() {
 			return slot, true
 		}
-		// A reshape is draining the calls in flight: back out, wait for it.
-		a[slot].n.Add(-1)
-		l.gate.wait(holdCalls)
+		// A reshape is draining what it holds back: back out, wait for it.
+		a[slot].n[k].Add(-1)
+		l.gate.wait(hold)
 	}
 }
-
-// Exit counts a call out; its slots stay the lock's until it has left.
-func (l *Lock) Exit(slot uint32) { l.slots.Load()[slot].n.Add(-1) }
-
-// EnterWait is Enter for a wait on a stream's handle read after it: a
-// PauseCalls neither holds it back nor waits for it (the caller's handles
-// outlive a pause), a Pause does both, End waits for it. The caller passes
-// the slot to ExitWait.
-func (l *Lock) EnterWait(pass func() bool) (slot uint32, ok bool) {
-	for {
-		a := l.array()
-		if a == nil {
-			return 0, false
-		}
-		slot = rand.Uint32() % nslots
-		a[slot].w.Add(1)
-		if l.ending.Load() {
-			a[slot].w.Add(-1)
-			return 0, false
-		}
-		if l.gate.held.Load()&holdWaits == 0 || pass() {
-			return slot, true
-		}
-		a[slot].w.Add(-1)
-		l.gate.wait(holdWaits)
-	}
-}
-
-// ExitWait counts a wait out.
-func (l *Lock) ExitWait(slot uint32) { l.slots.Load()[slot].w.Add(-1) }
 
 // End refuses new calls and waits for those in flight, which may be long
 // (a stream synchronisation), so it yields, then sleeps, between looks;
@@ -134,15 +127,15 @@ func (l *Lock) End() {
 	}
 }
 
-// drain waits until no call (and, with waits, no wait) is counted in, or
+// drain waits until no call (and, withWaits, no wait) is counted in, or
 // ctx ends (false).
-func (l *Lock) drain(ctx context.Context, waits bool) bool {
+func (l *Lock) drain(ctx context.Context, withWaits bool) bool {
 	a := l.slots.Load()
 	if a == nil {
 		return true // never entered, or ended
 	}
 	for i := range a {
-		for spins := 0; a[i].n.Load() != 0 || (waits && a[i].w.Load() != 0); spins++ {
+		for spins := 0; a[i].n[calls].Load() != 0 || (withWaits && a[i].n[waits].Load() != 0); spins++ {
 			if spins < 100 {
 				runtime.Gosched()
 			} else if ctx.Err() != nil {
@@ -167,8 +160,8 @@ type pauseGate struct {
 
 // What a pause holds back.
 const (
-	holdCalls uint32 = 1 << iota
-	holdWaits
+	holdCalls uint32 = 1 << calls
+	holdWaits uint32 = 1 << waits
 )
 
 // wait blocks while the gate holds any of what.
@@ -236,7 +229,7 @@ func (l *Lock) InFlight() int {
 	}
 	n := int64(0)
 	for i := range a {
-		n += a[i].n.Load() + a[i].w.Load()
+		n += a[i].n[calls].Load() + a[i].n[waits].Load()
 	}
 	return int(max(n, 0))
 }
