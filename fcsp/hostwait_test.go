@@ -27,11 +27,7 @@ func TestYieldWaitWaitsForTheWork(t *testing.T) {
 			drv.HoldEvents(true) // the stream's work seems to run on
 			done := make(chan error, 1)
 			go func() { done <- s.Synchronize() }()
-			select {
-			case err := <-done:
-				t.Fatalf("Synchronize returned %v while the stream's work was still running", err)
-			case <-time.After(20 * time.Millisecond):
-			}
+			requireNoneWithin(t, done, 20*time.Millisecond, "Synchronize returned while the stream's work was still running")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
 			require.ErrorIs(t, s.SynchronizeContext(ctx), context.DeadlineExceeded)

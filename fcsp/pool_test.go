@@ -30,6 +30,17 @@ func openSim(t testing.TB, opts ...Option) (*Pool, *fake.Driver) {
 	return p, simFake(p)
 }
 
+// requireNoneWithin fails if ch yields within d: what it stands for (a
+// call's return) is still held back.
+func requireNoneWithin[T any](t testing.TB, ch <-chan T, d time.Duration, msg string) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Fatalf("%s: %v", msg, v)
+	case <-time.After(d):
+	}
+}
+
 // requireNoGreenHeld checks that no green context is held: every live one
 // is kept by the process for reuse (internal/smpart/greens.go), as those
 // let go by closed tenants and moves of the commons are.

@@ -379,11 +379,7 @@ func TestReshapeDoesNotWaitForASynchronize(t *testing.T) {
 	inFlight(synced)
 	closed := make(chan error, 1)
 	go func() { closed <- batch.Close() }()
-	select {
-	case err := <-closed:
-		t.Fatalf("Close returned with a Synchronize in flight: %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	requireNoneWithin(t, closed, 50*time.Millisecond, "Close returned with a Synchronize in flight")
 	drv.HoldEvents(false)
 	require.NoError(t, <-synced)
 	require.NoError(t, <-closed)

@@ -33,9 +33,7 @@ func TestLatencyClassFollowsItsLoad(t *testing.T) {
 
 	// A burst: 16 goroutines with a request in flight each, back to back
 	// (a Reshape waits for the requests in flight, so they must end).
-	stop := doLoop(16, func() {
-		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
-	})
+	stop := burstOf(t, lat)
 	// The move is counted after its Reshapes: wait for the count too.
 	require.Eventually(t, func() bool { return lat.SMs() == 48 && lat.Stats().SMMoves > 0 }, 5*time.Second, time.Millisecond, "the burst grows the class to its most")
 	require.Equal(t, 132-48, rest.SMs(), "taken from the rest")
@@ -95,9 +93,7 @@ func TestSMMovesSayWhy(t *testing.T) {
 	require.NoError(t, err)
 	rest, err := p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
-	stop := doLoop(16, func() {
-		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
-	})
+	stop := burstOf(t, lat)
 	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond)
 	stop()
 	// The move is counted after its Reshapes: wait for the count, not
@@ -141,6 +137,14 @@ func doLoop(n int, body func()) (stop func()) {
 		})
 	}
 	return func() { close(done); wg.Wait() }
+}
+
+// burstOf is a burst on lat: 16 goroutines with a request (a 200 µs Do)
+// in flight each, back to back, until stop (which may be called again).
+func burstOf(t *testing.T, lat *Tenant) (stop func()) {
+	return sync.OnceFunc(doLoop(16, func() {
+		require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
+	}))
 }
 
 // The controller's requests in flight are the most seen over its last
@@ -281,12 +285,7 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 	require.NoError(t, err)
 	drv.HoldEvents(true) // the work queued before a Reshape never ends
 	t.Cleanup(func() { drv.HoldEvents(false) })
-	burst := func() func() {
-		return sync.OnceFunc(doLoop(16, func() {
-			require.NoError(t, lat.Do(context.Background(), func(Current) error { time.Sleep(200 * time.Microsecond); return nil }))
-		}))
-	}
-	stop := burst()
+	stop := burstOf(t, lat)
 	defer stop()
 	// (On a loaded host fewer than 16 may be in flight at the sample: the
 	// first move may ask for less than 48.)
@@ -304,7 +303,7 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 	require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 }, 5*time.Second, time.Millisecond)
 	require.True(t, drained(lat.c) && drained(rest.c), "the shrink's work has run") // else no move starts
 	drv.HoldEvents(true)
-	stop2 := burst()
+	stop2 := burstOf(t, lat)
 	defer stop2()
 	require.Eventually(t, func() bool { return lat.SMs() > 16 && lat.SMs()+rest.SMs() == 132 }, 5*time.Second, time.Millisecond)
 	stop2()

@@ -10,6 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// requireNoneWithin fails if ch yields (or closes) within d: what it
+// stands for is still held back.
+func requireNoneWithin[T any](t *testing.T, ch <-chan T, d time.Duration, msg string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatal(msg)
+	case <-time.After(d):
+	}
+}
+
 // TestLifeLockEndWaitsForCallsInFlight: End returns only after every call
 // that got in has left, and no call gets in after it began.
 func TestLifeLockEndWaitsForCallsInFlight(t *testing.T) {
@@ -28,11 +39,7 @@ func TestLifeLockEndWaitsForCallsInFlight(t *testing.T) {
 	<-held
 	ended := make(chan struct{})
 	go func() { l.End(); close(ended) }()
-	select {
-	case <-ended:
-		t.Fatal("end returned with a call in flight")
-	case <-time.After(20 * time.Millisecond):
-	}
+	requireNoneWithin(t, ended, 20*time.Millisecond, "end returned with a call in flight")
 	for !l.ending.Load() {
 		time.Sleep(time.Millisecond)
 	}
@@ -155,11 +162,7 @@ func TestWaitsPassAPauseOfCalls(t *testing.T) {
 			entered <- slot
 		}
 	}()
-	select {
-	case <-entered:
-		t.Fatal("a call got in during a pause of calls")
-	case <-time.After(20 * time.Millisecond):
-	}
+	requireNoneWithin(t, entered, 20*time.Millisecond, "a call got in during a pause of calls")
 	l.Resume()
 	l.Exit(<-entered)
 	// Pause waits for the wait in flight, then holds new waits back.
@@ -175,11 +178,7 @@ func TestWaitsPassAPauseOfCalls(t *testing.T) {
 			entered <- slot
 		}
 	}()
-	select {
-	case <-entered:
-		t.Fatal("a wait got in during a Pause")
-	case <-time.After(20 * time.Millisecond):
-	}
+	requireNoneWithin(t, entered, 20*time.Millisecond, "a wait got in during a Pause")
 	require.Equal(t, 0, l.InFlight())
 	l.Resume()
 	w = <-entered
@@ -187,11 +186,7 @@ func TestWaitsPassAPauseOfCalls(t *testing.T) {
 	// End waits for a wait in flight.
 	ended := make(chan struct{})
 	go func() { l.End(); close(ended) }()
-	select {
-	case <-ended:
-		t.Fatal("End returned with a wait in flight")
-	case <-time.After(20 * time.Millisecond):
-	}
+	requireNoneWithin(t, ended, 20*time.Millisecond, "End returned with a wait in flight")
 	_, ok = l.EnterWait(no)
 	require.False(t, ok, "a wait got in after End began")
 	l.ExitWait(w)
