@@ -294,8 +294,9 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // needs for that by itself), and gives back what the load no longer asks
 // for, in one move, once it has asked for less for 50 ms and the P99 is
 // within p99 (or no request is in flight). It takes no more than the target
-// needs: while a full load's P99 is within 85% of p99 (64 requests or more,
-// none over, 50 ms after the last move), it gives a step back, and bursts
+// needs: while a full load's P99 is within 85% of p99 and would stay within
+// p99 if it grew as the SMs fall (64 requests or more, none over, 50 ms
+// after the last move), it gives a step back, and bursts
 // after grow to that size; a P99 over p99 there takes the step again, and
 // that size is tried again 1 s later, 2 s after a second failure, and so on
 // up to 30 s. A

@@ -72,7 +72,7 @@ type SMMoveCounts struct {
 	GrowLoad uint64 // more requests in flight than its SMs were sized for
 	GrowP99  uint64 // its recent P99 over target, two requests or more over it, further apart than a host stall
 	Shrink   uint64 // the load asked for less for 50 ms, the P99 within target or nothing in flight
-	Trim     uint64 // a full load's P99 within 85% of target 50 ms after the last move: one step less for bursts
+	Trim     uint64 // a full load's P99 within 85% of target, and within it scaled to a step less, 50 ms after the last move: one step less for bursts
 }
 
 // add counts one move of kind k.

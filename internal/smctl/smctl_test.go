@@ -249,6 +249,29 @@ func TestTrimFindsTheFit(t *testing.T) {
 	require.Equal(t, "trim", Trim.String())
 }
 
+// A P99 within 85% of target is not trimmed where the step's SMs, scaled,
+// would put it over: at 32 SMs 250 µs is 333 µs at 24 (run E1's 380 µs
+// of 450 tried 24 in every burst), where 220 µs is 293.
+func TestTrimStopsWhereTheStepWouldMiss(t *testing.T) {
+	c := newCtl(t)
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	full := func(ms, sms, p99us int) Move {
+		return c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 16, P99: time.Duration(p99us) * time.Microsecond, Requests: 500})
+	}
+	require.Equal(t, 48, full(0, 16, 0).SMs)
+	require.Equal(t, 40, full(100, 48, 240).SMs, "240 at 48 is 288 at 40")
+	require.Equal(t, 40, full(200, 40, 250).SMs, "250 at 40 is 313 at 32: no trim, though within 85%")
+	m := full(201, 40, 235)
+	require.Equal(t, 32, m.SMs, "235 at 40 is 294 at 32")
+	require.Contains(t, m.Reason, "294µs scaled to 32")
+	for ms := 301; ms < 2000; ms++ {
+		require.Equal(t, 32, full(ms, 32, 250).SMs, "at %d ms: 250 at 32 is 333 at 24", ms)
+	}
+	require.Equal(t, 32, c.Fit())
+	require.Equal(t, 24, full(2000, 32, 220).SMs, "220 at 32 is 293 at 24")
+}
+
 // While a burst still arrives (more in flight each sample), growth on load
 // waits for it, at most settle samples, and then grows once to what the
 // whole burst asks; a P99 over target does not wait.
