@@ -63,6 +63,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
+	paused := time.Now() // the log line tells the wait for calls from the switch
 	from := c.place.SMs()
 	if err := c.place.Reshape(sms, c.swapStreams()); err != nil {
 		return err // smpart.ErrClosed is ErrClosed: one identity
@@ -77,7 +78,8 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 		return fmt.Errorf("resizing its launch-rate limit: %w", err)
 	}
 	if from != sms {
-		c.pool.log.Debug("tenant reshaped", "tenant", c.name, "from_sms", from, "sms", sms, "took", time.Since(start))
+		c.pool.log.Debug("tenant reshaped", "tenant", c.name, "from_sms", from, "sms", sms, "took", time.Since(start),
+			"calls_wait", paused.Sub(start))
 	}
 	return nil
 }
