@@ -20,6 +20,13 @@ import (
 // call in flight; a Stream.Synchronize under way is neither waited for nor
 // held back: it waits for what was queued before it, on the old SMs.
 //
+// SMs another tenant gave up in its own Reshape still run what it queued
+// before. A Reshape that grows first waits for that work to run, at most
+// 15 ms (a tenant may queue seconds of kernels) or until ctx ends, so that
+// it takes SMs only once they are free of another tenant's work. Its calls go on
+// meanwhile, on the SMs it holds. ctx ending during that wait returns
+// ctx's error, with nothing changed.
+//
 // Raw handles taken before (Stream.Handle, Context) stay valid until the
 // tenant closes but still name the old layout: work queued on them runs on
 // the old SMs, which another tenant may hold by then, and is not ordered
@@ -52,6 +59,14 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	c.reshape.Lock()
 	defer c.reshape.Unlock()
 	start := time.Now()
+	// Growing: onto SMs whose giver's queued work has run (handoff.go).
+	// The layout changes only under c.reshape, so SMs() is stable here.
+	if sms > c.place.SMs() {
+		if err := c.awaitHandOff(ctx); err != nil {
+			return err
+		}
+	}
+	handed := time.Now()
 	// Calls only: a Synchronize in flight goes on, on the old layout's
 	// stream (valid until the tenant closes), where the work queued before
 	// it runs. Measured on an H100 (run A2): waiting for the batch class's
@@ -79,7 +94,7 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	}
 	if from != sms {
 		c.pool.log.Debug("tenant reshaped", "tenant", c.name, "from_sms", from, "sms", sms, "took", time.Since(start),
-			"calls_wait", paused.Sub(start))
+			"handoff_wait", handed.Sub(start), "calls_wait", paused.Sub(handed))
 	}
 	return nil
 }

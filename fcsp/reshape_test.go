@@ -387,3 +387,52 @@ func TestReshapeDoesNotWaitForASynchronize(t *testing.T) {
 	requireNoGreenHeld(t, p, drv)
 	require.Zero(t, drv.Live().Streams)
 }
+
+// A Reshape that grows takes SMs another tenant gave up only once the work
+// that tenant queued before has run, at most handOffMax later, and its own
+// calls go on meanwhile; ctx ending the wait changes nothing.
+func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
+	p, drv := openSim(t)
+	ctx := context.Background()
+	lat, batch := tradePair(t, p) // 8 and 124 SMs
+	drv.HoldEvents(true)          // the work queued before a Reshape never ends
+	t.Cleanup(func() { drv.HoldEvents(false) })
+	require.NoError(t, batch.Reshape(ctx, 100), "a shrink does not wait")
+
+	// Held work: the growth waits out the bound, the tenant's Dos do not.
+	grown := make(chan error, 1)
+	began := time.Now()
+	go func() { grown <- lat.Reshape(ctx, 32) }()
+	requireNoneWithin(t, grown, handOffMax/4, "grown onto SMs whose giver's work still runs")
+	require.NoError(t, lat.Do(ctx, func(Current) error { return nil }))
+	select {
+	case <-grown:
+		t.Fatal("a Do during the wait was held back until the Reshape ended")
+	default:
+	}
+	require.NoError(t, <-grown)
+	require.GreaterOrEqual(t, time.Since(began), handOffMax)
+	require.Equal(t, 32, lat.SMs())
+
+	// The giver's work runs out mid-wait: the growth follows it.
+	require.NoError(t, lat.Reshape(ctx, 8))
+	go func() { grown <- batch.Reshape(ctx, 124) }()
+	requireNoneWithin(t, grown, handOffMax/4, "grown onto SMs whose giver's work still runs")
+	drv.HoldEvents(false)
+	require.NoError(t, <-grown)
+	require.Equal(t, 124, batch.SMs())
+
+	// ctx ends the wait: nothing changes.
+	drv.HoldEvents(true)
+	require.NoError(t, batch.Reshape(ctx, 100))
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { grown <- lat.Reshape(cctx, 32) }()
+	time.Sleep(handOffMax / 8)
+	cancel()
+	require.ErrorIs(t, <-grown, context.Canceled)
+	require.Equal(t, 8, lat.SMs())
+	require.Equal(t, 24, p.Stats().FreeSMs)
+	drv.HoldEvents(false)
+	require.NoError(t, lat.Reshape(ctx, 32))
+	require.Zero(t, p.Stats().FreeSMs)
+}

@@ -42,14 +42,6 @@ const (
 	// read as 2 to 11 at one instant, so the class grew to 48 SMs in four
 	// moves over 30 ms instead of one.
 	steerPeak = 4
-	// steerDrainPoll is how often a move looks whether the giver's queued
-	// work has run (a GEMM pair of the batch class: 2-7 ms on an H100).
-	steerDrainPoll = 50 * time.Microsecond
-	// steerHandOffMax bounds that wait: past it the taker grows onto the
-	// SMs still busy, since a giver that queues deep (seconds of kernels)
-	// would otherwise hold a burst on its floor for as long as its queue.
-	// Twice A2's longest hand-over; not tuned on a GPU.
-	steerHandOffMax = 15 * time.Millisecond
 )
 
 // steer is the pool's controller, wired when both tenants exist. Its
@@ -59,7 +51,7 @@ type steer struct {
 	lat    *tenantCore // the latency class
 	rest   *tenantCore // the throughput class it trades SMs with
 	ctl    *smctl.Controller
-	stop   chan struct{}
+	stop   context.CancelFunc // ends the goroutine, and a move's wait for the giver's work
 	done   chan struct{}
 	moves  uint64
 	by     SMMoveCounts
@@ -231,8 +223,10 @@ func (p *Pool) wireSteered(c *tenantCore, cfg *tenantConfig) {
 		st.ctl = ctl
 	case cfg.Rest && st.ctl != nil && st.rest == nil && c.place.Reshapable():
 		st.rest = c
-		st.stop, st.done = make(chan struct{}), make(chan struct{})
-		go p.runSteer(st.lat, c, st.ctl, st.stop, st.done)
+		var ctx context.Context
+		ctx, st.stop = context.WithCancel(context.Background())
+		st.done = make(chan struct{})
+		go p.runSteer(ctx, st.lat, c, st.ctl, st.done)
 	}
 }
 
@@ -252,13 +246,13 @@ func (p *Pool) unwireSteered(c *tenantCore) {
 	st.rest, st.stop, st.done = nil, nil, nil
 	st.mu.Unlock()
 	if stop != nil {
-		close(stop)
+		stop()
 		<-done
 	}
 }
 
 // runSteer is the controller's goroutine.
-func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done chan struct{}) {
+func (p *Pool) runSteer(ctx context.Context, lat, rest *tenantCore, ctl *smctl.Controller, done chan struct{}) {
 	defer close(done)
 	tick := time.NewTicker(steerTick)
 	defer tick.Stop()
@@ -268,7 +262,7 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 	var moved time.Time // the end of the last move
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
@@ -287,7 +281,7 @@ func (p *Pool) runSteer(lat, rest *tenantCore, ctl *smctl.Controller, stop, done
 			continue
 		}
 		start := time.Now()
-		err := p.moveSMs(lat, rest, s.SMs, m.SMs, total, stop)
+		err := p.moveSMs(ctx, lat, rest, s.SMs, m.SMs, total)
 		if errors.Is(err, ErrClosed) {
 			return
 		}
@@ -334,47 +328,28 @@ func (p *Pool) logMove(lat, rest *tenantCore, from int, m smctl.Move, total int,
 }
 
 // moveSMs reshapes the latency class from from to to SMs and the rest to
-// what is left of total: the one giving SMs first, the other taking them
-// once the work the giver queued before its Reshape has run, or
-// steerHandOffMax has passed (until then that work runs on them, and a
-// class grown at once would share them with it; a Reshape does not wait
-// for it). Measured on an H100 (run C2): moves
-// that grew the latency class at once, onto SMs still running two queued
-// batch GEMMs, took the 300 ms / 100 ms bursts' P99 from 496 to 599 µs.
-// Its errors name the tenant whose Reshape failed; ErrClosed where stop
-// closed first, the giver's SMs given back.
-func (p *Pool) moveSMs(lat, rest *tenantCore, from, to, total int, stop <-chan struct{}) error {
-	ctx := context.Background()
-	reshape := func(c *tenantCore, sms int) error { return c.fail("Reshape", c.Reshape(ctx, sms)) }
+// what is left of total: the one giving SMs first, then the other, whose
+// Reshape takes them once the work the giver queued before has run, or
+// 15 ms have passed (awaitHandOff). Its errors name the tenant whose
+// Reshape failed; ErrClosed where ctx ended first (the controller
+// stopped), the giver's SMs given back.
+func (p *Pool) moveSMs(ctx context.Context, lat, rest *tenantCore, from, to, total int) error {
+	bg := context.Background() // the giver's Reshapes: a move begun is ended or undone
 	give, take, giveFrom, giveTo, takeTo := rest, lat, total-from, total-to, to
 	if to < from {
 		give, take, giveFrom, giveTo, takeTo = lat, rest, from, to, total-to
 	}
-	if err := reshape(give, giveTo); err != nil {
+	if err := give.fail("Reshape", give.Reshape(bg, giveTo)); err != nil {
 		return err
 	}
-	if !handedOff(give, stop) {
-		return errors.Join(ErrClosed, reshape(give, giveFrom))
-	}
-	if err := reshape(take, takeTo); err != nil {
-		return errors.Join(err, reshape(give, giveFrom))
+	if err := take.Reshape(ctx, takeTo); err != nil {
+		undo := give.fail("Reshape", give.Reshape(bg, giveFrom))
+		if ctx.Err() != nil {
+			return errors.Join(ErrClosed, undo)
+		}
+		return errors.Join(take.fail("Reshape", err), undo)
 	}
 	return nil
-}
-
-// handedOff waits until the work c queued before its last Reshape has run,
-// or steerHandOffMax has passed; false if stop closed first.
-func handedOff(c *tenantCore, stop <-chan struct{}) bool {
-	deadline := time.Now().Add(steerHandOffMax)
-	for !drained(c) && time.Now().Before(deadline) {
-		select {
-		case <-stop:
-			return false
-		default:
-		}
-		time.Sleep(steerDrainPoll)
-	}
-	return true
 }
 
 // drained reports whether the work queued before c's last Reshape has run.

@@ -290,14 +290,14 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 	// (On a loaded host fewer than 16 may be in flight at the sample: the
 	// first move may ask for less than 48.)
 	require.Eventually(t, func() bool { return rest.SMs() < 116 }, 5*time.Second, 100*time.Microsecond, "the rest gives up its SMs at once")
-	for gave := time.Now(); time.Since(gave) < steerHandOffMax/2; time.Sleep(100 * time.Microsecond) {
+	for gave := time.Now(); time.Since(gave) < handOffMax/2; time.Sleep(100 * time.Microsecond) {
 		require.Equal(t, 16, lat.SMs(), "grown onto SMs whose work still runs")
 	}
 	drv.HoldEvents(false)
 	require.Eventually(t, func() bool { return lat.SMs() > 16 && lat.SMs()+rest.SMs() == 132 && lat.Stats().SMMoves > 0 },
 		5*time.Second, time.Millisecond)
 	// A giver whose queued work never ends holds the taker back no longer
-	// than steerHandOffMax: the burst is not kept on its floor for as long
+	// than handOffMax: the burst is not kept on its floor for as long
 	// as a deep queue.
 	stop()
 	require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 }, 5*time.Second, time.Millisecond)

@@ -276,10 +276,17 @@ func (p *Partition) handOver(old, next *layout, swap func(old, new cuda.Stream))
 // Drained reports whether the work queued on the layout the last Reshape
 // left has run to its end (its hand-over events reached): until then that
 // work may still run on SMs the partition no longer holds.
-func (p *Partition) Drained() (bool, error) {
+func (p *Partition) Drained() (bool, error) { return p.drained(false) }
+
+// GaveDrained is Drained for the SMs the last Reshape gave up: true at
+// once where it kept or grew them (its old layout's work runs on SMs it
+// still holds, which no other partition can take).
+func (p *Partition) GaveDrained() (bool, error) { return p.drained(true) }
+
+func (p *Partition) drained(gaveOnly bool) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.prev == nil || p.closed {
+	if p.prev == nil || p.closed || gaveOnly && p.prev.groups <= p.cur.Load().groups {
 		return true, nil
 	}
 	for _, e := range p.prev.events {
