@@ -436,3 +436,35 @@ func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
 	require.NoError(t, lat.Reshape(ctx, 32))
 	require.Zero(t, p.Stats().FreeSMs)
 }
+
+// Close races a growing Reshape's wait for the giver's work, of the
+// grower or of the giver: every call returns, the grower's Reshape either
+// grew or says ErrClosed, and the SMs add up.
+func TestCloseRacesAGrowthsHandOff(t *testing.T) {
+	for _, closeGiver := range []bool{false, true} {
+		p, drv := openSim(t)
+		ctx := context.Background()
+		lat, batch := tradePair(t, p)
+		drv.HoldEvents(true)
+		require.NoError(t, batch.Reshape(ctx, 100))
+		grown := make(chan error, 1)
+		go func() { grown <- lat.Reshape(ctx, 32) }()
+		time.Sleep(handOffMax / 8)
+		closing := lat
+		if closeGiver {
+			closing = batch
+		}
+		require.NoError(t, closing.Close())
+		err := <-grown
+		if closeGiver {
+			require.NoError(t, err, "a closed giver leaves nothing to wait for")
+			require.Equal(t, 32, lat.SMs())
+		} else if err != nil {
+			require.ErrorIs(t, err, ErrClosed)
+		}
+		drv.HoldEvents(false)
+		require.NoError(t, errors.Join(lat.Close(), batch.Close()))
+		require.Equal(t, 132, p.Stats().FreeSMs)
+		requireNoGreenHeld(t, p, drv)
+	}
+}
