@@ -20,13 +20,14 @@ import (
 // queued work has run, and how long it waits at most. The bound is there
 // because a giver may queue seconds of kernels, and a tenant growing for a
 // burst must not sit on its floor that long; twice the longest hand-over
-// measured in run A2.
+// measured in run A2. A pool keeps its own copy (Pool.handOff), which a
+// test that races the wait lengthens before it makes tenants.
 const (
 	handOffPoll = 50 * time.Microsecond
 	handOffMax  = 15 * time.Millisecond
 )
 
-// awaitHandOff waits, at most handOffMax, until the work the pool's other
+// awaitHandOff waits, at most the pool's handOff (handOffMax), until the work the pool's other
 // partitions queued before their last Reshape gave SMs up has run (their
 // hand-over events reached); ctx's error, nothing changed, if ctx ends
 // first. The caller (Reshape) holds c.reshape but has not paused c's
@@ -43,7 +44,7 @@ func (c *tenantCore) awaitHandOff(ctx context.Context) error {
 		coreLists.Put(list)
 	}()
 	givers := slices.DeleteFunc(cores, func(o *tenantCore) bool { return o == c || gaveDrained(o) })
-	for deadline := time.Now().Add(handOffMax); len(givers) > 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(p.handOff); len(givers) > 0 && time.Now().Before(deadline); {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

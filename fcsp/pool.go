@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/config"
@@ -42,6 +43,7 @@ type Pool struct {
 	launcher  place.Launcher    // kernel launches (launch.go)
 	wait      hostwait.Wait     // Synchronize's HostWait
 	blocker   *hostwait.Blocker // the events of the waits that sleep
+	handOff   time.Duration     // a growing Reshape's longest wait for the givers' work (handoff.go)
 	// whole is the whole device, shared through its primary context;
 	// plain is every unpartitioned tenant's placement: the commons
 	// (commons.go) where the device can be partitioned, else whole. One
@@ -94,7 +96,8 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: smpart.NewSpares(cfg.Prewarm)}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: smpart.NewSpares(cfg.Prewarm),
+		handOff: handOffMax}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}

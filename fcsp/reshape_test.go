@@ -423,11 +423,12 @@ func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
 	require.Equal(t, 124, batch.SMs())
 
 	// ctx ends the wait: nothing changes.
+	p.handOff = time.Minute // the cancel comes inside the wait, however slow the host
 	drv.HoldEvents(true)
 	require.NoError(t, batch.Reshape(ctx, 100))
 	cctx, cancel := context.WithCancel(ctx)
 	go func() { grown <- lat.Reshape(cctx, 32) }()
-	time.Sleep(handOffMax / 8)
+	requireNoneWithin(t, grown, handOffMax/8, "grown onto SMs whose giver's work still runs")
 	cancel()
 	require.ErrorIs(t, <-grown, context.Canceled)
 	require.Equal(t, 8, lat.SMs())

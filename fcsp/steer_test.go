@@ -313,6 +313,7 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 // ends the move: the rest takes back what it gave, and nothing is lost.
 func TestLatencyClassClosedMidMove(t *testing.T) {
 	p, drv := openSim(t)
+	p.handOff = time.Minute // the Close comes inside the wait, however slow the host
 	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
 	require.NoError(t, err)
 	rest, err := p.NewTenant("batch", WithRestOfSMs())
