@@ -21,8 +21,9 @@ import (
 // Synchronizes in flight, the P99 of its Synchronizes over the last 20 ms
 // that started after the last move ended, whether the last move still
 // drains) and asks internal/smctl what it should hold; a
-// move reshapes the two tenants, the one giving SMs first, the other once
-// the work the giver queued before has run. Both were made with every
+// move reshapes the two tenants, the one giving SMs first, then the other,
+// whose Reshape takes them once the work the giver queued before has run
+// (handoff.go). Both were made with every
 // size the controller may choose (their green contexts built at
 // NewTenant; DoEach warms them), so a move costs two Reshapes (a few
 // microseconds, plus the wait for each tenant's calls in flight) and the
