@@ -27,10 +27,10 @@ const (
 	handOffMax  = 15 * time.Millisecond
 )
 
-// awaitHandOff waits, at most the pool's handOff (handOffMax), until the work the pool's other
-// partitions queued before their last Reshape gave SMs up has run (their
-// hand-over events reached); ctx's error, nothing changed, if ctx ends
-// first. The caller (Reshape) holds c.reshape but has not paused c's
+// awaitHandOff waits, at most the pool's handOff (handOffMax), until the
+// work the pool's other partitions queued before their last Reshape gave
+// SMs up has run (their hand-over events reached); ctx's error, nothing
+// changed, if ctx ends first. The caller (Reshape) holds c.reshape but has not paused c's
 // calls: they go on, on the SMs c holds, while it waits.
 func (c *tenantCore) awaitHandOff(ctx context.Context) error {
 	p := c.pool

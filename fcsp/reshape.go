@@ -23,9 +23,9 @@ import (
 // SMs another tenant gave up in its own Reshape still run what it queued
 // before. A Reshape that grows first waits for that work to run, at most
 // 15 ms (a tenant may queue seconds of kernels) or until ctx ends, so that
-// it takes SMs only once they are free of another tenant's work. Its calls go on
-// meanwhile, on the SMs it holds. ctx ending during that wait returns
-// ctx's error, with nothing changed.
+// it takes SMs only once they are free of another tenant's work. Its calls
+// go on meanwhile, on the SMs it holds. ctx ending during that wait
+// returns ctx's error, with nothing changed.
 //
 // Raw handles taken before (Stream.Handle, Context) stay valid until the
 // tenant closes but still name the old layout: work queued on them runs on
