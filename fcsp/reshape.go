@@ -9,37 +9,10 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
-// Reshape changes the tenant's SMs to sms, one of the sizes it was made
-// with (WithReshapeSizes), between requests. It keeps everything else:
-// memory and quota (device memory belongs to the device, not to a green
-// context), its pool and free lists, its Stream, Module and Function
-// values, and work in flight: what was queued on a stream before runs to
-// the end on the old SMs, and what is queued after waits for it, then runs
-// on the new ones. Reshape waits for the tenant's calls in flight and holds
-// new ones back while it switches, which costs a few microseconds with no
-// call in flight; a Stream.Synchronize under way is neither waited for nor
-// held back: it waits for what was queued before it, on the old SMs.
-//
-// SMs another tenant gave up in its own Reshape still run what it queued
-// before. A Reshape that grows first waits for that work to run, at most
-// 15 ms (a tenant may queue seconds of kernels) or until ctx ends, so that
-// it takes SMs only once they are free of another tenant's work. Its calls
-// go on meanwhile, on the SMs it holds. ctx ending during that wait
-// returns ctx's error, with nothing changed.
-//
-// Raw handles taken before (Stream.Handle, Context) stay valid until the
-// tenant closes but still name the old layout: work queued on them runs on
-// the old SMs, which another tenant may hold by then, and is not ordered
-// with work queued through the SDK after the switch. Take them again after
-// a Reshape. The tenant's Events stay those of the layout it was made
-// with. A launch-rate limit (WithSMLimit) is resized to the new SM count,
-// keeping how full its bucket was; a GPU share (WithGPUShare) is of the
-// device's time and does not change.
-//
-// A size the tenant has no layout for is refused with ErrGranularity,
-// growing into SMs another tenant holds with ErrInsufficientSMs, a closed
-// tenant with ErrClosed, a tenant made without WithReshapeSizes with
-// ErrInvalidArgument; none of them changes anything.
+// Reshape is Tenant.Reshape (its doc says what it keeps, waits for and
+// refuses): a growth's wait for the givers' work (handoff.go), the pause
+// of the tenant's calls, the switch of layout and streams, the commons'
+// move after it, the launch-rate limit resized.
 func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	if ctx == nil {
 		return errNilContext

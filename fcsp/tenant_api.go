@@ -226,17 +226,23 @@ func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Work
 // on the new ones. Reshape waits for the tenant's calls in flight and holds
 // new ones back while it switches, which costs a few microseconds with no
 // call in flight; a Stream.Synchronize under way is neither waited for nor
-// held back (it waits for what was queued before it, on the old SMs). The
-// SMs a shrink gives up may still run that work for a while: the pool's
-// controller (WithLatencyTarget) grows the other tenant only after it has
-// run.
+// held back (it waits for what was queued before it, on the old SMs).
+//
+// The SMs a shrink gives up may still run that work for a while, so a
+// Reshape that grows first waits for what the pool's other tenants queued
+// before they gave SMs up, at most 15 ms (a tenant may queue seconds of
+// kernels) or until ctx ends: ctx's error then, with nothing changed. The
+// tenant's calls go on meanwhile, on the SMs it holds. The pool's
+// controller (WithLatencyTarget) moves SMs through the same Reshapes.
 //
 // Raw handles taken before (Stream.Handle, Context) stay valid until the
 // tenant closes but still name the old layout: work queued on them runs on
 // the old SMs, which another tenant may hold by then, and is not ordered
 // with work queued through the SDK after the switch. Take them again after
-// a Reshape. The tenant's Events and rate limit stay those of the layout
-// and SM count it was made with.
+// a Reshape. The tenant's Events stay those of the layout it was made
+// with. A launch-rate limit (WithSMLimit) is resized to the new SM count,
+// keeping how full its bucket was; a GPU share (WithGPUShare) is of the
+// device's time and does not change.
 //
 // A size the tenant has no layout for is refused with ErrGranularity,
 // growing into SMs another tenant holds with ErrInsufficientSMs, a closed
