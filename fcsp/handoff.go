@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // The hand-over: SMs one partition gives up in a Reshape still run the
@@ -54,15 +55,19 @@ func (c *tenantCore) awaitHandOff(ctx context.Context) error {
 	return nil
 }
 
-// gaveDrained reports whether the work c queued before its last Reshape
-// gave SMs up has run: true where that Reshape gave none, or c is not a
-// reshapable partition. An error (a lost device) counts as drained: there
-// is nothing left to wait for.
-func gaveDrained(c *tenantCore) bool {
+// drained reports whether the work queued before c's last Reshape has
+// run; gaveDrained, the work on the SMs that Reshape gave up (true where
+// it gave none). Both are true where c is not a partition, and where the
+// partition answers an error (a lost device): nothing is left to wait for.
+func drained(c *tenantCore) bool     { return partDrained(c, (*smpart.Partition).Drained) }
+func gaveDrained(c *tenantCore) bool { return partDrained(c, (*smpart.Partition).GaveDrained) }
+
+// partDrained is ask's answer for c's partition, true where c has none.
+func partDrained(c *tenantCore, ask func(*smpart.Partition) (bool, error)) bool {
 	g, ok := c.place.Placement.(place.Green)
-	if !ok || !g.Part.Reshapable() {
+	if !ok {
 		return true
 	}
-	done, err := g.Part.GaveDrained()
+	done, err := ask(g.Part)
 	return done || err != nil
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
-	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smctl"
 )
 
@@ -351,16 +350,6 @@ func (p *Pool) moveSMs(ctx context.Context, lat, rest *tenantCore, from, to, tot
 		return errors.Join(take.fail("Reshape", err), undo)
 	}
 	return nil
-}
-
-// drained reports whether the work queued before c's last Reshape has run.
-func drained(c *tenantCore) bool {
-	g, ok := c.place.Placement.(place.Green)
-	if !ok {
-		return true
-	}
-	done, err := g.Part.Drained()
-	return done || err != nil
 }
 
 // moves is what the latency class's Stats says of the controller.
