@@ -117,6 +117,27 @@ func (p *Pool) follow(making bool) error {
 	return nil
 }
 
+// followSplit moves the commons onto the SMs no partition holds now, under
+// placeMu; where that would leave the unpartitioned tenants none,
+// errNoCommons, nothing moved.
+func (p *Pool) followSplit() error {
+	if p.commons == nil {
+		return nil
+	}
+	if err := p.lockPlace(); err != nil {
+		return err
+	}
+	defer p.placeMu.Unlock()
+	p.mu.Lock()
+	plain := p.plainCount()
+	left := plain == 0 || p.commonsLeft() // commonsLeft lists the free groups: only where it matters
+	p.mu.Unlock()
+	if !left {
+		return errNoCommons(plain)
+	}
+	return p.follow(false)
+}
+
 // lockPlace takes placeMu. Where another change holds it, that change may
 // be a move waiting for the unpartitioned tenants' calls in flight; one of
 // them waiting here would never be done: from inside one of their Dos it

@@ -17,6 +17,12 @@ import (
 // growing at once onto SMs still running two queued batch GEMMs took the
 // 300 ms / 100 ms bursts' P99 to 591-715 µs; waiting for them, 505-515 µs.
 
+// The commons hands over too: SMs a partition takes from the unpartitioned
+// tenants still run the work they queued before. A growth claims its new
+// SMs first (Claim), so that the commons leaves them while the growing
+// tenant's calls go on, and then waits for that work with the rest; a new
+// partition waits for it before NewTenant returns.
+
 // Hand-over timing: how often a growing Reshape looks whether the givers'
 // queued work has run, and how long it waits at most. The bound is there
 // because a giver may queue seconds of kernels, and a tenant growing for a
@@ -28,11 +34,39 @@ const (
 	handOffMax  = 15 * time.Millisecond
 )
 
+// prepareGrowth readies a Reshape of c to sms SMs, more than it holds: it
+// claims the SMs the growth adds, moves the unpartitioned tenants off them,
+// and waits for the work queued on SMs given up (awaitHandOff). On an
+// error nothing has changed: the claim is given back and the commons
+// follows the split again. The caller holds c.reshape, not c's calls.
+func (c *tenantCore) prepareGrowth(ctx context.Context, sms int) error {
+	if err := c.place.Claim(sms); err != nil {
+		return err
+	}
+	err := c.pool.followSplit()
+	if err == nil {
+		err = c.awaitHandOff(ctx)
+	}
+	if err != nil {
+		c.unclaim()
+	}
+	return err
+}
+
+// unclaim gives back what prepareGrowth claimed and no Reshape used, and
+// lets the unpartitioned tenants back onto it.
+func (c *tenantCore) unclaim() {
+	c.place.Unclaim()
+	c.pool.released()
+}
+
 // awaitHandOff waits, at most the pool's handOff (handOffMax), until the
-// work the pool's other partitions queued before their last Reshape gave
-// SMs up has run (their hand-over events reached); ctx's error, nothing
-// changed, if ctx ends first. The caller (Reshape) holds c.reshape but has not paused c's
-// calls: they go on, on the SMs c holds, while it waits.
+// work queued before SMs changed hands has run: the pool's other
+// partitions', queued before their last Reshape gave SMs up, and the
+// commons', queued before its last move left SMs (hand-over events
+// reached); ctx's error, nothing changed, if ctx ends first. The caller
+// (Reshape, NewTenant) holds c.reshape or placeMu, not c's calls: they go
+// on, on the SMs c holds, while it waits.
 func (c *tenantCore) awaitHandOff(ctx context.Context) error {
 	p := c.pool
 	list := coreLists.Get().(*[]*tenantCore)
@@ -45,12 +79,14 @@ func (c *tenantCore) awaitHandOff(ctx context.Context) error {
 		coreLists.Put(list)
 	}()
 	givers := slices.DeleteFunc(cores, func(o *tenantCore) bool { return o == c || gaveDrained(o) })
-	for deadline := time.Now().Add(p.handOff); len(givers) > 0 && time.Now().Before(deadline); {
+	commons := p.commons != nil && !partGaveDrained(p.commons)
+	for deadline := time.Now().Add(p.handOff); (len(givers) > 0 || commons) && time.Now().Before(deadline); {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		time.Sleep(handOffPoll)
 		givers = slices.DeleteFunc(givers, gaveDrained)
+		commons = commons && !partGaveDrained(p.commons)
 	}
 	return nil
 }
@@ -65,9 +101,12 @@ func gaveDrained(c *tenantCore) bool { return partDrained(c, (*smpart.Partition)
 // partDrained is ask's answer for c's partition, true where c has none.
 func partDrained(c *tenantCore, ask func(*smpart.Partition) (bool, error)) bool {
 	g, ok := c.place.Placement.(place.Green)
-	if !ok {
-		return true
-	}
-	done, err := ask(g.Part)
-	return done || err != nil
+	return !ok || answered(ask(g.Part))
 }
+
+// partGaveDrained is GaveDrained's answer for part (the commons).
+func partGaveDrained(part *smpart.Partition) bool { return answered(part.GaveDrained()) }
+
+// answered is true where the work is done or the partition answers an
+// error (a lost device, closed): nothing is left to wait for.
+func answered(done bool, err error) bool { return done || err != nil }

@@ -28,6 +28,9 @@ func (pl placement) Reshapable() bool { return place.Reshapable(pl.Placement) }
 func (pl placement) Sizes() []int     { return place.Sizes(pl.Placement) }
 func (pl placement) Close() error     { return place.Close(pl.Placement) }
 
+func (pl placement) Claim(sms int) error { return place.Claim(pl.Placement, sms) }
+func (pl placement) Unclaim()            { place.Unclaim(pl.Placement) }
+
 func (pl placement) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	return place.Reshape(pl.Placement, sms, swap)
 }

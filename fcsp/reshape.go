@@ -10,9 +10,10 @@ import (
 )
 
 // Reshape is Tenant.Reshape (its doc says what it keeps, waits for and
-// refuses): a growth's wait for the givers' work (handoff.go), the pause
-// of the tenant's calls, the switch of layout and streams, the commons'
-// move after it, the launch-rate limit resized.
+// refuses): a growth's claim, the commons' move off it and the wait for
+// the givers' work (handoff.go), the pause of the tenant's calls, the
+// switch of layout and streams, a shrink's commons' move onto what it
+// gave, the launch-rate limit resized.
 func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	if ctx == nil {
 		return errNilContext
@@ -32,12 +33,19 @@ func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
 	c.reshape.Lock()
 	defer c.reshape.Unlock()
 	start := time.Now()
-	// Growing: onto SMs whose giver's queued work has run (handoff.go).
+	// Growing: onto SMs whose givers' queued work has run (handoff.go).
 	// The layout changes only under c.reshape, so SMs() is stable here.
 	if sms > c.place.SMs() {
-		if err := c.awaitHandOff(ctx); err != nil {
+		if err := c.prepareGrowth(ctx, sms); err != nil {
 			return err
 		}
+		// Until the switch uses the claim, an error gives it back; after
+		// c's calls resume (deferred below, so run first).
+		defer func() {
+			if c.place.SMs() != sms {
+				c.unclaim()
+			}
+		}()
 	}
 	handed := time.Now()
 	// Calls only: a Synchronize in flight goes on, on the old layout's
@@ -103,26 +111,14 @@ func (f *Function) handle() cuda.Function { return f.h }
 // unload unloads the module.
 func (m *Module) unload(ctx cuda.Context) error { return m.t.pool.dev.UnloadModule(ctx, m.h) }
 
-// moveCommons moves the unpartitioned tenants off the SMs the tenant grew
-// into, or onto those it gave back, while its own calls are still held
-// back: its work after the Reshape never meets theirs. A growth that would
-// leave them no SMs is undone (back to from SMs) and refused.
+// moveCommons moves the unpartitioned tenants onto the SMs the tenant gave
+// back (a growth moved them off its new SMs before, prepareGrowth). A move
+// that fails is undone (back to from SMs).
 func (c *tenantCore) moveCommons(from int) error {
-	p := c.pool
-	if p.commons == nil {
-		return nil
-	}
-	if err := p.lockPlace(); err != nil {
+	if err := c.pool.followSplit(); err != nil {
 		return errors.Join(err, c.place.Reshape(from, c.swapStreams()))
 	}
-	defer p.placeMu.Unlock()
-	p.mu.Lock()
-	left, plain := p.commonsLeft(), p.plainCount()
-	p.mu.Unlock()
-	if plain > 0 && !left {
-		return errors.Join(errNoCommons(plain), c.place.Reshape(from, c.swapStreams()))
-	}
-	return p.follow(false)
+	return nil
 }
 
 // swapStreams is Reshape's swap: each of the tenant's own streams on old

@@ -114,6 +114,9 @@ type tenantCore struct {
 // ErrInsideDo from inside one of their Dos. Where no SM is free they share
 // the SMs of the tenant made WithRestOfSMs; with none to share, making one
 // (or a partition that would take their last SMs) is ErrInsufficientSMs.
+// A partition is returned once the work queued on its SMs before it took
+// them (the unpartitioned tenants', a shrunk partition's) has run, at most
+// 15 ms, as a growing Reshape waits.
 func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	t, err := p.makeTenant(name, opts)
 	if err != nil {
@@ -158,14 +161,16 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 		p.placeMu.Unlock()
 		return p.warmUp(t, err, &cfg)
 	}
-	// A partition: the unpartitioned tenants leave its SMs before it is
-	// handed out.
+	// A partition: the unpartitioned tenants leave its SMs, and the work
+	// queued there before runs (handoff.go), before it is handed out or
+	// warmed.
 	err = p.follow(false)
 	p.placeMu.Unlock()
 	if err != nil {
 		t.c.cleanup.Stop()
 		return nil, errors.Join(err, t.c.close(teardown.Closed))
 	}
+	_ = t.c.awaitHandOff(context.Background()) // bounded; with no ctx to end it, no error
 	return p.warmUp(t, nil, &cfg)
 }
 

@@ -229,11 +229,14 @@ func (t *Tenant) AllocWorkspace(ctx context.Context, s *Stream, n uint64) (*Work
 // held back (it waits for what was queued before it, on the old SMs).
 //
 // The SMs a shrink gives up may still run that work for a while, so a
-// Reshape that grows first waits for what the pool's other tenants queued
-// before they gave SMs up, at most 15 ms (a tenant may queue seconds of
-// kernels) or until ctx ends: ctx's error then, with nothing changed. The
-// tenant's calls go on meanwhile, on the SMs it holds. The pool's
-// controller (WithLatencyTarget) moves SMs through the same Reshapes.
+// Reshape that grows first claims the SMs it adds (unpartitioned tenants
+// leave them), then waits for what the pool's other tenants queued before
+// they gave SMs up, the unpartitioned ones' included, at most 15 ms (a
+// tenant may queue seconds of kernels) or until ctx ends: ctx's error
+// then, with nothing changed. The tenant's calls go on meanwhile, on the
+// SMs it holds. A partition made by NewTenant waits the same way before
+// it is returned. The pool's controller (WithLatencyTarget) moves SMs
+// through the same Reshapes.
 //
 // Raw handles taken before (Stream.Handle, Context) stay valid until the
 // tenant closes but still name the old layout: work queued on them runs on

@@ -97,6 +97,10 @@ type Reshaper interface {
 	Placement
 	// Reshapable reports whether it has them.
 	Reshapable() bool
+	// Claim takes the SMs a growth to sms adds ahead of the Reshape that
+	// switches to them; Unclaim gives back those no Reshape used.
+	Claim(sms int) error
+	Unclaim()
 	// Reshape switches to the layout of sms SMs, swap moving each stream.
 	Reshape(sms int, swap func(old, new cuda.Stream)) error
 	// Sizes lists the layouts' SM counts.
@@ -185,6 +189,21 @@ func Reshape(pl Placement, sms int, swap func(old, new cuda.Stream)) error {
 		return r.Reshape(sms, swap)
 	}
 	return errNotReshapable
+}
+
+// Claim is pl's Claim; nothing where it has one layout.
+func Claim(pl Placement, sms int) error {
+	if r, ok := pl.(Reshaper); ok {
+		return r.Claim(sms)
+	}
+	return nil
+}
+
+// Unclaim is pl's Unclaim.
+func Unclaim(pl Placement) {
+	if r, ok := pl.(Reshaper); ok {
+		r.Unclaim()
+	}
 }
 
 // Sizes is pl's Sizes; its one size where it has one layout.
@@ -326,6 +345,9 @@ func (g Green) Close() error { return g.Part.Close() }
 
 func (g Green) Reshapable() bool { return g.Part.Reshapable() }
 func (g Green) Sizes() []int     { return g.Part.Sizes() }
+
+func (g Green) Claim(sms int) error { return g.Part.Claim(sms) }
+func (g Green) Unclaim()            { g.Part.Unclaim() }
 
 func (g Green) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	return g.Part.Reshape(sms, swap)

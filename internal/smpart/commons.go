@@ -101,12 +101,17 @@ func (p *Partition) Follow(key string, set SMSet, swap func(old, new cuda.Stream
 		return err
 	}
 	next.stamp = p.epoch.Add(1)
+	var errs []error
+	if !next.covers(old) {
+		// The work queued before still runs on SMs a partition now holds:
+		// GaveDrained tells that partition when it has run.
+		errs = append(errs, p.markGave(old))
+	}
 	var gone []*layout
 	if !keep {
 		gone = p.evict(key == wholeKey)
 	}
 	p.mu.Unlock()
-	var errs []error
 	for _, l := range gone { // waits for their streams: outside the lock
 		errs = append(errs, l.destroy(p.dev))
 	}
@@ -121,7 +126,7 @@ func (p *Partition) buildCommons(key string, set SMSet, n int) (*layout, error) 
 	if key == wholeKey {
 		l = p.wholeLayout()
 	} else if l, err = newLayout(p.dev, set); err == nil {
-		l.key = key
+		l.key, l.set = key, set
 		l.slots.max.Store(MaxSlots) // its tenants share them; made on demand
 		// newLayout made a first stream; the commons' streams are all
 		// its tenants'.
@@ -138,6 +143,51 @@ func (p *Partition) buildCommons(key string, set SMSet, n int) (*layout, error) 
 		return nil, errors.Join(err, l.destroy(p.dev))
 	}
 	return l, err
+}
+
+// covers reports whether l runs on every SM old ran on (both the
+// commons').
+func (l *layout) covers(old *layout) bool {
+	switch {
+	case l.key == wholeKey:
+		return true
+	case old.key == wholeKey || old.set.rem && !l.set.rem:
+		return false
+	}
+	for _, i := range old.set.idx {
+		if _, ok := slices.BinarySearch(l.set.idx, i); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// markGave records an event at the end of the work queued on each of
+// old's streams, in place of those an earlier move left (each stream of
+// the layout after old waits for that work, so these come after it too).
+// The caller holds p.mu and has held every call on the commons back.
+func (p *Partition) markGave(old *layout) error {
+	err := p.dropGave()
+	primary := p.dev.Primary()
+	for _, st := range old.streams {
+		e, cerr := p.drv.EventCreate(primary, cuda.EventDisableTiming)
+		if cerr != nil {
+			return errors.Join(err, cerr) // GaveDrained answers for those made
+		}
+		p.gave = append(p.gave, e)
+		err = errors.Join(err, p.drv.EventRecord(primary, e, st))
+	}
+	return err
+}
+
+// dropGave destroys the events markGave recorded. The caller holds p.mu.
+func (p *Partition) dropGave() error {
+	var err error
+	for _, e := range p.gave {
+		err = errors.Join(err, p.drv.EventDestroy(p.dev.Primary(), e))
+	}
+	p.gave = p.gave[:0]
+	return err
 }
 
 // layoutStream makes a stream of l: of the primary context on the

@@ -47,3 +47,103 @@ func TestGaveDrainedIsAboutTheSMsGivenUp(t *testing.T) {
 	gave, all = state()
 	require.True(t, gave && all, "the work has run")
 }
+
+// The commons' GaveDrained: after a Follow that leaves SMs (a partition
+// took them) it waits for the work the commons' streams held then; after
+// one that only adds SMs, nothing is left on SMs it gave.
+func TestCommonsGaveDrainedAfterItLeftSMs(t *testing.T) {
+	drv := fake.New(fake.H200())
+	d, err := smpart.Open(drv, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	s, err := d.Split(8)
+	require.NoError(t, err)
+	c, err := d.NewCommons()
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	_, err = c.NewStream(0) // a tenant's: work queued on it before a move
+	require.NoError(t, err)
+	follow := func() {
+		t.Helper()
+		idx, rem, whole, _ := s.Commons()
+		require.NoError(t, c.Follow(s.CommonsKey(idx, rem, whole), s.Resources(idx, rem), nil, false))
+	}
+	gave := func() bool {
+		t.Helper()
+		done, err := c.GaveDrained()
+		require.NoError(t, err)
+		return done
+	}
+	require.True(t, gave(), "never moved")
+
+	drv.HoldEvents(true)
+	defer drv.HoldEvents(false)
+	p, err := s.TakeLayouts(16, []int{16, 32})
+	require.NoError(t, err)
+	follow() // the whole device to the SMs p does not hold
+	require.False(t, gave(), "left the partition's SMs with its work still queued")
+	drv.HoldEvents(false)
+	require.True(t, gave(), "the work has run")
+
+	// A claim is a move off the claimed SMs; an Unclaim one back onto them,
+	// which gives nothing up.
+	drv.HoldEvents(true)
+	require.NoError(t, p.Claim(32))
+	follow()
+	require.False(t, gave())
+	drv.HoldEvents(false)
+	require.True(t, gave())
+	drv.HoldEvents(true)
+	p.Unclaim()
+	follow()
+	require.True(t, gave(), "grew: nothing given up")
+	require.NoError(t, p.Close())
+	follow() // back to the whole device
+	require.True(t, gave(), "grew: nothing given up")
+}
+
+// Claim takes a growth's groups ahead of its Reshape, which then uses
+// them; Unclaim gives back an unused claim; Close gives back a claim with
+// what the partition holds. A claim of groups another partition holds is
+// ErrInsufficientSMs, nothing taken.
+func TestClaimTakesAGrowthsGroupsAhead(t *testing.T) {
+	drv := fake.New(fake.H200())
+	d, err := smpart.Open(drv, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	s, err := d.Split(8)
+	require.NoError(t, err)
+	free := func() int {
+		idx, _, whole, _ := s.Commons()
+		if whole {
+			return s.Groups()
+		}
+		return len(idx)
+	}
+	all := free()
+	p, err := s.TakeLayouts(16, []int{16, 32})
+	require.NoError(t, err)
+	require.Equal(t, all-2, free())
+	require.NoError(t, p.Claim(32))
+	require.Equal(t, all-4, free(), "claimed ahead of the Reshape")
+	require.Equal(t, 16, p.SMs())
+	require.NoError(t, p.Claim(16), "no growth: nothing to claim")
+	p.Unclaim()
+	require.Equal(t, all-2, free())
+	require.NoError(t, p.Claim(32))
+	require.NoError(t, p.Reshape(32, nil))
+	require.Equal(t, all-4, free(), "the Reshape used the claim")
+	p.Unclaim()
+	require.Equal(t, all-4, free(), "nothing left unused to give back")
+	require.NoError(t, p.Reshape(16, nil))
+	require.Equal(t, all-2, free())
+
+	q, err := s.TakeRest()
+	require.NoError(t, err)
+	require.ErrorIs(t, p.Claim(32), smpart.ErrInsufficientSMs)
+	require.NoError(t, q.Close())
+	require.NoError(t, p.Claim(32))
+	require.NoError(t, p.Close())
+	require.Equal(t, all, free(), "Close gave the claim back with the rest")
+	require.ErrorIs(t, p.Claim(32), smpart.ErrClosed)
+}

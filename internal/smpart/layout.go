@@ -15,11 +15,12 @@ import (
 // holds the lane's first k), whether every layout includes the split's
 // remainder, and how many of the lane's groups it holds now.
 type shape struct {
-	split *Split
-	lane  []int
-	rem   bool
-	held  int
-	rest  bool // the partition took the rest (TakeRestLayouts)
+	split   *Split
+	lane    []int
+	rem     bool
+	held    int
+	claimed int  // held, and those Claim took ahead of a growth: the lane's first claimed are the partition's in the split
+	rest    bool // the partition took the rest (TakeRestLayouts)
 }
 
 // TakeLayouts builds a partition that can be reshaped between sizes (SM
@@ -62,7 +63,7 @@ func (s *Split) TakeLayouts(initial int, sizes []int) (*Partition, error) {
 	}
 	s.mu.Unlock()
 	lane = append(lane, append(free, taken...)[:most-need]...)
-	return s.buildLayouts(&shape{split: s, lane: lane, held: need}, sizes)
+	return s.buildLayouts(&shape{split: s, lane: lane, held: need, claimed: need}, sizes)
 }
 
 // TakeRestLayouts is TakeRest for a partition that can shrink: it takes
@@ -73,7 +74,7 @@ func (s *Split) TakeLayouts(initial int, sizes []int) (*Partition, error) {
 func (s *Split) TakeRestLayouts(sizes []int) (*Partition, error) {
 	lane, rem := s.claimRest()
 	slices.Reverse(lane) // shrinking gives back the lowest groups first, as before
-	sh := &shape{split: s, lane: lane, rem: rem, held: len(lane), rest: true}
+	sh := &shape{split: s, lane: lane, rem: rem, held: len(lane), claimed: len(lane), rest: true}
 	extra := 0
 	if rem {
 		extra = s.Remainder()
@@ -150,7 +151,7 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 	for i, l := range p.layouts {
 		p.sizes[i] = l.sms
 	}
-	p.release = func() { s.give(sh.lane[:sh.held], sh.rem) }
+	p.release = func() { s.give(sh.lane[:sh.claimed], sh.rem) }
 	return p, nil
 }
 
@@ -230,22 +231,61 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 		return nil
 	}
 	sh := p.shape
-	if next.groups > old.groups {
-		if err := sh.split.claim(sh.lane[old.groups:next.groups], sh.rest); err != nil {
+	had := sh.claimed
+	if next.groups > had {
+		if err := sh.split.claim(sh.lane[had:next.groups], sh.rest); err != nil {
 			return err
 		}
 	}
 	if err := p.handOver(old, next, swap); err != nil {
-		if next.groups > old.groups {
-			sh.split.give(sh.lane[old.groups:next.groups], false)
+		if next.groups > had {
+			sh.split.give(sh.lane[had:next.groups], false)
 		}
 		return err
 	}
-	sh.held = next.groups
-	if next.groups < old.groups {
-		sh.split.give(sh.lane[next.groups:old.groups], false)
+	if next.groups < had {
+		sh.split.give(sh.lane[next.groups:had], false)
 	}
+	sh.held, sh.claimed = next.groups, next.groups
 	return nil
+}
+
+// Claim takes from the split now the groups the layout of sms SMs adds to
+// the current one, ahead of the Reshape that switches to it: whatever ran
+// there (the commons, which follows the split) can leave them, and its
+// work drain, while the partition's own work goes on where it is. A
+// Reshape then uses them; Unclaim gives back those it has not. Claiming no
+// more than the partition holds does nothing; groups another partition
+// holds are ErrInsufficientSMs, as in Reshape.
+func (p *Partition) Claim(sms int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.shape == nil {
+		return nil // one layout: Reshape refuses any other size
+	}
+	i := slices.IndexFunc(p.layouts, func(l *layout) bool { return l.sms == sms })
+	if i < 0 || p.layouts[i].groups <= p.shape.claimed {
+		return nil // Reshape names a size it has no layout of
+	}
+	sh := p.shape
+	if err := sh.split.claim(sh.lane[sh.claimed:p.layouts[i].groups], sh.rest); err != nil {
+		return err
+	}
+	sh.claimed = p.layouts[i].groups
+	return nil
+}
+
+// Unclaim gives back the groups Claim took that no Reshape has used.
+func (p *Partition) Unclaim() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sh := p.shape; sh != nil && !p.closed && sh.claimed > sh.held {
+		sh.split.give(sh.lane[sh.held:sh.claimed], false)
+		sh.claimed = sh.held
+	}
 }
 
 // handOver makes next the current layout in old's place: each of next's
@@ -280,12 +320,16 @@ func (p *Partition) Drained() (bool, error) { return p.drained(false) }
 
 // GaveDrained is Drained for the SMs the last Reshape gave up: true at
 // once where it kept or grew them (its old layout's work runs on SMs it
-// still holds, which no other partition can take).
+// still holds, which no other partition can take). For the commons, the
+// SMs its last Follow left, which a partition holds now.
 func (p *Partition) GaveDrained() (bool, error) { return p.drained(true) }
 
 func (p *Partition) drained(gaveOnly bool) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.commons && !p.closed {
+		return p.gaveReached()
+	}
 	if p.prev == nil || p.closed || gaveOnly && p.prev.groups <= p.cur.Load().groups {
 		return true, nil
 	}
@@ -299,6 +343,21 @@ func (p *Partition) drained(gaveOnly bool) (bool, error) {
 	}
 	p.prev = nil
 	return true, nil
+}
+
+// gaveReached is the commons' Drained and GaveDrained: whether the work
+// its streams held when its last Follow left SMs has run. The caller
+// holds p.mu.
+func (p *Partition) gaveReached() (bool, error) {
+	for _, e := range p.gave {
+		err := p.drv.EventQuery(p.dev.Primary(), e)
+		if errors.Is(err, cuda.ErrorNotReady) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	return true, p.dropGave()
 }
 
 // waitFor queues on next's stream j a wait for the work queued on old's.

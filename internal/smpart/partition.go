@@ -39,9 +39,12 @@ type Partition struct {
 	prev  *layout // the layout the last switch left, until Drained (under mu)
 
 	// A pool's commons (commons.go): layouts built as the split changes,
-	// named by key; epoch counts its switches (Layout).
+	// named by key; epoch counts its switches (Layout); gave, events
+	// recorded at the end of the work its streams held when its last
+	// Follow left SMs, until they are reached (under mu).
 	commons bool
 	epoch   atomic.Int32
+	gave    []cuda.Event
 }
 
 // layout is one green context of a partition, with a stream for each of
@@ -59,9 +62,11 @@ type layout struct {
 
 	gkey greenKey // its SMs, as its green contexts are kept (greens.go)
 
-	// The commons' (commons.go): which SMs (CommonsKey), when it was last
-	// made current, and for the whole device's, its one shared slot.
+	// The commons' (commons.go): which SMs (CommonsKey, and set's groups),
+	// when it was last made current, and for the whole device's, its one
+	// shared slot.
 	key   string
+	set   SMSet
 	stamp int32
 	any   *Slot
 }
@@ -129,6 +134,8 @@ func (l *layout) destroy(d *Device) error {
 type SMSet struct {
 	res []cuda.DevResource
 	key greenKey
+	idx []int // the split's groups, ascending
+	rem bool  // and its remainder
 }
 
 func newPartition(d *Device, set SMSet) (*Partition, error) {
@@ -337,8 +344,9 @@ func (p *Partition) Close() error {
 	close(p.done)
 	var errs []error
 	for _, l := range p.layouts {
-		errs = append(errs, l.destroy(p.dev))
+		errs = append(errs, l.destroy(p.dev)) // waits for the streams: gave's events are reached
 	}
+	errs = append(errs, p.dropGave())
 	if p.release != nil {
 		p.release()
 	}

@@ -260,7 +260,7 @@ func (s *Split) resources(idx []int, rem bool) SMSet {
 	if rem {
 		res = append(res, s.rem)
 	}
-	return SMSet{res: res, key: s.greenKey(idx, rem)}
+	return SMSet{res: res, key: s.greenKey(idx, rem), idx: slices.Sorted(slices.Values(idx)), rem: rem}
 }
 
 func (s *Split) build(idx []int, rem bool) (*Partition, error) {
