@@ -91,6 +91,27 @@ type latencyLog struct {
 	buf     []int64 // the controller's
 }
 
+// begin counts a request (a Synchronize) under way and says when it
+// began; on a nil log (a tenant that is no latency class) it does nothing.
+func (l *latencyLog) begin() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	l.waiting.Add(1)
+	return time.Now()
+}
+
+// end ends what begin began, logging its time where it succeeded.
+func (l *latencyLog) end(start time.Time, ok bool) {
+	if l == nil {
+		return
+	}
+	l.waiting.Add(-1)
+	if ok {
+		l.add(start, time.Since(start))
+	}
+}
+
 func (l *latencyLog) add(start time.Time, d time.Duration) {
 	i := l.next.Add(1) - 1
 	e := &l.ring[i%uint64(len(l.ring))]

@@ -296,11 +296,7 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 		return ErrClosed
 	}
 	p := s.t.pool
-	var start time.Time
-	if s.t.lat != nil { // a latency class: its requests' times and number steer its SMs
-		start = time.Now()
-		s.t.lat.waiting.Add(1)
-	}
+	start := s.t.lat.begin() // a latency class's requests steer its SMs; others' lat is nil
 	// Counted as a wait: a Reshape does not wait for it (the handle read
 	// here stays valid, and covers what was queued before), Close does.
 	slot, err := s.t.enterWait()
@@ -308,12 +304,7 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 		err = s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
 		s.t.life.ExitWait(slot)
 	}
-	if s.t.lat != nil {
-		s.t.lat.waiting.Add(-1)
-		if err == nil {
-			s.t.lat.add(start, time.Since(start))
-		}
-	}
+	s.t.lat.end(start, err == nil)
 	if err == nil {
 		s.gate.AfterSync() // a latency stream's neighbours are released now
 	}

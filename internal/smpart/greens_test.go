@@ -171,12 +171,7 @@ func TestGreenContextsRace(t *testing.T) {
 // current, and the next owner must never share it. A partition closed
 // idle keeps them.
 func TestGreenContextsHeldAtCloseAreNotKept(t *testing.T) {
-	drv := fake.New(fake.H200())
-	d, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
-	s, err := d.Split(16)
-	require.NoError(t, err)
+	drv, d, s := fakeSplit(t, 16)
 	busy, err := s.Take(16)
 	require.NoError(t, err)
 	idle, err := s.Take(16)

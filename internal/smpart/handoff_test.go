@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
@@ -14,12 +13,7 @@ import (
 // holds; after a shrink, until its hand-over events are reached. Drained
 // waits for either.
 func TestGaveDrainedIsAboutTheSMsGivenUp(t *testing.T) {
-	drv := fake.New(fake.H200())
-	d, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
-	s, err := d.Split(8)
-	require.NoError(t, err)
+	drv, _, s := fakeSplit(t, 8)
 	p, err := s.TakeLayouts(16, []int{16, 32})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close()) }()
@@ -52,12 +46,7 @@ func TestGaveDrainedIsAboutTheSMsGivenUp(t *testing.T) {
 // took them) it waits for the work the commons' streams held then; after
 // one that only adds SMs, nothing is left on SMs it gave.
 func TestCommonsGaveDrainedAfterItLeftSMs(t *testing.T) {
-	drv := fake.New(fake.H200())
-	d, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
-	s, err := d.Split(8)
-	require.NoError(t, err)
+	drv, d, s := fakeSplit(t, 8)
 	c, err := d.NewCommons()
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.Close()) }()
@@ -107,12 +96,7 @@ func TestCommonsGaveDrainedAfterItLeftSMs(t *testing.T) {
 // what the partition holds. A claim of groups another partition holds is
 // ErrInsufficientSMs, nothing taken.
 func TestClaimTakesAGrowthsGroupsAhead(t *testing.T) {
-	drv := fake.New(fake.H200())
-	d, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
-	s, err := d.Split(8)
-	require.NoError(t, err)
+	_, _, s := fakeSplit(t, 8)
 	free := func() int {
 		idx, _, whole, _ := s.Commons()
 		if whole {

@@ -92,12 +92,7 @@ func TestCutWithoutPartitions(t *testing.T) {
 }
 
 func TestTakeFor(t *testing.T) {
-	drv := fake.New(fake.H200())
-	d, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer d.Close()
-	split, err := d.Split(8)
-	require.NoError(t, err)
+	_, _, split := fakeSplit(t, 8)
 	spare := smpart.NewSpares([]int{16})
 	kept, err := split.Take(16)
 	require.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
@@ -19,12 +18,7 @@ import (
 // past it callers wait, leave with their ctx, and are woken by Close; a
 // reshape moves waiters to the new layout; Close destroys what was made.
 func TestSlots(t *testing.T) {
-	drv := fake.New(fake.H200())
-	dev, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, dev.Close()) }()
-	s, err := dev.Split(8)
-	require.NoError(t, err)
+	drv, dev, s := fakeSplit(t, 8)
 	p, err := s.TakeLayouts(8, []int{16})
 	require.NoError(t, err)
 	p.SetSlots(3)
@@ -104,12 +98,7 @@ func TestSlots(t *testing.T) {
 // Many callers over few slots: a slot is never held twice at once, none
 // is lost (every caller gets through), and the limit holds.
 func TestSlotsUnderContention(t *testing.T) {
-	drv := fake.New(fake.H200())
-	dev, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, dev.Close()) }()
-	s, err := dev.Split(8)
-	require.NoError(t, err)
+	_, _, s := fakeSplit(t, 8)
 	p, err := s.Take(16)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close()) }()
@@ -149,12 +138,7 @@ func TestSlotsUnderContention(t *testing.T) {
 // next NewStream, so a server making a stream per request makes no driver
 // call for it; past the few, it is destroyed; Close destroys the idle ones.
 func TestIdleStreamsAreReused(t *testing.T) {
-	drv := fake.New(fake.H200())
-	dev, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, dev.Close()) }()
-	s, err := dev.Split(8)
-	require.NoError(t, err)
+	drv, _, s := fakeSplit(t, 8)
 	p, err := s.Take(16)
 	require.NoError(t, err)
 	a, err := p.NewStream(0)

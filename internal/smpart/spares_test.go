@@ -5,19 +5,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Spares keep what was asked for, size by size, give a kept size away once,
 // and their Close gives every kept SM back to the split.
 func TestSpares(t *testing.T) {
-	drv := fake.New(fake.H200())
-	d, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer d.Close()
-	split, err := d.Split(8)
-	require.NoError(t, err)
+	_, _, split := fakeSplit(t, 8)
 	free := split.FreeSMs()
 	s := smpart.NewSpares([]int{16, 16, 8})
 	require.True(t, s.Wants(16))
@@ -45,12 +39,7 @@ func TestSpares(t *testing.T) {
 // kept partition of the size asked for, every kept one for the rest, none
 // for a reshapable partition or the remainder. TakeFor then empties it.
 func TestSparesClaim(t *testing.T) {
-	drv := fake.New(fake.H200())
-	d, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer d.Close()
-	split, err := d.Split(8)
-	require.NoError(t, err)
+	_, _, split := fakeSplit(t, 8)
 	s := smpart.NewSpares([]int{16, 8})
 	for _, n := range []int{16, 8} {
 		p, err := split.Take(n)

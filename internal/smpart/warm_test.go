@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
-	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // A warm-up runs once in each context: Warm makes the contexts a layout
@@ -16,12 +14,7 @@ import (
 // the current one); a slot held elsewhere meanwhile is left to WarmOnce;
 // a failed run is not recorded; Forget drops the record.
 func TestWarmRunsOncePerContext(t *testing.T) {
-	drv := fake.New(fake.H200())
-	dev, err := smpart.Open(drv, 0)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, dev.Close()) }()
-	s, err := dev.Split(8)
-	require.NoError(t, err)
+	_, dev, s := fakeSplit(t, 8)
 	p, err := s.TakeLayouts(8, []int{16})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close()) }()
