@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,6 +271,24 @@ func TestLatencyRequestsAreDosAndWaits(t *testing.T) {
 	require.Equal(t, 1, lat.c.requests())
 	lat.c.lat.waiting.Add(-1)
 }
+
+// A request that moves between its Do and its Synchronize while the Dos
+// are counted is one request, not two (inFlight); two requests, one in
+// each, are two.
+func TestInFlightCountsARequestBetweenItsCallsOnce(t *testing.T) {
+	var waiting atomic.Int64
+	toSync := countFunc(func() int { waiting.Add(1); return 1 }) // its Do counted, then its Synchronize begins
+	require.Equal(t, 1, inFlight(toSync, &waiting))
+	toDo := countFunc(func() int { waiting.Add(-1); return 1 }) // its Synchronize ends, its next Do is counted
+	require.Equal(t, 1, inFlight(toDo, &waiting))
+	waiting.Store(1)
+	require.Equal(t, 2, inFlight(countFunc(func() int { return 1 }), &waiting))
+}
+
+// countFunc counts what f says.
+type countFunc func() int
+
+func (f countFunc) Count() int { return f() }
 
 // A move hands SMs on only once the work the giver queued before its
 // Reshape has run: the rest tenant shrinks at once, and the latency class
