@@ -3,10 +3,13 @@ package fcsp
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
 // The commons hands its SMs over as a partition does (handoff.go): a
@@ -137,4 +140,32 @@ func TestCloseRacesAGrowthsClaim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A growth's wait stays within its bound beside a giver whose Close is
+// waiting for its streams (holding its partition meanwhile, which could be
+// seconds of queued kernels): the wait asks again rather than waiting for
+// that Close.
+func TestGrowthWaitIsBoundedBesideAClosingGiver(t *testing.T) {
+	p, d := openHold(t)
+	ctx := context.Background()
+	lat, batch := tradePair(t, p) // 8 and 124 SMs
+	require.NoError(t, batch.Reshape(ctx, 100))
+	arrived, release := d.hold("cuStreamSynchronize", cuda.Stream(batch.Stream().Handle()))
+	released := sync.OnceFunc(func() { close(release) })
+	defer released()
+	closed := make(chan error, 1)
+	go func() { closed <- batch.Close() }()
+	<-arrived // the giver's Close waits for its stream
+	grown := make(chan error, 1)
+	go func() { grown <- lat.Reshape(ctx, 32) }()
+	select {
+	case err := <-grown:
+		require.NoError(t, err)
+	case <-time.After(20 * handOffMax):
+		t.Fatal("the growth waited for the giver's Close, past its bound")
+	}
+	require.Equal(t, 32, lat.SMs())
+	released()
+	require.NoError(t, <-closed)
 }

@@ -28,7 +28,8 @@ type holdDriver struct {
 	release chan struct{}
 }
 
-// hold arms d for the next op ("cuLaunchKernel", "cuEventRecord") on s.
+// hold arms d for the next op ("cuLaunchKernel", "cuEventRecord",
+// "cuStreamSynchronize") on s.
 func (d *holdDriver) hold(op string, s cuda.Stream) (arrived, release chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -53,6 +54,11 @@ func (d *holdDriver) wait(op string, s cuda.Stream) {
 func (d *holdDriver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.Dim3, shmem uint32, s cuda.Stream, args *cuda.Args) error {
 	d.wait("cuLaunchKernel", s)
 	return d.Driver.LaunchKernel(c, f, grid, block, shmem, s, args)
+}
+
+func (d *holdDriver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
+	d.wait("cuStreamSynchronize", s)
+	return d.Driver.StreamSynchronize(c, s)
 }
 
 func (d *holdDriver) EventRecord(c cuda.Context, e cuda.Event, s cuda.Stream) error {

@@ -322,10 +322,16 @@ func (p *Partition) Drained() (bool, error) { return p.drained(false) }
 // once where it kept or grew them (its old layout's work runs on SMs it
 // still holds, which no other partition can take). For the commons, the
 // SMs its last Follow left, which a partition holds now.
+//
+// Both answer false while another call holds the partition (a Close that
+// waits for its streams holds it as long as their work takes): the caller
+// asks again rather than waiting on that call.
 func (p *Partition) GaveDrained() (bool, error) { return p.drained(true) }
 
 func (p *Partition) drained(gaveOnly bool) (bool, error) {
-	p.mu.Lock()
+	if !p.mu.TryLock() {
+		return false, nil // a Close or Reset waiting for the streams, or a Reshape: ask again
+	}
 	defer p.mu.Unlock()
 	if p.commons && !p.closed {
 		return p.gaveReached()

@@ -22,8 +22,9 @@ type Partition struct {
 	// mu guards the lists of layouts, streams and events, and orders
 	// Reshape and Close. It is held across the driver calls that make and
 	// destroy them, never while a context is current (slots.go), and
-	// across a call that waits for the device only in Reset, on the
-	// streams of a tenant that has closed (docs/LOCKS.md).
+	// across a call that waits for the device only in Reset and Close, on
+	// the streams of a tenant that has closed (docs/LOCKS.md): Drained
+	// only tries it.
 	mu      lockorder.Mutex[lockorder.Partition]
 	layouts []*layout // by size, ascending; one for a plain partition
 	shape   *shape    // nil for a plain partition
