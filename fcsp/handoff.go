@@ -23,8 +23,8 @@ import (
 // tenant's calls go on, and then waits for that work with the rest; a new
 // partition waits for it before NewTenant returns.
 
-// Hand-over timing: how often a growing Reshape looks whether the givers'
-// queued work has run, and how long it waits at most. The bound is there
+// Hand-over timing: how often a growing Reshape (or NewTenant) looks
+// whether the givers' queued work has run, and how long it waits at most. The bound is there
 // because a giver may queue seconds of kernels, and a tenant growing for a
 // burst must not sit on its floor that long; twice the longest hand-over
 // measured in run A2. A pool keeps its own copy (Pool.handOff), which a
@@ -64,9 +64,9 @@ func (c *tenantCore) unclaim() {
 // work queued before SMs changed hands has run: the pool's other
 // partitions', queued before their last Reshape gave SMs up, and the
 // commons', queued before its last move left SMs (hand-over events
-// reached); ctx's error, nothing changed, if ctx ends first. The caller
-// (Reshape, NewTenant) holds c.reshape or placeMu, not c's calls: they go
-// on, on the SMs c holds, while it waits.
+// reached); ctx's error, nothing changed, if ctx ends first. Its callers
+// (a growing Reshape, under c.reshape; NewTenant, before it returns c)
+// hold none of c's calls: they go on, on the SMs c holds, while it waits.
 func (c *tenantCore) awaitHandOff(ctx context.Context) error {
 	p := c.pool
 	list := coreLists.Get().(*[]*tenantCore)
