@@ -64,6 +64,10 @@ func TestGrowthWaitsForThePlainTenantsWork(t *testing.T) {
 
 	drv.HoldEvents(true)
 	t.Cleanup(func() { drv.HoldEvents(false) })
+	began := time.Now()
+	require.ErrorIs(t, lat.Reshape(ctx, 24), ErrGranularity, "no layout of 24 SMs")
+	require.Less(t, time.Since(began), time.Minute/2, "a size it has no layout of is refused before any wait")
+	require.Equal(t, 132-16, plain.SMs(), "the refusal moved nothing")
 	grown := make(chan error, 1)
 	go func() { grown <- lat.Reshape(ctx, 32) }()
 	requireNoneWithin(t, grown, handOffMax, "grown onto SMs still running the plain tenant's work")

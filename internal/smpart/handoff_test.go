@@ -112,6 +112,8 @@ func TestClaimTakesAGrowthsGroupsAhead(t *testing.T) {
 	require.Equal(t, all-4, free(), "claimed ahead of the Reshape")
 	require.Equal(t, 16, p.SMs())
 	require.NoError(t, p.Claim(16), "no growth: nothing to claim")
+	require.ErrorIs(t, p.Claim(24), smpart.ErrGranularity, "no layout of 24 SMs")
+	require.Equal(t, all-4, free(), "the refusal took nothing and gave nothing back")
 	p.Unclaim()
 	require.Equal(t, all-2, free())
 	require.NoError(t, p.Claim(32))

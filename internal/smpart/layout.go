@@ -218,15 +218,10 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 		}
 		return fmt.Errorf("%w: this partition of %d SMs was made without layouts", ErrGranularity, old.sms)
 	}
-	i := slices.IndexFunc(p.layouts, func(l *layout) bool { return l.sms == sms })
-	if i < 0 {
-		sizes := make([]string, len(p.layouts))
-		for j, l := range p.layouts {
-			sizes[j] = fmt.Sprint(l.sms)
-		}
-		return fmt.Errorf("%w: reshape to %d SMs; this partition's layouts are %s SMs", ErrGranularity, sms, strings.Join(sizes, ", "))
+	next, err := p.layoutOf(sms)
+	if err != nil {
+		return err
 	}
-	next := p.layouts[i]
 	if next == old {
 		return nil
 	}
@@ -255,8 +250,9 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 // there (the commons, which follows the split) can leave them, and its
 // work drain, while the partition's own work goes on where it is. A
 // Reshape then uses them; Unclaim gives back those it has not. Claiming no
-// more than the partition holds does nothing; groups another partition
-// holds are ErrInsufficientSMs, as in Reshape.
+// more than the partition holds does nothing; a size it has no layout of
+// is ErrGranularity, groups another partition holds ErrInsufficientSMs,
+// as in Reshape.
 func (p *Partition) Claim(sms int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -266,16 +262,29 @@ func (p *Partition) Claim(sms int) error {
 	if p.shape == nil {
 		return nil // one layout: Reshape refuses any other size
 	}
-	i := slices.IndexFunc(p.layouts, func(l *layout) bool { return l.sms == sms })
-	if i < 0 || p.layouts[i].groups <= p.shape.claimed {
-		return nil // Reshape names a size it has no layout of
+	next, err := p.layoutOf(sms)
+	if err != nil || next.groups <= p.shape.claimed {
+		return err // a size it has no layout of, or no growth
 	}
 	sh := p.shape
-	if err := sh.split.claim(sh.lane[sh.claimed:p.layouts[i].groups], sh.rest); err != nil {
+	if err := sh.split.claim(sh.lane[sh.claimed:next.groups], sh.rest); err != nil {
 		return err
 	}
-	sh.claimed = p.layouts[i].groups
+	sh.claimed = next.groups
 	return nil
+}
+
+// layoutOf is the layout of sms SMs; ErrGranularity, naming the sizes
+// there are, where there is none. The caller holds p.mu.
+func (p *Partition) layoutOf(sms int) (*layout, error) {
+	if i := slices.IndexFunc(p.layouts, func(l *layout) bool { return l.sms == sms }); i >= 0 {
+		return p.layouts[i], nil
+	}
+	sizes := make([]string, len(p.layouts))
+	for j, l := range p.layouts {
+		sizes[j] = fmt.Sprint(l.sms)
+	}
+	return nil, fmt.Errorf("%w: reshape to %d SMs; this partition's layouts are %s SMs", ErrGranularity, sms, strings.Join(sizes, ", "))
 }
 
 // Unclaim gives back the groups Claim took that no Reshape has used.
@@ -333,29 +342,26 @@ func (p *Partition) drained(gaveOnly bool) (bool, error) {
 		return false, nil // a Close or Reset waiting for the streams, or a Reshape: ask again
 	}
 	defer p.mu.Unlock()
-	if p.commons && !p.closed {
-		return p.gaveReached()
+	if p.commons && !p.closed { // the work its last Follow left (markGave)
+		if done, err := p.reached(p.gave); !done || err != nil {
+			return false, err
+		}
+		return true, p.dropGave()
 	}
 	if p.prev == nil || p.closed || gaveOnly && p.prev.groups <= p.cur.Load().groups {
 		return true, nil
 	}
-	for _, e := range p.prev.events {
-		err := p.drv.EventQuery(p.dev.Primary(), e)
-		if errors.Is(err, cuda.ErrorNotReady) {
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
+	if done, err := p.reached(p.prev.events); !done || err != nil {
+		return false, err
 	}
 	p.prev = nil
 	return true, nil
 }
 
-// gaveReached is the commons' Drained and GaveDrained: whether the work
-// its streams held when its last Follow left SMs has run. The caller
-// holds p.mu.
-func (p *Partition) gaveReached() (bool, error) {
-	for _, e := range p.gave {
+// reached reports whether every one of events has been reached. The
+// caller holds p.mu.
+func (p *Partition) reached(events []cuda.Event) (bool, error) {
+	for _, e := range events {
 		err := p.drv.EventQuery(p.dev.Primary(), e)
 		if errors.Is(err, cuda.ErrorNotReady) {
 			return false, nil
@@ -363,7 +369,7 @@ func (p *Partition) gaveReached() (bool, error) {
 			return false, err
 		}
 	}
-	return true, p.dropGave()
+	return true, nil
 }
 
 // waitFor queues on next's stream j a wait for the work queued on old's.
