@@ -173,3 +173,33 @@ func TestGrowthWaitIsBoundedBesideAClosingGiver(t *testing.T) {
 	released()
 	require.NoError(t, <-closed)
 }
+
+// The controller beside an unpartitioned tenant that keeps working: the
+// plain tenant shares the rest tenant's SMs (none is free), a burst grows
+// the latency class to its most through the claim and the commons' moves,
+// the plain tenant's calls all succeed meanwhile, and once idle every
+// class is back where it began, the plain tenant never on the latency
+// class's SMs.
+func TestLatencyClassFollowsItsLoadBesideAPlainTenant(t *testing.T) {
+	p, _ := openSim(t)
+	ctx := context.Background()
+	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
+	require.NoError(t, err)
+	rest, err := p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	plain, err := p.NewTenant("plain")
+	require.NoError(t, err)
+	require.Equal(t, 116, plain.SMs(), "the rest tenant's, shared")
+	stopPlain := sync.OnceFunc(doLoop(2, func() {
+		require.NoError(t, plain.Do(ctx, func(Current) error { time.Sleep(100 * time.Microsecond); return nil }))
+		require.NoError(t, plain.Stream().Synchronize())
+	}))
+	defer stopPlain()
+	stop := burstOf(t, lat)
+	require.Eventually(t, func() bool { return lat.SMs() == 48 && lat.Stats().SMMoves > 0 }, 5*time.Second, time.Millisecond, "the burst grows the class to its most")
+	require.Empty(t, overlap(smsOf(t, plain, plain.Stream()), smsOf(t, lat, lat.Stream())), "the plain tenant ran on the latency class's SMs")
+	stop()
+	require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 && plain.SMs() == 116 }, 5*time.Second, time.Millisecond)
+	stopPlain()
+	require.Empty(t, overlap(smsOf(t, plain, plain.Stream()), smsOf(t, lat, lat.Stream())))
+}
