@@ -227,22 +227,37 @@ func (p *Partition) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	}
 	sh := p.shape
 	had := sh.claimed
-	if next.groups > had {
-		if err := sh.split.claim(sh.lane[had:next.groups], sh.rest); err != nil {
-			return err
-		}
-	}
-	if err := p.handOver(old, next, swap); err != nil {
-		if next.groups > had {
-			sh.split.give(sh.lane[had:next.groups], false)
-		}
+	if err := sh.claimTo(next.groups); err != nil {
 		return err
 	}
-	if next.groups < had {
-		sh.split.give(sh.lane[next.groups:had], false)
+	if err := p.handOver(old, next, swap); err != nil {
+		sh.giveTo(had) // what this call claimed; an earlier Claim's stays
+		return err
 	}
-	sh.held, sh.claimed = next.groups, next.groups
+	sh.held = next.groups
+	sh.giveTo(next.groups) // a shrink's groups, and a claim beyond the size taken
 	return nil
+}
+
+// claimTo takes the lane's groups up to k from the split, where the
+// partition has fewer; giveTo gives back those past k. Between them the
+// lane's first claimed groups are the partition's. The caller holds p.mu.
+func (sh *shape) claimTo(k int) error {
+	if k <= sh.claimed {
+		return nil
+	}
+	if err := sh.split.claim(sh.lane[sh.claimed:k], sh.rest); err != nil {
+		return err
+	}
+	sh.claimed = k
+	return nil
+}
+
+func (sh *shape) giveTo(k int) {
+	if k < sh.claimed {
+		sh.split.give(sh.lane[k:sh.claimed], false)
+		sh.claimed = k
+	}
 }
 
 // Claim takes from the split now the groups the layout of sms SMs adds to
@@ -263,15 +278,10 @@ func (p *Partition) Claim(sms int) error {
 		return nil // one layout: Reshape refuses any other size
 	}
 	next, err := p.layoutOf(sms)
-	if err != nil || next.groups <= p.shape.claimed {
-		return err // a size it has no layout of, or no growth
-	}
-	sh := p.shape
-	if err := sh.split.claim(sh.lane[sh.claimed:next.groups], sh.rest); err != nil {
+	if err != nil {
 		return err
 	}
-	sh.claimed = next.groups
-	return nil
+	return p.shape.claimTo(next.groups)
 }
 
 // layoutOf is the layout of sms SMs; ErrGranularity, naming the sizes
@@ -291,9 +301,8 @@ func (p *Partition) layoutOf(sms int) (*layout, error) {
 func (p *Partition) Unclaim() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if sh := p.shape; sh != nil && !p.closed && sh.claimed > sh.held {
-		sh.split.give(sh.lane[sh.held:sh.claimed], false)
-		sh.claimed = sh.held
+	if sh := p.shape; sh != nil && !p.closed {
+		sh.giveTo(sh.held)
 	}
 }
 
