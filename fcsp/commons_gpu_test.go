@@ -100,7 +100,7 @@ func TestGPUGrowthWaitsForThePlainTenantsWork(t *testing.T) {
 		return reshape, first
 	}
 	rWait, fWait := grow()
-	p.handOff = 0 // nothing else reads it now: no controller runs here
+	p.moves.SetHandOff(0) // nothing else reads it now: no controller runs here
 	rNo, fNo := grow()
 	t.Logf("plain tenant's blocks ~8 ms on its %d SMs; the class's kernel alone on 16 SMs %v; "+
 		"growth 16->32 waiting: Reshape %v, first kernel %v; not waiting: Reshape %v, first kernel %v",

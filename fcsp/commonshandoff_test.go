@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fcsp-go/fcsp-go/internal/smmove"
+
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
@@ -18,7 +20,7 @@ import (
 func TestNewPartitionWaitsForThePlainTenantsWork(t *testing.T) {
 	t.Run("drained", func(t *testing.T) {
 		p, drv := openSim(t)
-		p.handOff = time.Minute // the release comes inside the wait, however slow the host
+		p.moves.SetHandOff(time.Minute) // the release comes inside the wait, however slow the host
 		plain, err := p.NewTenant("plain")
 		require.NoError(t, err)
 		drv.HoldEvents(true) // what plain queued never ends
@@ -28,7 +30,7 @@ func TestNewPartitionWaitsForThePlainTenantsWork(t *testing.T) {
 			_, err := p.NewTenant("interactive", WithSMs(16))
 			made <- err
 		}()
-		requireNoneWithin(t, made, handOffMax, "handed out onto SMs still running the plain tenant's work")
+		requireNoneWithin(t, made, smmove.HandOffMax, "handed out onto SMs still running the plain tenant's work")
 		require.Equal(t, 132-16, plain.SMs(), "the plain tenant left them first")
 		require.NoError(t, plain.Do(context.Background(), func(Current) error { return nil }), "its calls go on")
 		drv.HoldEvents(false)
@@ -43,7 +45,7 @@ func TestNewPartitionWaitsForThePlainTenantsWork(t *testing.T) {
 		began := time.Now()
 		lat, err := p.NewTenant("interactive", WithSMs(16))
 		require.NoError(t, err)
-		require.GreaterOrEqual(t, time.Since(began), handOffMax, "waited out the bound")
+		require.GreaterOrEqual(t, time.Since(began), smmove.HandOffMax, "waited out the bound")
 		require.Equal(t, 16, lat.SMs())
 	})
 }
@@ -54,7 +56,7 @@ func TestNewPartitionWaitsForThePlainTenantsWork(t *testing.T) {
 // gives the claim back and the plain tenant its SMs, nothing changed.
 func TestGrowthWaitsForThePlainTenantsWork(t *testing.T) {
 	p, drv := openSim(t)
-	p.handOff = time.Minute
+	p.moves.SetHandOff(time.Minute)
 	ctx := context.Background()
 	plain, err := p.NewTenant("plain")
 	require.NoError(t, err)
@@ -70,7 +72,7 @@ func TestGrowthWaitsForThePlainTenantsWork(t *testing.T) {
 	require.Equal(t, 132-16, plain.SMs(), "the refusal moved nothing")
 	grown := make(chan error, 1)
 	go func() { grown <- lat.Reshape(ctx, 32) }()
-	requireNoneWithin(t, grown, handOffMax, "grown onto SMs still running the plain tenant's work")
+	requireNoneWithin(t, grown, smmove.HandOffMax, "grown onto SMs still running the plain tenant's work")
 	require.Equal(t, 132-32, plain.SMs(), "the claim moved the plain tenant off first")
 	require.Equal(t, 16, lat.SMs())
 	require.NoError(t, lat.Do(ctx, noop), "the growing tenant's calls go on")
@@ -85,7 +87,7 @@ func TestGrowthWaitsForThePlainTenantsWork(t *testing.T) {
 	drv.HoldEvents(true)
 	cctx, cancel := context.WithCancel(ctx)
 	go func() { grown <- lat.Reshape(cctx, 32) }()
-	requireNoneWithin(t, grown, handOffMax, "grown onto SMs still running the plain tenant's work")
+	requireNoneWithin(t, grown, smmove.HandOffMax, "grown onto SMs still running the plain tenant's work")
 	cancel()
 	require.ErrorIs(t, <-grown, context.Canceled)
 	require.Equal(t, 16, lat.SMs())
@@ -111,7 +113,7 @@ func TestCloseRacesAGrowthsClaim(t *testing.T) {
 			t.Cleanup(func() { drv.HoldEvents(false) })
 			grown := make(chan error, 1)
 			go func() { grown <- lat.Reshape(ctx, 32) }()
-			time.Sleep(handOffMax / 8)
+			time.Sleep(smmove.HandOffMax / 8)
 			switch closer {
 			case "grower":
 				require.NoError(t, lat.Close())
@@ -166,7 +168,7 @@ func TestGrowthWaitIsBoundedBesideAClosingGiver(t *testing.T) {
 	select {
 	case err := <-grown:
 		require.NoError(t, err)
-	case <-time.After(20 * handOffMax):
+	case <-time.After(20 * smmove.HandOffMax):
 		t.Fatal("the growth waited for the giver's Close, past its bound")
 	}
 	require.Equal(t, 32, lat.SMs())

@@ -77,7 +77,7 @@ func TestDoMakesTheTenantCurrentAndRestores(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.Do(context.Background(), func(c Current) error {
 		got, err := drv.CtxGetCurrent()
-		require.True(t, p.commons.Owns(got))
+		require.True(t, p.moves.Commons().Owns(got))
 		require.Equal(t, 132-16, c.SMs())
 		return err
 	}))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
+	"github.com/fcsp-go/fcsp-go/internal/place"
 )
 
 // DoEach is Tenant.DoEach.
@@ -24,11 +25,15 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 	}
 	// Each run holds its context until all have run (inside.Each), so
 	// nothing else may take part of the contexts meanwhile and wait for
-	// the rest. Another DoEach would: one at a time.
-	if err := c.each.Take(ctx); err != nil {
-		return c.fail("DoEach", err)
+	// the rest. Another DoEach would, the other unpartitioned tenants'
+	// too where the contexts are the commons': one at a time, a turn per
+	// placement (none where nothing excludes).
+	if turn := place.Turn(c.place.Placement); turn != nil {
+		if err := turn.Take(ctx); err != nil {
+			return c.fail("DoEach", err)
+		}
+		defer turn.Give()
 	}
-	defer c.each.Give()
 	n := c.place.Dos()
 	// Metered: every run admitted before anything is held, as a Do is.
 	var runs []*admission.Run

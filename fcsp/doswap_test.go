@@ -63,7 +63,7 @@ func checkDoSwaps(t *testing.T, p *Pool) {
 			require.NoError(t, b.Do(context.Background(), func(Current) error {
 				// Beside a partition, an unpartitioned tenant runs in the
 				// commons' green contexts (issue 37), not the primary.
-				require.True(t, p.commons.Owns(current()), "a green context of the commons is current")
+				require.True(t, p.moves.Commons().Owns(current()), "a green context of the commons is current")
 				return nil
 			}))
 			require.Equal(t, green, current(), "the nested Do put the green context back")

@@ -70,6 +70,11 @@ var (
 	ErrStaleGraph = errs.ErrStaleGraph
 	// ErrNameTaken: a live tenant of the pool already has this name.
 	ErrNameTaken = errs.ErrNameTaken
+	// ErrDeviceInUse: Open of a device this process has open already.
+	// Each pool hands out SMs from one map of the device; a second would
+	// hand out the same SMs again. Share the first *Pool (it is safe for
+	// concurrent use), or Close it first.
+	ErrDeviceInUse = errs.ErrDeviceInUse
 	// ErrInvalidArgument: an option or argument is out of range; the
 	// message says what is allowed. The lower packages' finer sentinels
 	// (tokenbucket.ErrInvalidConfig, memtrack.ErrInvalidSize, ...) match it.

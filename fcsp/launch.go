@@ -37,17 +37,33 @@ type Function struct {
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 	m := &Module{t: c}
 	m.params = ptxsig.Layouts(image)
-	err := c.loadModule(m, image) // reshape.go
+	err := c.do(func(ctx cuda.Context) (err error) {
+		if m.h, err = c.pool.dev.LoadModule(ctx, image); err != nil {
+			return err
+		}
+		// Listed in the life lock: a Close racing the load waits for it,
+		// then unloads the module with the others.
+		c.mu.Lock()
+		c.modules = append(c.modules, m)
+		c.mu.Unlock()
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
+// unload unloads the module.
+func (m *Module) unload(ctx cuda.Context) error { return m.t.pool.dev.UnloadModule(ctx, m.h) }
+
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name, params: m.params[name]}
-	err := m.function(f) // in the module's one load (reshape.go)
+	err := m.t.do(func(ctx cuda.Context) (err error) {
+		f.h, err = m.t.pool.dev.Function(ctx, m.h, f.name)
+		return err
+	})
 	if err != nil {
 		return nil, m.t.fail("Module.Function", fmt.Errorf("kernel %q: %w", name, err))
 	}
@@ -119,10 +135,8 @@ func (s *streamCore) admitAndRun(ctx context.Context, f *Function, grid, block D
 // run queues an admitted launch: with a timed ticket between its events,
 // with the primary context, which serves every green stream
 // (docs/CONTEXTS.md): no green context is taken; else through
-// launchCounted. The caller is in the life lock. Begin takes the stream's
-// meter and End gives it back, so the meter's lock is held across the
-// launch (internal/admission; docs/LOCKS.md, where admission is being
-// rebuilt).
+// launchCounted. The caller is in the life lock. Time holds the stream's
+// meter across the launch (internal/admission; docs/LOCKS.md).
 func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
 	if !tk.Timed() {
 		return s.launchCounted(f, grid, block, shmem, args)
@@ -131,7 +145,7 @@ func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, sh
 	// Time holds the stream's meter from the ticket's start event to its
 	// end event, across this launch: no other timed work comes between.
 	err := tk.Time(ctx, func() error {
-		return s.t.pool.launcher.LaunchIn(ctx, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a)
+		return s.t.pool.launcher.LaunchIn(ctx, f.h, grid.cuda(), block.cuda(), shmem, s.h(), &args.a)
 	})
 	if err != nil {
 		return fmt.Errorf("kernel %q: %w", f.name, err)
@@ -144,7 +158,7 @@ func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, sh
 // (internal/place), which takes no closure on the usual paths, and counts
 // it; the caller is in the life lock.
 func (s *streamCore) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if err := s.t.pool.launcher.Launch(s.t.place.Placement, f.handle(), grid.cuda(), block.cuda(), shmem, s.h(), &args.a); err != nil {
+	if err := s.t.pool.launcher.Launch(s.t.place.Placement, f.h, grid.cuda(), block.cuda(), shmem, s.h(), &args.a); err != nil {
 		if errors.Is(err, ErrNotComputed) {
 			s.launches.Add(1) // launched all the same, just not modelled
 		}

@@ -2,6 +2,8 @@ package fcsp
 
 import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/inside"
+	"github.com/fcsp-go/fcsp-go/internal/life"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
@@ -10,9 +12,9 @@ import (
 // (internal/place says what each method means): a partition of the
 // device's SMs (greenPlace), the pool's commons, or the whole device shared
 // through its primary context (Pool.whole). Its methods beyond the core
-// ask the placement for the capability (place.Slotted, Owned, Reshaper)
-// and answer as the whole device does where it lacks it; what needs the
-// Pool or a public type is converted here.
+// ask the placement for the capability and answer as the whole device
+// does where it lacks it; what needs the Pool or a public type is
+// converted here.
 type placement struct{ place.Placement }
 
 func greenPlace(p *smpart.Partition) placement { return placement{place.NewGreen(p)} }
@@ -28,13 +30,6 @@ func (pl placement) Reshapable() bool { return place.Reshapable(pl.Placement) }
 func (pl placement) Sizes() []int     { return place.Sizes(pl.Placement) }
 func (pl placement) Close() error     { return place.Close(pl.Placement) }
 
-func (pl placement) Claim(sms int) error { return place.Claim(pl.Placement, sms) }
-func (pl placement) Unclaim()            { place.Unclaim(pl.Placement) }
-
-func (pl placement) Reshape(sms int, swap func(old, new cuda.Stream)) error {
-	return place.Reshape(pl.Placement, sms, swap)
-}
-
 // waits reports the waits for a partition's green contexts; none where
 // nothing excludes. WaitStats has smpart.WaitStats's fields.
 func (pl placement) waits() WaitStats { return WaitStats(place.Waits(pl.Placement)) }
@@ -49,4 +44,52 @@ func (pl placement) retire(p *Pool) (spare *smpart.Partition, err error) {
 		p.mu.Unlock()
 	}
 	return place.Retire(pl.Placement, keep)
+}
+
+// member is the tenant as the pool's moves of SMs see it (smmove.Member):
+// a conversion of the core's pointer, as host is for the engines.
+type member tenantCore
+
+func (m *member) Name() string           { return m.name }
+func (m *member) Place() place.Placement { return m.place.Placement }
+func (m *member) Calls() *life.Lock      { return &m.life }
+func (m *member) Dos() *inside.Threads   { return &m.dos }
+
+// Resized resizes a launch-rate limit, which is threads per refill period
+// of the tenant's SMs (a GPU share is of the device's time, whatever the
+// SMs); the sizes were checked against the layouts, so it cannot fail.
+func (m *member) Resized(sms int) error { return m.adm.SetSMs(sms) }
+
+// Swapper moves each of the tenant's streams of the partition (or the
+// commons) on old to new: the list is taken now, while its calls are held
+// (NewStream is one), so that the swap, called under the partition's
+// lock, takes none.
+func (m *member) Swapper() func(old, new cuda.Stream) {
+	m.mu.Lock()
+	streams := append([]*streamCore(nil), m.streams...)
+	m.mu.Unlock()
+	return func(old, new cuda.Stream) {
+		for _, s := range streams {
+			if s.fromPart && cuda.Stream(s.hv.Load()) == old {
+				s.hv.Store(uintptr(new))
+			}
+		}
+	}
+}
+
+// Rewarm runs the tenant's warm-up, if it has one, in the commons'
+// contexts after a move (place.Rewarm), in the life lock (a Close waits
+// for it); a failure is logged, and the next Do in that context runs it
+// again (place.Warming.Take).
+func (m *member) Rewarm() {
+	c := (*tenantCore)(m)
+	slot, err := c.enter()
+	if err != nil {
+		return // closed meanwhile
+	}
+	defer c.life.Exit(slot)
+	if err := place.Rewarm(c.place.Placement); err != nil {
+		c.pool.log.Warn("warm-up failed after the unpartitioned tenants moved; the next Do in that context runs it again",
+			"tenant", c.name, "sms", c.place.SMs(), "err", err)
+	}
 }

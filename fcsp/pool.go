@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync/atomic"
-	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/config"
@@ -21,6 +19,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
@@ -43,16 +42,15 @@ type Pool struct {
 	launcher  place.Launcher    // kernel launches (launch.go)
 	wait      hostwait.Wait     // Synchronize's HostWait
 	blocker   *hostwait.Blocker // the events of the waits that sleep
-	handOff   time.Duration     // a growing Reshape's longest wait for the givers' work (handoff.go)
 	// whole is the whole device, shared through its primary context;
 	// plain is every unpartitioned tenant's placement: the commons
-	// (commons.go) where the device can be partitioned, else whole. One
-	// value each, never changed, so that such a tenant made allocates no
-	// placement.
+	// (internal/smmove) where the device can be partitioned, else whole.
+	// One value each, never changed, so that such a tenant made allocates
+	// no placement.
 	whole   placement
 	plain   placement
-	commons *smpart.Partition // nil where the device cannot be partitioned; moved under placeMu
-	split   *smpart.Split     // nil when noSplit says why; its own lock guards which SMs are taken
+	split   *smpart.Split  // nil when noSplit says why; its own lock guards which SMs are taken
+	moves   *smmove.Engine // who holds which SMs, and every move of them (internal/smmove)
 	noSplit error
 
 	// Each safe for concurrent use on its own: a lock inside, or atomics.
@@ -60,20 +58,12 @@ type Pool struct {
 	events   event.Set        // made by Pool.NewEvent
 	unscoped unscopedProbe    // what the driver takes with no context current (unscoped.go)
 	probe    smProbe          // ProbeSMs's kernel, under its mu (probe.go)
-	steer    steer            // the SM controller of a latency class, under its mu (steer.go)
 	memInfo  devmem.InfoCache // MemGetInfo's device figures
 	_        [128]byte
 	fault    fault.State // internal/fault, lost as a *DeviceLostError (health.go): read by every call, so on lines of its own
 	_        [128]byte
 	prio     admission.Pool // latency tenants in flight (internal/admission)
 	pools    devmem.Peers   // the tenants' memory engines, which trim each other (memory.go)
-
-	// placeMu serialises NewTenant (a partition built, across its driver
-	// calls) and the moves of the commons that follow a partition made,
-	// closed or reshaped (commons.go); Close waits for it. Before mu
-	// (docs/LOCKS.md). followed is written under it, read without it.
-	placeMu  lockorder.Mutex[lockorder.PoolPlace]
-	followed atomic.Uint64 // the split's Version the commons last followed (commons.go)
 
 	mu      lockorder.Mutex[lockorder.PoolMu] // protects the following fields; no driver call under it
 	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm)
@@ -96,8 +86,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: smpart.NewSpares(cfg.Prewarm),
-		handOff: handOffMax}
+	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: smpart.NewSpares(cfg.Prewarm)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
@@ -122,6 +111,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if p.dev, err = smpart.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
+	if err := p.dev.ClaimMap(); err != nil { // one pool hands out a device's SMs
+		return nil, errors.Join(err, p.dev.Close())
+	}
 	p.blocker = hostwait.NewBlocker(p.drv, p.dev.Primary())
 	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
 	p.launcher = place.Launcher{Drv: p.drv, Probe: &p.unscoped.launch, Dev: p.dev, Log: p.log}
@@ -144,9 +136,10 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(err)
 	}
 	p.info.PartitionUnit = p.split.GroupSMs() // a split's groups keep their size
-	if err := p.openCommons(); err != nil {
+	if p.moves, err = smmove.New(smmove.Config{Dev: p.dev, Split: p.split, Log: p.log}); err != nil {
 		return fail(err)
 	}
+	p.plain = placement{p.moves.Plain()}
 	return p, nil
 }
 
@@ -227,19 +220,20 @@ func (p *Pool) Close() error {
 	spare := p.spare
 	p.spare = smpart.NewSpares(nil) // a closed pool keeps none
 	p.mu.Unlock()
-	// A NewTenant under way holds placeMu across its driver work, made
-	// outside mu: it finishes first, and finds the pool closed when it
-	// lists its tenant (undoing what it built), before anything of the
+	// A NewTenant under way holds the move lock across its driver work,
+	// made outside mu: it finishes first, and finds the pool closed when
+	// it lists its tenant (undoing what it built), before anything of the
 	// pool's goes.
-	p.placeMu.Lock()
-	p.placeMu.Unlock()
+	if p.moves != nil {
+		p.moves.Barrier()
+	}
 	errs := make([]error, 0, len(cores)+1)
 	for _, c := range cores {
 		errs = append(errs, c.fail("Pool.Close", c.close("pool closed")))
 	}
 	errs = append(errs, closeProbe(p.dev, &p.probe))
-	if p.commons != nil {
-		errs = append(errs, p.commons.Close())
+	if p.moves != nil {
+		errs = append(errs, p.moves.Close())
 	}
 	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
 	return p.fault.Forgive(errors.Join(errs...))

@@ -78,10 +78,7 @@ func (p *Pool) breaches(cores []*tenantCore, sms map[string][]int) []string {
 		if !own.place.Partitioned() || sms[own.name] == nil {
 			continue
 		}
-		rest := false
-		if g, ok := own.place.Placement.(place.Green); ok {
-			rest = g.Part.Rest()
-		}
+		rest := place.Rest(own.place.Placement)
 		for _, c := range cores {
 			if c == own || (rest && !c.place.Partitioned()) {
 				continue // unpartitioned tenants may share the rest's SMs

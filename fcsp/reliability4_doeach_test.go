@@ -75,7 +75,7 @@ func TestLaunchGraphThatWaitsOutAReshapeIsStale(t *testing.T) {
 	<-inDo
 	reshaped := make(chan error, 1)
 	go func() { reshaped <- a.Reshape(ctx, 16) }()
-	waitForStack(t, "(*tenantCore).Reshape", "(*Lock).drain") // the gate is shut
+	waitForStack(t, "(*tenantCore).Reshape", "(*Engine).hold") // the gate is shut
 	launched := make(chan error, 1)
 	go func() { launched <- s.LaunchGraph(ctx, x) }()
 	waitForStack(t, "(*Stream).LaunchGraph", "(*pauseGate).wait")
@@ -164,7 +164,7 @@ func TestGraphExecCloseReshapeAndALaunchInADo(t *testing.T) {
 	defer cancel()
 	reshaped := make(chan error, 1)
 	go func() { reshaped <- a.Reshape(rctx, 16) }()
-	waitForStack(t, "(*tenantCore).Reshape", "(*Lock).drain") // the gate is shut
+	waitForStack(t, "(*tenantCore).Reshape", "(*Engine).hold") // the gate is shut
 	closed := make(chan error, 1)
 	go func() { closed <- x.Close() }()
 	waitForStack(t, "(*GraphExec).Close", "(*pauseGate).wait")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fcsp-go/fcsp-go/internal/smmove"
+
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
@@ -389,7 +391,7 @@ func TestReshapeDoesNotWaitForASynchronize(t *testing.T) {
 }
 
 // A Reshape that grows takes SMs another tenant gave up only once the work
-// that tenant queued before has run, at most handOffMax later, and its own
+// that tenant queued before has run, at most smmove.HandOffMax later, and its own
 // calls go on meanwhile; ctx ending the wait changes nothing.
 func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
 	p, drv := openSim(t)
@@ -403,7 +405,7 @@ func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
 	grown := make(chan error, 1)
 	began := time.Now()
 	go func() { grown <- lat.Reshape(ctx, 32) }()
-	requireNoneWithin(t, grown, handOffMax/4, "grown onto SMs whose giver's work still runs")
+	requireNoneWithin(t, grown, smmove.HandOffMax/4, "grown onto SMs whose giver's work still runs")
 	require.NoError(t, lat.Do(ctx, func(Current) error { return nil }))
 	select {
 	case <-grown:
@@ -411,24 +413,24 @@ func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
 	default:
 	}
 	require.NoError(t, <-grown)
-	require.GreaterOrEqual(t, time.Since(began), handOffMax)
+	require.GreaterOrEqual(t, time.Since(began), smmove.HandOffMax)
 	require.Equal(t, 32, lat.SMs())
 
 	// The giver's work runs out mid-wait: the growth follows it.
 	require.NoError(t, lat.Reshape(ctx, 8))
 	go func() { grown <- batch.Reshape(ctx, 124) }()
-	requireNoneWithin(t, grown, handOffMax/4, "grown onto SMs whose giver's work still runs")
+	requireNoneWithin(t, grown, smmove.HandOffMax/4, "grown onto SMs whose giver's work still runs")
 	drv.HoldEvents(false)
 	require.NoError(t, <-grown)
 	require.Equal(t, 124, batch.SMs())
 
 	// ctx ends the wait: nothing changes.
-	p.handOff = time.Minute // the cancel comes inside the wait, however slow the host
+	p.moves.SetHandOff(time.Minute) // the cancel comes inside the wait, however slow the host
 	drv.HoldEvents(true)
 	require.NoError(t, batch.Reshape(ctx, 100))
 	cctx, cancel := context.WithCancel(ctx)
 	go func() { grown <- lat.Reshape(cctx, 32) }()
-	requireNoneWithin(t, grown, handOffMax/8, "grown onto SMs whose giver's work still runs")
+	requireNoneWithin(t, grown, smmove.HandOffMax/8, "grown onto SMs whose giver's work still runs")
 	cancel()
 	require.ErrorIs(t, <-grown, context.Canceled)
 	require.Equal(t, 8, lat.SMs())
@@ -450,7 +452,7 @@ func TestCloseRacesAGrowthsHandOff(t *testing.T) {
 		require.NoError(t, batch.Reshape(ctx, 100))
 		grown := make(chan error, 1)
 		go func() { grown <- lat.Reshape(ctx, 32) }()
-		time.Sleep(handOffMax / 8)
+		time.Sleep(smmove.HandOffMax / 8)
 		closing := lat
 		if closeGiver {
 			closing = batch

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // holdSpin makes the simulator's spin kernel block until release is
@@ -113,10 +114,13 @@ func TestPoolsReopenedCostGreenMemoryOnce(t *testing.T) {
 		require.NoError(t, err)
 		return p
 	}
-	probe := open()
+	// The primary context held beside the pools (one pool at a time hands
+	// out a device's SMs: a bare Device holds it).
+	probe, err := smpart.Open(f, 0)
+	require.NoError(t, err)
 	defer func() { require.NoError(t, probe.Close()) }()
 	free := func() uint64 { // the driver's figure, not the pool's cached one
-		n, _, err := f.MemGetInfo(probe.dev.Primary())
+		n, _, err := f.MemGetInfo(probe.Primary())
 		require.NoError(t, err)
 		return n
 	}

@@ -6,11 +6,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/smmove"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -46,7 +47,7 @@ func TestLatencyClassFollowsItsLoad(t *testing.T) {
 	// shrink reshapes the class, then the rest: both are waited for.)
 	require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 }, 5*time.Second, time.Millisecond)
 	require.Contains(t, lat.Stats().SMMoveReason, "shrink: ")
-	time.Sleep(3 * steerHold)
+	time.Sleep(3 * smmove.SteerHold)
 	require.Equal(t, 16, lat.SMs(), "never below the floor")
 	require.NoError(t, rest.Close()) // the controller stops with its tenant
 	require.Equal(t, 16, lat.SMs())
@@ -148,20 +149,6 @@ func burstOf(t *testing.T, lat *Tenant) (stop func()) {
 	}))
 }
 
-// The controller's requests in flight are the most seen over its last
-// steerPeak samples: a burst read low at one instant still asks for its
-// size, and a burst that ended is forgotten steerPeak samples later.
-func TestSteerPeakInFlight(t *testing.T) {
-	var p peak
-	got, rose := []int{}, []bool{}
-	for _, n := range []int{1, 16, 9, 3, 11, 0, 0, 0, 0, 1} {
-		most, rising := p.add(n)
-		got, rose = append(got, most), append(rose, rising)
-	}
-	require.Equal(t, []int{1, 16, 16, 16, 16, 11, 11, 11, 0, 1}, got)
-	require.Equal(t, []bool{true, true, false, false, true, false, false, false, false, true}, rose, "over the sample before")
-}
-
 // A full load whose P99 stays well within target is given fewer SMs than
 // its most, a step a hold (the trim rule), never below its floor, and each
 // trim is counted: the throughput class keeps what the target does not
@@ -200,28 +187,6 @@ func TestLatencyClassTrimsWhatItsTargetDoesNotNeed(t *testing.T) {
 	}
 }
 
-// The controller's P99 is of the requests that started since its window
-// opened or the last move ended, whichever is later: a slow request of
-// the size before a move is not read as the new size's.
-func TestLatencyTailSinceTheMove(t *testing.T) {
-	var l latencyLog
-	t0 := time.Now()
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	for i := range 10 {
-		l.add(at(i), 900*time.Microsecond) // before the move: slow
-	}
-	for i := range 90 {
-		l.add(at(10).Add(time.Duration(i)*time.Microsecond), 100*time.Microsecond)
-	}
-	r := l.tail(at(0), 300*time.Microsecond)
-	require.Equal(t, recent{p99: 900 * time.Microsecond, slow: 10, spread: 9 * time.Millisecond, n: 100}, r,
-		"the slow ones started 0 to 9 ms in")
-	r = l.tail(later(at(-20), at(10)), 300*time.Microsecond)
-	require.Equal(t, recent{p99: 100 * time.Microsecond, n: 90}, r, "only those that started after the move ended")
-	r = l.tail(at(20), 300*time.Microsecond)
-	require.Equal(t, recent{}, r, "none: no P99")
-}
-
 // A latency class's requests in flight are its Dos and Synchronizes under
 // way; its other calls (a scrape's Stats, an Alloc, a stream made) are
 // not load. Measured on the simulator: a Launch from inside a Do counted
@@ -231,7 +196,7 @@ func TestLatencyRequestsAreDosAndWaits(t *testing.T) {
 	p, _ := openSim(t)
 	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
 	require.NoError(t, err)
-	require.Zero(t, lat.c.requests())
+	require.Zero(t, smmove.InFlight(&lat.c.dos, &lat.c.class.Log))
 	in, out, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	release := sync.OnceFunc(func() { close(out) })
 	defer func() { release(); <-done }() // a failed check still ends the Do before the pool closes
@@ -248,7 +213,7 @@ func TestLatencyRequestsAreDosAndWaits(t *testing.T) {
 		})
 	}()
 	<-in
-	require.Equal(t, 1, lat.c.requests(), "one Do")
+	require.Equal(t, 1, smmove.InFlight(&lat.c.dos, &lat.c.class.Log), "one Do")
 	// A server's other calls race it: the life lock counts them, the
 	// requests do not.
 	stop := sync.OnceFunc(doLoop(2, func() {
@@ -261,34 +226,16 @@ func TestLatencyRequestsAreDosAndWaits(t *testing.T) {
 	require.Eventually(t, func() bool { return lat.c.life.InFlight() > 1 }, 5*time.Second, time.Microsecond,
 		"the calls racing the Do are in the life lock's count (what the controller read before)")
 	for range 10000 {
-		require.Equal(t, 1, lat.c.requests())
+		require.Equal(t, 1, smmove.InFlight(&lat.c.dos, &lat.c.class.Log))
 	}
 	stop()
 	release()
 	<-done
-	require.Zero(t, lat.c.requests())
-	lat.c.lat.waiting.Add(1) // a Synchronize under way
-	require.Equal(t, 1, lat.c.requests())
-	lat.c.lat.waiting.Add(-1)
+	require.Zero(t, smmove.InFlight(&lat.c.dos, &lat.c.class.Log))
+	start := lat.c.class.Begin() // a Synchronize under way
+	require.Equal(t, 1, smmove.InFlight(&lat.c.dos, &lat.c.class.Log))
+	lat.c.class.End(start, false)
 }
-
-// A request that moves between its Do and its Synchronize while the Dos
-// are counted is one request, not two (inFlight); two requests, one in
-// each, are two.
-func TestInFlightCountsARequestBetweenItsCallsOnce(t *testing.T) {
-	var waiting atomic.Int64
-	toSync := countFunc(func() int { waiting.Add(1); return 1 }) // its Do counted, then its Synchronize begins
-	require.Equal(t, 1, inFlight(toSync, &waiting))
-	toDo := countFunc(func() int { waiting.Add(-1); return 1 }) // its Synchronize ends, its next Do is counted
-	require.Equal(t, 1, inFlight(toDo, &waiting))
-	waiting.Store(1)
-	require.Equal(t, 2, inFlight(countFunc(func() int { return 1 }), &waiting))
-}
-
-// countFunc counts what f says.
-type countFunc func() int
-
-func (f countFunc) Count() int { return f() }
 
 // A move hands SMs on only once the work the giver queued before its
 // Reshape has run: the rest tenant shrinks at once, and the latency class
@@ -300,7 +247,7 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 	for _, bounded := range []bool{false, true} {
 		p, drv := openSim(t)
 		if !bounded {
-			p.handOff = time.Minute // the wait ends with the drain alone, however slow the host
+			p.moves.SetHandOff(time.Minute) // the wait ends with the drain alone, however slow the host
 		}
 		lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
 		require.NoError(t, err)
@@ -313,13 +260,13 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 		// first move may ask for less than 48.)
 		require.Eventually(t, func() bool { return rest.SMs() < 116 }, 5*time.Second, 100*time.Microsecond, "the rest gives up its SMs at once")
 		if !bounded {
-			for gave := time.Now(); time.Since(gave) < 2*handOffMax; time.Sleep(100 * time.Microsecond) {
+			for gave := time.Now(); time.Since(gave) < 2*smmove.HandOffMax; time.Sleep(100 * time.Microsecond) {
 				require.Equal(t, 16, lat.SMs(), "grown onto SMs whose work still runs")
 			}
 			drv.HoldEvents(false)
 		}
 		// Bounded: a giver whose queued work never ends holds the taker back
-		// no longer than handOffMax, so a burst is not kept on its floor for
+		// no longer than smmove.HandOffMax, so a burst is not kept on its floor for
 		// as long as a deep queue.
 		require.Eventually(t, func() bool { return lat.SMs() > 16 && lat.SMs()+rest.SMs() == 132 && lat.Stats().SMMoves > 0 },
 			5*time.Second, time.Millisecond)
@@ -333,7 +280,7 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 // ends the move: the rest takes back what it gave, and nothing is lost.
 func TestLatencyClassClosedMidMove(t *testing.T) {
 	p, drv := openSim(t)
-	p.handOff = time.Minute // the Close comes inside the wait, however slow the host
+	p.moves.SetHandOff(time.Minute) // the Close comes inside the wait, however slow the host
 	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
 	require.NoError(t, err)
 	rest, err := p.NewTenant("batch", WithRestOfSMs())

@@ -296,7 +296,7 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 		return ErrClosed
 	}
 	p := s.t.pool
-	start := s.t.lat.begin() // a latency class's requests steer its SMs; others' lat is nil
+	start := s.t.class.Begin() // a latency class's requests steer its SMs; others' class is nil
 	// Counted as a wait: a Reshape does not wait for it (the handle read
 	// here stays valid, and covers what was queued before), Close does.
 	slot, err := s.t.enterWait()
@@ -304,7 +304,7 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 		err = s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
 		s.t.life.ExitWait(slot)
 	}
-	s.t.lat.end(start, err == nil)
+	s.t.class.End(start, err == nil)
 	if err == nil {
 		s.gate.AfterSync() // a latency stream's neighbours are released now
 	}
@@ -326,6 +326,16 @@ func (s *streamCore) destroy(ctx cuda.Context) error {
 	s.keepTotals()
 	c.mu.Unlock()
 	return errors.Join(shut, s.releaseHandle()) // no garbage when both are nil
+}
+
+// releaseShared gives the commons back a closing tenant's stream, which
+// outlives it there (a partition's go with the partition); its calls are
+// over.
+func (c *tenantCore) releaseShared(s *streamCore) error {
+	if c.place.Partitioned() || !s.owned || !s.fromPart { // the whole device's are not owned
+		return nil
+	}
+	return c.place.DestroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
 }
 
 // releaseHandle gives a primary-context CUstream the SDK made back for

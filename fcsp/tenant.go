@@ -21,6 +21,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/life"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
@@ -80,15 +81,13 @@ type tenantCore struct {
 	cleanup runtime.Cleanup      // closes a tenant whose handle the GC found unreachable; set by NewTenant
 	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs; set by NewTenant
 	first   Stream               // the first stream (Tenant.Stream); set by NewTenant
-	lat     *latencyLog          // a latency class's request times (steer.go), nil for others; set by NewTenant
-
-	reshape lockorder.Mutex[lockorder.TenantReshape] // serialises Reshape (reshape.go), across its driver calls
+	class   *smmove.Class        // a latency class's requests and moves (internal/smmove), nil for others; set by NewTenant
 
 	// Guarded by mu, below, and kept here for the distance.
 	graphs  *graphs.Set           // live graphs and execs, destroyed by Close; made by graphSet
 	stop    func() bool           // unregisters the context watcher
 	onClose []func(Current) error // OnClose's, run by close on the tenant's context
-	_       [128 - 112]byte
+	_       [128 - 104]byte
 
 	mu      lockorder.Mutex[lockorder.TenantMu] // protects the following fields, and the three above the pad; no driver call under it
 	streams []*streamCore                       // first.c among them, first
@@ -100,7 +99,6 @@ type tenantCore struct {
 	// Each with a lock of its own.
 	events event.Set      // the tenant's events (internal/event)
 	dos    inside.Threads // OS threads inside Do (internal/inside)
-	each   inside.Turn    // one DoEach at a time (doeach.go)
 }
 
 // NewTenant makes a tenant. Without WithSMs, WithSMShare, WithRestOfSMs or
@@ -139,38 +137,49 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	if err := cfg.Resolve(name, limit, set, p.log); err != nil {
 		return nil, err
 	}
-	if err := p.lockPlace(); err != nil {
-		return nil, err
+	if p.moves == nil {
+		return nil, ErrClosed // Open failed before its engine
 	}
 	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
-	claimed, err := p.admit(c, &cfg)
-	if err != nil {
-		p.placeMu.Unlock()
-		return nil, err
+	if cfg.Latency.Min > 0 {
+		c.class = &smmove.Class{Min: cfg.Latency.Min, Max: cfg.Latency.Max, Target: cfg.Latency.Target}
 	}
-	if !cfg.Partitioned() {
-		// The commons first follows the partitions made since it last
-		// moved (it does not move while it serves no tenant).
-		if err := p.follow(true); err != nil {
-			p.placeMu.Unlock()
-			return nil, err
+	var t *Tenant
+	// Under the move lock (internal/smmove): the shape asked is resolved,
+	// the partition built and listed before another change; an
+	// unpartitioned tenant's commons follows the partitions first (it
+	// does not move while it serves no tenant). A change that gave way to
+	// a caller inside a Do it waited for runs again: nothing is built yet.
+	bg := context.Background()
+	err = p.moves.Change(bg, func() error {
+		if cfg.Rest {
+			if err := p.moves.ForRest(bg); err != nil { // a latency class back on its floor
+				return err
+			}
 		}
-	}
-	t, err := p.newTenant(c, &cfg, claimed)
+		claimed, err := p.admit(c, &cfg)
+		if err != nil {
+			return err
+		}
+		if !cfg.Partitioned() {
+			if err := p.moves.Follow(true); err != nil {
+				return err
+			}
+		}
+		t, err = p.newTenant(c, &cfg, claimed)
+		return err
+	})
 	if err != nil || !cfg.Partitioned() {
-		p.placeMu.Unlock()
 		return p.warmUp(t, err, &cfg)
 	}
 	// A partition: the unpartitioned tenants leave its SMs, and the work
-	// queued there before runs (handoff.go), before it is handed out or
-	// warmed.
-	err = p.follow(false)
-	p.placeMu.Unlock()
-	if err != nil {
+	// queued there before runs (smmove.AwaitHandOff), before it is handed
+	// out or warmed.
+	if err := p.moves.FollowNow(bg); err != nil {
 		t.c.cleanup.Stop()
 		return nil, errors.Join(err, t.c.close(teardown.Closed))
 	}
-	_ = t.c.awaitHandOff(context.Background()) // bounded; with no ctx to end it, no error
+	_ = p.moves.AwaitHandOff(bg, (*member)(t.c)) // bounded; with no ctx to end it, no error
 	return p.warmUp(t, nil, &cfg)
 }
 
@@ -178,8 +187,8 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 // the pool is open and not lost, the name is free, and a partition's ask
 // (its shape, a latency class's sizes) is resolved; claimed is what of the
 // pool's spares its partition will use (Spares.Claim). The caller holds
-// placeMu, which every NewTenant takes, so that the name is still free
-// when the tenant is listed.
+// the move lock, which every NewTenant takes, so that the name is still
+// free when the tenant is listed.
 func (p *Pool) admit(c *tenantCore, cfg *tenantConfig) (claimed smpart.Claimed, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -198,8 +207,14 @@ func (p *Pool) admit(c *tenantCore, cfg *tenantConfig) (claimed smpart.Claimed, 
 	if err := smpart.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
 		return smpart.Claimed{}, err
 	}
-	if err := p.shapeSteered(cfg); err != nil {
-		return smpart.Claimed{}, err
+	switch {
+	case cfg.Latency.Min > 0:
+		if cfg.Shape.Sizes, err = p.moves.LatencySizes(c.name, cfg.Latency.Min, cfg.Latency.Max); err != nil {
+			return smpart.Claimed{}, err
+		}
+		cfg.SMs = cfg.Latency.Min
+	case cfg.Rest && len(cfg.Shape.Sizes) == 0 && p.split != nil:
+		cfg.Shape.Sizes = p.moves.RestSizes(p.split.FreeSMs() + p.spare.SMs())
 	}
 	if p.noSplit != nil {
 		return smpart.Claimed{}, p.noSplit
@@ -221,7 +236,7 @@ func askOf(cfg *tenantConfig) smpart.Ask {
 // takes made outside Pool.mu (docs/LOCKS.md), and then lists it under
 // Pool.mu, undoing what it made if the pool closed, was lost, or a
 // partition would leave the unpartitioned tenants no SMs meanwhile. The
-// caller holds placeMu, which the pool's Close waits for before it lets
+// caller holds the move lock, which the pool's Close waits for before it lets
 // anything of the pool go.
 func (p *Pool) newTenant(c *tenantCore, cfg *tenantConfig, claimed smpart.Claimed) (*Tenant, error) {
 	quota := cmp.Or(cfg.Quota, p.mem.Limit()) // none asked for: the device's limit
@@ -312,11 +327,11 @@ func (p *Pool) list(c *tenantCore, cfg *tenantConfig) error {
 	if err := p.fault.Err(); err != nil {
 		return err
 	}
-	if c.place.Partitioned() && p.plainCount() > 0 && !p.commonsLeft() {
-		return errNoCommons(p.plainCount())
+	if n := p.moves.PlainCount(); c.place.Partitioned() && n > 0 && !p.moves.CommonsLeft() {
+		return smmove.ErrNoCommons(n)
 	}
 	p.tenants[c.name] = c
-	p.wireSteered(c, cfg)
+	p.moves.Join((*member)(c), c.class, cfg.Rest)
 	return nil
 }
 
@@ -539,6 +554,15 @@ type Stats struct {
 	ContextWait WaitStats
 }
 
+// SMMoveCounts counts a latency class's SM moves by the rule that made
+// each (Stats.SMMovesBy).
+type SMMoveCounts struct {
+	GrowLoad uint64 // more requests in flight than its SMs were sized for
+	GrowP99  uint64 // its recent P99 over target, two requests or more over it, further apart than a host stall
+	Shrink   uint64 // the load asked for less for 50 ms, the P99 within target or nothing in flight
+	Trim     uint64 // a full load's P99 within 85% of target, and within it scaled to a step less, 50 ms after the last move: one step less for bursts
+}
+
 // WaitStats summarises waits: how many calls waited at all, and quantiles of
 // the wait over the recent calls (those that did not wait count as 0).
 type WaitStats struct {
@@ -572,7 +596,11 @@ func (c *tenantCore) Stats() Stats {
 	s.Throttled, s.ThrottleWait = a.Throttled, a.ThrottleWait
 	s.DoAdmitted, s.DoThrottled, s.DoThrottleWait = a.DoAdmitted, a.DoThrottled, a.DoThrottleWait
 	s.GPUTimeByClass = a.GPUTimeByClass
-	c.pool.steerStats(c, &s)
+	if c.class != nil {
+		var by smmove.Counts
+		s.SMMoves, by, s.SMMoveReason, s.LatencyTarget = c.class.Stats()
+		s.SMMovesBy = SMMoveCounts(by)
+	}
 	s.Bandwidth = BandwidthStats{Priority: Priority(c.prio.Prio), Floor: c.prio.Floor, FlooredLaunches: a.Floored, BytesMoved: a.Bytes,
 		BytesPerSecond: a.BytesPerSecond, Slowdown: a.Slowdown}
 	return s
@@ -584,13 +612,25 @@ func (c *tenantCore) close(why string) error {
 	// see memory still counted, or unmap the shared region under it, so a
 	// second close waits for the first's lock.
 	c.closing.Lock()
-	defer c.closing.Unlock()
-	if !c.closed.CompareAndSwap(false, true) {
-		return nil
+	ended, err := c.end(why)
+	c.closing.Unlock()
+	if ended && c.place.Partitioned() {
+		// The unpartitioned tenants may grow onto its SMs: a move, which
+		// may wait for their calls, so not under closing (docs/LOCKS.md).
+		c.pool.moves.Released()
 	}
-	c.pool.unwireSteered(c) // no move of its SMs from here on
-	c.adm.Close()           // launches waiting for tokens return ErrClosed
-	c.life.End()            // wait for launches and synchronisations in flight
+	return err
+}
+
+// end is close's work under closing: ended is false where another close
+// did it.
+func (c *tenantCore) end(why string) (ended bool, err error) {
+	if !c.closed.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	c.pool.moves.Leave((*member)(c)) // no move of its SMs from here on
+	c.adm.Close()                    // launches waiting for tokens return ErrClosed
+	c.life.End()                     // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
 	c.mu.Lock()
 	stop := c.stop // written by closeWhenDone, maybe as this close starts
@@ -640,11 +680,8 @@ func (c *tenantCore) close(why string) error {
 	if spare != nil { // the pool closed meanwhile
 		errs[7] = errors.Join(errs[7], spare.Close())
 	}
-	if c.place.Partitioned() {
-		p.released() // the unpartitioned tenants may grow onto its SMs
-	}
 	teardown.Reclaimed(p.log, c.name, why, len(leaks))
-	return p.fault.Forgive(errors.Join(errs[:]...))
+	return true, p.fault.Forgive(errors.Join(errs[:]...))
 }
 
 // closeWhenDone closes the tenant when ctx is done (used by WithContext).

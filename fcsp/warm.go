@@ -17,23 +17,21 @@ import (
 // (WithWarmup), which the SDK runs in every context before it serves:
 // all of a partitioned tenant's at NewTenant; for an unpartitioned one,
 // the commons' current contexts at NewTenant and after each move of the
-// commons (follow), and, through its placement (place.Warming), any the
-// commons makes on demand, in the Do that takes it first.
+// commons (member.Rewarm), and, through its placement (place.Warming),
+// any the commons makes on demand, in the Do that takes it first.
 
 // warmOthers runs f, as a Do's f, in the contexts of every layout of a
-// reshapable tenant but the current one (smpart.Partition.WarmOthers):
-// a Reshape, the controller's included, then meets no context made, and no
-// library loading its kernels, on a request's path. The caller is in the
-// life lock (DoEach).
+// reshapable tenant but the current one: a Reshape, the controller's
+// included, then meets no context made, and no library loading its
+// kernels, on a request's path. The caller is in the life lock (DoEach).
 func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) error {
-	g, ok := c.place.Placement.(place.Green)
-	if !ok || !g.Part.Reshapable() {
+	if !c.place.Reshapable() {
 		return nil
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var ferr error // f's own, which is not the tenant's to name
-	err := g.Part.WarmOthers(c.place.Dos(), c.runIn(ctx, func(cur Current) error {
+	err := place.WarmOthers(c.place.Placement, c.place.Dos(), c.runIn(ctx, func(cur Current) error {
 		ferr = f(cur)
 		return ferr
 	}))
@@ -45,8 +43,8 @@ func (c *tenantCore) warmOthers(ctx context.Context, f func(Current) error) erro
 
 // runIn is f run as a Do's f in a context it is given (gctx, of sms SMs),
 // on the calling thread, which the caller has locked: made current, the
-// thread counted inside the tenant's Dos (so f's calls pass a Reshape's or
-// a move's pause, as a Do's do), the thread's context put back after.
+// thread counted inside the tenant's Dos (so f's calls pass a move's
+// hold, as a Do's do), the thread's context put back after.
 func (c *tenantCore) runIn(ctx context.Context, f func(Current) error) func(gctx cuda.Context, sms int) error {
 	return func(gctx cuda.Context, sms int) (err error) {
 		prev, thread, err := c.pool.dev.SwapCurrent(gctx)
@@ -92,20 +90,19 @@ func warmupOf(cfg *tenantConfig) func(Current) error {
 
 // plainFor is an unpartitioned tenant's placement: the pool's, or, for a
 // tenant with a warm-up on the commons, the commons warming each context
-// before it serves the tenant (place.Warming). Chosen once, here.
+// before it serves the tenant (place.NewWarming). Chosen once, here.
 func (p *Pool) plainFor(c *tenantCore, cfg *tenantConfig) placement {
-	cm, ok := p.plain.Placement.(place.Commons)
 	f := warmupOf(cfg)
-	if f == nil || !ok {
+	if f == nil {
 		return p.plain
 	}
-	return placement{place.Warming{Commons: cm, ID: warmIDs.Add(1), Run: c.runIn(context.Background(), f)}}
+	return placement{place.NewWarming(p.plain.Placement, warmIDs.Add(1), c.runIn(context.Background(), f))}
 }
 
 // warmUp runs a new tenant's warm-up (cfg's) in every context it may serve
 // from (placement.Warm), once NewTenant has made it (err nil) and before
 // it is handed out. A failure closes the tenant: nothing it took stays
-// taken.
+// taken. Its errors are bare: NewTenant names the tenant.
 func (p *Pool) warmUp(t *Tenant, err error, cfg *tenantConfig) (*Tenant, error) {
 	if err != nil || cfg.Warm == nil {
 		return t, err
@@ -115,13 +112,13 @@ func (p *Pool) warmUp(t *Tenant, err error, cfg *tenantConfig) (*Tenant, error) 
 		return t, nil // closed as it was made (WithContext's ctx was done), as without a warm-up
 	} else if err != nil {
 		c.cleanup.Stop()
-		return nil, c.fail("NewTenant", errors.Join(err, c.close("NewTenant: its warm-up failed")))
+		return nil, errors.Join(err, c.close("NewTenant: its warm-up failed"))
 	}
 	return t, nil
 }
 
 // warmEvery is warmUp's run of f, in the life lock: a Close (WithContext's)
-// waits for it, and a Reshape (the controller's) comes before it or after.
+// waits for it, and a move (the controller's) holds it or comes after it.
 // A partition's runs are recorded under no id (it is warmed whole, once);
 // the commons' under the tenant's (place.Warming.Warm).
 func (c *tenantCore) warmEvery(f func(Current) error) error {
@@ -133,22 +130,4 @@ func (c *tenantCore) warmEvery(f func(Current) error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return c.place.Warm(0, c.runIn(context.Background(), f))
-}
-
-// rewarm runs an unpartitioned tenant's warm-up, if it has one, in the
-// commons' contexts after a move, before its Dos run again (the caller,
-// follow, holds them back). A failure is logged: the context stays
-// unwarmed for the tenant, and its next Do there runs the warm-up again
-// (place.Warming.Take).
-func (p *Pool) rewarm(c *tenantCore) {
-	w, ok := c.place.Placement.(place.Warming) // the placement of a tenant with a warm-up
-	if !ok {
-		return
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := w.Warm(0, w.Run); err != nil {
-		p.log.Warn("warm-up failed after the unpartitioned tenants moved; the next Do in that context runs it again",
-			"tenant", c.name, "sms", c.place.SMs(), "err", err)
-	}
 }

@@ -30,6 +30,10 @@ var (
 	// minimum count below 1 or past the device's SMs); the message says
 	// what is allowed.
 	ErrInvalidArgument = errs.ErrInvalidArgument
+	// ErrDeviceInUse: Open of a device this process hands out SMs of
+	// already (an fcsp pool, or another Device): two maps of one device's
+	// SMs would hand the same SMs out twice.
+	ErrDeviceInUse = errs.ErrDeviceInUse
 )
 
 func init() {
@@ -75,6 +79,9 @@ func open(drv cuda.Driver, ordinal int) (*Device, error) {
 	d, err := smpart.Open(drv, ordinal)
 	if err != nil {
 		return nil, err
+	}
+	if err := d.ClaimMap(); err != nil { // an fcsp pool hands its SMs out
+		return nil, errors.Join(err, d.Close())
 	}
 	return &Device{dev: d, splits: map[*Split]struct{}{}}, nil
 }

@@ -58,6 +58,11 @@ drvOpenFile=fcsp/pool.go
 if calls=$(grep -lE '\b(drv|raw|driver)\.[A-Z][A-Za-z0-9]*\(' fcsp/*.go | grep -v -E '_test\.go$' | grep -v -x -F "$drvOpenFile"); then
   echo "fcsp files that call the driver outside $drvOpenFile (move the call into an engine): $calls"; bad=1
 fi
+# The face asks a placement for a capability (internal/place's functions),
+# never asserts which placement it holds.
+if asserts=$(grep -nE '\.\(place\.[A-Z][A-Za-z]*\)' fcsp/*.go | grep -v -E '_test\.go:'); then
+  echo "fcsp asserts a concrete placement type (ask internal/place for the capability): $asserts"; bad=1
+fi
 # The floors (docs/ARCHITECTURE.md): every package has a row there with its
 # floor, 1 (the face) to 5 (binding and base), or 0 (tools); a package
 # imports nothing from a floor above its own, and only tools import tools.

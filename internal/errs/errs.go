@@ -53,3 +53,7 @@ var ErrStaleGraph error = &sentinel{msg: "fcsp: graph captured for the tenant's 
 // ErrNameTaken: a live tenant of the pool already has the name
 // (fcsp.ErrNameTaken).
 var ErrNameTaken error = &sentinel{msg: "fcsp: tenant name already in use"}
+
+// ErrDeviceInUse: the device is open already in this process, by a pool
+// (or a greenctx.Device) that holds its SM map (fcsp.ErrDeviceInUse).
+var ErrDeviceInUse error = &sentinel{msg: "fcsp: device already open in this process"}

@@ -89,13 +89,18 @@ func (d *Threads) Exit(slot, thread int) {
 // which then is its own (a locked thread runs no other goroutine); but it
 // must stay on the thread while it looks: see Pinned.
 func (d *Threads) Here() bool {
-	thread := int64(osthread.ID())
+	thread := osthread.ID()
 	if TestHookHere != nil {
 		TestHookHere() // between the look at the thread and the scan
 	}
+	return d.Has(thread)
+}
+
+// Has reports whether a Do is running on thread.
+func (d *Threads) Has(thread int) bool {
 	if slots := d.slots.Load(); slots != nil {
 		for i := range slots {
-			if slots[i].thread.Load() == thread {
+			if slots[i].thread.Load() == int64(thread) {
 				return true
 			}
 		}
@@ -105,7 +110,7 @@ func (d *Threads) Here() bool {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.n[int(thread)] > 0
+	return d.n[thread] > 0
 }
 
 // Pinned is Here with the calling goroutine locked to its thread for the

@@ -49,7 +49,7 @@ type slotArray [nslots]struct {
 }
 
 // The kinds of entry counted apart: a pause holds back and waits for a
-// kind k where its hold has bit 1<<k (holdCalls, holdWaits).
+// kind k where its hold has bit 1<<k (HoldCalls, HoldWaits).
 const (
 	calls = iota
 	waits
@@ -106,12 +106,12 @@ func (l *Lock) enter(k int, pass func() bool) (slot uint32, ok bool) {
 			a[slot].n[k].Add(-1)
 			return 0, false
 		}
-		if l.gate.held.Load()&hold == 0 || pass() {
+		if l.gate.held.Load()&hold == 0 || pass() || l.gate.passes() {
 			return slot, true
 		}
-		// A reshape is draining what it holds back: back out, wait for it.
+		// A move is draining what it holds back: back out, wait for it.
 		a[slot].n[k].Add(-1)
-		l.gate.wait(hold)
+		l.gate.wait(Hold(hold))
 	}
 }
 
@@ -120,7 +120,7 @@ func (l *Lock) enter(k int, pass func() bool) (slot uint32, ok bool) {
 // then it gives the slots on.
 func (l *Lock) End() {
 	l.ending.Store(true)
-	l.gate.wait(holdCalls | holdWaits) // a reshape under way finishes first
+	l.gate.wait(HoldCalls | HoldWaits) // a move under way finishes first
 	l.drain(context.Background(), true)
 	if a := l.slots.Swap(nil); a != nil {
 		slotArrays.Put(a)
@@ -151,27 +151,42 @@ func (l *Lock) drain(ctx context.Context, withWaits bool) bool {
 // pauseGate lets Tenant.Reshape hold a tenant's new calls back while it
 // drains those in flight and switches streams, so that no call queues work
 // on a stream handle that is being replaced. The calls' fast path reads one
-// atomic word: what it holds back (holdCalls, holdWaits).
+// atomic word: what it holds back (HoldCalls, HoldWaits).
 type pauseGate struct {
-	held atomic.Uint32
-	mu   sync.Mutex
-	cond *sync.Cond
+	held   atomic.Uint32
+	passer atomic.Pointer[Passer] // who may pass while held; set by Hold, before held
+	mu     sync.Mutex
+	cond   *sync.Cond
 }
+
+// A Passer says which calls may pass a held gate: those the holder waits
+// for, which would otherwise wait for the holder (a call made from inside
+// a Do the holder is draining, on another tenant whose gate it holds too).
+type Passer interface{ Pass() bool }
+
+// passes asks the holder's Passer, if it gave one.
+func (g *pauseGate) passes() bool {
+	p := g.passer.Load()
+	return p != nil && (*p).Pass()
+}
+
+// Hold is what a pause holds back: calls, waits (EnterWait), or both.
+type Hold uint32
 
 // What a pause holds back.
 const (
-	holdCalls uint32 = 1 << calls
-	holdWaits uint32 = 1 << waits
+	HoldCalls Hold = 1 << calls
+	HoldWaits Hold = 1 << waits
 )
 
 // wait blocks while the gate holds any of what.
-func (g *pauseGate) wait(what uint32) {
-	if g.held.Load()&what == 0 {
+func (g *pauseGate) wait(what Hold) {
+	if g.held.Load()&uint32(what) == 0 {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for g.held.Load()&what != 0 {
+	for g.held.Load()&uint32(what) != 0 {
 		g.cond.Wait()
 	}
 }
@@ -180,32 +195,64 @@ func (g *pauseGate) wait(what uint32) {
 // returns errs.ErrClosed, holding nothing, once End has begun, and ctx's
 // error, holding nothing, if ctx ends first. Pauses are serialised by the
 // caller.
-func (l *Lock) Pause(ctx context.Context) error { return l.pause(ctx, holdCalls|holdWaits) }
+func (l *Lock) Pause(ctx context.Context) error { return l.pause(ctx, HoldCalls|HoldWaits) }
 
 // PauseCalls is Pause for calls alone: waits in flight go on, and new
 // ones come in, for a switch that leaves every handle a wait may hold
 // valid (a reshapable partition keeps its layouts' streams until it
 // closes, and a wait on the old stream still covers what was queued
 // before it).
-func (l *Lock) PauseCalls(ctx context.Context) error { return l.pause(ctx, holdCalls) }
+func (l *Lock) PauseCalls(ctx context.Context) error { return l.pause(ctx, HoldCalls) }
 
-func (l *Lock) pause(ctx context.Context, what uint32) error {
+func (l *Lock) pause(ctx context.Context, what Hold) error {
+	if err := l.Hold(what, nil); err != nil {
+		return err
+	}
+	if !l.drain(ctx, what&HoldWaits != 0) {
+		l.Resume()
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Hold holds back the new entries of the kinds what, but those pass lets
+// through (nil: none but the caller's own, Enter's pass), and returns at
+// once: the caller waits for those in flight with Quiet, as a move of
+// several tenants' SMs does, all of theirs at one time (internal/smmove).
+// It returns errs.ErrClosed, holding nothing, once End has begun. The
+// caller lets the gate go with Resume; holds are serialised by the caller.
+func (l *Lock) Hold(what Hold, pass Passer) error {
 	g := &l.gate
 	g.mu.Lock()
 	if g.cond == nil {
 		g.cond = sync.NewCond(&g.mu)
 	}
-	g.held.Store(what)
+	if pass != nil {
+		g.passer.Store(&pass)
+	}
+	g.held.Store(uint32(what))
 	g.mu.Unlock()
 	if l.ending.Load() {
 		l.Resume()
 		return errs.ErrClosed
 	}
-	if !l.drain(ctx, what&holdWaits != 0) {
-		l.Resume()
-		return ctx.Err()
-	}
 	return nil
+}
+
+// Quiet reports whether no entry of the kinds what is counted in now: one
+// look at each slot, not a barrier (entries the gate lets pass may come
+// in after).
+func (l *Lock) Quiet(what Hold) bool {
+	a := l.slots.Load()
+	if a == nil {
+		return true
+	}
+	for i := range a {
+		if a[i].n[calls].Load() != 0 || what&HoldWaits != 0 && a[i].n[waits].Load() != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Paused reports whether a pause holds new calls back now.
@@ -216,6 +263,7 @@ func (l *Lock) Resume() {
 	g := &l.gate
 	g.mu.Lock()
 	g.held.Store(0)
+	g.passer.Store(nil)
 	g.cond.Broadcast()
 	g.mu.Unlock()
 }

@@ -28,12 +28,11 @@ type Rank uint8
 // The ranks, outermost first. docs/LOCKS.md says what each guards.
 const (
 	_ Rank = iota
-	rankTenantReshape
 	rankTenantClosing
-	rankPoolPlace
+	rankPoolMove
 	rankPoolProbe
 	rankPoolMu
-	rankPoolSteer
+	rankMoveMembers
 	rankTenantMu
 	rankPartition
 	rankSplit
@@ -57,15 +56,17 @@ type rankDesc struct {
 	name string
 	// noDriver: no driver call may be made while it is held.
 	noDriver bool
+	// drains: a move may wait for tenants' calls in flight while it is
+	// held (Draining); no other lock may be held then.
+	drains bool
 }
 
 var ranks = [nranks]rankDesc{
-	rankTenantReshape: {name: "fcsp tenantCore.reshape"},
 	rankTenantClosing: {name: "fcsp tenantCore.closing"},
-	rankPoolPlace:     {name: "fcsp Pool.placeMu"},
+	rankPoolMove:      {name: "smmove Engine.move", drains: true},
 	rankPoolProbe:     {name: "fcsp smProbe.mu"},
 	rankPoolMu:        {name: "fcsp Pool.mu", noDriver: true},
-	rankPoolSteer:     {name: "fcsp steer.mu", noDriver: true},
+	rankMoveMembers:   {name: "smmove Engine.mu", noDriver: true},
 	rankTenantMu:      {name: "fcsp tenantCore.mu", noDriver: true},
 	rankPartition:     {name: "smpart Partition.mu"},
 	rankSplit:         {name: "smpart Split.mu", noDriver: true},
@@ -96,12 +97,11 @@ type Level interface{ rank() Rank }
 
 // The levels, one per rank.
 type (
-	TenantReshape struct{}
 	TenantClosing struct{}
-	PoolPlace     struct{}
+	PoolMove      struct{}
 	PoolProbe     struct{}
 	PoolMu        struct{}
-	PoolSteer     struct{}
+	MoveMembers   struct{}
 	TenantMu      struct{}
 	Partition     struct{}
 	Split         struct{}
@@ -119,12 +119,11 @@ type (
 	AdmRun        struct{}
 )
 
-func (TenantReshape) rank() Rank { return rankTenantReshape }
 func (TenantClosing) rank() Rank { return rankTenantClosing }
-func (PoolPlace) rank() Rank     { return rankPoolPlace }
+func (PoolMove) rank() Rank      { return rankPoolMove }
 func (PoolProbe) rank() Rank     { return rankPoolProbe }
 func (PoolMu) rank() Rank        { return rankPoolMu }
-func (PoolSteer) rank() Rank     { return rankPoolSteer }
+func (MoveMembers) rank() Rank   { return rankMoveMembers }
 func (TenantMu) rank() Rank      { return rankTenantMu }
 func (Partition) rank() Rank     { return rankPartition }
 func (Split) rank() Rank         { return rankSplit }
@@ -175,6 +174,81 @@ func (m *Mutex[L]) Unlock() {
 		release(unsafe.Pointer(m))
 	}
 	m.m.Unlock()
+}
+
+// Sem is a lock of rank L whose waiters may give up: a one-token channel,
+// so that a wait for it ends with its context. Its zero value is
+// unlocked, once Init has run (before it is shared).
+type Sem[L Level] struct{ ch chan struct{} }
+
+// Init makes s ready; call it once, before s is shared.
+func (s *Sem[L]) Init() { s.ch = make(chan struct{}, 1) }
+
+// TryLock takes s where it is free.
+func (s *Sem[L]) TryLock() bool {
+	select {
+	case s.ch <- struct{}{}:
+		if on {
+			var l L
+			held(unsafe.Pointer(s), l.rank())
+		}
+		return true
+	default:
+		return false
+	}
+}
+
+// Lock takes s, waiting while done stays open (a context's Done; nil:
+// for good); false where done closed first. Waiters are served in the
+// order they came.
+func (s *Sem[L]) Lock(done <-chan struct{}) bool {
+	if on {
+		var l L
+		check(unsafe.Pointer(s), l.rank())
+	}
+	select {
+	case s.ch <- struct{}{}:
+	case <-done:
+		return false
+	}
+	if on {
+		var l L
+		held(unsafe.Pointer(s), l.rank())
+	}
+	return true
+}
+
+// Unlock lets s go, from any goroutine.
+func (s *Sem[L]) Unlock() {
+	if on {
+		release(unsafe.Pointer(s))
+	}
+	<-s.ch
+}
+
+// Draining reports a move about to wait for tenants' calls in flight
+// while its goroutine holds a lock other than those that allow it (the
+// move lock): a call it waits for could be waiting for that lock. It does
+// nothing unless enabled.
+func Draining() {
+	if !on {
+		return
+	}
+	var msg string
+	g := goid()
+	state.mu.Lock()
+	if hs := state.held[g]; hs != nil {
+		for _, h := range hs.h {
+			if !ranks[h.rank].drains {
+				msg = fmt.Sprintf("lock order: a move waits for calls in flight while holding %v; it may hold only the move lock then", h.rank)
+				break
+			}
+		}
+	}
+	state.mu.Unlock()
+	if msg != "" {
+		violation(msg)
+	}
 }
 
 // on is set by Enable, before any goroutine takes a lock, and never

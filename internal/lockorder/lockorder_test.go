@@ -54,7 +54,7 @@ func TestWrongOrderIsReported(t *testing.T) {
 		tenant.Unlock()
 	})
 	require.Len(t, msgs, 1)
-	require.Contains(t, msgs[0], "fcsp Pool.mu (rank 5) taken while holding fcsp tenantCore.mu (rank 7)")
+	require.Contains(t, msgs[0], "fcsp Pool.mu (rank 4) taken while holding fcsp tenantCore.mu (rank 6)")
 	require.Contains(t, msgs[0], "TestWrongOrderIsReported", "the stack of the goroutine that did it")
 
 	var a, b Mutex[TenantMu]
@@ -65,7 +65,7 @@ func TestWrongOrderIsReported(t *testing.T) {
 		a.Unlock()
 	})
 	require.Len(t, msgs, 1)
-	require.Contains(t, msgs[0], "fcsp tenantCore.mu (rank 7) taken while holding fcsp tenantCore.mu (rank 7)")
+	require.Contains(t, msgs[0], "fcsp tenantCore.mu (rank 6) taken while holding fcsp tenantCore.mu (rank 6)")
 }
 
 // A TryLock waits for nothing: out of order it is quiet (the fault path
@@ -109,7 +109,7 @@ func TestUnlockFromAnotherGoroutine(t *testing.T) {
 // A driver call under a lock that allows none is reported; under one that
 // allows it, or none, it is quiet.
 func TestDriverCallUnderALock(t *testing.T) {
-	var place Mutex[PoolPlace]
+	var place Mutex[PoolProbe]
 	var pool Mutex[PoolMu]
 	require.Empty(t, since(func() {
 		Driver("cuStreamCreate")
@@ -124,6 +124,42 @@ func TestDriverCallUnderALock(t *testing.T) {
 	})
 	require.Len(t, msgs, 1)
 	require.Contains(t, msgs[0], "driver call cuStreamCreate made while holding fcsp Pool.mu")
+}
+
+// A Sem is ranked as a Mutex is, and its wait ends with done. A move
+// that waits for calls holding a lock other than the move lock is
+// reported.
+func TestSemAndDraining(t *testing.T) {
+	var move Sem[PoolMove]
+	move.Init()
+	var pool Mutex[PoolMu]
+	require.Empty(t, since(func() {
+		require.True(t, move.Lock(nil))
+		Draining()
+		require.False(t, move.TryLock())
+		done := make(chan struct{})
+		close(done)
+		got := make(chan bool)
+		go func() { got <- move.Lock(done) }()
+		require.False(t, <-got, "a wait that ends")
+		move.Unlock()
+	}))
+	msgs := since(func() {
+		pool.Lock()
+		require.True(t, move.Lock(nil))
+		move.Unlock()
+		pool.Unlock()
+	})
+	require.Len(t, msgs, 1, "the move lock under Pool.mu")
+	msgs = since(func() {
+		require.True(t, move.TryLock())
+		pool.Lock()
+		Draining()
+		pool.Unlock()
+		move.Unlock()
+	})
+	require.Len(t, msgs, 1)
+	require.Contains(t, msgs[0], "a move waits for calls in flight while holding fcsp Pool.mu")
 }
 
 // Every rank has a name for the reports.

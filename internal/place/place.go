@@ -18,6 +18,7 @@ import (
 	"errors"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
@@ -76,6 +77,11 @@ type Slotted interface {
 	// Layout numbers the placement's current layout, which a Reshape or a
 	// move of the commons changes (a graph made in another is stale).
 	Layout() int
+	// Turn lets one DoEach at a time hold its contexts: each of its runs
+	// holds one until all have run, so two at once could each hold part
+	// and wait for the rest. The partition's: the commons' is shared by
+	// its tenants.
+	Turn() *inside.Turn
 }
 
 // Owned is a placement whose SMs are the tenant's own: a partition.
@@ -105,6 +111,21 @@ type Reshaper interface {
 	Reshape(sms int, swap func(old, new cuda.Stream)) error
 	// Sizes lists the layouts' SM counts.
 	Sizes() []int
+	// Drained reports whether the work queued before the last Reshape
+	// has run; GaveDrained, the work on the SMs it gave up (true where it
+	// gave none). An error (a lost device) leaves nothing to wait for.
+	Drained() (bool, error)
+	GaveDrained() (bool, error)
+	// WarmOthers runs f in the n contexts of every layout but the
+	// current one (DoEach's runs for the other sizes).
+	WarmOthers(n int, f func(ctx cuda.Context, sms int) error) error
+}
+
+// Rewarmer is a shared placement that runs its tenant's warm-up again in
+// the contexts it serves from now, after the pool moved it (Warming).
+type Rewarmer interface {
+	Placement
+	Rewarm() error
 }
 
 // errNotReshapable is Reshape's answer for a placement with one layout
@@ -175,6 +196,55 @@ func Close(pl Placement) error {
 		return o.Close()
 	}
 	return nil
+}
+
+// Drained is pl's Drained; true where it has one layout, or answers an
+// error (nothing is left to wait for).
+func Drained(pl Placement) bool {
+	r, ok := pl.(Reshaper)
+	return !ok || answered(r.Drained())
+}
+
+// GaveDrained is pl's GaveDrained, as Drained answers.
+func GaveDrained(pl Placement) bool {
+	r, ok := pl.(Reshaper)
+	return !ok || answered(r.GaveDrained())
+}
+
+// answered is true where the work is done or the partition answers an
+// error (a lost device, closed).
+func answered(done bool, err error) bool { return done || err != nil }
+
+// WarmOthers is pl's WarmOthers; nothing where it has one layout.
+func WarmOthers(pl Placement, n int, f func(ctx cuda.Context, sms int) error) error {
+	if r, ok := pl.(Reshaper); ok && r.Reshapable() {
+		return r.WarmOthers(n, f)
+	}
+	return nil
+}
+
+// Rewarm is pl's Rewarm; nothing where it keeps no warm-up.
+func Rewarm(pl Placement) error {
+	if r, ok := pl.(Rewarmer); ok {
+		return r.Rewarm()
+	}
+	return nil
+}
+
+// Turn is pl's DoEach turn; nil where nothing excludes (DoEach runs once,
+// on the primary context).
+func Turn(pl Placement) *inside.Turn {
+	if s, ok := pl.(Slotted); ok {
+		return s.Turn()
+	}
+	return nil
+}
+
+// Rest reports whether pl is the partition that took the rest of the
+// split (WithRestOfSMs), whose SMs the commons shares when none is free.
+func Rest(pl Placement) bool {
+	g, ok := pl.(Green)
+	return ok && g.Part.Rest()
 }
 
 // Reshapable reports whether pl has layouts to switch between.
@@ -300,6 +370,7 @@ func (g slots) DoGreen(f func(ctx cuda.Context) error) error {
 
 func (g slots) Waits() smpart.WaitStats { return g.Part.Waits() }
 func (g slots) Layout() int             { return g.Part.Layout() }
+func (g slots) Turn() *inside.Turn      { return g.Part.Turn() }
 
 // Green is a partition of the device's SMs, the tenant's own: green
 // contexts, of which a Do holds one (a slot) while it is current. It is
@@ -351,6 +422,13 @@ func (g Green) Unclaim()            { g.Part.Unclaim() }
 
 func (g Green) Reshape(sms int, swap func(old, new cuda.Stream)) error {
 	return g.Part.Reshape(sms, swap)
+}
+
+func (g Green) Drained() (bool, error)     { return g.Part.Drained() }
+func (g Green) GaveDrained() (bool, error) { return g.Part.GaveDrained() }
+
+func (g Green) WarmOthers(n int, f func(ctx cuda.Context, sms int) error) error {
+	return g.Part.WarmOthers(n, f)
 }
 
 // Commons is where an unpartitioned tenant's work runs when the device can

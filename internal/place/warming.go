@@ -3,6 +3,7 @@ package place
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -38,6 +39,25 @@ func (w Warming) Take(ctx context.Context) (Taken, error) {
 // the caller's, so that Take knows the contexts warmed.
 func (w Warming) Warm(_ uint64, f func(ctx cuda.Context, sms int) error) error {
 	return w.Commons.Warm(w.ID, f)
+}
+
+// Rewarm runs the warm-up in the commons' contexts after a move, on a
+// thread of its own (locked here); a failure leaves the context for the
+// next Do there to warm (Take).
+func (w Warming) Rewarm() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return w.Warm(0, w.Run)
+}
+
+// NewWarming is pl with a warm-up: for the commons, Warming, which runs it
+// in each context before a Do of the tenant there; any other placement is
+// warmed whole when the tenant is made, and is returned as it is.
+func NewWarming(pl Placement, id uint64, run func(ctx cuda.Context, sms int) error) Placement {
+	if c, ok := pl.(Commons); ok {
+		return Warming{Commons: c, ID: id, Run: run}
+	}
+	return pl
 }
 
 // Leave forgets the warm-up in every context of the commons, which

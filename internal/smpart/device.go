@@ -34,6 +34,7 @@ type Device struct {
 	info    cuda.SMInfo
 	home    home // where its green contexts are kept (greens.go)
 	shelved bool // false: not kept (a driver that cannot name a home)
+	claimed bool // it holds the device's SM map (ClaimMap); set once, before sharing
 
 	mu     lockorder.Mutex[lockorder.Device]
 	closed bool
@@ -176,7 +177,7 @@ func (d *Device) Close() error {
 	d.closed = true
 	errs := []error{d.destroyIdle()}
 	if d.shelved {
-		for _, g := range closeShelf(d.home) {
+		for _, g := range closeShelf(d.home, d.claimed) {
 			errs = append(errs, d.drv.GreenCtxDestroy(g))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
@@ -62,11 +63,13 @@ func homeOf(drv cuda.Driver, dev cuda.Device) (h home, ok bool) {
 	return home{drv, dev}, true
 }
 
-// shelf is one device's kept green contexts.
+// shelf is one device's kept green contexts, and whether a Device holds
+// its SM map (ClaimMap).
 type shelf struct {
-	open int // Devices open on it
-	idle map[greenKey][]cuda.GreenCtx
-	n    int
+	open    int  // Devices open on it
+	claimed bool // a pool (or greenctx.Device) hands out its SMs
+	idle    map[greenKey][]cuda.GreenCtx
+	n       int
 }
 
 // greens is the process's shelves. Its lock makes no driver call: the
@@ -91,14 +94,18 @@ func openShelf(h home) {
 	s.open++
 }
 
-// closeShelf counts one Device fewer on h and, when it was the last,
-// returns every kept green context for the caller to destroy.
-func closeShelf(h home) []cuda.GreenCtx {
+// closeShelf counts one Device fewer on h (one that held the SM map:
+// claimed) and, when it was the last, returns every kept green context
+// for the caller to destroy.
+func closeShelf(h home, claimed bool) []cuda.GreenCtx {
 	greens.mu.Lock()
 	defer greens.mu.Unlock()
 	s := greens.by[h]
 	if s == nil {
 		return nil
+	}
+	if claimed {
+		s.claimed = false
 	}
 	if s.open--; s.open > 0 {
 		return nil
@@ -109,6 +116,27 @@ func closeShelf(h home) []cuda.GreenCtx {
 		all = append(all, gs...)
 	}
 	return all
+}
+
+// ClaimMap makes d the one Device of the process that hands out its
+// device's SMs: a pool cuts one split and hands out groups of it, and a
+// second pool on the same device, with a split of its own, would hand the
+// same SMs out again. errs.ErrDeviceInUse while another Device holds the
+// claim; the claim ends with d's Close. A driver that cannot name its
+// device (a test's wrapper) claims nothing.
+func (d *Device) ClaimMap() error {
+	if !d.shelved {
+		return nil
+	}
+	greens.mu.Lock()
+	defer greens.mu.Unlock()
+	s := greens.by[d.home]
+	if s.claimed {
+		return fmt.Errorf("%w: device %d's SMs are handed out by another pool (or greenctx.Device) of this process; "+
+			"share that one (it is safe for concurrent use), or close it first", errs.ErrDeviceInUse, int(d.dev))
+	}
+	s.claimed, d.claimed = true, true
+	return nil
 }
 
 // takeGreen gives a kept green context over key's SMs away.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
@@ -36,6 +37,7 @@ type Partition struct {
 	shut  atomic.Bool   // closed, read without mu on the slots' path
 	done  chan struct{} // closed by Close: slot waiters leave
 	waits waitLog
+	turn  inside.Turn // one DoEach at a time over its slots (Turn)
 	rest  bool    // took the rest of the split (TakeRest, TakeRestLayouts)
 	prev  *layout // the layout the last switch left, until Drained (under mu)
 
@@ -353,5 +355,10 @@ func (p *Partition) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Turn lets one DoEach at a time hold the partition's contexts: each of
+// its runs holds one until all have run, so two at once (two of the
+// commons' tenants, say) could each hold part and wait for the rest.
+func (p *Partition) Turn() *inside.Turn { return &p.turn }
 
 func (p *Partition) String() string { return fmt.Sprintf("green context with %d SMs", p.SMs()) }
