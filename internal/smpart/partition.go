@@ -38,8 +38,8 @@ type Partition struct {
 	done  chan struct{} // closed by Close: slot waiters leave
 	waits waitLog
 	turn  inside.Turn // one DoEach at a time over its slots (Turn)
-	rest  bool    // took the rest of the split (TakeRest, TakeRestLayouts)
-	prev  *layout // the layout the last switch left, until Drained (under mu)
+	rest  bool        // took the rest of the split (TakeRest, TakeRestLayouts)
+	prev  *layout     // the layout the last switch left, until Drained (under mu)
 
 	// A pool's commons (commons.go): layouts built as the split changes,
 	// named by key; epoch counts its switches (Layout); gave, events
