@@ -53,3 +53,8 @@ var ErrStaleGraph error = &sentinel{msg: "fcsp: graph captured for the tenant's 
 // ErrNameTaken: a live tenant of the pool already has the name
 // (fcsp.ErrNameTaken).
 var ErrNameTaken error = &sentinel{msg: "fcsp: tenant name already in use"}
+
+// ErrOutOfRange: a copy or fill that starts inside a block the SDK
+// allocated runs past its end (fcsp.ErrOutOfRange). It matches
+// ErrInvalidArgument too.
+var ErrOutOfRange error = New("fcsp: range runs past the end of its allocation", ErrInvalidArgument)
