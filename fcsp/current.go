@@ -55,9 +55,10 @@ func (h StreamHandle) Uintptr() uintptr { return uintptr(h.h) }
 // tenant's Dos, as measured on the H200 (docs/CONTEXTS.md).
 func (cur Current) Context() ContextHandle { return ContextHandle{cur.gctx} }
 
-// Stream is the handle of one of the tenant's streams; nil means its first
-// stream. A stream of another tenant is ErrInvalidArgument, a closed one
-// ErrClosed.
+// Stream is the handle of one of the tenant's streams. A nil h is not an
+// error (unlike the SDK's other nil arguments): it means the tenant's
+// first stream, the one Tenant.Stream returns. A stream of another tenant
+// is ErrInvalidArgument, a closed one ErrClosed.
 //
 // On a metered tenant, taking the handle starts timing the stream for this
 // Do (an event recorded on it now, another when f returns), and for every

@@ -31,6 +31,7 @@ var (
 	// ErrUnknownPointer: Free of a pointer this tenant did not allocate, or
 	// already freed. No counter changes.
 	ErrUnknownPointer = memtrack.ErrUnknownPointer
+	ErrOutOfRange     = errs.ErrOutOfRange // a copy or memset past the end of the SDK's block it starts in (no driver call); the message names the block's size, the offset and the length. It matches ErrInvalidArgument too; a pointer the SDK did not allocate is the driver's to judge
 	// ErrClosed: the Pool, Tenant or Stream was closed. It is the module's
 	// one ErrClosed: a call racing a close fails with it whichever layer
 	// (partition, token bucket, quota account) saw the close first.

@@ -48,8 +48,12 @@ func (p *Pool) NewEvent() (*Event, error) {
 	return e, nil
 }
 
-// Record marks the event on s, or on the NULL stream if s is nil. The
-// stream must belong to the event's context.
+// Record marks the event on s, which must belong to the event's context.
+// A nil s is not an error (unlike the SDK's other nil arguments): the event
+// is recorded on the NULL stream of the event's context (the tenant's, or
+// the primary context's for Pool.NewEvent), not on a tenant's first
+// stream; to mark the work queued on the first stream, pass
+// Tenant.Stream().
 func (e *Event) Record(s *Stream) error {
 	var h cuda.Stream
 	if s != nil {

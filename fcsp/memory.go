@@ -230,14 +230,21 @@ func (c *tenantCore) cachedBytes() (n uint64) {
 	return n
 }
 
-// CopyToDevice copies src into device memory at dst.
+// CopyToDevice copies src into device memory at dst. Where dst lies in a
+// block the SDK allocated (any tenant's), the copy must end inside that
+// block: one that runs past its end fails with ErrOutOfRange, naming the
+// block's size, the offset and the length, and the driver never sees it
+// (on a GPU a tenant's pool maps memory a chunk at a time, and the driver
+// would let such a copy reach the next block). A pointer the SDK did not
+// allocate is passed to the driver unchecked, as it always was.
 func (t *Tenant) CopyToDevice(dst DevicePtr, src []byte) error {
 	defer runtime.KeepAlive(t)
 	c := t.c
 	return c.fail("CopyToDevice", c.memOps.CopyToDevice(cuda.DevicePtr(dst), src))
 }
 
-// CopyFromDevice copies device memory at src into dst.
+// CopyFromDevice copies device memory at src into dst, checked as
+// CopyToDevice's copy is.
 func (t *Tenant) CopyFromDevice(dst []byte, src DevicePtr) error {
 	defer runtime.KeepAlive(t)
 	c := t.c

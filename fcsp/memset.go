@@ -6,7 +6,8 @@ import "github.com/fcsp-go/fcsp-go/internal/cuda"
 // Fill a library's inputs this way rather than with a plain cuMemsetD16:
 // that one runs on the legacy NULL stream, which a tenant's non-blocking
 // streams do not wait for, so a GEMM queued after it can read the old
-// values (seen on the H200).
+// values (seen on the H200). The 2n bytes are checked as CopyToDevice's
+// are: past the end of the SDK's block that p lies in, ErrOutOfRange.
 func (h *Stream) MemsetD16(p DevicePtr, v uint16, n uint64) error {
 	s, err := h.acquire()
 	if err != nil {

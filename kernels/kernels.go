@@ -15,7 +15,7 @@
 // x = x*0.999 + 0.001 from x = (i mod 1024)*1e-3, and stores x in out[i]:
 // ChainValue is that computation in Go, ChainClosedForm its exact limit,
 // CheckChain the comparison. "spin" (spin(uint64 cycles)) busy-waits on the
-// SM clock, for timing and throttling tests. chain.cu is the source;
+// SM clock, for timing and throttling tests; spin(SpinForever) never ends. chain.cu is the source;
 // chain.ptx is nvcc 13.0's output (the command is in chain.cu), PTX ISA for
 // compute_80, so the driver JIT-compiles it for any GPU from Ampere on.
 //
@@ -35,6 +35,14 @@ import (
 //
 //go:embed chain.ptx
 var ChainPTX []byte
+
+// SpinForever is the cycle count of a spin that never ends: 2^64 - 1 SM
+// clock cycles, centuries at any clock rate, so on a GPU the kernel ends
+// only with its process or a reset of its context. It is the stalled
+// tenant of a test (a spin on a flag nobody sets): the simulator models it
+// as a kernel that holds its stream until the test releases it
+// (fake.Driver.ReleaseSpins), and any other count as one that ends at once.
+const SpinForever = math.MaxUint64
 
 // Chain constants, as float32 bit patterns in the PTX.
 const (

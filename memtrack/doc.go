@@ -46,7 +46,13 @@
 // single 64-bit word so that a free is one compare-and-swap that both checks
 // ownership and removes the record. A free of an unknown pointer, a double
 // free, or a free of another tenant's pointer is rejected with
-// [ErrUnknownPointer] and changes no counter.
+// [ErrUnknownPointer] and changes no counter. A second lock-free map keeps
+// the same records by where they lie (each under its size's power of two
+// and the window of its base), so that [Tracker.Block] finds the
+// allocation holding any pointer, at its start in one probe and inside it
+// in three a size class in use: what a copy is checked against before the
+// driver sees it. It costs an allocation and a free one more insert and
+// removal.
 //
 // With [WithShared] the device total is node-wide: a [SharedDevice] sums
 // every process's usage (fcsp's is one word per process in a /dev/shm

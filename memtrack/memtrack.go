@@ -44,8 +44,9 @@ type Tracker struct {
 	share SharedDevice // WithShared's node-wide total; nil otherwise
 
 	records  recordMap
-	chunk    uint64 // lease chunk (lease.go); 0: no leases
-	chunkSet bool   // WithLeaseChunk given
+	spans    spanMap // the records by where they lie (Block)
+	chunk    uint64  // lease chunk (lease.go); 0: no leases
+	chunkSet bool    // WithLeaseChunk given
 
 	mu     lockorder.Mutex[lockorder.Tracker] // guards ids and registry changes; never on the hot path
 	free   []uint16                           // recycled account ids
@@ -451,13 +452,13 @@ func (a *Account) record(ptr uint64, n uint64) error {
 	if a.used.Load()&closedBit != 0 {
 		return ErrClosed
 	}
-	if !a.t.records.insert(ptr, packWord(n, a.id)) {
+	if !a.t.addRecord(ptr, packWord(n, a.id)) {
 		return fmt.Errorf("pointer %#x is already recorded as a live allocation; free it before recording it again", ptr)
 	}
 	if a.used.Load()&closedBit != 0 {
 		// Close ran while we inserted and may have missed the record;
 		// take it back so no record outlives its account.
-		a.t.records.remove(ptr, a.id)
+		a.t.dropRecord(ptr, a.id)
 		return ErrClosed
 	}
 	return nil
@@ -472,7 +473,7 @@ func (a *Account) Release(ptr uint64) (uint64, error) {
 	w, ok := uint64(0), false
 	closed := a.used.Load()&closedBit != 0
 	if !closed {
-		w, ok = a.t.records.remove(ptr, a.id)
+		w, ok = a.t.dropRecord(ptr, a.id)
 	}
 	a.ops.Add(-1)
 	// A Close between the look and the removal may have taken the record:
@@ -530,7 +531,7 @@ func (a *Account) Close() (leaked uint64, err error) {
 	// Records hold their bytes in used, and after closedBit none is added:
 	// an account that held nothing has no record to forget.
 	if a.used.Load()&^closedBit != 0 {
-		a.t.records.removeOwner(a.id)
+		a.t.dropOwner(a.id)
 	}
 	// From here no operation changes a.used (they all see closedBit), so
 	// whatever is left is ours to return to the device exactly once.

@@ -88,7 +88,7 @@ func (a *Account) StartRelease(ptr uint64) (PendingRelease, error) {
 	if a.used.Load()&closedBit != 0 {
 		return PendingRelease{}, ErrClosed
 	}
-	w, ok := a.t.records.remove(ptr, a.id)
+	w, ok := a.t.dropRecord(ptr, a.id)
 	if !ok && a.used.Load()&closedBit != 0 {
 		return PendingRelease{}, ErrClosed // Close took the record since the look above
 	}
@@ -133,7 +133,7 @@ func (r *PendingRelease) Cancel() error {
 	if a.used.Load()&closedBit != 0 {
 		return ErrClosed
 	}
-	if !a.t.records.insert(r.ptr, r.word) {
+	if !a.t.addRecord(r.ptr, r.word) {
 		// Cannot happen: the pointer was ours until a moment ago and the
 		// driver still holds it. Do not leave its bytes counted forever.
 		if m := a.sub(wordSize(r.word)); m > 0 && !a.apart {
@@ -142,7 +142,7 @@ func (r *PendingRelease) Cancel() error {
 		return fmt.Errorf("pointer %#x was recorded again while being freed", r.ptr)
 	}
 	if a.used.Load()&closedBit != 0 {
-		a.t.records.remove(r.ptr, a.id) // Close may have missed it; as record does
+		a.t.dropRecord(r.ptr, a.id) // Close may have missed it; as record does
 		return ErrClosed
 	}
 	return nil

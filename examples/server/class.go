@@ -147,11 +147,18 @@ func (c *class) serve(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	return resp, http.StatusOK, nil
 }
 
-// size reads the optional body; an empty body asks for the default size.
+// size reads the optional body, one JSON object and nothing after it; an
+// empty body asks for the default size.
 func (c *class) size(w http.ResponseWriter, r *http.Request) (int, error) {
 	var req request
-	body := http.MaxBytesReader(w, r.Body, 4<<10)
-	if err := json.NewDecoder(body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("data after the JSON object")
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("request body: %w", err)
 	}
 	switch {
@@ -203,7 +210,9 @@ func (c *class) run(ctx context.Context, ln *lane, n int, resp *response) (err e
 	}
 	launched := time.Now()
 	c.m.launchWait.WithLabelValues(c.name).Observe(launched.Sub(t0).Seconds())
-	if err := ln.stream.Synchronize(); err != nil {
+	// The class's deadline bounds the wait for the kernel too (it runs on
+	// to its end; the lane's next request queues behind it).
+	if err := ln.stream.SynchronizeContext(ctx); err != nil {
 		return err
 	}
 	resp.LaunchMs, resp.KernelMs = ms(launched.Sub(t0)), ms(time.Since(launched))

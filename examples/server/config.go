@@ -24,12 +24,15 @@ const (
 var modes = []string{modeShared, modeRateLimit, modePartitioned}
 
 // Kernel sizes when the size flags are left at 0: the day-94 shapes on a GPU,
-// and shapes small enough for the fake driver, which runs every FMA in Go
-// while holding its lock.
+// and shapes small enough for the fake driver, which runs every FMA in Go.
 var (
 	gpuSizes = map[string][2]int{"interactive": {64 << 10, 1024}, "batch": {4 << 20, 8192}}
 	simSizes = map[string][2]int{"interactive": {4096, 16}, "batch": {65536, 16}}
 )
+
+// maxNFactor is the default cap on a request's n: this many times the
+// class's n (-<class>-max-n 0).
+const maxNFactor = 16
 
 // classConfig is one request class: its kernel and its tenant's limits.
 type classConfig struct {
@@ -40,7 +43,7 @@ type classConfig struct {
 	Quota   uint64   `json:"quota"`    // memory quota in bytes; 0: the device
 	Streams int      `json:"streams"`  // requests on the GPU at once (one stream each)
 	Timeout Duration `json:"timeout"`  // per-request deadline
-	MaxN    int      `json:"max_n"`    // largest n a request body may ask for; 0: any the quota allows
+	MaxN    int      `json:"max_n"`    // largest n a request body may ask for; 0: maxNFactor x N
 
 	GPUShare float64 `json:"gpu_share"` // share of the GPU's time (WithGPUShare); replaces SMLimit when set
 
@@ -139,8 +142,8 @@ func bindClass(fs *flag.FlagSet, name string, c *classConfig) {
 	fs.Float64Var(&c.BandwidthFloor, name+"-bandwidth-floor", c.BandwidthFloor, name+" keeps this fraction in (0, 1] of its GPU share while a latency-critical class has work in flight (WithBandwidthFloor); 0: none")
 	fs.Uint64Var(&c.Quota, name+"-quota", c.Quota, name+" memory quota in bytes (0: the device)")
 	fs.IntVar(&c.Streams, name+"-streams", c.Streams, name+" requests on the GPU at once (one stream each)")
-	fs.Var(&c.Timeout, name+"-timeout", name+" request deadline")
-	fs.IntVar(&c.MaxN, name+"-max-n", c.MaxN, name+" largest n a request may ask for (0: whatever the quota allows)")
+	fs.Var(&c.Timeout, name+"-timeout", name+" request deadline, over the whole request (waiting, launch, kernel): past it 503")
+	fs.IntVar(&c.MaxN, name+"-max-n", c.MaxN, fmt.Sprintf("%s largest n a request may ask for (0: %d x the class's n; up to %d)", name, maxNFactor, 1<<31-1))
 }
 
 func sizeHelp(class string, i int) string {
@@ -224,7 +227,8 @@ func (c *classConfig) validate(name string) error {
 	return errors.Join(errs...)
 }
 
-// withSizes fills sizes left at 0 with the defaults for the device kind.
+// withSizes fills sizes left at 0 with the defaults for the device kind,
+// and the cap on a request's n with maxNFactor times the class's n.
 func (c classConfig) withSizes(class string, simulated bool) classConfig {
 	def := gpuSizes[class]
 	if simulated {
@@ -235,6 +239,9 @@ func (c classConfig) withSizes(class string, simulated bool) classConfig {
 	}
 	if c.Steps == 0 {
 		c.Steps = def[1]
+	}
+	if c.MaxN == 0 {
+		c.MaxN = min(maxNFactor*c.N, 1<<31-1)
 	}
 	return c
 }

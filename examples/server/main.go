@@ -4,7 +4,12 @@
 // share it: shared (every SM, no limits), ratelimit (every SM, the batch
 // tenant's launch rate limited) or partitioned (the interactive tenant gets
 // SMs of its own, the batch tenant the rest, rate limited). Memory quotas
-// apply in every mode: an over-quota request gets 429 with the reason.
+// apply in every mode: an over-quota request gets 429 with the reason. A
+// request's work is capped by default: its body, one JSON object with
+// nothing after it, may ask for n up to 16 times the class's n
+// (-<class>-max-n raises or lowers that), and its class's deadline
+// (-<class>-timeout) bounds the whole request, the wait for its kernel
+// included (503 past it).
 //
 // GET /healthz says the mode and device; GET /metrics serves Prometheus
 // metrics (per tenant memory, SMs, launches, throttling; per class latency,

@@ -53,12 +53,23 @@ const (
 type Attribute int32
 
 const (
-	AttrMaxThreadsPerBlock     Attribute = 1
-	AttrMultiprocessorCount    Attribute = 16
-	AttrComputeCapabilityMajor Attribute = 75
-	AttrComputeCapabilityMinor Attribute = 76
-	AttrMaxThreadsPerSM        Attribute = 39
-	AttrClockRate              Attribute = 13
+	AttrMaxThreadsPerBlock Attribute = 1
+	AttrMaxBlockDimX       Attribute = 2
+	AttrMaxBlockDimY       Attribute = 3
+	AttrMaxBlockDimZ       Attribute = 4
+	AttrMaxGridDimX        Attribute = 5
+	AttrMaxGridDimY        Attribute = 6
+	AttrMaxGridDimZ        Attribute = 7
+	// AttrMaxSharedMemoryPerBlock is the most shared memory a block may
+	// have without opting in (cuFuncSetAttribute, which the SDK does not
+	// call): the most dynamic shared memory a launch may ask for.
+	AttrMaxSharedMemoryPerBlock      Attribute = 8
+	AttrMaxSharedMemoryPerBlockOptin Attribute = 97
+	AttrMultiprocessorCount          Attribute = 16
+	AttrComputeCapabilityMajor       Attribute = 75
+	AttrComputeCapabilityMinor       Attribute = 76
+	AttrMaxThreadsPerSM              Attribute = 39
+	AttrClockRate                    Attribute = 13
 )
 
 // Flags used by the SDK.

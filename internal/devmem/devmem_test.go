@@ -20,7 +20,7 @@ import (
 
 // device is one fake device with what its engines share.
 type device struct {
-	t       *testing.T
+	t       testing.TB
 	drv     *fake.Driver
 	ord     cuda.Device
 	primary cuda.Context
@@ -33,7 +33,7 @@ type device struct {
 func (d *device) Ordinal() cuda.Device  { return d.ord }
 func (d *device) Primary() cuda.Context { return d.primary }
 
-func newDevice(t *testing.T, totalMem, limit uint64) *device {
+func newDevice(t testing.TB, totalMem, limit uint64) *device {
 	spec := fake.H200()
 	if totalMem > 0 {
 		spec.TotalMem = totalMem

@@ -2,46 +2,91 @@ package devmem
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // The memory calls that allocate nothing: fills, copies and the tenant's
 // view of cuMemGetInfo. Each counts itself in the tenant's life lock and
 // runs with the primary context, which serves green streams too
 // (docs/CONTEXTS.md); they are the same for both engines.
+//
+// A fill or copy is checked against the allocation records before the
+// driver sees it (InBlock): one that starts inside a block the SDK
+// allocated must end inside it. On a GPU the driver checks a range only
+// against what it mapped, and a pool maps a chunk (32 MiB) at a time and
+// hands out blocks inside it, so a copy past a block's end may reach the
+// next block. A pointer no SDK allocation holds (a library's workspace,
+// memory from another allocator) is not checked: the driver judges it,
+// as before.
 
 // MemsetD16 sets n 16-bit words at p to v, in order on s (cuMemsetD16Async:
 // a plain cuMemsetD16 runs on the legacy NULL stream, which non-blocking
 // streams do not wait for).
 func (c *Config) MemsetD16(s Stream, p cuda.DevicePtr, v uint16, n uint64) error {
-	return c.memset(n, func(ctx cuda.Context) error { return c.Driver.MemsetD16Async(ctx, p, v, n, s.Handle()) })
+	return c.memset("MemsetD16", p, n, 2, func(ctx cuda.Context) error { return c.Driver.MemsetD16Async(ctx, p, v, n, s.Handle()) })
 }
 
 // MemsetD32 sets n 32-bit words at p to v, in order on s.
 func (c *Config) MemsetD32(s Stream, p cuda.DevicePtr, v uint32, n uint64) error {
-	return c.memset(n, func(ctx cuda.Context) error { return c.Driver.MemsetD32Async(ctx, p, v, n, s.Handle()) })
+	return c.memset("MemsetD32", p, n, 4, func(ctx cuda.Context) error { return c.Driver.MemsetD32Async(ctx, p, v, n, s.Handle()) })
 }
 
-func (c *Config) memset(n uint64, f func(cuda.Context) error) error {
+func (c *Config) memset(op string, p cuda.DevicePtr, n, width uint64, f func(cuda.Context) error) error {
 	if n == 0 {
 		return fmt.Errorf("%w: memset of 0 words", errs.ErrInvalidArgument)
+	}
+	if n > math.MaxUint64/width {
+		return fmt.Errorf("%w: %s of %d words of %d bytes overflows 64 bits; at most %d words", errs.ErrInvalidArgument, op, n, width, uint64(math.MaxUint64)/width)
+	}
+	if err := c.InBlock(op, p, n*width); err != nil {
+		return err
 	}
 	return c.do(f)
 }
 
 // CopyToDevice copies src into device memory at dst.
 func (c *Config) CopyToDevice(dst cuda.DevicePtr, src []byte) error {
+	if err := c.InBlock("CopyToDevice", dst, uint64(len(src))); err != nil {
+		return err
+	}
 	return c.do(func(ctx cuda.Context) error { return c.Driver.MemcpyHtoD(ctx, dst, src) })
 }
 
 // CopyFromDevice copies device memory at src into dst.
 func (c *Config) CopyFromDevice(dst []byte, src cuda.DevicePtr) error {
+	if err := c.InBlock("CopyFromDevice", src, uint64(len(dst))); err != nil {
+		return err
+	}
 	return c.do(func(ctx cuda.Context) error { return c.Driver.MemcpyDtoH(ctx, dst, src) })
+}
+
+// InBlock checks that n bytes from p, where p lies in a live allocation of
+// the device's tracker (any tenant's), end inside that allocation; past
+// its end it fails with errs.ErrOutOfRange, naming the block's size, the
+// offset and the length. A pointer no allocation holds passes: it is not
+// the SDK's to judge. It allocates nothing and takes no lock.
+func (c *Config) InBlock(op string, p cuda.DevicePtr, n uint64) error {
+	b, ok := c.Tracker.Block(uint64(p))
+	if !ok {
+		return nil
+	}
+	if off := uint64(p) - b.Ptr; n > b.Size-off {
+		return outOfRange(op, b, off, n)
+	}
+	return nil
+}
+
+// outOfRange is InBlock's error, apart so that InBlock stays small.
+func outOfRange(op string, b memtrack.Allocation, off, n uint64) error {
+	return fmt.Errorf("%w: %s of %d bytes at offset %d of the %d-byte block at %#x runs %d bytes past its end; at most %d bytes fit from there",
+		errs.ErrOutOfRange, op, n, off, b.Size, b.Ptr, n-(b.Size-off), b.Size-off)
 }
 
 // MemInfo is what cuMemGetInfo should tell code running as the tenant:

@@ -57,3 +57,8 @@ var ErrNameTaken error = &sentinel{msg: "fcsp: tenant name already in use"}
 // ErrDeviceInUse: the device is open already in this process, by a pool
 // (or a greenctx.Device) that holds its SM map (fcsp.ErrDeviceInUse).
 var ErrDeviceInUse error = &sentinel{msg: "fcsp: device already open in this process"}
+
+// ErrOutOfRange: a copy or fill that starts inside a block the SDK
+// allocated runs past its end (fcsp.ErrOutOfRange). It matches
+// ErrInvalidArgument too.
+var ErrOutOfRange error = New("fcsp: range runs past the end of its allocation", ErrInvalidArgument)

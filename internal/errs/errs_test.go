@@ -36,3 +36,16 @@ func TestSentinelsAreDistinct(t *testing.T) {
 		}
 	}
 }
+
+// ErrOutOfRange is a finer invalid argument, and nothing else.
+func TestOutOfRangeIsAnInvalidArgument(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", ErrOutOfRange)
+	if !errors.Is(err, ErrOutOfRange) || !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("%v: want ErrOutOfRange and ErrInvalidArgument", err)
+	}
+	for _, other := range []error{ErrClosed, ErrDeviceLost, ErrNotComputed, ErrThrottled, ErrFewWorkQueues, ErrInsideDo, ErrStaleGraph, ErrNameTaken} {
+		if errors.Is(err, other) {
+			t.Errorf("%v matches %v", err, other)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +52,15 @@ type Driver struct {
 
 	// entry points added for bw
 	heldCtx map[cuda.Context]bool // EventQuery answers not ready for these contexts' events (hold.go)
+
+	// Streams' queues (queue.go). cond is signalled, with mu, whenever a
+	// stream's work moves on: an item done, a hold released, a queue
+	// dropped. kernelHolds, forever and spins hold launches.
+	cond        *sync.Cond
+	null        *streamInfo // the NULL stream
+	kernelHolds map[string][]*hold
+	forever     map[string]func(args []byte, offs []uint32) bool
+	spins       *hold
 }
 
 type context struct {
@@ -87,11 +97,19 @@ type streamInfo struct {
 	// detached: its green context was destroyed. The stream lives on
 	// until cuStreamDestroy, the only call it still answers.
 	detached bool
+	// Its queue (queue.go): issued and done count its items, queue holds
+	// those not done (the head may be running).
+	issued, done uint64
+	queue        []*work
+	running      bool // the head runs, on a caller's goroutine or drain's
+	draining     bool // drain runs the queue
+	dead         bool // a reset dropped it
 }
 
 type eventInfo struct {
 	ctx cuda.Context
 	on  cuda.Context // the context of the stream it was last recorded on
+	rec mark         // where it was last recorded: complete once reached
 	at  time.Time
 	gpu time.Duration // the stream's modelled GPU time when recorded
 	set bool
@@ -112,7 +130,8 @@ func New(spec Spec) *Driver {
 	if spec.Devices == 0 {
 		spec.Devices = 1
 	}
-	return &Driver{
+	spec = spec.withLimits()
+	d := &Driver{
 		spec:     spec,
 		next:     0x1000,
 		primary:  map[cuda.Device]*context{},
@@ -128,7 +147,10 @@ func New(spec Spec) *Driver {
 		failNext: map[string][]cuda.Result{},
 		calls:    map[string]int{},
 		mem:      Memory{total: spec.TotalMem, allocs: map[cuda.DevicePtr][]byte{}, next: 0x7f0000000000},
+		null:     &streamInfo{},
 	}
+	d.cond = sync.NewCond(&d.mu)
+	return d
 }
 
 // Spec returns the simulated device's description.
@@ -262,7 +284,15 @@ func (d *Driver) DeviceAttribute(dev cuda.Device, a cuda.Attribute) (int, error)
 	case cuda.AttrMaxThreadsPerSM:
 		return d.spec.MaxThreadsPerSM, nil
 	case cuda.AttrMaxThreadsPerBlock:
-		return 1024, nil
+		return int(d.spec.MaxThreadsPerBlock), nil
+	case cuda.AttrMaxBlockDimX, cuda.AttrMaxBlockDimY, cuda.AttrMaxBlockDimZ:
+		return int(d.spec.MaxBlock[a-cuda.AttrMaxBlockDimX]), nil
+	case cuda.AttrMaxGridDimX, cuda.AttrMaxGridDimY, cuda.AttrMaxGridDimZ:
+		return int(d.spec.MaxGrid[a-cuda.AttrMaxGridDimX]), nil
+	case cuda.AttrMaxSharedMemoryPerBlock:
+		return int(d.spec.MaxSharedPerBlock), nil
+	case cuda.AttrMaxSharedMemoryPerBlockOptin:
+		return int(d.spec.MaxSharedPerBlockOptin), nil
 	case cuda.AttrClockRate:
 		return 1980000, nil
 	}
@@ -394,12 +424,23 @@ func (d *Driver) GreenContextCalls() map[string]int {
 	return maps.Clone(d.greenCalls)
 }
 
+// CtxSynchronize waits for the work issued so far on c's streams and the
+// NULL stream.
 func (d *Driver) CtxSynchronize(c cuda.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, err := d.ctx("cuCtxSynchronize", c)
 	if err == nil {
 		err = d.refuseDuringCapture("cuCtxSynchronize", c)
+	}
+	if err == nil {
+		marks := []mark{markOf(d.null)}
+		for _, st := range d.streams {
+			if st.ctx == c {
+				marks = append(marks, markOf(st))
+			}
+		}
+		d.waitFor(marks...)
 	}
 	d.releaseAboveThreshold()
 	return err
@@ -464,40 +505,40 @@ func (d *Driver) keptLocked() (n uint64) {
 	return n
 }
 
+// MemcpyHtoD copies outside the driver's lock, as kernels run: a large copy
+// holds up no other call.
 func (d *Driver) MemcpyHtoD(c cuda.Context, dst cuda.DevicePtr, src []byte) error {
+	b, err := d.copyRange("cuMemcpyHtoD_v2", c, dst, len(src))
+	if err == nil {
+		copy(b, src)
+	}
+	return err
+}
+
+// copyRange checks a synchronous copy of n bytes at p in context c and
+// returns the device bytes.
+func (d *Driver) copyRange(op string, c cuda.Context, p cuda.DevicePtr, n int) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	const op = "cuMemcpyHtoD_v2"
 	if _, err := d.ctx(op, c); err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.refuseDuringCapture(op, c); err != nil {
-		return err
+		return nil, err
 	}
-	b, ok := d.mem.slice(dst, uint64(len(src)))
+	b, ok := d.mem.slice(p, uint64(n))
 	if !ok {
-		return cuda.Check(op, cuda.ErrorInvalidValue)
+		return nil, cuda.Check(op, cuda.ErrorInvalidValue)
 	}
-	copy(b, src)
-	return nil
+	return b, nil
 }
 
 func (d *Driver) MemcpyDtoH(c cuda.Context, dst []byte, src cuda.DevicePtr) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	const op = "cuMemcpyDtoH_v2"
-	if _, err := d.ctx(op, c); err != nil {
-		return err
+	b, err := d.copyRange("cuMemcpyDtoH_v2", c, src, len(dst))
+	if err == nil {
+		copy(dst, b)
 	}
-	if err := d.refuseDuringCapture(op, c); err != nil {
-		return err
-	}
-	b, ok := d.mem.slice(src, uint64(len(dst)))
-	if !ok {
-		return cuda.Check(op, cuda.ErrorInvalidValue)
-	}
-	copy(dst, b)
-	return nil
+	return err
 }
 
 func (d *Driver) StreamCreate(c cuda.Context, flags uint32) (cuda.Stream, error) {
@@ -516,7 +557,7 @@ func (d *Driver) StreamCreate(c cuda.Context, flags uint32) (cuda.Stream, error)
 
 func (d *Driver) stream(op string, s cuda.Stream) (*streamInfo, error) {
 	if s == 0 {
-		return &streamInfo{}, nil // the NULL stream
+		return d.null, nil
 	}
 	st := d.streams[s]
 	if st == nil {
@@ -542,6 +583,7 @@ func (d *Driver) StreamDestroy(c cuda.Context, s cuda.Stream) error {
 	return nil
 }
 
+// StreamSynchronize waits for the work issued on s so far (queue.go).
 func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -554,6 +596,7 @@ func (d *Driver) StreamSynchronize(c cuda.Context, s cuda.Stream) error {
 		if err := refuseCapturing(op, st); err != nil {
 			return err
 		}
+		d.waitFor(markOf(st))
 	}
 	d.releaseAboveThreshold()
 	return err
@@ -631,12 +674,12 @@ func (d *Driver) EventRecord(c cuda.Context, e cuda.Event, s cuda.Stream) error 
 		return err
 	}
 	ev.at, ev.set = time.Now(), true
-	if st != nil {
-		ev.gpu, ev.on = st.gpu, st.ctx
-	}
+	ev.gpu, ev.on, ev.rec = st.gpu, st.ctx, markOf(st)
 	return nil
 }
 
+// EventSynchronize waits until the work before the event's last record is
+// done (at once for an event never recorded).
 func (d *Driver) EventSynchronize(c cuda.Context, e cuda.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -651,7 +694,10 @@ func (d *Driver) EventSynchronize(c cuda.Context, e cuda.Event) error {
 			return err
 		}
 	}
-	_, err := d.event("cuEventSynchronize", e)
+	ev, err := d.event("cuEventSynchronize", e)
+	if err == nil {
+		d.waitFor(ev.rec)
+	}
 	return err
 }
 
@@ -776,7 +822,7 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 		d.mu.Unlock()
 		return cuda.Check(op, cuda.ErrorInvalidHandle)
 	}
-	if !grid.Valid() || !block.Valid() || block.Count() > 1024 || shmem > 227<<10 {
+	if !d.spec.launchable(grid, block, shmem) {
 		d.mu.Unlock()
 		return cuda.Check(op, cuda.ErrorInvalidValue)
 	}
@@ -798,12 +844,12 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 	if k == nil && fn.name == SMIDKernel {
 		k = d.smid(d.streamSMs(s))
 	}
+	var buf []byte
+	var offs []uint32
+	if args != nil {
+		buf, offs = args.Bytes(), args.Offsets()
+	}
 	if st.capture != nil {
-		var buf []byte
-		var offs []uint32
-		if args != nil {
-			buf, offs = args.Bytes(), args.Offsets()
-		}
 		st.record(graphOp{name: fn.name, kernel: k, grid: grid, block: block, args: buf, offs: offs})
 		d.mu.Unlock()
 		return nil
@@ -811,28 +857,47 @@ func (d *Driver) LaunchKernel(c cuda.Context, f cuda.Function, grid, block cuda.
 	st.launches++
 	d.launches++
 	d.modelLaunch(st, fn.name, grid, block)
-	d.mu.Unlock()
+	holds := d.holdsFor(fn.name, buf, offs)
+	if runsNow(st) && len(holds) == 0 {
+		// The stream is idle: the kernel runs here, outside the lock, and
+		// has run when the launch returns (queue.go).
+		seq := d.begin(st)
+		d.mu.Unlock()
+		if k != nil {
+			err = k(&d.mem, grid, block, buf, offs)
+		}
+		d.mu.Lock()
+		if err != nil {
+			d.fault(c, s)
+		}
+		d.end(st, seq)
+		d.mu.Unlock()
+	} else {
+		w := &work{holds: holds}
+		if k != nil {
+			// It runs after the launch returns: keep its arguments.
+			buf, offs = bytes.Clone(buf), slices.Clone(offs)
+			w.run = func(mem *Memory) error { return k(mem, grid, block, buf, offs) }
+			w.fault = func() { d.fault(c, s) }
+		}
+		err = d.submit(st, w) // unlocks d.mu
+	}
+	if err != nil {
+		return cuda.Check(op, cuda.ErrorIllegalAddress)
+	}
 	if k == nil {
 		return fmt.Errorf("%s %q: %w", op, fn.name, ErrNotComputed)
 	}
-	var buf []byte
-	var offs []uint32
-	if args != nil {
-		buf, offs = args.Bytes(), args.Offsets()
-	}
-	// Kernels run synchronously: every stream is complete once the launch
-	// returns, which is a legal (if unhelpful) schedule for a real GPU too.
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := k(&d.mem, grid, block, buf, offs); err != nil {
-		// A kernel that touched memory no allocation holds faults the
-		// device, as on the GPU: the error is sticky (fault.go).
-		if dev, ok := d.devOf(c, s); ok {
-			d.poison(dev, cuda.ErrorIllegalAddress)
-		}
-		return cuda.Check(op, cuda.ErrorIllegalAddress)
-	}
 	return nil
+}
+
+// fault is a kernel's touch of memory no allocation holds, in context c on
+// stream s: it faults the device, as on the GPU, and the error is sticky
+// (fault.go). The caller holds d.mu.
+func (d *Driver) fault(c cuda.Context, s cuda.Stream) {
+	if dev, ok := d.devOf(c, s); ok {
+		d.poison(dev, cuda.ErrorIllegalAddress)
+	}
 }
 
 // Resources carry the fake's bookkeeping in the padding the real driver keeps
@@ -1066,24 +1131,32 @@ func (d *Driver) GreenCtxGetDevResource(h cuda.GreenCtx, t cuda.ResourceType) (c
 
 // entry points added for branch whole
 
-// StreamWaitEvent checks its handles and counts the wait; the fake's
-// kernels run synchronously, so every recorded event is already reached.
+// StreamWaitEvent makes the work issued on s from now on wait until the
+// event's last record is reached (at once where it is already).
 func (d *Driver) StreamWaitEvent(c cuda.Context, s cuda.Stream, e cuda.Event) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	const op = "cuStreamWaitEvent"
 	if c != 0 || s == 0 {
 		if _, err := d.ctx(op, c); err != nil {
+			d.mu.Unlock()
 			return err
 		}
 	} else if err := d.enter(op); err != nil {
+		d.mu.Unlock()
 		return err
 	}
-	if _, err := d.stream(op, s); err != nil {
+	st, err := d.stream(op, s)
+	if err != nil {
+		d.mu.Unlock()
 		return err
 	}
-	_, err := d.event(op, e)
-	return err
+	ev, err := d.event(op, e)
+	if err != nil || ev.rec.reached() || st.capture != nil {
+		d.mu.Unlock()
+		return err
+	}
+	m := ev.rec
+	return d.submit(st, &work{wait: &m}) // unlocks d.mu
 }
 
 var _ cuda.Driver = (*Driver)(nil)

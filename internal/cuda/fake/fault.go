@@ -107,8 +107,13 @@ func (d *Driver) PrimaryCtxReset(dev cuda.Device) error {
 	}
 	for h, st := range d.streams {
 		if onDev(st.ctx) {
+			d.dropQueue(st) // its work dies with it, a stalled kernel's too
 			delete(d.streams, h)
 		}
+	}
+	if dev == 0 {
+		d.dropQueue(d.null)
+		d.null = &streamInfo{}
 	}
 	for h, e := range d.events {
 		if onDev(e.ctx) {
@@ -133,11 +138,7 @@ func (d *Driver) PrimaryCtxReset(dev cuda.Device) error {
 	}
 	// Plain allocations do not record their context; the fake's devices
 	// share one memory, so a reset of a one-device fake frees them all.
-	for p := range d.mem.sizes {
-		if !d.mem.placed[p] {
-			d.mem.free(p)
-		}
-	}
+	d.mem.freeUnplaced()
 	if d.resettable {
 		delete(d.sticky, dev)
 	}

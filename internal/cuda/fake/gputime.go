@@ -39,8 +39,8 @@ func (d *Driver) HoldEvents(hold bool) {
 	d.holdEvents = hold
 }
 
-// EventQuery is nil once the event's work is done (the fake runs kernels
-// synchronously, so always, unless HoldEvents holds them).
+// EventQuery is nil once the work before the event's last record is done
+// (queue.go), and HoldEvents or HoldEventsIn do not hold it.
 func (d *Driver) EventQuery(c cuda.Context, e cuda.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -56,7 +56,7 @@ func (d *Driver) EventQuery(c cuda.Context, e cuda.Event) error {
 	if err != nil {
 		return err
 	}
-	if d.holdEvents || d.heldCtx[ev.ctx] || d.heldCtx[ev.on] {
+	if d.holdEvents || d.heldCtx[ev.ctx] || d.heldCtx[ev.on] || !ev.rec.reached() {
 		return cuda.Check(op, cuda.ErrorNotReady)
 	}
 	return nil

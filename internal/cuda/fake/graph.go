@@ -237,25 +237,29 @@ func (d *Driver) GraphInstantiate(c cuda.Context, g cuda.Graph) (cuda.GraphExec,
 	return h, nil
 }
 
-// GraphLaunch replays the recorded work on s (synchronously, like every
-// fake kernel), counting each kernel as a launch on s.
+// GraphLaunch replays the recorded work on s, in stream order like a
+// launch (queue.go), counting each kernel as a launch on s. A kernel held
+// by HoldKernel holds the whole replay.
 func (d *Driver) GraphLaunch(c cuda.Context, e cuda.GraphExec, s cuda.Stream) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	const op = "cuGraphLaunch"
 	if c != 0 || s == 0 {
 		if _, err := d.ctx(op, c); err != nil {
+			d.mu.Unlock()
 			return err
 		}
 	} else if err := d.enter(op); err != nil {
+		d.mu.Unlock()
 		return err
 	}
 	ex := d.lib().execs[e]
 	if ex == nil {
+		d.mu.Unlock()
 		return cuda.Check(op, cuda.ErrorInvalidValue)
 	}
 	st, err := d.stream(op, s)
 	if err != nil {
+		d.mu.Unlock()
 		return err
 	}
 	if st.capture != nil {
@@ -263,29 +267,53 @@ func (d *Driver) GraphLaunch(c cuda.Context, e cuda.GraphExec, s cuda.Stream) er
 		for _, o := range ex.ops {
 			st.record(o)
 		}
+		d.mu.Unlock()
 		return nil
 	}
-	for _, o := range ex.ops {
-		if err := d.run(o); err != nil {
-			return cuda.Check(op, cuda.ErrorIllegalAddress)
-		}
+	ops := ex.ops // never changed once instantiated
+	var holds []*hold
+	for _, o := range ops {
 		if o.memset == nil {
 			st.launches++
 			d.launches++
 			d.modelLaunch(st, o.name, o.grid, o.block) // a replayed kernel takes its modelled time, as launched
+			holds = append(holds, d.holdsFor(o.name, o.args, o.offs)...)
+		}
+	}
+	if runsNow(st) && len(holds) == 0 {
+		seq := d.begin(st) // runs here, as a launch does (queue.go)
+		d.mu.Unlock()
+		err = replay(ops, &d.mem)
+		d.mu.Lock()
+		d.end(st, seq)
+		d.mu.Unlock()
+	} else {
+		err = d.submit(st, &work{holds: holds, run: func(mem *Memory) error { return replay(ops, mem) }}) // unlocks d.mu
+	}
+	if err != nil {
+		return cuda.Check(op, cuda.ErrorIllegalAddress)
+	}
+	return nil
+}
+
+// replay runs a graph's work in order.
+func replay(ops []graphOp, mem *Memory) error {
+	for _, o := range ops {
+		if err := o.run(mem); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (d *Driver) run(o graphOp) error {
+func (o graphOp) run(mem *Memory) error {
 	if o.memset != nil {
-		return o.memset(&d.mem)
+		return o.memset(mem)
 	}
 	if o.kernel == nil {
 		return nil
 	}
-	return o.kernel(&d.mem, o.grid, o.block, o.args, o.offs)
+	return o.kernel(mem, o.grid, o.block, o.args, o.offs)
 }
 
 func (d *Driver) GraphExecDestroy(c cuda.Context, e cuda.GraphExec) error {
@@ -324,20 +352,24 @@ func (d *Driver) MemsetD32Async(c cuda.Context, p cuda.DevicePtr, v uint32, n ui
 	return d.memset("cuMemsetD32Async", c, p, n, 4, v, s)
 }
 
+// memset fills in stream order (queue.go), outside the driver's lock.
 func (d *Driver) memset(op string, c cuda.Context, p cuda.DevicePtr, n, width uint64, v uint32, s cuda.Stream) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if _, err := d.ctx(op, c); err != nil {
+		d.mu.Unlock()
 		return err
 	}
 	st, err := d.stream(op, s)
 	if err != nil {
+		d.mu.Unlock()
 		return err
 	}
 	if p%cuda.DevicePtr(width) != 0 {
+		d.mu.Unlock()
 		return cuda.Check(op, cuda.ErrorInvalidValue)
 	}
 	if _, ok := d.mem.slice(p, n*width); !ok {
+		d.mu.Unlock()
 		return cuda.Check(op, cuda.ErrorInvalidValue)
 	}
 	fill := func(m *Memory) error {
@@ -354,7 +386,8 @@ func (d *Driver) memset(op string, c cuda.Context, p cuda.DevicePtr, n, width ui
 	}
 	if st.capture != nil {
 		st.record(graphOp{name: op, memset: fill})
+		d.mu.Unlock()
 		return nil
 	}
-	return fill(&d.mem)
+	return d.submit(st, &work{run: fill}) // unlocks d.mu
 }

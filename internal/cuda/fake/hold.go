@@ -20,9 +20,9 @@ func (d *Driver) HoldEventsIn(c cuda.Context, hold bool) {
 	}
 }
 
-// StreamQuery is nil once s's work is done: at once, as the fake runs
-// kernels synchronously, unless HoldEvents or HoldEventsIn hold s's
-// context, when it answers ErrorNotReady. On a capturing stream it fails
+// StreamQuery is nil once s's work is done (queue.go), unless HoldEvents or
+// HoldEventsIn hold s's context, when it answers ErrorNotReady, as it does
+// while work issued on s runs or waits. On a capturing stream it fails
 // and invalidates the capture, as cuStreamSynchronize does.
 func (d *Driver) StreamQuery(c cuda.Context, s cuda.Stream) error {
 	d.mu.Lock()
@@ -38,7 +38,7 @@ func (d *Driver) StreamQuery(c cuda.Context, s cuda.Stream) error {
 	if err := refuseCapturing(op, st); err != nil {
 		return err
 	}
-	if d.holdEvents || d.heldCtx[st.ctx] {
+	if d.holdEvents || d.heldCtx[st.ctx] || !idle(st) {
 		return cuda.Check(op, cuda.ErrorNotReady)
 	}
 	d.releaseAboveThreshold()

@@ -30,7 +30,12 @@ func RegisterKernels(d *Driver) {
 		}
 		return nil
 	})
+	// spin ends at once, but for spin(kernels.SpinForever), which never
+	// ends until ReleaseSpins (queue.go).
 	d.RegisterKernel("spin", func(*Memory, cuda.Dim3, cuda.Dim3, []byte, []uint32) error { return nil })
+	d.neverEnds("spin", func(args []byte, offs []uint32) bool {
+		return len(offs) == 1 && len(args) >= int(offs[0])+8 && binary.LittleEndian.Uint64(args[offs[0]:]) == kernels.SpinForever
+	})
 	d.RegisterKernel("triad", triad) // entry points added for bw
 }
 

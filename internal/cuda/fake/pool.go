@@ -94,15 +94,15 @@ func (p *pool) add(off, n uint64) {
 	}
 }
 
-func (p *pool) remove(off uint64) bool {
-	if _, ok := p.live[off]; !ok {
-		return false
+// removeOrder takes the block at off out of order, making its space free
+// (its free was reached: MemFreeAsync has taken it out of live).
+func (p *pool) removeOrder(off uint64) {
+	i, ok := p.find(off)
+	if !ok {
+		return
 	}
-	delete(p.live, off)
-	i, _ := p.find(off)
 	p.order = slices.Delete(p.order, i, i+1)
 	p.dense = min(p.dense, i)
-	return true
 }
 
 // chunks is the range of chunk indices [lo, hi) that bytes [off, off+n) touch.
@@ -114,8 +114,8 @@ func (p *pool) chunks(off, n uint64) (lo, hi uint64) {
 // keep bytes are mapped.
 func (p *pool) trim(mem *Memory, keep uint64) {
 	busy := map[uint64]bool{}
-	for off, n := range p.live {
-		lo, hi := p.chunks(off, n)
+	for _, b := range p.order { // live blocks, and those whose frees are queued
+		lo, hi := p.chunks(b.off, b.n)
 		for c := lo; c < hi; c++ {
 			busy[c] = true
 		}
@@ -245,33 +245,54 @@ func (d *Driver) MemAllocFromPoolAsync(c cuda.Context, n uint64, h cuda.MemPool,
 	return ptr, nil
 }
 
+// MemFreeAsync frees ptr in order on s: at once where s is idle, else once
+// the work queued before it is done (queue.go), so that a kernel queued
+// behind a held one still finds its memory. A pool's block is no longer
+// live from the call on (a second free is refused), and its space is
+// taken by nothing else until the free is reached.
 func (d *Driver) MemFreeAsync(c cuda.Context, ptr cuda.DevicePtr, s cuda.Stream) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	const op = "cuMemFreeAsync"
 	if err := d.enterStreamCall(op, c, s); err != nil {
+		d.mu.Unlock()
 		return err
 	}
-	if _, err := d.stream(op, s); err != nil {
+	st, err := d.stream(op, s)
+	if err != nil {
+		d.mu.Unlock()
 		return err
 	}
+	var free func()
 	for _, p := range d.pools {
 		if ptr < p.base || uint64(ptr-p.base) >= p.size {
 			continue
 		}
 		off := uint64(ptr - p.base)
 		n, ok := p.live[off]
-		if !ok || !p.remove(off) {
+		if !ok {
 			break
 		}
-		p.unseen = append(p.unseen, block{off, n})
-		d.mem.unplace(ptr)
+		delete(p.live, off)
+		free = func() {
+			p.removeOrder(off)
+			p.unseen = append(p.unseen, block{off, n})
+			d.mem.unplace(ptr)
+		}
+		break
+	}
+	if free == nil {
+		if !d.mem.plain(ptr) {
+			d.mu.Unlock()
+			return cuda.Check(op, cuda.ErrorInvalidValue)
+		}
+		free = func() { d.mem.free(ptr) }
+	}
+	if idle(st) {
+		free()
+		d.mu.Unlock()
 		return nil
 	}
-	if !d.mem.free(ptr) {
-		return cuda.Check(op, cuda.ErrorInvalidValue)
-	}
-	return nil
+	return d.submit(st, &work{locked: free}) // unlocks d.mu
 }
 
 func (d *Driver) MemPoolTrimTo(c cuda.Context, h cuda.MemPool, keep uint64) error {
