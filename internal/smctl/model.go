@@ -19,10 +19,10 @@ import "time"
 // need scaled by the SMs as above: a request's throughput taken to grow
 // as fast as its SMs, which it does not (on an H100, m=64 GEMMs at 48, 40
 // and 32 SMs took 300, 345 and 380 us), so the borrowed prediction is
-// pessimistic going down and a size is tried only once measured or
-// predicted with margin. Alone, a figure of need is taken from alone (one
-// request's P99 over the SMs it had): a request alone does not fill its
-// SMs, so that too errs toward more SMs until a shared load is measured.
+// pessimistic going down: the trim (smctl.go), which tries a step and
+// backs off, finds what it misses. With no shared load measured anywhere,
+// need is taken from alone (one request's P99 times the SMs it had): a
+// request alone does not fill its SMs, so that too errs toward more SMs.
 //
 // A sample is learnt from when it is of enough requests (obsRequests) or
 // shows a tail over target (a size that missed is learnt from at once, or
