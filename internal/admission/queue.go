@@ -244,7 +244,9 @@ func (t *Tenant) lookIn(ctx cuda.Context) (lb float64, idle bool, err error) {
 	var oldest float64
 	for _, m := range t.metered() {
 		m.mu.Lock()
-		err = m.pollLocked(ctx)
+		if len(m.pending) > 0 || m.busy { // else nothing to fold
+			err = m.pollLocked(ctx)
+		}
 		for i := range m.pending {
 			c := m.pending[i].cost(h)
 			lb += c
