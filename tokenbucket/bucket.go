@@ -54,12 +54,16 @@ type params struct {
 	// previous generation: 1 for SetRate, new/old limit for SetSMLimit.
 	scale float64
 
-	// For tokens taken under earlier parameters and given back under
-	// these (see carry): the parameters these replaced (nil once more
-	// than maxChanges back), the change from them (set by the rescale
-	// that made it), and how many changes up to this one scaled the
-	// tokens in hand or resized the bucket.
-	prev   atomic.Pointer[params]
+	// For tokens taken under these parameters and given back under later
+	// ones (see carry): the parameters that replaced these (nil while
+	// they are the bucket's), the change from the ones these replaced
+	// (set by the rescale that made it), and how many changes up to this
+	// one scaled the tokens in hand or resized the bucket. The link runs
+	// forward: the bucket holds only its current parameters, and what
+	// holds a charge (a Reservation, a Mark, a lease) holds the parameters
+	// it was taken under and every change since, which a give-back is
+	// carried through; older parameters no charge holds are collected.
+	next   atomic.Pointer[params]
 	change atomic.Pointer[change]
 	scales int64
 }
@@ -76,10 +80,6 @@ type change struct {
 	backlog float64       // tokens of the previous parameters
 	given   atomic.Uint64 // float64 bits, tokens of the previous parameters
 }
-
-// maxChanges is how many changes back a give-back is carried; tokens taken
-// further back are not given back at all (only ever under-admitting).
-const maxChanges = 1 << genBits
 
 // charge converts n tokens to nanoseconds, rounding up so that rounding can
 // only ever under-admit.
@@ -304,22 +304,21 @@ func (p *params) through(g float64) float64 {
 // carry converts g tokens taken under from into tokens of p, as the
 // changes between them would have left them had they been given back
 // before the first: a lowered share scales them down with the tokens in
-// hand. Changes of rate alone keep tokens as they are.
+// hand, a raised one up. Changes of rate alone keep tokens as they are.
+// Every change since from is walked, however many: one carried through
+// only the last few came back as nothing (issue 56: a reservation held
+// across a storm of SetSMLimit lost its tokens for good).
 func (b *Bucket) carry(g float64, from, p *params) float64 {
 	if from.scales == p.scales {
 		return g
 	}
-	var path [maxChanges]*params
-	n := 0
-	for q := p; q != from; q = q.prev.Load() {
-		if q == nil || n == len(path) {
-			return 0 // older than the bucket remembers
+	for q := from; q != p && g > 0; {
+		if q = q.next.Load(); q == nil {
+			// Unreachable: from is p or older (p was published after the
+			// charge that took from), and p is reached from it.
+			return 0
 		}
-		path[n] = q
-		n++
-	}
-	for i := n - 1; i >= 0 && g > 0; i-- {
-		g = path[i].through(g)
+		g = q.through(g)
 	}
 	return g
 }
@@ -610,16 +609,7 @@ func (b *Bucket) setRateBurst(rate, burst, scale float64) error {
 	if scale != 1 || burst != old.burst {
 		p.scales++
 	}
-	p.prev.Store(old)
-	// Remember maxChanges back (carry), no further: what a reservation
-	// holds would otherwise keep every parameter set since alive.
-	q := p
-	for i := 0; i < maxChanges && q != nil; i++ {
-		q = q.prev.Load()
-	}
-	if q != nil {
-		q.prev.Store(nil)
-	}
+	old.next.Store(p) // before p is published: a carry from old reaches it
 	b.params.Store(p)
 	// Finish the move to the new generation before another SetRate may
 	// start, so that every state is always of the current or the previous

@@ -200,8 +200,10 @@ func TestGiveBackThroughSeveralChanges(t *testing.T) {
 	if !b.TryAcquire(99.9) {
 		t.Error("100 taken before rate changes alone, not given back")
 	}
-	// From more scaling changes ago than the bucket remembers: nothing,
-	// never more than the changes would have left.
+	// However many scaling changes ago (here three times the generations
+	// the state tells apart), as they would have left them: 100 halved
+	// and doubled 24 times over is 100. (Carried through at most 16, they
+	// came back as nothing: tokens lost, issue 56.)
 	b, _ = NewBucket(1000, 100, WithClock(clk.Now))
 	_, _, k = b.reserveAt(100, clk.Now())
 	for i := range 3 * (genMask + 1) {
@@ -211,7 +213,36 @@ func TestGiveBackThroughSeveralChanges(t *testing.T) {
 		}
 	}
 	b.giveBack(k)
-	if b.TryAcquire(0.01) {
-		t.Error("tokens given back from a change the bucket no longer remembers")
+	if !b.TryAcquire(99.9) || b.TryAcquire(0.2) {
+		t.Error("100 given back through 48 changes that leave a full bucket full: want 100")
+	}
+}
+
+// A reservation held across many changes of share (issue 56: a storm of
+// SetSMLimit 0.25, 0.75, 0.5, 0.1 in turn) and then cancelled leaves the
+// bucket as it would have been had it never been made: on a frozen clock
+// a full bucket at 0.5 is full again at 0.75 after every turn, so raised
+// to 1 it holds the whole burst. Carried through 16 changes at most, the
+// cancel gave back nothing and the burst was lost for good.
+func TestCancelAfterManyShareChangesLosesNothing(t *testing.T) {
+	for _, turns := range []int{1, 3, 5, 50} {
+		l, _ := newShareLimiter(t, 0.5)
+		s := newStream(t, l, 1)
+		r := s.Reserve(1000)
+		if !r.OK() || r.Delay() != 0 {
+			t.Fatal("reservation of a full bucket not due now")
+		}
+		for i := range 4 * turns {
+			if err := l.SetSMLimit([]float64{0.25, 0.75, 0.5, 0.1}[i%4]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.Cancel()
+		if err := l.SetSMLimit(1); err != nil {
+			t.Fatal(err)
+		}
+		if got := held(s); got != 1000 {
+			t.Errorf("%d turns of changes: %d tokens after the cancel, want 1000 (as if never reserved)", turns, got)
+		}
 	}
 }

@@ -103,11 +103,13 @@ type leases struct {
 	skipN atomic.Uint64
 }
 
-// leased admits cost on s's live lease if it holds the tokens now.
-func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
+// leased admits cost on s's live lease if it holds the tokens now, and
+// returns the device's parameters it was charged under (the lease's);
+// nil: not admitted.
+func (l *Limiter) leased(s *Stream, cost float64, raw int64) *params {
 	ls := l.ls.cur.Load()
 	if ls == nil || ls.s != s {
-		return false
+		return nil
 	}
 	c := ls.c
 	if cost != ls.cost {
@@ -124,7 +126,7 @@ func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 	// launches after this lease: no lease is granted while anything is
 	// owed.)
 	if st := d.state.Load(); st&genMask != ls.p.gen || st>>genBits-now > ls.p.tau {
-		return false
+		return nil
 	}
 	// Earliest first, as one cursor would spend the slice: from the part
 	// now lies in (those below have drained), moving on when a part is
@@ -144,48 +146,59 @@ func (l *Limiter) leased(s *Stream, cost float64, raw int64) bool {
 			pt := &ls.parts[i]
 			w := pt.word.Load()
 			if w&leaseDead != 0 || (w>>leaseOffBits)&leaseCountMask == leaseCountMask {
-				return false
+				return nil
 			}
 			at := max(int64(w&leaseOffMask), off)
 			if at+c > ls.limit(i) {
 				continue // spent
 			}
 			if pt.word.CompareAndSwap(w, (w>>leaseOffBits+1)<<leaseOffBits|uint64(at+c)) {
-				return true
+				return ls.p
 			}
 			busy = true
 		}
 		if !busy {
-			return false
+			return nil
 		}
 	}
 }
 
 // admitDevice admits cost on the device bucket at reading raw, counting
-// it, or reports false having taken nothing. A single stream renews its
-// lease here (the launch is then counted in the new lease's word).
-func (l *Limiter) admitDevice(s *Stream, cost float64, raw int64) bool {
+// it, and returns the parameters it was charged under; nil: not admitted,
+// nothing taken. A single stream renews its lease here (the launch is
+// then counted in the new lease's word).
+func (l *Limiter) admitDevice(s *Stream, cost float64, raw int64) *params {
 	if l.ls.streams.Load() == 1 && (raw-l.device.start >= l.ls.skip.Load() ||
 		s.admitted.Load() >= l.ls.skipN.Load()) && l.ls.mu.TryLock() {
 		// TryLock: a launch never waits for another's renewal; it is
 		// charged on the device bucket instead, which is always safe.
-		ok := l.renewLocked(s, cost, raw)
+		p := l.renewLocked(s, cost, raw)
 		l.ls.mu.Unlock()
-		if ok {
-			return true
+		if p != nil {
+			return p
 		}
 	}
-	if _, ok := l.device.tryAt(cost, raw); ok {
+	if k, ok := l.device.tryAt(cost, raw); ok {
 		s.admitted.Add(1)
-		return true
+		return k.p
 	}
-	return false
+	return nil
+}
+
+// admitShared is admitDevice after the live lease: a share-1 stream's
+// admission (twoTier).
+func (l *Limiter) admitShared(s *Stream, cost float64, raw int64) *params {
+	if p := l.leased(s, cost, raw); p != nil {
+		return p
+	}
+	return l.admitDevice(s, cost, raw)
 }
 
 // renewLocked returns the live lease and grants s a new one holding this
 // launch, if the limiter has one stream, nothing is owed, and the device
-// holds the launch now. Called with l.ls.mu held.
-func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
+// holds the launch now; it returns the parameters the launch was charged
+// under (nil: not admitted). Called with l.ls.mu held.
+func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) *params {
 	// Another launch may have renewed the lease since this one found it
 	// spent: spend that one. Revoked this young it would look unpaid and
 	// hold leases off for a burst's time, every launch on the device word
@@ -194,11 +207,11 @@ func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
 	// A launch whose reading predates the live lease's grant (one
 	// descheduled between the two) cannot judge it either.
 	d := l.device
-	if l.leased(s, cost, raw) {
-		return true
+	if p := l.leased(s, cost, raw); p != nil {
+		return p
 	}
 	if ls := l.ls.cur.Load(); ls != nil && raw-d.start < ls.granted {
-		return false
+		return nil
 	}
 	old, n, at := l.revokeLocked()
 	if old != nil && n < leaseMinUse {
@@ -215,20 +228,20 @@ func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
 		}
 		l.ls.skipN.Store(skipN)
 		l.ls.skip.Store(raw - d.start + max(d.params.Load().tau, leaseBackoff))
-		return false
+		return nil
 	}
 	// The new slice starts no earlier than the revocation's reading: one
 	// granted at a reading taken before a descheduling would lie in the
 	// past, spent before any launch could use it.
 	raw = max(raw, at+d.start)
 	if l.ls.streams.Load() != 1 || s.closed.Load() {
-		return false
+		return nil
 	}
 	d.keep.Store(math.MaxInt64) // no refund into the slice while it is granted
 	base, end, p, ok := d.grab(cost, raw)
 	if !ok {
 		d.keep.Store(0)
-		return false
+		return nil
 	}
 	d.keep.Store(end)
 	ls := &lease{s: s, p: p, base: base, end: end, granted: raw - d.start, cost: cost, c: p.charge(cost)}
@@ -244,7 +257,7 @@ func (l *Limiter) renewLocked(s *Stream, cost float64, raw int64) bool {
 	}
 	ls.parts[0].word.Store(1<<leaseOffBits | uint64(ls.c)) // the launch it was granted for
 	l.ls.cur.Store(ls)
-	return true
+	return p
 }
 
 // returnLease revokes the live lease, if any, giving its unused tokens

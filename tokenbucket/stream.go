@@ -85,6 +85,15 @@ func (s *Stream) twoTier() bool { return s.own }
 // touching either bucket. A closed stream admits nothing. It reads the clock
 // once.
 func (s *Stream) TryAcquire(cost float64) bool {
+	var m Mark
+	return s.TryAcquireMark(cost, &m)
+}
+
+// TryAcquireMark is TryAcquire that, when it takes a cost > 0, dates *m
+// to the parameters it was taken under (see Mark), keeping the date of the
+// price that m holds: AdjustSince(-cost, *m) then gives back what it took,
+// whatever changed between the price and the charge.
+func (s *Stream) TryAcquireMark(cost float64, m *Mark) bool {
 	if cost <= 0 {
 		s.admitted.Add(1)
 		return true
@@ -95,7 +104,8 @@ func (s *Stream) TryAcquire(cost float64) bool {
 	}
 	raw := s.l.clock()
 	if !s.twoTier() {
-		if s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw) {
+		if p := s.l.admitShared(s, cost, raw); p != nil {
+			m.s, m.d = nil, p
 			return true
 		}
 		s.rejected.Add(1)
@@ -106,13 +116,15 @@ func (s *Stream) TryAcquire(cost float64) bool {
 		s.rejected.Add(1)
 		return false
 	}
-	if _, ok := s.l.device.tryAt(cost, raw); !ok {
+	kd, ok := s.l.device.tryAt(cost, raw)
+	if !ok {
 		// The stream had room but the device did not: give the stream its
 		// tokens back, or it would pay for a launch that never happened.
 		s.bucket.giveBack(ks)
 		s.rejected.Add(1)
 		return false
 	}
+	m.s, m.d = ks.p, kd.p
 	s.admitted.Add(1)
 	return true
 }
@@ -138,9 +150,10 @@ func (s *Stream) Wait(ctx context.Context, cost float64) error {
 	return w.Wait(ctx, s, cost, Mark{})
 }
 
-// wait is one attempt of Wait at clock reading raw. On error it has given
-// back everything it took.
-func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan struct{}) (waited bool, err error) {
+// wait is one attempt of Wait at clock reading raw; it dates *m to the
+// parameters it took the cost under. On error it has given back
+// everything it took.
+func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan struct{}, m *Mark) (waited bool, err error) {
 	s.l.returnLease() // its tokens are there for this wait (see lease)
 	var ks took
 	if s.twoTier() {
@@ -160,6 +173,7 @@ func (s *Stream) wait(ctx context.Context, cost float64, raw int64, wake <-chan 
 			return waited, err
 		}
 	}
+	m.s, m.d = ks.p, kd.p
 	return waited, nil
 }
 
@@ -189,24 +203,28 @@ func (s *Stream) waitStream(ctx context.Context, cost float64, raw int64, wake <
 // after, use AdjustSince.
 func (s *Stream) Adjust(delta float64) { s.AdjustSince(delta, Mark{}) }
 
-// A Mark is a stream's parameters at one instant, so that what was charged
-// after it can be given back at its worth after any change of SM limit or
-// size since: tokens given back after the limit fell are scaled down as
-// the tokens in hand were, or a charge held across the change would
-// escape it. The zero Mark stands for the current parameters.
+// A Mark dates a charge and its price. It names the parameters a charge
+// was taken under, so that what is given back of it later comes back at
+// its worth after any change of SM limit or size since: tokens given back
+// after the limit fell are scaled down as the tokens in hand were (or a
+// charge held across the change would escape it), after it rose up. It
+// also dates a price: Waiting.Wait refuses a cost priced under a mark the
+// limiter has changed since (ErrLimitChanged), so that the caller prices
+// it again. The zero Mark stands for the current parameters.
 //
-// A Mark also dates a price: Waiting.Wait refuses a cost priced under a
-// mark the limiter has changed since (ErrLimitChanged), so that the caller
-// prices it again.
+// Take a Mark (Stream.Mark) before pricing, and let the charge date it to
+// the parameters it was taken under (TryAcquireMark, Waiting.Mark,
+// Reservation.Mark): a change between the price and the charge would
+// otherwise be carried into the give-back, which the charge came after,
+// minting tokens if the limit rose and losing them if it fell (issue 56).
 type Mark struct {
 	s, d *params
 	gen  *chan struct{} // the limiter's wake channel when taken; nil: the zero Mark
 }
 
-// Mark returns the stream's mark now. Take it just before the charge it is
-// for: a change between the two then only makes a give-back smaller; and
-// before the price is computed, so that a change after it is seen by the
-// Waiting the price is waited for with.
+// Mark returns the stream's mark now: the date of a price, and the
+// parameters now. Take it before the price is computed, so that a change
+// after it is seen by the Waiting the price is waited for with.
 func (s *Stream) Mark() Mark {
 	// The wake channel first: SetSMLimit publishes the limit before it
 	// replaces the channel, so a price read after this load is either the
@@ -277,6 +295,10 @@ func (s *Stream) Reserve(cost float64) *Reservation {
 
 // OK reports whether the reservation took anything (and may be used).
 func (r *Reservation) OK() bool { return r.ok }
+
+// Mark is the mark of the parameters the reservation was taken under:
+// AdjustSince(-cost, r.Mark()) gives back what it took (see Mark).
+func (r *Reservation) Mark() Mark { return Mark{s: r.ks.p, d: r.kd.p} }
 
 // Delay is how long from now until the reserved tokens are due (0: now).
 func (r *Reservation) Delay() time.Duration {

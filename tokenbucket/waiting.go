@@ -24,7 +24,13 @@ type Waiting struct {
 	start   int64 // the clock when the admission was first timed
 	clocked bool  // start is set
 	waited  bool  // it has had to wait
+	took    Mark  // the parameters the admitted cost was taken under
 }
+
+// Mark is the mark of the parameters the cost a nil Wait admitted was
+// taken under (see Mark): AdjustSince(-cost, w.Mark()) gives back what
+// it took. Before that, or for a free cost, it is the zero Mark.
+func (w *Waiting) Mark() Mark { return w.took }
 
 // Wait takes cost from s, blocking until the stream bucket and then the
 // device bucket hold it, as Stream.Wait does (which is Wait with the zero
@@ -47,8 +53,11 @@ func (w *Waiting) Wait(ctx context.Context, s *Stream, cost float64, m Mark) err
 		// The fast path of a share-1 stream whose tenant holds the tokens
 		// now (issue 19): what TryAcquire does, taking nothing when they
 		// are not there. The test above also refuses NaN and ±Inf.
-		if !s.own && !s.closed.Load() && (s.l.leased(s, cost, raw) || s.l.admitDevice(s, cost, raw)) {
-			return nil
+		if !s.own && !s.closed.Load() {
+			if p := s.l.admitShared(s, cost, raw); p != nil {
+				w.took = Mark{d: p}
+				return nil
+			}
 		}
 	} else {
 		if math.IsNaN(cost) || math.IsInf(cost, 0) {
@@ -73,7 +82,7 @@ func (w *Waiting) Wait(ctx context.Context, s *Stream, cost float64, m Mark) err
 		if m.gen != nil && wake != m.gen {
 			return ErrLimitChanged
 		}
-		waited, err := s.wait(ctx, cost, raw, *wake)
+		waited, err := s.wait(ctx, cost, raw, *wake, &w.took)
 		w.waited = w.waited || waited
 		if err == errWoken {
 			raw = s.l.clock()

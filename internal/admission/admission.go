@@ -17,10 +17,25 @@
 // work is seen complete; a ticket whose work never ran gives back what it
 // took (Cancel), as golang.org/x/time/rate's Reservation does.
 //
+// A throughput class beside a latency class may be held to a queue bound
+// (Tenant.SetQueueBound, queue.go; off unless the engine turns it on):
+// its next launch or Do is admitted only while the GPU time it has queued
+// is under a horizon, so that a growth of the latency class, which waits
+// for the work queued on the SMs it takes, waits for about the kernel
+// running. What the class gives up is queue depth: its goroutines wait in
+// admission rather than in a Synchronize (TryLaunch and TryDo are refused
+// ErrThrottled), and work it runs side by side on several streams is
+// counted as if run one after another, so it overlaps less. With a
+// horizon longer than the host takes to react (a waiting admission wakes
+// on the prediction of when the kernel running ends: some tens of
+// microseconds late) the GPU does not idle between its kernels; that it
+// loses nothing measurable in steady state is for the GPU to show
+// (docs/BENCHMARKS.md). Off it costs a metered admission one atomic load.
+//
 // The parts, one file each, in layers; a part calls those below it:
 //
 //	Gate (gate.go)  Ticket, Reservation (ticket.go)  Run, BeginDo (do.go)   the entry points fcsp calls
-//	charge path (charge.go)                                                 Tenant.charge: price, take
+//	charge path (charge.go)  queue bound (queue.go)                         Tenant.charge: price, take; enqueue
 //	waiter (wait.go)                                                        plain; floorWait, until idle
 //	meter (meter.go)                                                        events, polls, settling
 //	pricer, quote, charge (price.go); floored (floor.go)                   what the limit charges
@@ -44,7 +59,10 @@
 // tokenbucket's (the Do's bucket is made under Tenant.mu). Pool.Refresh
 // only tries a meter's (TryLock). The five are ranked in internal/lockorder
 // (docs/LOCKS.md, levels 17-21: Pool.mu, Tenant.mu, doMeter.mu, a meter's,
-// a Run's), and fcsp's tests run with that order checked.
+// a Run's), and fcsp's tests run with that order checked. The queue
+// bound's turn (a one-slot channel, queue.go) is taken under none of them
+// and holds one meter's mu at a time while it looks; SetQueueBound takes
+// the meters' under Tenant.mu.
 //
 // The package sees a stream only as its handle, class and events; it calls
 // the driver through Events, which the pool's guarded driver implements
@@ -139,8 +157,16 @@ type Tenant struct {
 	bytes   atomic.Uint64         // declared bytes of completed launches
 	dm      atomic.Pointer[doMeter]
 
-	mu     lockorder.Mutex[lockorder.AdmTenant] // serialises changes of meters, and the Do meter's making
+	mu     lockorder.Mutex[lockorder.AdmTenant] // serialises changes of meters, the Do meter's making, and SetQueueBound
 	meters atomic.Pointer[[]*meter]             // the metered streams' meters (copy on write: Poll takes no lock)
+
+	// The queue bound (queue.go): the horizon in ns (0: off, one load per
+	// metered admission), the prediction of when the work admitted under
+	// it is done (monotonic ns), and the turn of its waiters (made, under
+	// mu, before the first horizon is stored).
+	horizon atomic.Int64
+	qtat    atomic.Int64
+	turn    chan struct{}
 }
 
 // NewTenant makes a tenant's admission engine from cfg: its pricer and

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,6 +70,52 @@ func BenchmarkAdmitTimed(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkAdmitQueueBound is a metered launch's admission and timing
+// (as BenchmarkAdmitTimed's metered case, on a throughput class: metered,
+// not limited) with the queue bound off, the baseline, and on with a
+// horizon it never reaches: what the bound's look and prediction cost an
+// admission that does not wait. streams is how many metered streams the
+// tenant has (the look polls them all).
+func BenchmarkAdmitQueueBound(b *testing.B) {
+	for _, streams := range []int{1, 8} {
+		for _, bound := range []time.Duration{0, time.Hour} {
+			name := "off"
+			if bound > 0 {
+				name = "on"
+			}
+			b.Run(fmt.Sprintf("streams=%d/bound=%s", streams, name), func(b *testing.B) {
+				ev := new(events)
+				ev.done, ev.ms = true, 0.0001
+				g := benchGate(b, Config{Metered: true}, ev)
+				for range streams - 1 {
+					var o Gate
+					var hv atomic.Uintptr
+					var closed atomic.Bool
+					if err := g.t.Init(&o, stream.Default, &hv, &closed); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := g.t.SetQueueBound(bound); err != nil {
+					b.Fatal(err)
+				}
+				var es Estimates
+				ctx := context.Background()
+				for b.Loop() {
+					var w Work
+					var tk Ticket
+					w.Of(one3, one3, &es, &noBytes)
+					if err := g.Admit(ctx, &w, &tk); err != nil {
+						b.Fatal(err)
+					}
+					if err := tk.Time(0, queued); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 

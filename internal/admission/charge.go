@@ -35,7 +35,8 @@ func (t *Tenant) charge(ctx context.Context, how take, b *tokenbucket.Stream, j 
 			*c = charge{}
 			return nil, errs.ErrClosed
 		}
-	case b.TryAcquire(c.total()):
+		c.mark = r.Mark()
+	case b.TryAcquireMark(c.total(), &c.mark):
 	case how == now:
 		*c = charge{}
 		if t.cfg.Closed() {

@@ -84,8 +84,9 @@ type Run struct {
 	gctx   cuda.Context // the context the Do made current on its thread: its events use it (no switch)
 	dm     *doMeter     // its tenant's
 	est    *Estimate
-	c      charge // what its admission took: settled once its brackets are measured
-	thread int
+	c      charge  // what its admission took: settled once its brackets are measured
+	thread int32   // the OS thread it runs on (Start)
+	q      float32 // charged to the queue bound's prediction (queue.go), ns; 0: none. With thread, one word: the Run stays 128 bytes
 
 	mu     lockorder.Mutex[lockorder.AdmRun]
 	used   []bracketUse // the streams f took, with the bracket each joined
@@ -136,6 +137,7 @@ func (r *Run) done(tokens float64, lost bool) {
 	}
 	r.est.add(r.tokens)
 	r.c.settle(r.dm.bucket, r.tokens)
+	r.dm.t.settleQueue(float64(r.q), r.tokens)
 }
 
 // BeginDo admits a Do of f (its code pointer keys the estimate) on a
@@ -158,6 +160,19 @@ func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, ow
 	}
 	dm.mu.Unlock()
 	r = &Run{dm: dm, est: dm.estimate(key), left: 1}
+	how := await
+	if try {
+		how = now
+	}
+	// The queue bound (queue.go), before the tokens: a Do waiting for
+	// room in the queue holds none.
+	if h := t.horizon.Load(); h > 0 {
+		q, err := t.enqueue(ctx, h, r.est.get(), how, false)
+		if err != nil {
+			return nil, false, err
+		}
+		r.q = float32(q)
+	}
 	if t.price.freeDo() {
 		return r, true, nil // metered only
 	}
@@ -166,13 +181,11 @@ func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, ow
 	// (pollAfter; as before the slots, when polling here would have waited
 	// for the partition's one exclusion, deaf to ctx).
 	if err := t.pollBefore(t); err != nil {
+		t.dequeue(float64(r.q))
 		return nil, false, err
 	}
-	how := await
-	if try {
-		how = now
-	}
 	if _, err := t.charge(ctx, how, dm.bucket, job{class: stream.Default, est: r.est}, &r.c); err != nil {
+		t.dequeue(float64(r.q))
 		return nil, false, err
 	}
 	return r, true, nil
@@ -183,7 +196,7 @@ func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, ow
 // (meter.bound), before f runs: a library queues on the handle it kept
 // without asking Current again. A stream closed meanwhile is skipped.
 func (r *Run) Start(thread int, ctx cuda.Context) error {
-	r.thread, r.gctx = thread, ctx
+	r.thread, r.gctx = int32(thread), ctx
 	r.dm.mu.Lock()
 	r.dm.runs[thread] = r
 	r.dm.mu.Unlock()
@@ -203,6 +216,7 @@ func (r *Run) Abandon() {
 	if r.c.total() > 0 {
 		r.c.cancel(r.dm.bucket)
 	}
+	r.dm.t.dequeue(float64(r.q))
 }
 
 // Take opens, or joins, g's bracket for the run: called when f takes the
@@ -274,7 +288,7 @@ func (r *Run) End() error {
 		return nil
 	}
 	r.dm.mu.Lock()
-	delete(r.dm.runs, r.thread)
+	delete(r.dm.runs, int(r.thread))
 	r.dm.mu.Unlock()
 	r.mu.Lock()
 	r.ended = true

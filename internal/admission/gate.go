@@ -118,12 +118,23 @@ func (g *Gate) admit(ctx context.Context, how take, j job, w *Work, tk *Ticket, 
 			*tk = Ticket{}
 			return nil, err
 		}
+		// The queue bound (queue.go); a reservation's is applied when it
+		// is waited for (Reservation.Wait).
+		if h := g.t.horizon.Load(); h > 0 && how != ahead {
+			q, err := g.t.enqueue(ctx, h, j.est.orZero(), how, true)
+			if err != nil {
+				*tk = Ticket{}
+				return nil, err
+			}
+			tk.q = q
+		}
 	}
 	if g.bucket == nil {
 		return nil, nil // admitted free
 	}
 	r, err := g.t.charge(ctx, how, g.bucket, j, &tk.c)
 	if err != nil {
+		g.t.dequeue(tk.q)
 		*tk = Ticket{}
 	}
 	return r, err

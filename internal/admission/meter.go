@@ -51,6 +51,7 @@ type timed struct {
 	in         *bracket // the Do bracket open when it was queued: its time is not the Do's
 	br         *bracket // non-nil: this is that Do bracket's own entry (est, c unused)
 	bytes      uint64   // declared bytes moved (bandwidth.go)
+	q          float64  // charged to the queue bound's prediction (queue.go), corrected when measured; 0: none
 }
 
 func (m *meter) h() cuda.Stream { return cuda.Stream(m.hv.Load()) }
@@ -141,6 +142,7 @@ func (m *meter) pollLocked(ctx cuda.Context) error {
 		}
 		m.gpu.Add(int64(ns))
 		t.gpu[m.class].Add(int64(ns))
+		t.settleQueue(p.q, ns)
 		p.est.add(ns)
 		m.bw.observe(p.est, p.bytes, ns, &t.bytes)
 		// Launches admitted free (share 1, NCCL) are not limited, so

@@ -182,7 +182,7 @@ type charge struct {
 	measured float64          // corrected by the measured cost: a GPU share's predicted time
 	fixed    float64          // not corrected: a launch-rate price, a graph's set cost
 	floor    float64          // a floor's surcharge (floor.go): not corrected
-	mark     tokenbucket.Mark // the bucket's parameters when it was priced (tokenbucket.Mark)
+	mark     tokenbucket.Mark // when it was priced, then the bucket's parameters it was taken under (tokenbucket.Mark)
 }
 
 func (c *charge) total() float64 { return c.measured + c.fixed + c.floor }
@@ -206,7 +206,9 @@ func (c *charge) cancel(b *tokenbucket.Stream) {
 
 // quote sets *c to j's price under p, dated by b's mark (taken first: a
 // change of share after it makes a wait on the price stale,
-// tokenbucket.Waiting). Field by field, for the reason price gives.
+// tokenbucket.Waiting). The charge then dates the mark to the parameters
+// it was taken under (tokenbucket.Mark), which what it gives back is
+// carried from. Field by field, for the reason price gives.
 func quote(p pricer, b *tokenbucket.Stream, j job, c *charge) {
 	c.mark = b.Mark()
 	if j.fixed != 0 {

@@ -16,7 +16,8 @@ type Ticket struct {
 	c     charge
 	est   *Estimate
 	bytes uint64
-	timed bool // to be queued by Time, and settled when measured
+	q     float64 // charged to the queue bound's prediction (queue.go); 0: none
+	timed bool    // to be queued by Time, and settled when measured
 }
 
 // Timed reports whether the work is to be queued through Time.
@@ -47,7 +48,7 @@ func (tk *Ticket) Time(ctx cuda.Context, queue func() error) error {
 		tk.Cancel()
 		return err
 	}
-	m.pending = append(m.pending, timed{start: start, end: end, est: tk.est, c: tk.c, in: m.open, bytes: tk.bytes})
+	m.pending = append(m.pending, timed{start: start, end: end, est: tk.est, c: tk.c, in: m.open, bytes: tk.bytes, q: tk.q})
 	m.markBusy() // a latency stream's work in flight counts
 	return nil
 }
@@ -56,6 +57,10 @@ func (tk *Ticket) Time(ctx cuda.Context, queue func() error) error {
 func (tk *Ticket) Cancel() {
 	if tk.c.total() > 0 {
 		tk.c.cancel(tk.g.bucket)
+	}
+	if tk.q != 0 {
+		tk.g.t.dequeue(tk.q)
+		tk.q = 0
 	}
 }
 
@@ -80,12 +85,23 @@ func (r *Reservation) Cancel() {
 	}
 }
 
-// Wait waits until the reservation is due and returns its ticket; on
-// error the reservation is cancelled.
+// Wait waits until the reservation is due, and under a queue bound until
+// the tenant's queue has room (queue.go), and returns its ticket; on error
+// the reservation is cancelled. The caller is not in the life lock.
 func (r *Reservation) Wait(ctx context.Context) (Ticket, error) {
 	if r.r != nil {
 		if err := r.r.Wait(ctx); err != nil {
 			return Ticket{}, err
+		}
+	}
+	if tk := &r.tk; tk.timed {
+		if h := tk.g.t.horizon.Load(); h > 0 {
+			q, err := tk.g.t.enqueue(ctx, h, tk.est.orZero(), await, false)
+			if err != nil {
+				tk.Cancel()
+				return Ticket{}, err
+			}
+			tk.q = q
 		}
 	}
 	return r.tk, nil

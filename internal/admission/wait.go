@@ -36,6 +36,9 @@ func (plain) wait(ctx context.Context, p pricer, b *tokenbucket.Stream, j job) (
 func waitQuoted(ctx context.Context, p pricer, b *tokenbucket.Stream, j job, c *charge, w *tokenbucket.Waiting) error {
 	for {
 		err := w.Wait(ctx, b, c.total(), c.mark)
+		if err == nil {
+			c.mark = w.Mark() // what the charge was taken under (tokenbucket.Mark)
+		}
 		if err != tokenbucket.ErrLimitChanged {
 			return err
 		}
@@ -57,7 +60,7 @@ func (f floorWait) wait(ctx context.Context, p pricer, b *tokenbucket.Stream, j 
 	case c.floor == 0:
 		err := waitQuoted(ctx, p, b, j, &c, &w)
 		return c, err
-	case b.TryAcquire(c.total()): // no wait: no watcher needed
+	case b.TryAcquireMark(c.total(), &c.mark): // no wait: no watcher needed
 		return c, nil
 	}
 	woken, err := untilIdle(ctx, idle, func(wctx context.Context) error {

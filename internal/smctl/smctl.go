@@ -3,13 +3,31 @@
 // (fcsp, steer.go) samples, asks, and moves the SMs; this package only
 // decides, so that its rules are tested without a device or a clock.
 //
+// What the load asks for: one step per request in flight past the first,
+// from Min at one request to the fit at FullAt; and, for two requests or
+// more, at least what they need as learnt while the controller runs
+// (model.go): at each size it keeps what a request needed there (its P99
+// times the SMs over the requests it shared them with, Sample.Load) and
+// what one alone took, and a load asks for at least the smallest size
+// whose predicted P99 for its requests in flight meets the target. So a
+// burst's first move goes to the size it needs in one step, where the
+// steps per request read a burst smaller than the class's concurrency as
+// asking for less and the P99 then climbed a step a move (measured on an
+// H100, run D1: 16 -> 24 -> 32 -> 40 -> 48, a move and its drain each).
+//
+// The target is absolute (Config.Target), or relative to the class's own
+// P99 at Max under about its heaviest load measured there
+// (RelativeTarget), which a server can state without knowing the card;
+// until that is measured a burst of two requests or more takes the fit,
+// so that it is, and no rule reads the P99. Controller.Target says which
+// target holds now; the pool counts the requests over it (Sample.Slow).
+//
 // The rules, in order:
 //   - A move still draining (work queued before it still running on the
 //     SMs it moved) blocks every decision: nothing moves until it is done.
 //   - Moves are at least MinGap apart (a bounded rate).
-//   - Grow at once to what the load asks: one step per request in flight
-//     past the first, from Min at one request to Max at FullAt (the
-//     requests a burst brings), and one step more while the recent P99 is
+//   - Grow at once to what the load asks (above), and one step more
+//     while the recent P99 is
 //     over target, a request is in flight (with none, more SMs would
 //     serve no one: the P99 is the tail of a burst already over) and at
 //     least two recent requests missed the target, their starts further
@@ -56,10 +74,14 @@ import (
 type Config struct {
 	Min, Max int           // SMs, multiples of Unit
 	Unit     int           // the split's group
-	Target   time.Duration // the P99 a request should meet
-	FullAt   int           // requests in flight that ask for Max (a class's concurrency)
-	Hold     time.Duration // how long less must be asked before a shrink
-	MinGap   time.Duration // the least time between two moves
+	Target   time.Duration // the P99 a request should meet; 0 with RelativeTarget
+	// RelativeTarget, in place of Target, is the target as a factor (at
+	// least 1) of the class's P99 at Max under the heaviest load measured
+	// there (Controller.Target says what it is now; 0 until measured).
+	RelativeTarget float64
+	FullAt         int           // requests in flight that ask for Max before anything is measured (a class's concurrency)
+	Hold           time.Duration // how long less must be asked before a shrink
+	MinGap         time.Duration // the least time between two moves
 }
 
 // Sample is what the pool saw of the class at one instant.
@@ -68,11 +90,16 @@ type Sample struct {
 	SMs      int           // held now
 	InFlight int           // requests in flight (the class's Dos and Synchronizes under way)
 	P99      time.Duration // over the recent requests; 0: none finished
-	Slow     int           // recent requests over Config.Target
+	Slow     int           // recent requests over the target (Controller.Target)
 	Spread   time.Duration // how far apart the first and the last of the Slow requests started
 	Requests int           // recent requests (those the P99 is of)
-	Rising   bool          // more in flight than at the sample before: a burst still arriving
-	Draining bool          // the last move's old layouts still run work
+	// Load is how many requests the recent ones shared the SMs with, on
+	// average: their times summed over the span from the first's start
+	// to the last's end (Little's law). 0: not measured, InFlight is
+	// taken instead.
+	Load     float64
+	Rising   bool // more in flight than at the sample before: a burst still arriving
+	Draining bool // the last move's old layouts still run work
 }
 
 // Move is a decision: SMs to hold (== Sample.SMs: stay) and why, in words
@@ -149,6 +176,7 @@ type Controller struct {
 	failed   int           // the last size a full load was over target at; 0: none
 	retryAt  time.Time     // when a step down to failed or below may be tried again
 	backoff  time.Duration // the wait that set retryAt
+	model    model         // what a request needed at each size (model.go)
 }
 
 // New checks cfg and makes a controller.
@@ -156,13 +184,35 @@ func New(cfg Config) (*Controller, error) {
 	switch {
 	case cfg.Unit <= 0 || cfg.Min <= 0 || cfg.Min%cfg.Unit != 0 || cfg.Max%cfg.Unit != 0 || cfg.Max < cfg.Min:
 		return nil, fmt.Errorf("bounds %d..%d SMs: want multiples of %d, the least first", cfg.Min, cfg.Max, cfg.Unit)
-	case cfg.Target <= 0:
-		return nil, fmt.Errorf("target %v: want a positive P99", cfg.Target)
+	case cfg.Target != 0 && cfg.RelativeTarget != 0:
+		return nil, fmt.Errorf("target %v and relative target %v: want one of them", cfg.Target, cfg.RelativeTarget)
+	case cfg.RelativeTarget != 0 && !(cfg.RelativeTarget >= 1 && cfg.RelativeTarget <= maxRelative):
+		return nil, fmt.Errorf("relative target %v: want a factor of the P99 at Max in [1, %v]", cfg.RelativeTarget, maxRelative)
+	case cfg.RelativeTarget == 0 && cfg.Target <= 0:
+		return nil, fmt.Errorf("target %v: want a positive P99 (or a relative target)", cfg.Target)
 	}
 	if cfg.FullAt < 2 {
 		cfg.FullAt = 2
 	}
-	return &Controller{cfg: cfg, fit: cfg.Max}, nil
+	return &Controller{cfg: cfg, fit: cfg.Max, model: newModel(cfg)}, nil
+}
+
+// maxRelative is the largest relative target: a P99 a thousand times the
+// class's best is no target.
+const maxRelative = 1000
+
+// Target is the P99 a request should meet now: Config.Target, or under a
+// relative target that factor of the P99 at Max measured so far; 0 while
+// none is measured (no rule then reads the P99). The pool counts the
+// recent requests over it (Sample.Slow).
+func (c *Controller) Target() time.Duration {
+	if c.cfg.Target > 0 {
+		return c.cfg.Target
+	}
+	if c.model.ref == 0 {
+		return 0
+	}
+	return time.Duration(c.cfg.RelativeTarget * float64(c.model.ref))
 }
 
 // Fit is the most SMs the load asks for now: Max until a trim.
@@ -171,28 +221,49 @@ func (c *Controller) Fit() int { return c.fit }
 // Config is the controller's configuration.
 func (c *Controller) Config() Config { return c.cfg }
 
-// want is the size the load asks for: Min at one request in flight, the
-// fit at FullAt, linear between, rounded up to whole units.
-func (c *Controller) want(inFlight int) int {
+// want is the size the load asks for, and the P99 predicted there (0:
+// not predicted). One step per request in flight past the first, from Min
+// at one request to the fit at FullAt, rounded up to whole units; and,
+// for two requests or more once anything is measured, at least the
+// smallest size up to the fit whose predicted P99 for them meets the
+// target (the fit where none does). Under a relative target not yet
+// measured, two requests or more ask for the fit, so that it is.
+func (c *Controller) want(s Sample, target time.Duration) (int, time.Duration) {
 	cfg := c.cfg
-	if inFlight <= 1 || c.fit == cfg.Min {
-		return cfg.Min
+	n := s.InFlight
+	if n <= 1 || c.fit == cfg.Min {
+		return cfg.Min, 0
+	}
+	if target == 0 {
+		return c.fit, 0
 	}
 	steps := (c.fit - cfg.Min) / cfg.Unit
-	k := ((inFlight-1)*steps + cfg.FullAt - 2) / (cfg.FullAt - 1) // ceil
-	return min(cfg.Min+k*cfg.Unit, c.fit)
+	k := ((n-1)*steps + cfg.FullAt - 2) / (cfg.FullAt - 1) // ceil
+	linear := min(cfg.Min+k*cfg.Unit, c.fit)
+	if !c.model.known() {
+		return linear, 0
+	}
+	for sms := cfg.Min; sms <= c.fit; sms += cfg.Unit {
+		if p := c.model.predict(n, sms); p <= target || sms == c.fit {
+			if sms < linear {
+				return linear, 0
+			}
+			return sms, p
+		}
+	}
+	return linear, 0 // unreachable: the loop ends at the fit
 }
 
 // trimmable reports whether s shows a full load at the fit well within
 // target, long enough after the last move that its requests ran at this
 // size, and whether a step down is allowed (above Min, and not to a size
 // that failed, or below it, before its back-off ends).
-func (c *Controller) trimmable(s Sample, want int) bool {
+func (c *Controller) trimmable(s Sample, want int, target time.Duration) bool {
 	cfg := c.cfg
 	down := c.fit - cfg.Unit
-	return s.SMs == c.fit && want == c.fit && down >= cfg.Min &&
-		s.Slow == 0 && s.Requests >= trimRequests && s.P99 > 0 && float64(s.P99) <= trimBelow*float64(cfg.Target) &&
-		scaled(s.P99, c.fit, down) <= cfg.Target &&
+	return target > 0 && s.SMs == c.fit && want == c.fit && down >= cfg.Min &&
+		s.Slow == 0 && s.Requests >= trimRequests && s.P99 > 0 && float64(s.P99) <= trimBelow*float64(target) &&
+		scaled(s.P99, c.fit, down) <= target &&
 		!c.lastMove.IsZero() && s.At.Sub(c.lastMove) >= cfg.Hold &&
 		(down > c.failed || !s.At.Before(c.retryAt))
 }
@@ -225,8 +296,11 @@ func (c *Controller) Decide(s Sample) Move {
 		stay.Reason = "a move is draining"
 		return stay
 	}
-	want := c.want(s.InFlight)
-	over := s.P99 > cfg.Target && s.InFlight > 0 && s.Slow >= minSlow && s.Spread > cfg.Target+stallMax
+	pre := c.Target()
+	c.model.observe(s, s.Requests >= obsRequests || pre > 0 && s.P99 > pre && s.Slow >= minSlow && s.Spread > pre+stallMax)
+	target := c.Target()
+	want, predicted := c.want(s, target)
+	over := target > 0 && s.P99 > target && s.InFlight > 0 && s.Slow >= minSlow && s.Spread > target+stallMax
 	if over {
 		if s.SMs >= c.fit && c.fit < cfg.Max { // the fit was too few: back up a step, and remember
 			c.failedAt(s.SMs, s.At)
@@ -256,16 +330,19 @@ func (c *Controller) Decide(s Sample) Move {
 	case want > s.SMs:
 		c.lastMove = s.At
 		why, kind := fmt.Sprintf("%d requests in flight", s.InFlight), GrowLoad
+		if predicted > 0 {
+			why += fmt.Sprintf(", P99 %v predicted at %d SMs (target %v)", predicted.Round(time.Microsecond), want, target.Round(time.Microsecond))
+		}
 		if over {
 			why, kind = fmt.Sprintf("P99 %v over the %v target (%d requests over, starts %v apart), %d requests in flight",
-				s.P99.Round(time.Microsecond), cfg.Target, s.Slow, s.Spread.Round(time.Microsecond), s.InFlight), GrowP99
+				s.P99.Round(time.Microsecond), target.Round(time.Microsecond), s.Slow, s.Spread.Round(time.Microsecond), s.InFlight), GrowP99
 		}
 		return Move{SMs: want, Reason: "grow: " + why, Kind: kind}
-	case c.trimmable(s, want):
+	case c.trimmable(s, want, target):
 		c.fit -= cfg.Unit
 		c.lastMove = s.At
 		return Move{SMs: c.fit, Kind: Trim, Reason: fmt.Sprintf("trim: P99 %v of %d requests within %.0f%% of the %v target at %d SMs, %v scaled to %d, %d requests in flight",
-			s.P99.Round(time.Microsecond), s.Requests, 100*trimBelow, cfg.Target, s.SMs, scaled(s.P99, s.SMs, c.fit).Round(time.Microsecond), c.fit, s.InFlight)}
+			s.P99.Round(time.Microsecond), s.Requests, 100*trimBelow, target.Round(time.Microsecond), s.SMs, scaled(s.P99, s.SMs, c.fit).Round(time.Microsecond), c.fit, s.InFlight)}
 	case want < s.SMs && !over && s.At.Sub(c.lowSince) >= cfg.Hold:
 		c.lastMove = s.At
 		c.lowSince = s.At // the next step waits a Hold again

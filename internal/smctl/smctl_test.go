@@ -297,3 +297,135 @@ func TestGrowthWaitsForTheBurstToArrive(t *testing.T) {
 	m = c.Decide(Sample{At: at(0), SMs: 16, InFlight: 4, Rising: true, P99: time.Millisecond, Slow: 3, Spread: spread})
 	require.Equal(t, GrowP99, m.Kind, m.Reason)
 }
+
+// quiet feeds c samples of one request in flight at 16 SMs, each P99
+// p99us over 50 requests, from ms to ms+n.
+func quiet(c *Controller, ms, n, p99us int) {
+	for i := range n {
+		c.Decide(Sample{At: time.Unix(0, 0).Add(time.Duration(ms+i) * time.Millisecond), SMs: 16, InFlight: 1, Load: 1,
+			P99: time.Duration(p99us) * time.Microsecond, Requests: 50})
+	}
+}
+
+// A burst's first move goes to the size its requests ask for in one step,
+// from what a request needed at each size as measured so far, where the
+// one-step-per-request rule reads too few requests for the class's
+// concurrency (FullAt 64: 16 requests ask for one step) and the P99 then
+// climbed a step a move (measured on an H100, run D1: 16 -> 24 -> 32 ->
+// 40 -> 48). A quiet phase's requests alone at 16 SMs took 250 us: at
+// that, sixteen sharing 48 SMs take 1.3 ms, over any size's reach, so the
+// burst takes the most; once a burst at 48 has shown 350 us for sixteen,
+// 40 is predicted at 420 us: under a 450 us target the burst settles there
+// a Hold later, and the next burst goes straight to 40; under 300 us both
+// stay at 48.
+func TestBurstGoesToItsSizeInOneStep(t *testing.T) {
+	cfg := Config{Min: 16, Max: 48, Unit: 8, Target: 300 * time.Microsecond, FullAt: 64, Hold: 100 * time.Millisecond, MinGap: 2 * time.Millisecond}
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	burst := func(c *Controller, ms, sms int) Move {
+		return c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 16})
+	}
+	// Nothing measured: a step per request in flight, as before.
+	c, err := New(cfg)
+	require.NoError(t, err)
+	m := burst(c, 0, 16)
+	require.Equal(t, 24, m.SMs, m.Reason)
+
+	c, err = New(cfg)
+	require.NoError(t, err)
+	quiet(c, 0, 100, 250)
+	m = burst(c, 100, 16)
+	require.Equal(t, GrowLoad, m.Kind, m.Reason)
+	require.Equal(t, 48, m.SMs, "the first move of the burst: to the size it needs, in one step")
+	require.Contains(t, m.Reason, "16 requests in flight, P99 1.333ms predicted at 48 SMs")
+
+	for _, tc := range []struct {
+		target time.Duration
+		want   int
+	}{{450 * time.Microsecond, 40}, {300 * time.Microsecond, 48}} {
+		cfg.Target = tc.target
+		c, err = New(cfg)
+		require.NoError(t, err)
+		quiet(c, 0, 100, 250)
+		require.Equal(t, 48, burst(c, 100, 16).SMs)
+		sms := 48
+		for ms := 101; ms < 300; ms++ { // the burst: 350 us for sixteen at 48, 420 at 40
+			m := c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 16, Load: 16, P99: 350 * time.Microsecond * 48 / time.Duration(sms), Requests: 500})
+			sms = m.SMs
+		}
+		require.Equal(t, tc.want, sms, "target %v: where the burst settles", tc.target)
+		for ms := 300; ms < 500; ms++ { // it ends: back to the floor
+			sms = c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 0}).SMs
+		}
+		require.Equal(t, 16, sms)
+		quiet(c, 500, 100, 250)
+		m = burst(c, 600, 16)
+		require.Equal(t, tc.want, m.SMs, "target %v: the next burst's first move: %s", tc.target, m.Reason)
+	}
+}
+
+// What a request needed is learnt from each sample of enough requests,
+// and at once from a tail over target: a size that missed is not asked
+// for again by the next burst.
+func TestModelLearnsASizeThatMissed(t *testing.T) {
+	c, err := New(Config{Min: 16, Max: 48, Unit: 8, Target: 450 * time.Microsecond, FullAt: 64, Hold: 100 * time.Millisecond, MinGap: 2 * time.Millisecond})
+	require.NoError(t, err)
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	// Sixteen at 48 took 350 us: 40 is predicted at 420.
+	for ms := range 50 {
+		c.Decide(Sample{At: at(ms), SMs: 48, InFlight: 16, Load: 16, P99: 350 * time.Microsecond, Requests: 500})
+	}
+	require.Equal(t, 420*time.Microsecond, c.model.predict(16, 40))
+	// At 40 a tail of a few requests over target (too few for a P99 of
+	// their own) grows a step, and 40 is learnt from it.
+	m := c.Decide(Sample{At: at(100), SMs: 40, InFlight: 16, Load: 16, P99: 600 * time.Microsecond, Slow: 3, Spread: spread, Requests: 5})
+	require.Equal(t, GrowP99, m.Kind, m.Reason)
+	require.Greater(t, c.model.predict(16, 40), 450*time.Microsecond, "40 missed: predicted over target now")
+	w, _ := c.want(Sample{InFlight: 16}, c.Target())
+	require.Equal(t, 48, w)
+}
+
+// A relative target: a factor of the class's P99 at Max under the
+// heaviest load measured there. Until measured no rule reads the P99 and
+// a burst takes Max (so that it is measured); then it is a target as any.
+func TestRelativeTarget(t *testing.T) {
+	c, err := New(Config{Min: 16, Max: 48, Unit: 8, RelativeTarget: 1.2, FullAt: 64, Hold: 100 * time.Millisecond, MinGap: 2 * time.Millisecond})
+	require.NoError(t, err)
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	require.Zero(t, c.Target(), "nothing measured at Max")
+	// A slow quiet phase is no tail: there is no target yet.
+	m := c.Decide(Sample{At: at(0), SMs: 16, InFlight: 1, Load: 1, P99: 5 * time.Millisecond, Slow: 9, Spread: spread, Requests: 50})
+	require.Equal(t, Stay, m.Kind, m.Reason)
+	m = c.Decide(Sample{At: at(10), SMs: 16, InFlight: 3})
+	require.Equal(t, 48, m.SMs, "a burst before the target is known: Max, so that it is")
+	for ms := 11; ms < 200; ms++ {
+		c.Decide(Sample{At: at(ms), SMs: 48, InFlight: 16, Load: 16, P99: 350 * time.Microsecond, Requests: 500})
+	}
+	require.Equal(t, 420*time.Microsecond, c.Target(), "1.2 x the 350 us at Max")
+	// A lighter load at Max does not lower it; a much heavier one
+	// replaces it.
+	c.Decide(Sample{At: at(200), SMs: 48, InFlight: 4, Load: 4, P99: 200 * time.Microsecond, Requests: 500})
+	require.Equal(t, 420*time.Microsecond, c.Target())
+	sms := 48
+	for ms := 201; ms < 400; ms++ {
+		sms = c.Decide(Sample{At: at(ms), SMs: sms, InFlight: 0}).SMs
+	}
+	require.Equal(t, 16, sms)
+	quiet(c, 400, 100, 250)
+	m = c.Decide(Sample{At: at(500), SMs: 16, InFlight: 16})
+	require.Equal(t, 40, m.SMs, "predicted 420 us at 40: within 1.2 x the P99 at Max: %s", m.Reason)
+	// Over the relative target: a step, as over an absolute one.
+	m = c.Decide(Sample{At: at(510), SMs: 40, InFlight: 16, Load: 16, P99: 500 * time.Microsecond, Slow: 9, Spread: spread, Requests: 100})
+	require.Equal(t, GrowP99, m.Kind, m.Reason)
+	require.Contains(t, m.Reason, "over the 420µs target")
+	c.Decide(Sample{At: at(600), SMs: 48, InFlight: 40, Load: 40, P99: time.Millisecond, Requests: 500})
+	require.Equal(t, 1200*time.Microsecond, c.Target(), "a load of 40 at Max replaces the 16's")
+
+	for _, cfg := range []Config{
+		{Min: 16, Max: 48, Unit: 8, Target: time.Millisecond, RelativeTarget: 1.2},
+		{Min: 16, Max: 48, Unit: 8, RelativeTarget: 0.9},
+		{Min: 16, Max: 48, Unit: 8},
+	} {
+		_, err := New(cfg)
+		require.Error(t, err, "%+v", cfg)
+	}
+}

@@ -1,0 +1,398 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/stream"
+)
+
+// queueGate is a metered tenant (a throughput class's: no limit, its work
+// timed) on the real clock, and the gate of one Default stream; events ev,
+// which measure every piece of work at kernel.
+func queueGate(t *testing.T, ev *events) (*Tenant, *Gate, *host) {
+	t.Helper()
+	ev.ms = float32(kernel.Seconds() * 1e3)
+	h := new(host)
+	tn, err := NewTenant(new(Pool), Config{Metered: true, Events: ev, Host: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g Gate
+	var hv atomic.Uintptr
+	var sclosed atomic.Bool
+	if err := tn.Init(&g, stream.Default, &hv, &sclosed); err != nil {
+		t.Fatal(err)
+	}
+	return tn, &g, h
+}
+
+// queued is the GPU time g's stream has queued and not seen complete, by
+// its estimates.
+func queuedOn(g *Gate) (items int, ns float64) {
+	m := g.meter
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.pending {
+		ns += m.pending[i].cost(0)
+	}
+	return len(m.pending), ns
+}
+
+// launchQueued admits, without waiting, a launch estimated at 400 us
+// (es) and queues it; false: refused with ErrThrottled.
+func launchQueued(t *testing.T, g *Gate, es *Estimates) bool {
+	t.Helper()
+	var tk Ticket
+	w := work(es)
+	err := g.TryAdmit(&w, &tk)
+	if errors.Is(err, errs.ErrThrottled) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Time(0, queued); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+const (
+	horizon = time.Millisecond
+	kernel  = 400 * time.Microsecond
+)
+
+// A throughput class's queue stays within its bound while the bound is
+// on, whatever the prediction says, and is unbounded when it is off. The
+// GPU here never finishes anything (the events never complete): with a
+// 1 ms horizon and 400 us kernels the prediction lets three in at once
+// (1.2 ms: the third went in at 0.8); once it has run out (the GPU should
+// have done them by now) what the events have not seen complete still
+// holds the queue: one more (the oldest might be nearly done), then none.
+// In flight at most the horizon and two kernels, 1.6 ms < 1.8 ms.
+func TestQueueBoundHoldsAThroughputClassQueue(t *testing.T) {
+	ev := new(events)
+	tn, g, _ := queueGate(t, ev)
+	var es Estimates
+	w := work(&es)
+	es.For(w.Grid, w.Block).add(float64(kernel))
+
+	// Off: as many as it likes.
+	for i := range 100 {
+		if !launchQueued(t, g, &es) {
+			t.Fatalf("launch %d refused with no bound", i)
+		}
+	}
+	if n, _ := queuedOn(g); n != 100 {
+		t.Fatalf("%d queued, want 100", n)
+	}
+	ev.mu.Lock()
+	ev.done = true
+	ev.mu.Unlock()
+	if err := tn.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := queuedOn(g); n != 0 {
+		t.Fatalf("%d queued after all completed", n)
+	}
+	ev.mu.Lock()
+	ev.done = false
+	ev.mu.Unlock()
+
+	if err := tn.SetQueueBound(horizon); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for launchQueued(t, g, &es) {
+		n++
+	}
+	// Three, or four if the machine stalled 200 us between two of them.
+	if n < 3 || n > 4 {
+		t.Fatalf("%d admitted under a 1 ms horizon at once, want 3 (4 after a stall)", n)
+	}
+	time.Sleep(3 * horizon) // the prediction runs out
+	for launchQueued(t, g, &es) {
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("%d admitted once the prediction ran out, want 4 (the seen queue, less the oldest, under the horizon)", n)
+	}
+	_, ns := queuedOn(g)
+	if limit := float64(horizon + 2*kernel); ns >= limit {
+		t.Fatalf("%v queued, want under the horizon and two kernels (%v)", time.Duration(ns), time.Duration(limit))
+	}
+	// A waiting launch waits, deaf to the prediction, until its context
+	// ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	var tk Ticket
+	if err := g.Admit(ctx, &w, &tk); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Admit over the bound = %v, want DeadlineExceeded", err)
+	}
+	// What the GPU finishes makes room.
+	ev.mu.Lock()
+	ev.done = true
+	ev.mu.Unlock()
+	if !launchQueued(t, g, &es) {
+		t.Fatal("refused once the queue completed")
+	}
+	// Off again: unbounded.
+	ev.mu.Lock()
+	ev.done = false
+	ev.mu.Unlock()
+	if err := tn.SetQueueBound(0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if !launchQueued(t, g, &es) {
+			t.Fatalf("launch %d refused after the bound was turned off", i)
+		}
+	}
+}
+
+// A launch waiting for room is admitted when the queue completes, and a
+// Close wakes it with ErrClosed.
+func TestQueueBoundWaitEndsWhenTheQueueRuns(t *testing.T) {
+	ev := new(events)
+	tn, g, h := queueGate(t, ev)
+	var es Estimates
+	w := work(&es)
+	es.For(w.Grid, w.Block).add(float64(kernel))
+	if err := tn.SetQueueBound(horizon); err != nil {
+		t.Fatal(err)
+	}
+	fill := func() { // until the seen queue alone holds it
+		for launchQueued(t, g, &es) {
+		}
+		time.Sleep(3 * horizon)
+		for launchQueued(t, g, &es) {
+		}
+	}
+	fill()
+	admit := func() chan error {
+		done := make(chan error, 1)
+		go func() {
+			var tk Ticket
+			w := work(&es)
+			err := g.Admit(context.Background(), &w, &tk)
+			if err == nil {
+				err = tk.Time(0, queued)
+			}
+			done <- err
+		}()
+		return done
+	}
+	done := admit()
+	select {
+	case err := <-done:
+		t.Fatalf("admitted over the bound: %v", err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	ev.mu.Lock()
+	ev.done = true
+	ev.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting launch was not admitted once the queue completed")
+	}
+
+	ev.mu.Lock()
+	ev.done = false
+	ev.mu.Unlock()
+	fill()
+	done = admit()
+	time.Sleep(5 * time.Millisecond)
+	h.closed.Store(true)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errs.ErrClosed) {
+			t.Fatalf("waiting launch after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the wait")
+	}
+}
+
+// A Do is bounded as a launch is: its bracket's estimate is its runs'.
+func TestQueueBoundHoldsDos(t *testing.T) {
+	ev := new(events)
+	tn, g, _ := queueGate(t, ev)
+	dm, err := tn.doMeter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = 1
+	dm.estimate(key).add(float64(kernel))
+	if err := tn.SetQueueBound(horizon); err != nil {
+		t.Fatal(err)
+	}
+	do := func() bool {
+		r, own, err := tn.BeginDo(context.Background(), key, true)
+		if errors.Is(err, errs.ErrThrottled) {
+			return false
+		}
+		if err != nil || !own {
+			t.Fatalf("BeginDo = %v, own %v", err, own)
+		}
+		if err := r.Start(1, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Take(g); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.End(); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	}
+	n := 0
+	for do() {
+		n++
+	}
+	if n < 3 || n > 4 {
+		t.Fatalf("%d Dos admitted under a 1 ms horizon, want 3 (4 after a stall)", n)
+	}
+	ev.mu.Lock()
+	ev.done = true
+	ev.mu.Unlock()
+	if !do() {
+		t.Fatal("Do refused once the queue completed")
+	}
+}
+
+// The bound's argument is checked, and it needs the tenant's work timed.
+func TestSetQueueBoundRefuses(t *testing.T) {
+	tn, _, _ := queueGate(t, new(events))
+	if err := tn.SetQueueBound(-time.Millisecond); !errors.Is(err, errs.ErrInvalidArgument) {
+		t.Errorf("negative horizon: %v, want ErrInvalidArgument", err)
+	}
+	limited, _ := gate(t, new(events), Config{SMLimit: 0.5, SMs: 1, ThreadsPerSM: 64, Refill: time.Millisecond})
+	if err := limited.SetQueueBound(time.Millisecond); !errors.Is(err, errs.ErrInvalidArgument) {
+		t.Errorf("unmetered tenant: %v, want ErrInvalidArgument", err)
+	}
+	if err := limited.SetQueueBound(0); err != nil {
+		t.Errorf("turning off a bound never set: %v", err)
+	}
+}
+
+// Launches and Dos on several streams race the bound being turned on and
+// off, the GPU finishing in fits, and Close: every admission returns
+// (nil, or ErrClosed once closed), and once all completed the next is
+// admitted at once, its prediction started afresh (a look that finds
+// nothing in flight drops whatever the prediction kept).
+func TestQueueBoundRacesItsSwitchAndClose(t *testing.T) {
+	ev := new(events)
+	tn, g, h := queueGate(t, ev)
+	gates := []*Gate{g}
+	for range 2 {
+		var g2 Gate
+		var hv atomic.Uintptr
+		var sclosed atomic.Bool
+		if err := tn.Init(&g2, stream.Default, &hv, &sclosed); err != nil {
+			t.Fatal(err)
+		}
+		gates = append(gates, &g2)
+	}
+	var es Estimates
+	w0 := work(&es)
+	es.For(w0.Grid, w0.Block).add(float64(kernel))
+	if err := tn.SetQueueBound(horizon); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	errc := make(chan error, 16)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			g := gates[i%len(gates)]
+			for !stop.Load() {
+				var err error
+				if i%4 == 3 {
+					var r *Run
+					if r, _, err = tn.BeginDo(context.Background(), uintptr(i), i%2 == 0); err == nil {
+						if err = r.Start(i, 0); err == nil {
+							err = r.Take(g)
+						}
+						err = errors.Join(err, r.End())
+					}
+				} else {
+					var tk Ticket
+					w := work(&es)
+					if i%2 == 0 {
+						err = g.TryAdmit(&w, &tk)
+					} else {
+						err = g.Admit(context.Background(), &w, &tk)
+					}
+					if err == nil {
+						err = tk.Time(0, queued)
+					}
+				}
+				switch {
+				case err == nil, errors.Is(err, errs.ErrThrottled):
+				case errors.Is(err, errs.ErrClosed) && h.closed.Load():
+					return
+				default:
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := 0; !stop.Load(); i++ {
+			ev.mu.Lock()
+			ev.done = i%3 != 0
+			ev.mu.Unlock()
+			_ = tn.SetQueueBound([]time.Duration{horizon, 0, horizon / 2}[i%3])
+			time.Sleep(200 * time.Microsecond)
+		}
+	})
+	time.Sleep(30 * time.Millisecond)
+	h.closed.Store(true)
+	ev.mu.Lock()
+	ev.done = true
+	ev.mu.Unlock()
+	stop.Store(true)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an admission did not return after Close")
+	}
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	ev.mu.Lock()
+	ev.done = true // the switcher may have held them again
+	ev.mu.Unlock()
+	if err := tn.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gates {
+		if n, _ := queuedOn(g); n != 0 {
+			t.Fatalf("%d still queued after all completed", n)
+		}
+	}
+	h.closed.Store(false)
+	if err := tn.SetQueueBound(horizon); err != nil {
+		t.Fatal(err)
+	}
+	if !launchQueued(t, g, &es) {
+		t.Fatal("refused with nothing in flight")
+	}
+	if ahead := time.Duration(tn.qtat.Load() - tn.now()); ahead > kernel {
+		t.Errorf("the prediction is %v ahead with one kernel in flight", ahead)
+	}
+}
