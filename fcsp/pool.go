@@ -155,7 +155,8 @@ func (p *Pool) Device() DeviceInfo { return p.info }
 
 // SplitTable says what the driver would make for each minimum count
 // (predicted, from the simulated split that performs nothing) and what it
-// made when asked (measured). Nothing is provisioned.
+// made when asked (measured), with the split flags the pool cuts with
+// (WithoutCoscheduling's). Nothing is provisioned.
 func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err error) {
 	p.mu.Lock()
 	closed := p.closed
@@ -163,7 +164,7 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 	if closed {
 		return nil, nil, ErrClosed
 	}
-	return smpart.TableOf[SplitRow](p.dev, minCounts...)
+	return smpart.TableOfWith[SplitRow](p.dev, p.cfg.SplitFlag, minCounts...)
 }
 
 // MemoryUsed is what all tenants hold, in bytes, including the freed
