@@ -126,7 +126,9 @@ type Row struct {
 
 // Predict says what a split at minCount would make, asking the driver for
 // the group count with a null result array (which performs nothing).
-func (d *Device) Predict(minCount int) (Row, error) { return d.predict(minCount, 0, d.GroupSize(minCount)) }
+func (d *Device) Predict(minCount int) (Row, error) {
+	return d.predict(minCount, 0, d.GroupSize(minCount))
+}
 
 // predict is Predict for a split made with flags, whose groups are size SMs.
 func (d *Device) predict(minCount int, flags uint32, size int) (Row, error) {
