@@ -11,12 +11,13 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
-// ErrGranularity means a requested SM count is not a whole number of the
-// groups the driver cuts; the message names the group size.
-var ErrGranularity = errors.New("greenctx: SM count does not fit the device's split granularity")
+// ErrGranularity means a requested SM count is not one the split (or the
+// partition's layouts) can make; the message names the sizes it can. Its
+// text has no package prefix: it is read inside fcsp's tenant "x": Op:.
+var ErrGranularity = errors.New("unsupported SM count")
 
 // ErrInsufficientSMs means the request needs more SMs than are free.
-var ErrInsufficientSMs = errors.New("greenctx: not enough free SMs")
+var ErrInsufficientSMs = errors.New("not enough free SMs")
 
 // ErrClosed is returned by calls on a closed Device, Split or Partition;
 // it is the module's one ErrClosed (fcsp.ErrClosed, memtrack.ErrClosed, ...).
