@@ -8,6 +8,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Current is what a function run by Tenant.Do may hand to a library: the
@@ -102,7 +103,9 @@ func (cur Current) SMs() int {
 
 // Workspace allocates n bytes for a library's scratch space on stream s
 // (nil: the first stream), counted against the tenant's quota; see
-// Tenant.AllocWorkspace.
+// Tenant.AllocWorkspace. The memory outlives the Do, as a library handle
+// that keeps it does: it stays charged to the tenant until Workspace.Close
+// or the tenant's Close frees it.
 func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
 	if cur.t == nil {
 		return nil, errZeroCurrent
@@ -118,7 +121,7 @@ func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
 }
 
 // errZeroCurrent answers a Current that no Do made.
-var errZeroCurrent = fmt.Errorf("%w: a zero Current; use the one Tenant.Do passes to its function", ErrInvalidArgument)
+var errZeroCurrent = fmt.Errorf("%w: a zero Current; use the one Tenant.Do passes to its function", errs.ErrInvalidArgument)
 
 // Workspace is device memory handed to a library for its own use (cuBLAS's
 // cublasSetWorkspace, a cuDNN workspace, what a TensorRT IGpuAllocator

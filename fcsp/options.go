@@ -171,7 +171,15 @@ func WithRestOfSMs() TenantOption {
 	return TenantOption{func(c *tenantConfig) error { c.Rest = true; return nil }}
 }
 
-// WithMemoryQuota limits what the tenant may have allocated at once.
+// WithMemoryQuota limits what the tenant may have allocated at once, in
+// bytes: an allocation past it fails with ErrQuotaExceeded. A quota of 0,
+// or above the device's limit (its memory, WithDeviceMemoryLimit or
+// HAMi's CUDA_DEVICE_MEMORY_LIMIT), is refused at NewTenant with
+// ErrInvalidArgument naming that limit. Quotas are not reserved: the
+// tenants' quotas together may pass the device's limit, which bounds what
+// they hold together (an allocation that would pass it fails with
+// ErrQuotaExceeded whatever the tenant's own quota leaves). Without the
+// option a tenant's quota is the device's limit.
 func WithMemoryQuota(bytes uint64) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetQuota(bytes) }}
 }
