@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
@@ -85,6 +86,9 @@ var (
 	// another user owns or every user may write (see
 	// WithForeignSharedRegion).
 	ErrUnsafeRegion error
+	// ErrDeviceNotVisible: the GPU a DRA claim got (WithDRAMetadata) is
+	// not among the devices this process sees; the message names both.
+	ErrDeviceNotVisible error
 	// ErrWarmupFailed: the tenant's warm-up (WithWarmup) failed or
 	// panicked in one of its contexts, the error wrapping its own and
 	// naming the context's size: at NewTenant, which closed the tenant,
@@ -100,6 +104,7 @@ func init() {
 	ErrNoDriver, ErrNotAvailable = cuda.ErrNoDriver, cuda.ErrNotAvailable
 	ErrGranularity, ErrInsufficientSMs = smpart.ErrGranularity, smpart.ErrInsufficientSMs
 	ErrBadRegion, ErrUnsafeRegion = shm.ErrBadRegion, shm.ErrUnsafeRegion
+	ErrDeviceNotVisible = dra.ErrNotVisible
 	ErrClosed, ErrFewWorkQueues, ErrThrottled = errs.ErrClosed, errs.ErrFewWorkQueues, errs.ErrThrottled
 	ErrInsideDo, ErrDeviceLost, ErrNotComputed = errs.ErrInsideDo, errs.ErrDeviceLost, errs.ErrNotComputed
 	ErrStaleGraph, ErrNameTaken, ErrInvalidArgument = errs.ErrStaleGraph, errs.ErrNameTaken, errs.ErrInvalidArgument

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
@@ -245,7 +246,7 @@ func TestReexportsAreTheInternalValues(t *testing.T) {
 	for _, e := range []struct{ got, want error }{
 		{ErrNoDriver, cuda.ErrNoDriver}, {ErrNotAvailable, cuda.ErrNotAvailable},
 		{ErrGranularity, smpart.ErrGranularity}, {ErrInsufficientSMs, smpart.ErrInsufficientSMs},
-		{ErrBadRegion, shm.ErrBadRegion}, {ErrUnsafeRegion, shm.ErrUnsafeRegion},
+		{ErrBadRegion, shm.ErrBadRegion}, {ErrUnsafeRegion, shm.ErrUnsafeRegion}, {ErrDeviceNotVisible, dra.ErrNotVisible},
 		{ErrClosed, errs.ErrClosed}, {ErrInvalidArgument, errs.ErrInvalidArgument}, {ErrInsideDo, errs.ErrInsideDo},
 		{ErrFewWorkQueues, errs.ErrFewWorkQueues}, {ErrThrottled, errs.ErrThrottled}, {ErrDeviceLost, errs.ErrDeviceLost},
 		{ErrNotComputed, errs.ErrNotComputed}, {ErrStaleGraph, errs.ErrStaleGraph}, {ErrNameTaken, errs.ErrNameTaken},

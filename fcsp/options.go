@@ -55,6 +55,22 @@ func WithPrewarm(sizes ...int) Option {
 	return Option{func(c *poolConfig) error { return c.AddPrewarm(sizes) }}
 }
 
+// WithDRAMetadata opens the GPU a Kubernetes DRA claim gave the container:
+// path is the claim's device metadata file, which the kubelet mounts into
+// the container (KEP-5304; for a claim made from a ResourceClaimTemplate,
+// /var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/<podClaimName>/<requestName>/<driverName>-metadata.json).
+// Open reads the device's UUID there (the "uuid" attribute of NVIDIA's DRA
+// driver) and opens the visible GPU that has it, so that the pool is on the
+// device the scheduler allocated whatever its ordinal in the container;
+// Open's index then counts the claim's devices (0: its first). A claimed
+// device the process does not see fails with ErrDeviceNotVisible, naming
+// the devices it sees; a file that cannot be read or names no device, with
+// its reason. Without this option, the variable FCSP_DRA_METADATA in
+// WithEnviron's environment names the file.
+func WithDRAMetadata(path string) Option {
+	return Option{func(c *poolConfig) error { return c.SetDRAFile(path) }}
+}
+
 // WithDeviceMemoryLimit caps what all tenants together may allocate.
 func WithDeviceMemoryLimit(bytes uint64) Option {
 	return Option{func(c *poolConfig) error { return c.SetMemLimit(bytes) }}

@@ -13,6 +13,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/fault"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
@@ -119,6 +120,11 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	// call meets a sticky fault first turns the pool to lost.
 	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
 	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault)
+	if f := cfg.DRAMetadata(); f != "" { // a DRA claim's device: index counts the claim's (WithDRAMetadata)
+		if index, err = dra.Ordinal(p.drv, f, index); err != nil {
+			return nil, err
+		}
+	}
 	if p.dev, err = smpart.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
