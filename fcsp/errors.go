@@ -116,8 +116,6 @@ var (
 	// ErrDeviceOutOfMemory (CUDA_ERROR_OUT_OF_MEMORY, 2): the device had no
 	// memory for the driver's allocation.
 	ErrDeviceOutOfMemory Result = 2
-	// ErrInvalidContext (CUDA_ERROR_INVALID_CONTEXT, 201).
-	ErrInvalidContext Result = 201
 	// ErrInvalidValue (CUDA_ERROR_INVALID_VALUE, 1).
 	ErrInvalidValue Result = 1
 	// ErrInvalidImage (CUDA_ERROR_INVALID_IMAGE, 200): LoadModule of

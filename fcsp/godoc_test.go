@@ -239,7 +239,6 @@ func TestNoPackageVarReadsAReexport(t *testing.T) {
 // internal packages' values.
 func TestReexportsAreTheInternalValues(t *testing.T) {
 	require.Equal(t, cuda.ErrorOutOfMemory, ErrDeviceOutOfMemory)
-	require.Equal(t, cuda.ErrorInvalidContext, ErrInvalidContext)
 	require.Equal(t, cuda.ErrorInvalidValue, ErrInvalidValue)
 	require.Equal(t, cuda.ErrorInvalidImage, ErrInvalidImage)
 	require.Equal(t, cuda.ErrorNotFound, ErrNotFound)
