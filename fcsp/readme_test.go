@@ -33,7 +33,7 @@ func TestREADMEIsForUsers(t *testing.T) {
 	if !strings.Contains(section, "load") {
 		t.Error("the timing section does not say the machine's load")
 	}
-	rows := regexp.MustCompile(`(?m)^\| ` + "`" + `[^|]*` + "`" + `[^|]*\| ([^|]+) \|$`).FindAllStringSubmatch(section, -1)
+	rows := regexp.MustCompile(`(?m)^\| `+"`"+`[^|]*`+"`"+`[^|]*\| ([^|]+) \|$`).FindAllStringSubmatch(section, -1)
 	if len(rows) < 5 {
 		t.Fatalf("%d timing rows", len(rows))
 	}
