@@ -7,7 +7,9 @@ import (
 	"unsafe"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
+	"github.com/fcsp-go/fcsp-go/internal/bytesize"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Current is what a function run by Tenant.Do may hand to a library: the
@@ -38,6 +40,9 @@ func (h ContextHandle) Pointer() unsafe.Pointer { return cuda.Pointer(h.h) }
 // Uintptr is the handle as an integer, for bindings that take one.
 func (h ContextHandle) Uintptr() uintptr { return uintptr(h.h) }
 
+// String is the handle as a hexadecimal address, as DevicePtr prints.
+func (h ContextHandle) String() string { return fmt.Sprintf("%#x", uintptr(h.h)) }
+
 // StreamHandle is a CUstream (cudaStream_t). In cgo, C.CUstream(h.Pointer()).
 type StreamHandle struct{ h cuda.Stream }
 
@@ -46,6 +51,9 @@ func (h StreamHandle) Pointer() unsafe.Pointer { return cuda.Pointer(h.h) }
 
 // Uintptr is the handle as an integer.
 func (h StreamHandle) Uintptr() uintptr { return uintptr(h.h) }
+
+// String is the handle as a hexadecimal address, as DevicePtr prints.
+func (h StreamHandle) String() string { return fmt.Sprintf("%#x", uintptr(h.h)) }
 
 // Context is the context Do made current: one of the tenant's green
 // contexts (as a CUcontext, from cuCtxFromGreenCtx) or the device's primary
@@ -103,7 +111,9 @@ func (cur Current) SMs() int {
 
 // Workspace allocates n bytes for a library's scratch space on stream s
 // (nil: the first stream), counted against the tenant's quota; see
-// Tenant.AllocWorkspace.
+// Tenant.AllocWorkspace. The memory outlives the Do, as a library handle
+// that keeps it does: it stays charged to the tenant until Workspace.Close
+// or the tenant's Close frees it.
 func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
 	if cur.t == nil {
 		return nil, errZeroCurrent
@@ -119,7 +129,7 @@ func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
 }
 
 // errZeroCurrent answers a Current that no Do made.
-var errZeroCurrent = fmt.Errorf("%w: a zero Current; use the one Tenant.Do passes to its function", ErrInvalidArgument)
+var errZeroCurrent = fmt.Errorf("%w: a zero Current; use the one Tenant.Do passes to its function", errs.ErrInvalidArgument)
 
 // Workspace is device memory handed to a library for its own use (cuBLAS's
 // cublasSetWorkspace, a cuDNN workspace, what a TensorRT IGpuAllocator
@@ -166,6 +176,20 @@ func (w *Workspace) Pointer() unsafe.Pointer { return cuda.Pointer(uintptr(w.p))
 
 // Size is the workspace's size in bytes.
 func (w *Workspace) Size() uint64 { return w.n }
+
+// String says where the workspace is, its size and its tenant:
+// `workspace 0x7f2a00000000 (32 MiB) of tenant "batch"`, with ", closed"
+// once closed.
+func (w *Workspace) String() string {
+	if w == nil || w.t == nil {
+		return "workspace <nil>" // nil, or a zero Workspace no tenant made
+	}
+	s := fmt.Sprintf("workspace %v (%s) of %s", w.p, bytesize.Format(w.n), tenantName(w.t.name))
+	if w.closed.Load() {
+		s += ", closed"
+	}
+	return s
+}
 
 // Close frees the workspace in order on its stream. Idempotent.
 func (w *Workspace) Close() error {

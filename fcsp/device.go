@@ -32,4 +32,7 @@ type DeviceInfo struct {
 	Caveats []string
 }
 
+// String is one line for logs: "GPU 0: NVIDIA H200, sm_90, 132 SMs (groups of
+// 8), 139.8 GiB, driver API 13000", with " [simulated]" after the name on
+// the simulator.
 func (d DeviceInfo) String() string { return smpart.Description(d).String() }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 )
 
@@ -133,4 +134,4 @@ func (c *tenantCore) checkNotInsideDo() error {
 }
 
 // errInsideOwnDo is checkNotInsideDo's error.
-var errInsideOwnDo = fmt.Errorf("%w (the tenant's own); call it after Do returns", ErrInsideDo)
+var errInsideOwnDo = fmt.Errorf("%w (the tenant's own); call it after Do returns", errs.ErrInsideDo)

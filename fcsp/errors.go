@@ -6,80 +6,88 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
-// Sentinel errors, for errors.Is.
+// Sentinel errors, for errors.Is. Each is the module's one value for its
+// meaning, whichever package reports it (those of internal packages are
+// set in this file's init, before any importer can read them).
 var (
 	// ErrNoDriver: no NVIDIA driver could be loaded (tests and demos can
 	// run on a simulated device instead: fcsptest.SimulatedH200).
-	ErrNoDriver = cuda.ErrNoDriver
+	ErrNoDriver error
 	// ErrNotAvailable: the driver lacks an entry point (green contexts need
 	// driver API 12.4+).
-	ErrNotAvailable = cuda.ErrNotAvailable
-	// ErrGranularity: an SM count is not a whole number of the groups the
-	// driver cuts; the message names the group size.
-	ErrGranularity = smpart.ErrGranularity
+	ErrNotAvailable error
+	// ErrGranularity: an SM count the device's split (or the tenant's
+	// reshape sizes) cannot make; the message names the sizes it can.
+	ErrGranularity error
 	// ErrInsufficientSMs: not enough unpartitioned SMs are left.
-	ErrInsufficientSMs = smpart.ErrInsufficientSMs
+	ErrInsufficientSMs error
 	// ErrQuotaExceeded: an allocation would pass a tenant's or the device's
 	// memory limit; the *memtrack.QuotaError says requested, used and limit.
 	ErrQuotaExceeded = memtrack.ErrQuotaExceeded
 	// ErrUnknownPointer: Free of a pointer this tenant did not allocate, or
 	// already freed. No counter changes.
 	ErrUnknownPointer = memtrack.ErrUnknownPointer
-	ErrOutOfRange     = errs.ErrOutOfRange // a copy or memset past the end of the SDK's block it starts in (no driver call); the message names the block's size, the offset and the length. It matches ErrInvalidArgument too; a pointer the SDK did not allocate is the driver's to judge
+	// ErrOutOfRange: a copy or memset that runs past the end of the SDK's
+	// block it starts in, refused before the driver; the message names the
+	// block's size, the offset and the length. It matches
+	// ErrInvalidArgument too. A pointer the SDK did not allocate is the
+	// driver's to judge.
+	ErrOutOfRange error
 	// ErrClosed: the Pool, Tenant or Stream was closed. It is the module's
 	// one ErrClosed: a call racing a close fails with it whichever layer
 	// (partition, token bucket, quota account) saw the close first.
-	ErrClosed = errs.ErrClosed
+	ErrClosed error
 	// ErrFewWorkQueues: CUDA_DEVICE_MAX_CONNECTIONS leaves the process too
 	// few hardware work queues for a partition to isolate: streams of
 	// different partitions would share a queue, and one class's queued work
 	// would hold up another's however its SMs are split.
-	ErrFewWorkQueues = errs.ErrFewWorkQueues
+	ErrFewWorkQueues error
 	// ErrBadRegion: a shared region file of another version, or corrupt;
 	// the message says which. Remove it (with every process that used it
 	// stopped) or give another path.
-	ErrBadRegion = shm.ErrBadRegion
+	ErrBadRegion error
 	// ErrThrottled: TryLaunch found the stream's or the tenant's bucket
 	// without the tokens the launch costs; nothing was launched or charged.
-	ErrThrottled = errs.ErrThrottled
+	ErrThrottled error
 	// ErrInsideDo: a call that would wait for the tenant's Dos to end
 	// (Close, Shutdown, Reshape; the pool's Close and Shutdown) was made
 	// from inside one, where it would wait for itself.
-	ErrInsideDo = errs.ErrInsideDo
+	ErrInsideDo error
 	// ErrDeviceLost: a sticky device error (illegal address, illegal
 	// instruction, misaligned address, launch failure, hardware stack
 	// error, device assert, watchdog timeout) poisoned the device for every
 	// tenant of this process. The *DeviceLostError says which error, where
 	// it was first seen. The way back is a new process: the driver keeps
 	// the fault until this one exits (Health.RestartRequired).
-	ErrDeviceLost = errs.ErrDeviceLost
+	ErrDeviceLost error
 	// ErrNotComputed: on the simulator (fcsptest), a launch of a kernel
 	// the simulator has no model for. The launch is admitted, ordered and
 	// counted like any other, but no memory was written: the simulator runs
 	// only the sample kernels (chain, spin) for real. On a GPU it never
 	// occurs.
-	ErrNotComputed = errs.ErrNotComputed
+	ErrNotComputed error
 	// ErrStaleGraph: a graph captured before its tenant's Reshape: it would
 	// run on the SMs the tenant had then, by now perhaps a neighbour's.
 	// Capture it again.
-	ErrStaleGraph = errs.ErrStaleGraph
+	ErrStaleGraph error
 	// ErrNameTaken: a live tenant of the pool already has this name.
-	ErrNameTaken = errs.ErrNameTaken
+	ErrNameTaken error
 	// ErrDeviceInUse: Open of a device this process has open already.
 	// Each pool hands out SMs from one map of the device; a second would
 	// hand out the same SMs again. Share the first *Pool (it is safe for
 	// concurrent use), or Close it first.
-	ErrDeviceInUse = errs.ErrDeviceInUse
+	ErrDeviceInUse error
 	// ErrInvalidArgument: an option or argument is out of range; the
 	// message says what is allowed. The lower packages' finer sentinels
 	// (tokenbucket.ErrInvalidConfig, memtrack.ErrInvalidSize, ...) match it.
-	ErrInvalidArgument = errs.ErrInvalidArgument
+	ErrInvalidArgument error
 	// ErrReaped: this process stopped heartbeating in the shared region
 	// for longer than the timeout (a stall, a SIGSTOP, a frozen cgroup)
 	// and the other processes gave its usage back; every later allocation
@@ -88,7 +96,10 @@ var (
 	// ErrUnsafeRegion: the shared region path is a symbolic link, or a file
 	// another user owns or every user may write (see
 	// WithForeignSharedRegion).
-	ErrUnsafeRegion = shm.ErrUnsafeRegion
+	ErrUnsafeRegion error
+	// ErrDeviceNotVisible: the GPU a DRA claim got (WithDRAMetadata) is
+	// not among the devices this process sees; the message names both.
+	ErrDeviceNotVisible error
 	// ErrWarmupFailed: the tenant's warm-up (WithWarmup) failed or
 	// panicked in one of its contexts, the error wrapping its own and
 	// naming the context's size: at NewTenant, which closed the tenant,
@@ -96,18 +107,35 @@ var (
 	ErrWarmupFailed = errors.New("fcsp: the tenant's warm-up failed")
 )
 
+// The sentinels internal packages define, set before any package that
+// imports this one runs. A package-level var of this package must not read
+// them (it would be initialised first, and read nil): it uses errs'
+// values (TestNoPackageVarReadsAReexport holds the package to it).
+func init() {
+	ErrNoDriver, ErrNotAvailable = cuda.ErrNoDriver, cuda.ErrNotAvailable
+	ErrGranularity, ErrInsufficientSMs = smpart.ErrGranularity, smpart.ErrInsufficientSMs
+	ErrBadRegion, ErrUnsafeRegion = shm.ErrBadRegion, shm.ErrUnsafeRegion
+	ErrDeviceNotVisible = dra.ErrNotVisible
+	ErrClosed, ErrFewWorkQueues, ErrThrottled = errs.ErrClosed, errs.ErrFewWorkQueues, errs.ErrThrottled
+	ErrInsideDo, ErrDeviceLost, ErrNotComputed = errs.ErrInsideDo, errs.ErrDeviceLost, errs.ErrNotComputed
+	ErrStaleGraph, ErrNameTaken, ErrInvalidArgument = errs.ErrStaleGraph, errs.ErrNameTaken, errs.ErrInvalidArgument
+	ErrDeviceInUse, ErrOutOfRange = errs.ErrDeviceInUse, errs.ErrOutOfRange
+}
+
 // CUDA result codes the SDK passes through, for errors.Is. Any driver
 // failure is a *CUDAError; errors.As gives its entry point and code.
 var (
-	ErrDeviceOutOfMemory = cuda.ErrorOutOfMemory
-	ErrInvalidContext    = cuda.ErrorInvalidContext
-	ErrInvalidValue      = cuda.ErrorInvalidValue
+	// ErrDeviceOutOfMemory (CUDA_ERROR_OUT_OF_MEMORY, 2): the device had no
+	// memory for the driver's allocation.
+	ErrDeviceOutOfMemory Result = 2
+	// ErrInvalidValue (CUDA_ERROR_INVALID_VALUE, 1).
+	ErrInvalidValue Result = 1
 	// ErrInvalidImage (CUDA_ERROR_INVALID_IMAGE, 200): LoadModule of
 	// bytes that are neither PTX nor a cubin the driver can load.
-	ErrInvalidImage = cuda.ErrorInvalidImage
+	ErrInvalidImage Result = 200
 	// ErrNotFound (CUDA_ERROR_NOT_FOUND, 500): Module.Function of a name
 	// the module does not define.
-	ErrNotFound = cuda.ErrorNotFound
+	ErrNotFound Result = 500
 )
 
 // CUDAError is a failed driver call: its field Op is the entry point (e.g.
@@ -148,6 +176,7 @@ type TenantError struct {
 	Err    error  // why
 }
 
+// Error is `tenant "name": Op: cause`.
 func (e *TenantError) Error() string {
 	return fmt.Sprintf("tenant %q: %s: %v", e.Tenant, e.Op, e.Err)
 }
@@ -173,17 +202,17 @@ func (c *tenantCore) fail(op string, err error) error { return tenantErr(c.name,
 func tenantName(name string) string { return fmt.Sprintf("tenant %q", name) }
 
 // errNilFunc answers a call given a nil function to run.
-var errNilFunc = fmt.Errorf("%w: a nil function; pass the function to run", ErrInvalidArgument)
+var errNilFunc = fmt.Errorf("%w: a nil function; pass the function to run", errs.ErrInvalidArgument)
 
 // errNotLimited answers SetSMLimit on a tenant made without a limit.
-var errNotLimited = fmt.Errorf("%w: the tenant was made without WithSMLimit, and a limit is set when the tenant is made", ErrInvalidArgument)
+var errNotLimited = fmt.Errorf("%w: the tenant was made without WithSMLimit, and a limit is set when the tenant is made", errs.ErrInvalidArgument)
 
 // errNotReshapable answers Reshape on a tenant made with one size.
-var errNotReshapable = fmt.Errorf("%w: the tenant was made without WithReshapeSizes, and its sizes are set when it is made", ErrInvalidArgument)
+var errNotReshapable = fmt.Errorf("%w: the tenant was made without WithReshapeSizes, and its sizes are set when it is made", errs.ErrInvalidArgument)
 
 // errNilContext answers every call given a nil context.Context: one
 // answer everywhere, where some calls panicked and others did not.
-var errNilContext = fmt.Errorf("%w: a nil context.Context; pass one (context.Background() where nothing bounds the call)", ErrInvalidArgument)
+var errNilContext = fmt.Errorf("%w: a nil context.Context; pass one (context.Background() where nothing bounds the call)", errs.ErrInvalidArgument)
 
 // Error says what was lost, where it was first seen, and what to do. The
 // driver call is named once: the CUDAError's own Op, with the call that

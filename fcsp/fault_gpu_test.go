@@ -25,7 +25,7 @@ func inFaultChild(t *testing.T) bool {
 		return true
 	}
 	if _, err := cuda.Load(); err != nil {
-		t.Skipf("no NVIDIA driver on this machine (%v): GPU test skipped", err)
+		gpuSkips.Skip(t, err) // counted in the package's skip line
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=240s")
 	cmd.Env = append(os.Environ(), faultChildEnv+"="+t.Name())

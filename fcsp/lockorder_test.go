@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,13 +19,53 @@ import (
 // goroutine holds, and every driver call of a simulated pool (lockWatch)
 // against the locks no driver call may be made under. A violation is
 // printed with its stack, and fails the test whose pool saw it (openSim).
+// A test that provokes violations on purpose hears them instead
+// (captureLockReports), so that they reach no one's terminal.
 //
 // A benchmark run (-test.bench) leaves it off: its figures are production's.
 func init() {
 	if benchmarking(os.Args[1:]) {
 		return
 	}
-	lockorder.Enable(func(msg string) { fmt.Fprintln(os.Stderr, msg) })
+	lockorder.Enable(lockReports.report)
+}
+
+// lockReports is where the check's reports go: stderr, or the test that
+// captures them.
+var lockReports reportSink
+
+type reportSink struct {
+	mu      sync.Mutex
+	capture *[]string // nil: stderr
+}
+
+func (r *reportSink) report(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.capture != nil {
+		*r.capture = append(*r.capture, msg)
+		return
+	}
+	fmt.Fprintln(os.Stderr, msg)
+}
+
+// captureLockReports keeps the check's reports from stderr until t ends
+// and returns what it heard: for a test that provokes violations.
+func captureLockReports(t testing.TB) func() []string {
+	var got []string
+	lockReports.mu.Lock()
+	lockReports.capture = &got
+	lockReports.mu.Unlock()
+	t.Cleanup(func() {
+		lockReports.mu.Lock()
+		lockReports.capture = nil
+		lockReports.mu.Unlock()
+	})
+	return func() []string {
+		lockReports.mu.Lock()
+		defer lockReports.mu.Unlock()
+		return append([]string(nil), got...)
+	}
 }
 
 // benchmarking reports whether args ask for benchmarks (-test.bench=x, or
@@ -87,6 +128,7 @@ func TestLockOrderIsChecked(t *testing.T) {
 	defer func() { require.NoError(t, p.Close()) }()
 	tn, err := p.NewTenant("a")
 	require.NoError(t, err)
+	heard := captureLockReports(t) // provoked: the test's to read, not stderr's
 	before := lockorder.Violations()
 	tn.c.mu.Lock()
 	p.mu.Lock()
@@ -98,4 +140,9 @@ func TestLockOrderIsChecked(t *testing.T) {
 	p.mu.Unlock()
 	require.NoError(t, err)
 	require.Equal(t, before+2, lockorder.Violations(), "a driver call under Pool.mu")
+	reports := heard()
+	require.Len(t, reports, 2)
+	require.Contains(t, reports[0], "lock order: fcsp Pool.mu (rank 5) taken while holding fcsp tenantCore.mu (rank 7)")
+	require.Contains(t, reports[1], "lock order: driver call cuStreamCreate made while holding fcsp Pool.mu")
+	require.Contains(t, reports[0], "goroutine ", "a report carries its stack")
 }

@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 
@@ -144,7 +145,12 @@ func (c *tenantCore) free(s *streamCore, p DevicePtr) error {
 		return err
 	}
 	defer c.life.Exit(slot)
-	return c.mem.Free((*memStream)(s), cuda.DevicePtr(p))
+	err = c.mem.Free((*memStream)(s), cuda.DevicePtr(p))
+	if errors.Is(err, ErrUnknownPointer) {
+		// memtrack's words are its accounts'; the caller's are the tenant's.
+		return fmt.Errorf("%w: %v is not a live allocation of this tenant (allocated by another, or freed already)", ErrUnknownPointer, p)
+	}
+	return err
 }
 
 // AllocAsync is Tenant.AllocAsync, for the SDK's own callers.

@@ -55,6 +55,22 @@ func WithPrewarm(sizes ...int) Option {
 	return Option{func(c *poolConfig) error { return c.AddPrewarm(sizes) }}
 }
 
+// WithDRAMetadata opens the GPU a Kubernetes DRA claim gave the container:
+// path is the claim's device metadata file, which the kubelet mounts into
+// the container (KEP-5304; for a claim made from a ResourceClaimTemplate,
+// /var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/<podClaimName>/<requestName>/<driverName>-metadata.json).
+// Open reads the device's UUID there (the "uuid" attribute of NVIDIA's DRA
+// driver) and opens the visible GPU that has it, so that the pool is on the
+// device the scheduler allocated whatever its ordinal in the container;
+// Open's index then counts the claim's devices (0: its first). A claimed
+// device the process does not see fails with ErrDeviceNotVisible, naming
+// the devices it sees; a file that cannot be read or names no device, with
+// its reason. Without this option, the variable FCSP_DRA_METADATA in
+// WithEnviron's environment names the file.
+func WithDRAMetadata(path string) Option {
+	return Option{func(c *poolConfig) error { return c.SetDRAFile(path) }}
+}
+
 // WithDeviceMemoryLimit caps what all tenants together may allocate.
 func WithDeviceMemoryLimit(bytes uint64) Option {
 	return Option{func(c *poolConfig) error { return c.SetMemLimit(bytes) }}
@@ -171,7 +187,15 @@ func WithRestOfSMs() TenantOption {
 	return TenantOption{func(c *tenantConfig) error { c.Rest = true; return nil }}
 }
 
-// WithMemoryQuota limits what the tenant may have allocated at once.
+// WithMemoryQuota limits what the tenant may have allocated at once, in
+// bytes: an allocation past it fails with ErrQuotaExceeded. A quota of 0,
+// or above the device's limit (its memory, WithDeviceMemoryLimit or
+// HAMi's CUDA_DEVICE_MEMORY_LIMIT), is refused at NewTenant with
+// ErrInvalidArgument naming that limit. Quotas are not reserved: the
+// tenants' quotas together may pass the device's limit, which bounds what
+// they hold together (an allocation that would pass it fails with
+// ErrQuotaExceeded whatever the tenant's own quota leaves). Without the
+// option a tenant's quota is the device's limit.
 func WithMemoryQuota(bytes uint64) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetQuota(bytes) }}
 }

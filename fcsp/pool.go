@@ -11,6 +11,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/fault"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
@@ -108,6 +109,11 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	// call meets a sticky fault first turns the pool to lost.
 	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
 	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault)
+	if f := cfg.DRAMetadata(); f != "" { // a DRA claim's device: index counts the claim's (WithDRAMetadata)
+		if index, err = dra.Ordinal(p.drv, f, index); err != nil {
+			return nil, err
+		}
+	}
 	if p.dev, err = smpart.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}
@@ -148,7 +154,8 @@ func (p *Pool) Device() DeviceInfo { return p.info }
 
 // SplitTable says what the driver would make for each minimum count
 // (predicted, from the simulated split that performs nothing) and what it
-// made when asked (measured). Nothing is provisioned.
+// made when asked (measured), with the split flags the pool cuts with
+// (WithoutCoscheduling's). Nothing is provisioned.
 func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err error) {
 	p.mu.Lock()
 	closed := p.closed
@@ -156,7 +163,7 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 	if closed {
 		return nil, nil, ErrClosed
 	}
-	return smpart.TableOf[SplitRow](p.dev, minCounts...)
+	return smpart.TableOfWith[SplitRow](p.dev, p.cfg.SplitFlag, minCounts...)
 }
 
 // MemoryUsed is what all tenants hold, in bytes, including the freed

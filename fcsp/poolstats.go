@@ -4,7 +4,16 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
+
+// WaitBounds are the upper bounds of WaitStats.Le's buckets, from a
+// context taken at once to a queue behind long Dos.
+var WaitBounds = [12]time.Duration{
+	10 * time.Microsecond, 25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond,
+	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond,
+	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond,
+}
 
 // PoolStats is a snapshot of a pool: its device, its memory, and every live
 // tenant's Stats, sorted by name.

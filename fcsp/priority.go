@@ -33,4 +33,5 @@ const (
 	LatencyCritical
 )
 
+// String is "normal" or "latency-critical" (Priority(n) for another n).
 func (p Priority) String() string { return config.Priority(p).String() }

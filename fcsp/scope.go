@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/arena"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Scope is a request-sized arena on a tenant: what is allocated through it
@@ -59,7 +60,7 @@ func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
 }
 
 // errScopeEnded answers a Scope's call after its function returned.
-var errScopeEnded = fmt.Errorf("%w: the scope has ended (its function returned)", ErrClosed)
+var errScopeEnded = fmt.Errorf("%w: the scope has ended (its function returned)", errs.ErrClosed)
 
 // Free frees memory of the scope before it ends.
 func (s *Scope) Free(p DevicePtr) error {

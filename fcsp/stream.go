@@ -12,6 +12,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/spin"
 )
@@ -63,7 +64,7 @@ type streamCore struct {
 var streamCores = sync.Pool{New: func() any { return new(streamCore) }}
 
 // errNoStream answers calls through a nil or zero *Stream.
-var errNoStream = fmt.Errorf("%w: a nil or zero *Stream; take one from Tenant.NewStream, Tenant.Stream or Tenant.Adopt", ErrInvalidArgument)
+var errNoStream = fmt.Errorf("%w: a nil or zero *Stream; take one from Tenant.NewStream, Tenant.Stream or Tenant.Adopt", errs.ErrInvalidArgument)
 
 // acquire is the core h names, counted in its calls under way (release
 // ends the count); ErrClosed once the stream h names was closed.
@@ -424,4 +425,4 @@ func (s *streamCore) close() error {
 }
 
 // errFirstStream answers Stream.Close of the tenant's first stream.
-var errFirstStream = fmt.Errorf("%w: the tenant's first stream closes with the tenant (Tenant.Close)", ErrInvalidArgument)
+var errFirstStream = fmt.Errorf("%w: the tenant's first stream closes with the tenant (Tenant.Close)", errs.ErrInvalidArgument)

@@ -571,6 +571,12 @@ type WaitStats struct {
 	P50    time.Duration // over the last calls (a window of a few thousand)
 	P99    time.Duration
 	Max    time.Duration
+	// Total and Le are a histogram of every wait since the tenant was
+	// made, which adds up across tenants and processes: Total is the sum
+	// of the waits, Le[i] counts the calls that waited at most
+	// WaitBounds[i] (those that did not wait count in every bucket).
+	Total time.Duration
+	Le    [12]uint64
 }
 
 // Stats is Tenant.Stats, for the SDK's own callers.

@@ -34,9 +34,6 @@ type Dim3 struct{ X, Y, Z uint32 }
 // Count is X*Y*Z.
 func (d Dim3) Count() uint64 { return uint64(d.X) * uint64(d.Y) * uint64(d.Z) }
 
-// Valid reports whether every dimension is at least 1.
-func (d Dim3) Valid() bool { return d.X > 0 && d.Y > 0 && d.Z > 0 }
-
 func (d Dim3) cuda() cuda.Dim3 { return cuda.Dim3(d) }
 
 // Args is a kernel's parameters, appended in the order of the kernel's

@@ -23,12 +23,18 @@ func (s snapshot) Collect(ch chan<- prometheus.Metric) {
 	s.c.collect(func(m prometheus.Metric) { ch <- m }, s.ps)
 }
 
-// The exclusion's waits (Stats.ContextWait): the quantiles as gauges in
-// seconds, the counts as counters.
+// The exclusion's waits (Stats.ContextWait): a histogram in seconds (the
+// calls as its count, the waits' total as its sum, Le as its buckets) and
+// the waiters as a counter.
 func TestCollectContextWait(t *testing.T) {
+	var le [12]uint64
+	for i := range le {
+		le[i] = 963 + uint64(3*i) // every call that did not wait, then the waiters by bound
+	}
+	le[11] = 1000
 	ps := fcsp.PoolStats{Tenants: []fcsp.Stats{
 		{Name: "part", Partitioned: true, ContextWait: fcsp.WaitStats{Calls: 1000, Waited: 37,
-			P50: 0, P99: 1500 * time.Microsecond, Max: 4 * time.Millisecond}},
+			P50: 0, P99: 1500 * time.Microsecond, Max: 4 * time.Millisecond, Total: 50 * time.Millisecond, Le: le}},
 		{Name: "whole"},
 	}}
 	s := snapshot{bare(), ps}
@@ -36,30 +42,44 @@ func TestCollectContextWait(t *testing.T) {
 		t.Fatalf("lint: %v %v", err, problems)
 	}
 	want := `
-# HELP fcsp_tenant_context_wait_p99_seconds The 99th percentile of how long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, over the recent calls (a window of a few thousand; calls that did not wait count as 0).
-# TYPE fcsp_tenant_context_wait_p99_seconds gauge
-fcsp_tenant_context_wait_p99_seconds{tenant="part"} 0.0015
-fcsp_tenant_context_wait_p99_seconds{tenant="whole"} 0
-# HELP fcsp_tenant_context_wait_p50_seconds The median of how long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, over the recent calls (a window of a few thousand; calls that did not wait count as 0).
-# TYPE fcsp_tenant_context_wait_p50_seconds gauge
-fcsp_tenant_context_wait_p50_seconds{tenant="part"} 0
-fcsp_tenant_context_wait_p50_seconds{tenant="whole"} 0
-# HELP fcsp_tenant_context_wait_max_seconds The longest of how long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, over the recent calls (a window of a few thousand; calls that did not wait count as 0).
-# TYPE fcsp_tenant_context_wait_max_seconds gauge
-fcsp_tenant_context_wait_max_seconds{tenant="part"} 0.004
-fcsp_tenant_context_wait_max_seconds{tenant="whole"} 0
-# HELP fcsp_tenant_context_waits_total Calls that found none of the tenant's contexts free and waited (0 for an unpartitioned tenant, whose context never excludes).
+# HELP fcsp_tenant_context_wait_seconds How long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, since the tenant was made; calls that found one free count as 0.
+# TYPE fcsp_tenant_context_wait_seconds histogram
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="1e-05"} 963
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="2.5e-05"} 966
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="5e-05"} 969
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.0001"} 972
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.00025"} 975
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.0005"} 978
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.001"} 981
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.0025"} 984
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.005"} 987
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.01"} 990
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.025"} 993
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="0.1"} 1000
+fcsp_tenant_context_wait_seconds_bucket{class="part",le="+Inf"} 1000
+fcsp_tenant_context_wait_seconds_sum{class="part"} 0.05
+fcsp_tenant_context_wait_seconds_count{class="part"} 1000
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="1e-05"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="2.5e-05"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="5e-05"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.0001"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.00025"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.0005"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.001"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.0025"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.005"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.01"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.025"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="0.1"} 0
+fcsp_tenant_context_wait_seconds_bucket{class="whole",le="+Inf"} 0
+fcsp_tenant_context_wait_seconds_sum{class="whole"} 0
+fcsp_tenant_context_wait_seconds_count{class="whole"} 0
+# HELP fcsp_tenant_context_waits_total Calls that found none of the tenant's contexts free and waited (0 for an unpartitioned tenant, whose context never excludes); over fcsp_tenant_context_wait_seconds_count, the fraction that waited.
 # TYPE fcsp_tenant_context_waits_total counter
-fcsp_tenant_context_waits_total{tenant="part"} 37
-fcsp_tenant_context_waits_total{tenant="whole"} 0
-# HELP fcsp_tenant_context_calls_total Calls that took one of the tenant's contexts (the denominator of fcsp_tenant_context_waits_total).
-# TYPE fcsp_tenant_context_calls_total counter
-fcsp_tenant_context_calls_total{tenant="part"} 1000
-fcsp_tenant_context_calls_total{tenant="whole"} 0
+fcsp_tenant_context_waits_total{class="part"} 37
+fcsp_tenant_context_waits_total{class="whole"} 0
 `
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "fcsp_tenant_context_wait_p50_seconds",
-		"fcsp_tenant_context_wait_p99_seconds", "fcsp_tenant_context_wait_max_seconds",
-		"fcsp_tenant_context_waits_total", "fcsp_tenant_context_calls_total"); err != nil {
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "fcsp_tenant_context_wait_seconds", "fcsp_tenant_context_waits_total"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -74,19 +94,19 @@ func TestCollectSplitsLaunchAndDoThrottling(t *testing.T) {
 	want := `
 # HELP fcsp_tenant_launches_throttled_total Of the kernel launches admitted, those that had to wait for tokens: over fcsp_tenant_launches_admitted_total, the fraction throttled.
 # TYPE fcsp_tenant_launches_throttled_total counter
-fcsp_tenant_launches_throttled_total{tenant="share"} 19
+fcsp_tenant_launches_throttled_total{class="share"} 19
 # HELP fcsp_tenant_throttle_wait_seconds_total Time kernel launches spent waiting for tokens (Do's: fcsp_tenant_do_throttle_wait_seconds_total).
 # TYPE fcsp_tenant_throttle_wait_seconds_total counter
-fcsp_tenant_throttle_wait_seconds_total{tenant="share"} 0.03
+fcsp_tenant_throttle_wait_seconds_total{class="share"} 0.03
 # HELP fcsp_tenant_do_admitted_total Do calls admitted by the tenant's GPU-share bucket (WithGPUShare below 1, or with a bandwidth floor; other Do calls are not rate-limited and not counted).
 # TYPE fcsp_tenant_do_admitted_total counter
-fcsp_tenant_do_admitted_total{tenant="share"} 20
+fcsp_tenant_do_admitted_total{class="share"} 20
 # HELP fcsp_tenant_do_throttled_total Of the Do calls admitted, those that had to wait for tokens: over fcsp_tenant_do_admitted_total, the fraction throttled.
 # TYPE fcsp_tenant_do_throttled_total counter
-fcsp_tenant_do_throttled_total{tenant="share"} 18
+fcsp_tenant_do_throttled_total{class="share"} 18
 # HELP fcsp_tenant_do_throttle_wait_seconds_total Time Do calls spent waiting for GPU-share tokens.
 # TYPE fcsp_tenant_do_throttle_wait_seconds_total counter
-fcsp_tenant_do_throttle_wait_seconds_total{tenant="share"} 0.06
+fcsp_tenant_do_throttle_wait_seconds_total{class="share"} 0.06
 `
 	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "fcsp_tenant_launches_throttled_total",
 		"fcsp_tenant_throttle_wait_seconds_total", "fcsp_tenant_do_admitted_total", "fcsp_tenant_do_throttled_total",
@@ -113,17 +133,17 @@ func TestCollectSMMoves(t *testing.T) {
 	want := `
 # HELP fcsp_tenant_sm_moves_total Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target, two requests or more over it, further apart than a host stall), shrink (the load asked for less for 50 ms, the P99 within target), trim (a full load's P99 within 85% of target, and within it scaled to a step less: one step less for bursts). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.
 # TYPE fcsp_tenant_sm_moves_total counter
-fcsp_tenant_sm_moves_total{reason="grow_load",tenant="interactive"} 4
-fcsp_tenant_sm_moves_total{reason="grow_p99",tenant="interactive"} 1
-fcsp_tenant_sm_moves_total{reason="shrink",tenant="interactive"} 4
-fcsp_tenant_sm_moves_total{reason="trim",tenant="interactive"} 1
+fcsp_tenant_sm_moves_total{class="interactive",reason="grow_load"} 4
+fcsp_tenant_sm_moves_total{class="interactive",reason="grow_p99"} 1
+fcsp_tenant_sm_moves_total{class="interactive",reason="shrink"} 4
+fcsp_tenant_sm_moves_total{class="interactive",reason="trim"} 1
 # HELP fcsp_tenant_latency_target_seconds WithLatencyTarget: the P99 the latency class's controller holds its requests to; only for a latency class.
 # TYPE fcsp_tenant_latency_target_seconds gauge
-fcsp_tenant_latency_target_seconds{tenant="interactive"} 0.0003
+fcsp_tenant_latency_target_seconds{class="interactive"} 0.0003
 # HELP fcsp_tenant_sms SMs the tenant runs on (unpartitioned: those no partition holds, shared; the whole device while no partition exists).
 # TYPE fcsp_tenant_sms gauge
-fcsp_tenant_sms{tenant="batch"} 84
-fcsp_tenant_sms{tenant="interactive"} 48
+fcsp_tenant_sms{class="batch"} 84
+fcsp_tenant_sms{class="interactive"} 48
 `
 	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "fcsp_tenant_sm_moves_total", "fcsp_tenant_latency_target_seconds", "fcsp_tenant_sms"); err != nil {
 		t.Fatal(err)

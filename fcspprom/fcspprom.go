@@ -28,6 +28,24 @@
 //	gpu := prometheus.Labels{"gpu": strconv.Itoa(pool.Device().Index)}
 //	reg.MustRegister(fcspprom.NewCollector(pool, fcspprom.WithConstLabels(gpu)))
 //
+// # Labels
+//
+// A tenant is a request class, and every fcsp_tenant_* series names it
+// with the label a server's own request series use for one: class (as
+// examples/server's fcsp_server_* series do), so that the two join without
+// relabelling. A GPU time series names its stream's class stream_class.
+// The device is fcsp_device_info (its name, UUID, compute capability and
+// whether it is simulated, as labels of a constant 1) and fcsp_device_sms.
+//
+// # Context waits
+//
+// fcsp_tenant_context_wait_seconds is a histogram (buckets fcsp.WaitBounds,
+// from 10 µs to 100 ms) of how long calls waited for a partitioned
+// tenant's contexts since it was made: unlike quantile gauges it adds up
+// across tenants and replicas, e.g.
+//
+//	histogram_quantile(0.99, sum by (le, class) (rate(fcsp_tenant_context_wait_seconds_bucket[5m])))
+//
 // # Ratios
 //
 // Kernel launches and Do calls are counted apart, each against its own
@@ -37,6 +55,11 @@
 // calls that did; both stay within 0..1.
 //
 // # Memory
+//
+// fcsp_tenant_memory_limit_bytes is a tenant's own quota: a tenant made
+// without one has no such series, since the device's limit alone bounds
+// it and that is the pool's series (a copy per tenant would add up to many
+// times the device, and read as memory set aside).
 //
 // fcsp_pool_memory_used_bytes is what counts against the device limit: the
 // tenants' allocations plus the freed pool blocks cached on their free lists
@@ -55,6 +78,7 @@ package fcspprom
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,8 +100,13 @@ type Collector struct {
 	built cache[[]prometheus.Metric] // the metrics of the last read of the pool
 }
 
-// Option configures a Collector.
-type Option func(*options)
+// Option configures a Collector or a Gatherer. Options are made by this
+// package's With functions; the zero Option is refused (the collector's
+// registration, or the gatherer's Gather, fails with
+// fcsp.ErrInvalidArgument naming it).
+type Option struct {
+	apply func(*options) // opaque: a caller sees the option, not what it sets
+}
 
 type options struct {
 	constLabels prometheus.Labels
@@ -97,21 +126,22 @@ const DefaultMaxAge = 100 * time.Millisecond
 // pool (the Collector's default; a Gatherer's is DefaultMaxAge). A
 // negative d is taken as 0.
 func WithMaxAge(d time.Duration) Option {
-	return func(o *options) { o.maxAge, o.maxAgeSet = max(d, 0), true }
+	return Option{func(o *options) { o.maxAge, o.maxAgeSet = max(d, 0), true }}
 }
 
 // WithConstLabels adds labels with fixed values to every metric of the
 // collector: the pool's GPU (an index, a UUID, a node-local name), so that
 // one registry holds the collectors of several pools. Each collector in a
-// registry needs its own values; names must not be "tenant", "class" or
-// "reason", which the metrics use.
+// registry needs its own values; names must not be those the metrics use:
+// "class", "stream_class", "reason", and fcsp_device_info's "name",
+// "uuid", "compute_capability" and "simulated".
 func WithConstLabels(l prometheus.Labels) Option {
-	return func(o *options) {
+	return Option{func(o *options) {
 		o.constLabels = make(prometheus.Labels, len(l))
 		for k, v := range l {
 			o.constLabels[k] = v
 		}
-	}
+	}}
 }
 
 // NewCollector returns a collector of pool's figures. Register it once per
@@ -130,16 +160,23 @@ func NewCollector(pool *fcsp.Pool, opts ...Option) *Collector {
 	return c
 }
 
+// apply applies opts to o; the zero Option is an error naming it.
+func apply(o *options, opts []Option) error {
+	for i, opt := range opts {
+		if opt.apply == nil {
+			return fmt.Errorf("%w: fcspprom option %d is the zero Option; make options with WithMaxAge or WithConstLabels", fcsp.ErrInvalidArgument, i+1)
+		}
+		opt.apply(o)
+	}
+	return nil
+}
+
 // newCollector is NewCollector without its check of pool (a nil one serves
 // tests' snapshots).
 func newCollector(pool *fcsp.Pool, opts []Option) *Collector {
 	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	c := &Collector{pool: pool}
+	err := apply(&o, opts)
+	c := &Collector{pool: pool, err: err}
 	c.all = c.d.init(o.constLabels)
 	c.built.maxAge = o.maxAge
 	c.built.build = func() ([]prometheus.Metric, error) {
@@ -166,10 +203,8 @@ type Gatherer struct {
 // with NewCollector's error.
 func NewGatherer(pool *fcsp.Pool, opts ...Option) *Gatherer {
 	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+	if err := apply(&o, opts); err != nil {
+		return &Gatherer{err: err}
 	}
 	if !o.maxAgeSet {
 		o.maxAge = DefaultMaxAge
@@ -240,7 +275,7 @@ type descs struct {
 	sms, part, memUsed, memLimit, memCache, smLimit, share    *prometheus.Desc
 	launches, throttle, wait, doAdmitted, doThrottle, doWait  *prometheus.Desc
 	gpu, streams                                              *prometheus.Desc
-	ctxP50, ctxP99, ctxMax, ctxWaits, ctxCalls                *prometheus.Desc
+	ctxWait, ctxWaits, device, deviceSMs                      *prometheus.Desc
 	poolUsed, poolCached, poolLim, poolFree, tenants          *prometheus.Desc
 	lost                                                      *prometheus.Desc
 	moves, latTarget                                          *prometheus.Desc
@@ -254,11 +289,13 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 		all = append(all, desc)
 		return desc
 	}
-	const t = "tenant"
+	// A tenant is a request class: its series carry the label the
+	// server's own use for one, class.
+	const t = "class"
 	d.sms = mk("fcsp_tenant_sms", "SMs the tenant runs on (unpartitioned: those no partition holds, shared; the whole device while no partition exists).", t)
 	d.part = mk("fcsp_tenant_partitioned", "1 if the tenant has SMs of its own (a green context).", t)
 	d.memUsed = mk("fcsp_tenant_memory_used_bytes", "Device memory the tenant's live allocations hold: what its quota bounds. Freed blocks it keeps cached are not in it (fcsp_tenant_memory_cached_bytes).", t)
-	d.memLimit = mk("fcsp_tenant_memory_limit_bytes", "The tenant's memory quota.", t)
+	d.memLimit = mk("fcsp_tenant_memory_limit_bytes", "The tenant's memory quota (WithMemoryQuota); absent for a tenant without one, which the device's limit alone bounds (fcsp_pool_memory_limit_bytes).", t)
 	d.memCache = mk("fcsp_tenant_memory_cached_bytes", "Freed pool blocks kept on the tenant's free lists (WithMemoryPool): device memory counted in fcsp_pool_memory_used_bytes and against the device limit, not in the tenant's used bytes or quota.", t)
 	d.smLimit = mk("fcsp_tenant_sm_limit_ratio", "WithSMLimit: the tenant's launch-rate limit as a fraction of what its own SMs (fcsp_tenant_sms) can take; 0: none. A WithGPUShare tenant's limit is fcsp_tenant_gpu_share_ratio.", t)
 	d.share = mk("fcsp_tenant_gpu_share_ratio", "WithGPUShare: the fraction of the device's time the tenant's kernels and Do calls may use; 0: none.", t)
@@ -268,17 +305,10 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.doAdmitted = mk("fcsp_tenant_do_admitted_total", "Do calls admitted by the tenant's GPU-share bucket (WithGPUShare below 1, or with a bandwidth floor; other Do calls are not rate-limited and not counted).", t)
 	d.doThrottle = mk("fcsp_tenant_do_throttled_total", "Of the Do calls admitted, those that had to wait for tokens: over fcsp_tenant_do_admitted_total, the fraction throttled.", t)
 	d.doWait = mk("fcsp_tenant_do_throttle_wait_seconds_total", "Time Do calls spent waiting for GPU-share tokens.", t)
-	d.gpu = mk("fcsp_tenant_gpu_seconds_total", "Kernel time on the GPU clock of the tenant's completed launches, by stream class (WithGPUMetering or WithGPUShare; absent otherwise).", t, "class")
+	d.gpu = mk("fcsp_tenant_gpu_seconds_total", "Kernel time on the GPU clock of the tenant's completed launches, by stream class (WithGPUMetering or WithGPUShare; absent otherwise).", t, "stream_class")
 	d.streams = mk("fcsp_tenant_streams", "Open streams of the tenant.", t)
-	// Quantiles of a window, as gauges of their own: a quantile label is
-	// for summaries, which need the sum of all waits that WaitStats does
-	// not keep (promlint refuses the label on a gauge).
-	const ctxWaitHelp = " of how long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, over the recent calls (a window of a few thousand; calls that did not wait count as 0)."
-	d.ctxP50 = mk("fcsp_tenant_context_wait_p50_seconds", "The median"+ctxWaitHelp, t)
-	d.ctxP99 = mk("fcsp_tenant_context_wait_p99_seconds", "The 99th percentile"+ctxWaitHelp, t)
-	d.ctxMax = mk("fcsp_tenant_context_wait_max_seconds", "The longest"+ctxWaitHelp, t)
-	d.ctxWaits = mk("fcsp_tenant_context_waits_total", "Calls that found none of the tenant's contexts free and waited (0 for an unpartitioned tenant, whose context never excludes).", t)
-	d.ctxCalls = mk("fcsp_tenant_context_calls_total", "Calls that took one of the tenant's contexts (the denominator of fcsp_tenant_context_waits_total).", t)
+	d.ctxWait = mk("fcsp_tenant_context_wait_seconds", "How long calls (Do, and driver calls that need the context current) waited for one of a partitioned tenant's contexts, since the tenant was made; calls that found one free count as 0.", t)
+	d.ctxWaits = mk("fcsp_tenant_context_waits_total", "Calls that found none of the tenant's contexts free and waited (0 for an unpartitioned tenant, whose context never excludes); over fcsp_tenant_context_wait_seconds_count, the fraction that waited.", t)
 	d.bandwidth = mk("fcsp_tenant_bandwidth_bytes_per_second", "Achieved memory bandwidth of the tenant's recent launches with declared bytes (Function.SetBytesMoved), on the GPU clock; absent until measured.", t)
 	d.slowdown = mk("fcsp_tenant_slowdown_ratio", "Recent kernel durations over the best each kernel shape has run, weighted by GPU time (1: as fast as ever seen); absent until measured.", t)
 	d.bytes = mk("fcsp_tenant_bytes_moved_total", "Declared bytes (Function.SetBytesMoved) of the tenant's completed launches.", t)
@@ -294,6 +324,8 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.tenants = mk("fcsp_pool_tenants", "Live tenants.")
 	d.lost = mk("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until the process restarts).")
 	d.busy = mk("fcsp_pool_latency_busy", "1 while a latency-critical tenant has kernels in flight, as last seen.")
+	d.device = mk("fcsp_device_info", "The pool's GPU: 1, with its name, UUID, compute capability and whether it is the simulator as labels.", "name", "uuid", "compute_capability", "simulated")
+	d.deviceSMs = mk("fcsp_device_sms", "The pool's GPU's SMs, as its driver reports them.")
 	return all
 }
 
@@ -351,7 +383,11 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 		gauge(d.sms, float64(s.SMs), s.Name)
 		gauge(d.part, b2f(s.Partitioned), s.Name)
 		gauge(d.memUsed, float64(s.MemoryUsed), s.Name)
-		gauge(d.memLimit, float64(s.MemoryLimit), s.Name)
+		if s.MemoryLimit < ps.MemoryLimit {
+			// A quota of its own: a tenant without one is bounded by the
+			// device's limit alone, which is the pool's series, not its.
+			gauge(d.memLimit, float64(s.MemoryLimit), s.Name)
+		}
 		gauge(d.memCache, float64(s.MemoryCached), s.Name)
 		gauge(d.smLimit, s.SMLimit, s.Name)
 		gauge(d.share, s.GPUShare, s.Name)
@@ -369,11 +405,12 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 			counter(d.gpu, t.Seconds(), s.Name, class.String())
 		}
 		cw := s.ContextWait
-		gauge(d.ctxP50, cw.P50.Seconds(), s.Name)
-		gauge(d.ctxP99, cw.P99.Seconds(), s.Name)
-		gauge(d.ctxMax, cw.Max.Seconds(), s.Name)
+		buckets := make(map[float64]uint64, len(cw.Le))
+		for i, le := range cw.Le {
+			buckets[fcsp.WaitBounds[i].Seconds()] = le
+		}
+		emit(prometheus.MustNewConstHistogram(d.ctxWait, cw.Calls, cw.Total.Seconds(), buckets, s.Name))
 		counter(d.ctxWaits, float64(cw.Waited), s.Name)
-		counter(d.ctxCalls, float64(cw.Calls), s.Name)
 		bw := s.Bandwidth
 		if bw.BytesPerSecond > 0 {
 			gauge(d.bandwidth, bw.BytesPerSecond, s.Name)
@@ -402,6 +439,9 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 	gauge(d.tenants, float64(len(ps.Tenants)))
 	gauge(d.lost, b2f(!ps.Health.Healthy()))
 	gauge(d.busy, b2f(ps.LatencyBusy))
+	dev := ps.Device
+	gauge(d.device, 1, strings.ToValidUTF8(dev.Name, "\uFFFD"), dev.UUID, dev.ComputeCapability, strconv.FormatBool(dev.Simulated))
+	gauge(d.deviceSMs, float64(dev.SMs))
 }
 
 // validNames is the set of the tenants' names that are valid UTF-8.

@@ -3,7 +3,6 @@ package fcspprom_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -45,20 +44,19 @@ func TestCollectorReportsEachTenant(t *testing.T) {
 	want := `
 # HELP fcsp_tenant_memory_used_bytes Device memory the tenant's live allocations hold: what its quota bounds. Freed blocks it keeps cached are not in it (fcsp_tenant_memory_cached_bytes).
 # TYPE fcsp_tenant_memory_used_bytes gauge
-fcsp_tenant_memory_used_bytes{tenant="batch"} 0
-fcsp_tenant_memory_used_bytes{tenant="interactive"} 1.048576e+06
-# HELP fcsp_tenant_memory_limit_bytes The tenant's memory quota.
+fcsp_tenant_memory_used_bytes{class="batch"} 0
+fcsp_tenant_memory_used_bytes{class="interactive"} 1.048576e+06
+# HELP fcsp_tenant_memory_limit_bytes The tenant's memory quota (WithMemoryQuota); absent for a tenant without one, which the device's limit alone bounds (fcsp_pool_memory_limit_bytes).
 # TYPE fcsp_tenant_memory_limit_bytes gauge
-fcsp_tenant_memory_limit_bytes{tenant="batch"} ` + strconv.FormatUint(pool.MemoryLimit(), 10) + `
-fcsp_tenant_memory_limit_bytes{tenant="interactive"} 6.7108864e+07
+fcsp_tenant_memory_limit_bytes{class="interactive"} 6.7108864e+07
 # HELP fcsp_tenant_sms SMs the tenant runs on (unpartitioned: those no partition holds, shared; the whole device while no partition exists).
 # TYPE fcsp_tenant_sms gauge
-fcsp_tenant_sms{tenant="batch"} 124
-fcsp_tenant_sms{tenant="interactive"} 8
+fcsp_tenant_sms{class="batch"} 124
+fcsp_tenant_sms{class="interactive"} 8
 # HELP fcsp_tenant_sm_limit_ratio WithSMLimit: the tenant's launch-rate limit as a fraction of what its own SMs (fcsp_tenant_sms) can take; 0: none. A WithGPUShare tenant's limit is fcsp_tenant_gpu_share_ratio.
 # TYPE fcsp_tenant_sm_limit_ratio gauge
-fcsp_tenant_sm_limit_ratio{tenant="batch"} 0.5
-fcsp_tenant_sm_limit_ratio{tenant="interactive"} 0
+fcsp_tenant_sm_limit_ratio{class="batch"} 0.5
+fcsp_tenant_sm_limit_ratio{class="interactive"} 0
 # HELP fcsp_pool_tenants Live tenants.
 # TYPE fcsp_pool_tenants gauge
 fcsp_pool_tenants 2
@@ -163,15 +161,15 @@ func TestCollectorReportsBandwidth(t *testing.T) {
 	want := `
 # HELP fcsp_tenant_bytes_moved_total Declared bytes (Function.SetBytesMoved) of the tenant's completed launches.
 # TYPE fcsp_tenant_bytes_moved_total counter
-fcsp_tenant_bytes_moved_total{tenant="batch"} 0
-fcsp_tenant_bytes_moved_total{tenant="lat"} 49152
+fcsp_tenant_bytes_moved_total{class="batch"} 0
+fcsp_tenant_bytes_moved_total{class="lat"} 49152
 # HELP fcsp_tenant_latency_critical 1 if the tenant is WithPriority(fcsp.LatencyCritical).
 # TYPE fcsp_tenant_latency_critical gauge
-fcsp_tenant_latency_critical{tenant="batch"} 0
-fcsp_tenant_latency_critical{tenant="lat"} 1
+fcsp_tenant_latency_critical{class="batch"} 0
+fcsp_tenant_latency_critical{class="lat"} 1
 # HELP fcsp_tenant_bandwidth_floor_ratio WithBandwidthFloor: the fraction of its GPU share the tenant keeps while a latency-critical tenant is busy; absent without a floor.
 # TYPE fcsp_tenant_bandwidth_floor_ratio gauge
-fcsp_tenant_bandwidth_floor_ratio{tenant="batch"} 0.25
+fcsp_tenant_bandwidth_floor_ratio{class="batch"} 0.25
 # HELP fcsp_pool_latency_busy 1 while a latency-critical tenant has kernels in flight, as last seen.
 # TYPE fcsp_pool_latency_busy gauge
 fcsp_pool_latency_busy 0
@@ -190,12 +188,12 @@ fcsp_pool_latency_busy 0
 	}
 }
 
-// Issue 38 #7: NewCollector(nil) served no series, silently. Its
-// registration now fails, saying why (MustRegister panics, as for any
-// invalid collector), and so does a scrape of it where it got past one; a
-// nil option is still skipped. NewGatherer(nil)'s Gather fails the same way.
+// NewCollector(nil) served no series, silently. Its registration now
+// fails, saying why (MustRegister panics, as for any invalid collector),
+// and so does a scrape of it where it got past one. NewGatherer(nil)'s
+// Gather fails the same way.
 func TestCollectorOfNoPool(t *testing.T) {
-	c := fcspprom.NewCollector(nil, nil)
+	c := fcspprom.NewCollector(nil)
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(c); err == nil || !strings.Contains(err.Error(), "nil pool") {
 		t.Fatalf("Register of a nil pool's collector: %v; want an error naming the nil pool", err)

@@ -50,14 +50,14 @@ func TestCollectorReportsGPUShare(t *testing.T) {
 	want := `
 # HELP fcsp_tenant_gpu_share_ratio WithGPUShare: the fraction of the device's time the tenant's kernels and Do calls may use; 0: none.
 # TYPE fcsp_tenant_gpu_share_ratio gauge
-fcsp_tenant_gpu_share_ratio{tenant="free"} 0
-fcsp_tenant_gpu_share_ratio{tenant="rate"} 0
-fcsp_tenant_gpu_share_ratio{tenant="share"} 0.3
+fcsp_tenant_gpu_share_ratio{class="free"} 0
+fcsp_tenant_gpu_share_ratio{class="rate"} 0
+fcsp_tenant_gpu_share_ratio{class="share"} 0.3
 # HELP fcsp_tenant_sm_limit_ratio WithSMLimit: the tenant's launch-rate limit as a fraction of what its own SMs (fcsp_tenant_sms) can take; 0: none. A WithGPUShare tenant's limit is fcsp_tenant_gpu_share_ratio.
 # TYPE fcsp_tenant_sm_limit_ratio gauge
-fcsp_tenant_sm_limit_ratio{tenant="free"} 0
-fcsp_tenant_sm_limit_ratio{tenant="rate"} 0.5
-fcsp_tenant_sm_limit_ratio{tenant="share"} 0
+fcsp_tenant_sm_limit_ratio{class="free"} 0
+fcsp_tenant_sm_limit_ratio{class="rate"} 0.5
+fcsp_tenant_sm_limit_ratio{class="share"} 0
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "fcsp_tenant_gpu_share_ratio", "fcsp_tenant_sm_limit_ratio"); err != nil {
 		t.Fatal(err)
@@ -145,9 +145,9 @@ fcsp_pool_tenants{gpu="0"} 1
 fcsp_pool_tenants{gpu="1"} 2
 # HELP fcsp_tenant_partitioned 1 if the tenant has SMs of its own (a green context).
 # TYPE fcsp_tenant_partitioned gauge
-fcsp_tenant_partitioned{gpu="0",tenant="a"} 0
-fcsp_tenant_partitioned{gpu="1",tenant="a"} 0
-fcsp_tenant_partitioned{gpu="1",tenant="b"} 0
+fcsp_tenant_partitioned{class="a",gpu="0"} 0
+fcsp_tenant_partitioned{class="a",gpu="1"} 0
+fcsp_tenant_partitioned{class="b",gpu="1"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fcsp_pool_tenants", "fcsp_tenant_partitioned"); err != nil {
 		t.Fatal(err)

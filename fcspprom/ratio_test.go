@@ -29,7 +29,7 @@ func value(t *testing.T, c prometheus.Collector, name, tenant string) float64 {
 		}
 		for _, m := range mf.Metric {
 			for _, l := range m.Label {
-				if l.GetName() == "tenant" && l.GetValue() == tenant {
+				if l.GetName() == "class" && l.GetValue() == tenant {
 					if m.Counter != nil {
 						return m.Counter.GetValue()
 					}
@@ -38,7 +38,7 @@ func value(t *testing.T, c prometheus.Collector, name, tenant string) float64 {
 			}
 		}
 	}
-	t.Fatalf("no %s{tenant=%q}", name, tenant)
+	t.Fatalf("no %s{class=%q}", name, tenant)
 	return 0
 }
 

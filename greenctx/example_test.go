@@ -42,7 +42,7 @@ func ExampleDevice_Split() {
 	// green context with 32 SMs
 	// green context with 100 SMs
 	// free: 0
-	// 12 SMs: greenctx: SM count does not fit the device's split granularity: asked for 12 SMs; this device splits in groups of 16 (try 16)
+	// 12 SMs: unsupported SM count: asked for 12 SMs; this device splits in groups of 16 (try 16)
 }
 
 // The driver's split table: what a cut at each minimum count makes. The
@@ -85,6 +85,6 @@ func ExampleSplit_Take() {
 	_, err = split.Take(128)
 	fmt.Println(errors.Is(err, greenctx.ErrInsufficientSMs), err)
 	// Output:
-	// true greenctx: SM count does not fit the device's split granularity: asked for 12 SMs; this device splits in groups of 8 (try 8 or 16)
-	// true greenctx: not enough free SMs: asked for 128 SMs; 120 of 120 partitionable SMs are free (groups of 8, 12 SMs left over by the split)
+	// true unsupported SM count: asked for 12 SMs; this device splits in groups of 8 (try 8 or 16)
+	// true not enough free SMs: asked for 128 SMs; 120 of 120 partitionable SMs are free (groups of 8, 12 SMs left over by the split)
 }

@@ -55,7 +55,7 @@ func (b *Bucket) Wait(ctx context.Context, n float64) error {
 type errWouldExceed struct{ wait, left time.Duration }
 
 func (e errWouldExceed) Error() string {
-	return fmt.Sprintf("tokenbucket: a wait of %v would exceed context deadline (%v left)", e.wait, e.left)
+	return fmt.Sprintf("a wait of %v would exceed context deadline (%v left)", e.wait, e.left)
 }
 
 func (errWouldExceed) Is(target error) bool { return target == context.DeadlineExceeded }

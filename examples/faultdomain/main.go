@@ -18,7 +18,7 @@
 // a new child that joins the same region, allocates and serves checked
 // requests: the node heals and the restarted process is usable.
 //
-// It measures two figures (issue 28), on wall-clock marks both processes
+// It measures two figures, on wall-clock marks both processes
 // take as UnixNano on the one host. First, the time from the child seeing
 // its fault to the replacement's first checked request, step by step: the
 // parent learns of it, kills the child, the region reaps it, the

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The figures of issue 28: how long from a child's device fault until a
+// The figures: how long from a child's device fault until a
 // replacement process serves again, step by step, and what the fault does
 // to the latency of the class that keeps serving beside it.
 //

@@ -46,6 +46,7 @@ func main() {
 func run(ctx context.Context, out io.Writer) error {
 	pool, err := fcsp.Open(ctx, 0)
 	if errors.Is(err, fcsp.ErrNoDriver) {
+		fmt.Fprintf(out, "no GPU here (%v): on the simulated H200, whose handles are the simulator's, not a driver's\n", err)
 		pool, err = fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 	}
 	if err != nil {
@@ -72,7 +73,7 @@ func run(ctx context.Context, out io.Writer) error {
 		if uint64(seen[0]) != uint64(buf) || uintptr(seen[1]) != s.Uintptr() || uintptr(seen[2]) != cur.Context().Uintptr() {
 			return fmt.Errorf("C saw %#x %#x %#x", seen[0], seen[1], seen[2])
 		}
-		fmt.Fprintf(out, "C got the buffer %s, the stream %#x and the context %#x (%s)\n", buf, s.Uintptr(), cur.Context().Uintptr(), pool.Device().Name)
+		fmt.Fprintf(out, "C got the buffer %v, the stream %v and the context %v (%s)\n", buf, s, cur.Context(), pool.Device())
 		return nil
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,10 @@ type config struct {
 	LogFormat       string      `json:"log_format"`
 	Interactive     classConfig `json:"interactive"`
 	Batch           classConfig `json:"batch"`
+	// Objectives maps the objective an inference gateway names in a
+	// request's header (an InferenceObjective's name) to the class that
+	// serves it; a request without one, or with another, is its route's.
+	Objectives map[string]string `json:"objectives,omitempty"`
 
 	// Set by tests: called with the pool once the server is ready to serve.
 	onReady func(*fcsp.Pool) `json:"-"`
@@ -128,8 +133,38 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.Var(&c.ShutdownTimeout, "shutdown-timeout", "how long shutdown waits for requests in flight")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	fs.Var(objectiveFlag{&c.Objectives}, "objective", "objective=class: serve requests whose "+objectiveHeader+" (or "+oldObjectiveHeader+") header names the objective in the class's tenant (repeat, or separate with commas)")
 	bindClass(fs, "interactive", &c.Interactive)
 	bindClass(fs, "batch", &c.Batch)
+}
+
+// objectiveFlag is -objective: objective=class pairs into the map.
+type objectiveFlag struct{ m *map[string]string }
+
+func (f objectiveFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	var kv []string
+	for k, v := range *f.m {
+		kv = append(kv, k+"="+v)
+	}
+	slices.Sort(kv)
+	return strings.Join(kv, ",")
+}
+
+func (f objectiveFlag) Set(s string) error {
+	for _, pair := range strings.Split(s, ",") {
+		obj, class, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || obj == "" || class == "" {
+			return fmt.Errorf("%q: want objective=class, e.g. premium=interactive", pair)
+		}
+		if *f.m == nil {
+			*f.m = map[string]string{}
+		}
+		(*f.m)[obj] = class
+	}
+	return nil
 }
 
 func bindClass(fs *flag.FlagSet, name string, c *classConfig) {
@@ -192,6 +227,11 @@ func (c *config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("-log-format %q: want text or json", c.LogFormat))
+	}
+	for obj, class := range c.Objectives {
+		if obj == "" || (class != "interactive" && class != "batch") {
+			errs = append(errs, fmt.Errorf("-objective %s=%s: want a named objective and a class, interactive or batch", obj, class))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -16,12 +16,17 @@
 // and the queued and running requests and memory use that the Gateway API
 // Inference Extension's model-server protocol asks of a model server, so an
 // inference gateway can route each class across replicas: metrics.go).
+// Behind an inference gateway, -objective premium=interactive serves the
+// requests whose endpoint picker passed the objective "premium"
+// (x-llm-d-inference-objective, or the older x-gateway-inference-objective)
+// in the interactive class, whichever route they came by.
 // SIGINT or SIGTERM shuts it down gracefully.
 //
 //	go run ./examples/server                                  # partitioned, the GPU or else the simulated H200
 //	go run ./examples/server -mode shared -addr 127.0.0.1:9000
 //	go run ./examples/server -simulate -interactive-n 4096 -interactive-steps 16 -batch-n 65536 -batch-steps 16
 //	go run ./examples/server -config server.json -mode ratelimit   # flags override the file
+//	go run ./examples/server -objective premium=interactive,bulk=batch
 //	curl -X POST 127.0.0.1:8080/v1/interactive                     # or -d '{"n": 8192}'
 package main
 

@@ -174,20 +174,52 @@ func (s *server) tenants() []*fcsp.Tenant {
 
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/interactive", s.track(s.interactive))
-	mux.Handle("POST /v1/batch", s.track(s.batch))
+	mux.Handle("POST /v1/interactive", s.track(s.route(s.interactive)))
+	mux.Handle("POST /v1/batch", s.track(s.route(s.batch)))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{Registry: s.m.reg}))
 	return mux
 }
 
+// The headers in which an inference gateway's endpoint picker passes a
+// request's objective (the name of its InferenceObjective): llm-d-router's,
+// which now ships the endpoint picker, and the Gateway API Inference
+// Extension's, which it still reads as a deprecated alias.
+const (
+	objectiveHeader    = "x-llm-d-inference-objective"
+	oldObjectiveHeader = "x-gateway-inference-objective"
+)
+
+// route serves a request in the class its objective header maps to
+// (config.Objectives), else in own, the class of its route.
+func (s *server) route(own *class) http.Handler {
+	if len(s.cfg.Objectives) == 0 {
+		return own
+	}
+	byObjective := map[string]*class{}
+	for obj, name := range s.cfg.Objectives {
+		byObjective[obj] = map[string]*class{"interactive": s.interactive, "batch": s.batch}[name]
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		obj := r.Header.Get(objectiveHeader)
+		if obj == "" {
+			obj = r.Header.Get(oldObjectiveHeader)
+		}
+		if c := byObjective[obj]; c != nil {
+			c.ServeHTTP(w, r)
+			return
+		}
+		own.ServeHTTP(w, r)
+	})
+}
+
 // track counts requests in handlers so that the tenants are closed only
 // after the last one has freed its memory.
-func (s *server) track(c *class) http.Handler {
+func (s *server) track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
-		c.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 

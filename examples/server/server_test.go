@@ -155,16 +155,16 @@ func TestServerEndToEnd(t *testing.T) {
 
 	m := scrape(t, s.base+"/metrics")
 	for name, want := range map[string]float64{
-		`fcsp_tenant_sms{tenant="interactive"}`:                           16,
-		`fcsp_tenant_sms{tenant="batch"}`:                                 116,
-		`fcsp_tenant_partitioned{tenant="interactive"}`:                   1,
-		`fcsp_tenant_memory_limit_bytes{tenant="interactive"}`:            64 << 10,
-		`fcsp_tenant_memory_limit_bytes{tenant="batch"}`:                  8 << 30,
-		`fcsp_tenant_memory_used_bytes{tenant="interactive"}`:             0,
-		`fcsp_tenant_memory_used_bytes{tenant="batch"}`:                   0,
-		`fcsp_tenant_sm_limit_ratio{tenant="batch"}`:                      0.5,
-		`fcsp_tenant_launches_admitted_total{tenant="interactive"}`:       5,
-		`fcsp_tenant_launches_admitted_total{tenant="batch"}`:             5,
+		`fcsp_tenant_sms{class="interactive"}`:                            16,
+		`fcsp_tenant_sms{class="batch"}`:                                  116,
+		`fcsp_tenant_partitioned{class="interactive"}`:                    1,
+		`fcsp_tenant_memory_limit_bytes{class="interactive"}`:             64 << 10,
+		`fcsp_tenant_memory_limit_bytes{class="batch"}`:                   8 << 30,
+		`fcsp_tenant_memory_used_bytes{class="interactive"}`:              0,
+		`fcsp_tenant_memory_used_bytes{class="batch"}`:                    0,
+		`fcsp_tenant_sm_limit_ratio{class="batch"}`:                       0.5,
+		`fcsp_tenant_launches_admitted_total{class="interactive"}`:        5,
+		`fcsp_tenant_launches_admitted_total{class="batch"}`:              5,
 		`fcsp_server_requests_total{class="interactive",code="200"}`:      5,
 		`fcsp_server_requests_total{class="interactive",code="429"}`:      1,
 		`fcsp_server_requests_total{class="interactive",code="400"}`:      1,
@@ -182,10 +182,10 @@ func TestServerEndToEnd(t *testing.T) {
 	// Nothing is allocated between requests; what the pool counts is what
 	// the tenants' pools map: whole 32 MiB chunks, which hold the blocks
 	// the tenants keep for reuse.
-	if used, cached := m[`fcsp_pool_memory_used_bytes`], m[`fcsp_tenant_memory_cached_bytes{tenant="interactive"}`]+m[`fcsp_tenant_memory_cached_bytes{tenant="batch"}`]; used < cached || uint64(used)%(32<<20) != 0 {
+	if used, cached := m[`fcsp_pool_memory_used_bytes`], m[`fcsp_tenant_memory_cached_bytes{class="interactive"}`]+m[`fcsp_tenant_memory_cached_bytes{class="batch"}`]; used < cached || uint64(used)%(32<<20) != 0 {
 		t.Errorf("fcsp_pool_memory_used_bytes = %v, want the whole chunks that hold the tenants' cached blocks, %v", used, cached)
 	}
-	if _, ok := m[`fcsp_tenant_throttle_wait_seconds_total{tenant="batch"}`]; !ok {
+	if _, ok := m[`fcsp_tenant_throttle_wait_seconds_total{class="batch"}`]; !ok {
 		t.Error("/metrics lacks the batch tenant's throttle wait")
 	}
 
@@ -213,13 +213,13 @@ func TestServerModes(t *testing.T) {
 				}
 			}
 			m := scrape(t, s.base+"/metrics")
-			if got := m[`fcsp_tenant_sms{tenant="interactive"}`]; got != float64(c.interactiveSMs) {
+			if got := m[`fcsp_tenant_sms{class="interactive"}`]; got != float64(c.interactiveSMs) {
 				t.Errorf("interactive SMs %v, want %d", got, c.interactiveSMs)
 			}
-			if got := m[`fcsp_tenant_sms{tenant="batch"}`]; got != float64(c.batchSM) {
+			if got := m[`fcsp_tenant_sms{class="batch"}`]; got != float64(c.batchSM) {
 				t.Errorf("batch SMs %v, want %d", got, c.batchSM)
 			}
-			if got := m[`fcsp_tenant_sm_limit_ratio{tenant="batch"}`]; got != c.batchLimit {
+			if got := m[`fcsp_tenant_sm_limit_ratio{class="batch"}`]; got != c.batchLimit {
 				t.Errorf("batch SM limit %v, want %v", got, c.batchLimit)
 			}
 		})
@@ -241,13 +241,13 @@ func TestServerPriorityAndFloor(t *testing.T) {
 		}
 	}
 	m := scrape(t, s.base+"/metrics")
-	if got := m[`fcsp_tenant_latency_critical{tenant="interactive"}`]; got != 1 {
+	if got := m[`fcsp_tenant_latency_critical{class="interactive"}`]; got != 1 {
 		t.Errorf("interactive latency_critical %v, want 1", got)
 	}
-	if got := m[`fcsp_tenant_latency_critical{tenant="batch"}`]; got != 0 {
+	if got := m[`fcsp_tenant_latency_critical{class="batch"}`]; got != 0 {
 		t.Errorf("batch latency_critical %v, want 0", got)
 	}
-	if got := m[`fcsp_tenant_bandwidth_floor_ratio{tenant="batch"}`]; got != 0.5 {
+	if got := m[`fcsp_tenant_bandwidth_floor_ratio{class="batch"}`]; got != 0.5 {
 		t.Errorf("batch floor %v, want 0.5", got)
 	}
 }

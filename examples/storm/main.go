@@ -1,5 +1,5 @@
 // Command storm measures whether a partitioned tenant's isolation holds
-// inside a busy server (issue 29): an interactive class (m=64, n=k=4096
+// inside a busy server: an interactive class (m=64, n=k=4096
 // bf16 cuBLAS GEMMs, one request at a time per goroutine, each through
 // Tenant.Do on the goroutine's own stream and handle) beside a batch class
 // (8192^3 GEMMs back to back), while other goroutines make the calls a
@@ -26,8 +26,9 @@
 //	storm [-layouts alone,partitioned,shared] [-k 1,4,16] [-storm none,...,all] [-rounds 3]
 //	      [-duration 2s] [-warmup 300ms] [-storm-g 16] [-pace 100us] [-full] [-json out.json]
 //
-// Issue 41 (SMs that follow the load) has two modes of its own, which
-// replace the matrix (burst.go, cold.go):
+// Two modes of their own measure SMs that follow the load
+// (fcsp.WithLatencyTarget) and a fresh tenant's first requests, in place of
+// the matrix (burst.go, cold.go):
 //
 //	storm -burst 3s/1s -cycles 4 [-burst-layouts split16,split32,split48,steer,mps] [-chart burst.svg]
 //	storm -coldstart 1s/2s [-cold-variants cold,warmup,doeach]
@@ -94,12 +95,30 @@ type config struct {
 	traceKinds []string
 	heapMiB    int
 
-	bursts burstCfg // -burst: issue 41's bursty load instead of the storm matrix
-	cold   coldCfg  // -coldstart: issue 41's fresh tenant instead of the storm matrix
+	bursts burstCfg // -burst: a bursty load instead of the storm matrix
+	cold   coldCfg  // -coldstart: a fresh tenant instead of the storm matrix
 
 	mpsRole            string
 	mpsStart, mpsStop  string
 	mpsInter, mpsBatch int
+
+	// matrixGiven: a flag that sizes the matrix was given; without one, a
+	// run on the simulator is short (short).
+	matrixGiven bool
+}
+
+// matrixFlags are the flags that size the storm matrix.
+var matrixFlags = []string{"layouts", "k", "storm", "kind-k", "full", "batch-k", "storm-g", "pace", "duration", "warmup", "rounds", "inter-sms", "maxconn"}
+
+// short is the matrix a run on the simulator makes when no flag sizes it:
+// one layout at K=1, without and with every storm, once, in a few seconds.
+// It shows what the program prints; the full matrix (2 min 40 s there)
+// measures nothing a GPU's would.
+func (c config) short() config {
+	c.layouts, c.ks, c.kindKs, c.storms = []string{"partitioned"}, []int{1}, []int{1}, []string{stormNone, stormAll}
+	c.rounds, c.duration, c.warmup, c.maxConn = 1, 300*time.Millisecond, 50*time.Millisecond, false
+	c.stormG, c.pace = 2, time.Millisecond
+	return c
 }
 
 // serverState is mib MiB of live heap in 64 KiB blocks that hold pointers
@@ -155,12 +174,12 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.IntVar(&c.heapMiB, "heap", 0, "MiB of live heap the process holds throughout, as a server's own state would (0: none, the storm's few MiB alone): the collector runs about as often as heap growth / live heap, so a small process collects far more often than a server making the same calls")
 	fs.StringVar(&c.wait, "wait", "default", "how goroutines wait for their GPU work (fcsp.WithHostWait): default (the SDK's: the driver's while few wait, polled past half the cores), driver (cuStreamSynchronize) or a spin duration (poll that long, then yield between polls)")
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
-	burst := fs.String("burst", "", "quiet/burst durations (e.g. 3s/1s): run issue 41's bursty interactive class (1 request goroutine, then 16) beside the batch class in the -burst-layouts instead of the storm matrix")
+	burst := fs.String("burst", "", "quiet/burst durations (e.g. 3s/1s): run a bursty interactive class (1 request goroutine, then 16) beside the batch class in the -burst-layouts instead of the storm matrix")
 	fs.IntVar(&c.bursts.cycles, "cycles", 4, "-burst: quiet+burst cycles per cell")
 	burstLayouts := fs.String("burst-layouts", strings.Join(burstLayoutNames[:4], ","), "-burst: layouts, comma-separated: split16, split32, split48 (the interactive class on that many SMs, the batch on the rest), steer (WithLatencyTarget(-target, 16, 48)), mps (each class a process under MPS at -mps-inter-pct / -mps-batch-pct, the daemon started by -mps-start)")
 	fs.DurationVar(&c.bursts.target, "target", 300*time.Microsecond, "-burst: the interactive class's P99 target (steer's, and every layout's recovery)")
 	fs.StringVar(&c.bursts.chart, "chart", "", "-burst: draw the first round's SMs per class and interactive P99 over time into this SVG file")
-	coldstart := fs.String("coldstart", "", "first/steady durations (e.g. 1s/2s): run issue 41's cold start (16 request goroutines on a fresh tenant beside the batch class, the first window against the steady one after it) in the -cold-variants instead of the storm matrix")
+	coldstart := fs.String("coldstart", "", "first/steady durations (e.g. 1s/2s): run a cold start (16 request goroutines on a fresh tenant beside the batch class, the first window against the steady one after it) in the -cold-variants instead of the storm matrix")
 	coldVars := fs.String("cold-variants", strings.Join(coldVariants, ","), "-coldstart: variants, comma-separated: cold (no warm-up), warmup (fcsp.WithWarmup, no DoEach), doeach (Tenant.DoEach before serving)")
 	fs.StringVar(&c.mpsRole, "mps-role", "", "internal to the mps layout: run one side (interactive, batch or storm) of one cell on the plain device")
 	fs.StringVar(&c.mpsStart, "mps-start", "nvidia-cuda-mps-control -d", "shell command that starts the MPS daemon before each round's mps layout (empty: none)")
@@ -170,6 +189,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	fs.Visit(func(f *flag.Flag) { c.matrixGiven = c.matrixGiven || slices.Contains(matrixFlags, f.Name) })
 	switch d, err := time.ParseDuration(c.wait); {
 	case c.wait == "default":
 	case c.wait == "driver":
@@ -344,6 +364,23 @@ type opener struct {
 	device string
 }
 
+// simulated reports whether the runs will be on the simulator, and why
+// (-simulate, or no driver: then the opener has said so).
+func (o *opener) simulated(ctx context.Context) (string, bool) {
+	if o.cfg.simulate {
+		return "-simulate", true
+	}
+	p, err := fcsp.Open(ctx, 0)
+	if errors.Is(err, fcsp.ErrNoDriver) {
+		o.said = true // said in the first line instead
+		return fmt.Sprintf("no GPU here (%v)", err), true
+	}
+	if err == nil {
+		_ = p.Close()
+	}
+	return "", false
+}
+
 func (o *opener) open(ctx context.Context) (*fcsp.Pool, error) {
 	p, err := o.open1(ctx)
 	if err == nil {
@@ -422,9 +459,20 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	state := serverState(cfg.heapMiB)
 	defer runtime.KeepAlive(state)
 	op := &opener{cfg: cfg, errw: errw, out: out}
+	if !cfg.matrixGiven && cfg.bursts.quiet == 0 && cfg.cold.first == 0 {
+		if why, sim := op.simulated(ctx); sim {
+			full := cfg.estimate()
+			cfg = cfg.short()
+			op.cfg = cfg
+			fmt.Fprintf(out, "storm: %s, so a short run on the simulated H200, about %v: one layout (partitioned) at K=1, with no storm and with all, "+
+				"to show what the program prints (a partitioned class's P99 and the batch class's throughput while a server's calls storm, with a %%smid check that the classes' SMs do not meet). "+
+				"The simulator's timings are not a GPU's, so its checks are reported, not judged; -layouts, -k, -storm, -rounds or -duration run the full matrix (about %v here), a GPU's measure.\n",
+				why, cfg.estimate().Round(time.Second), full.Round(10*time.Second))
+		}
+	}
 	haveCublas := loadCublas(&cfg, out)
 	if cfg.bursts.quiet > 0 || cfg.cold.first > 0 {
-		return runIssue41(ctx, op, cfg, haveCublas, args, out)
+		return runLoadModes(ctx, op, cfg, haveCublas, args, out)
 	}
 	est := cfg.estimate()
 	fmt.Fprintf(out, "storm: layouts %s, K %v, storm %s by %d goroutines per class per kind at one call per %v, %d round(s) of %v + %v warm-up per cell, waits -wait %s, %d MiB of server state: about %v\n",
@@ -465,16 +513,16 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	return rep.smError()
 }
 
-// issue41 is what -burst and -coldstart write with -json.
-type issue41 struct {
+// loadModes is what -burst and -coldstart write with -json.
+type loadModes struct {
 	Args      []string   `json:"args"`
 	Bursts    []BurstRow `json:"bursts,omitempty"`
 	ColdStart []ColdRow  `json:"cold_start,omitempty"`
 }
 
-// runIssue41 runs -burst's layouts, then -coldstart's variants, as asked.
-func runIssue41(ctx context.Context, op *opener, cfg config, haveCublas bool, args []string, out io.Writer) error {
-	rep := issue41{Args: args}
+// runLoadModes runs -burst's layouts, then -coldstart's variants, as asked.
+func runLoadModes(ctx context.Context, op *opener, cfg config, haveCublas bool, args []string, out io.Writer) error {
+	rep := loadModes{Args: args}
 	var err error
 	if cfg.bursts.quiet > 0 {
 		rep.Bursts, err = runBursts(ctx, op, cfg, haveCublas, out)

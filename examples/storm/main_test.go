@@ -237,7 +237,7 @@ func TestBurstOnSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep issue41
+	var rep loadModes
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestColdStartOnSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep issue41
+	var rep loadModes
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}

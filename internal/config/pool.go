@@ -5,9 +5,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/tokenbucket"
 )
@@ -40,10 +42,35 @@ type Pool struct {
 	SplitFlag   uint32        // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
 	HostWait    time.Duration // how long Synchronize spins (WithHostWait)
 	HostWaitSet bool
+	DRAFile     string // a DRA claim's device metadata file (WithDRAMetadata); "": dra.Env in Environ, if set
 }
 
 // NewPool is the configuration of a pool opened without options.
 func NewPool() Pool { return Pool{Dampening: DefaultDampening} }
+
+// SetDRAFile is WithDRAMetadata.
+func (c *Pool) SetDRAFile(path string) error {
+	if path == "" {
+		return invalid("DRA device metadata file \"\"; want the path of the file the kubelet mounts for the claim (/var/run/kubernetes.io/dra-device-attributes/...)")
+	}
+	c.DRAFile = path
+	return nil
+}
+
+// DRAMetadata is the DRA device metadata file Open finds its device by:
+// WithDRAMetadata's, else the environment's dra.Env (WithEnviron), else
+// none ("").
+func (c *Pool) DRAMetadata() string {
+	if c.DRAFile != "" {
+		return c.DRAFile
+	}
+	for _, kv := range c.Environ {
+		if v, ok := strings.CutPrefix(kv, dra.Env+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
 
 // SetPartitionUnit is WithPartitionUnit.
 func (c *Pool) SetPartitionUnit(sms int) error {

@@ -11,12 +11,13 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
-// ErrGranularity means a requested SM count is not a whole number of the
-// groups the driver cuts; the message names the group size.
-var ErrGranularity = errors.New("greenctx: SM count does not fit the device's split granularity")
+// ErrGranularity means a requested SM count is not one the split (or the
+// partition's layouts) can make; the message names the sizes it can. Its
+// text has no package prefix: it is read inside fcsp's tenant "x": Op:.
+var ErrGranularity = errors.New("unsupported SM count")
 
 // ErrInsufficientSMs means the request needs more SMs than are free.
-var ErrInsufficientSMs = errors.New("greenctx: not enough free SMs")
+var ErrInsufficientSMs = errors.New("not enough free SMs")
 
 // ErrClosed is returned by calls on a closed Device, Split or Partition;
 // it is the module's one ErrClosed (fcsp.ErrClosed, memtrack.ErrClosed, ...).
@@ -128,21 +129,27 @@ type Row struct {
 // Predict says what a split at minCount would make, asking the driver for
 // the group count with a null result array (which performs nothing).
 func (d *Device) Predict(minCount int) (Row, error) {
+	return d.predict(minCount, 0, d.GroupSize(minCount))
+}
+
+// predict is Predict for a split made with flags, whose groups are size SMs.
+func (d *Device) predict(minCount int, flags uint32, size int) (Row, error) {
 	if minCount < 1 || minCount > d.SMs() {
 		return Row{}, fmt.Errorf("greenctx: minimum count %d out of range: this device has %d SMs (ask for 1 to %d)", minCount, d.SMs(), d.SMs())
 	}
-	_, _, n, err := d.drv.DevSmResourceSplitByCount(d.res, 0, uint32(minCount), 0)
+	_, _, n, err := d.drv.DevSmResourceSplitByCount(d.res, flags, uint32(minCount), 0)
 	if err != nil {
 		return Row{}, err
 	}
-	size := d.GroupSize(minCount)
 	return Row{MinCount: minCount, Groups: n, GroupSMs: size, Remainder: d.SMs() - n*size}, nil
 }
 
 // Measure performs a split at minCount and reads back what the driver made.
 // Nothing is provisioned: a split only describes SMs.
-func (d *Device) Measure(minCount int) (Row, error) {
-	s, err := d.Split(minCount)
+func (d *Device) Measure(minCount int) (Row, error) { return d.measure(minCount, 0) }
+
+func (d *Device) measure(minCount int, flags uint32) (Row, error) {
+	s, err := d.SplitWith(minCount, flags)
 	if err != nil {
 		return Row{}, err
 	}
@@ -151,12 +158,25 @@ func (d *Device) Measure(minCount int) (Row, error) {
 
 // Table predicts and measures a split at each minimum count.
 func (d *Device) Table(minCounts ...int) (predicted, measured []Row, err error) {
+	return d.TableWith(0, minCounts...)
+}
+
+// TableWith is Table for splits made with flags, as a pool made
+// WithoutCoscheduling makes them (cuda.SplitIgnoreCoscheduling). The SM
+// resource reports the co-scheduled granularity only, so such a split's
+// predicted group size is the size its measured split made; the count is
+// still the null split's.
+func (d *Device) TableWith(flags uint32, minCounts ...int) (predicted, measured []Row, err error) {
 	for _, m := range minCounts {
-		p, err := d.Predict(m)
+		r, err := d.measure(m, flags)
 		if err != nil {
 			return nil, nil, err
 		}
-		r, err := d.Measure(m)
+		size := d.GroupSize(m)
+		if flags != 0 {
+			size = r.GroupSMs
+		}
+		p, err := d.predict(m, flags, size)
 		if err != nil {
 			return nil, nil, err
 		}

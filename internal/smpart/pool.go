@@ -178,7 +178,12 @@ type RowFields interface {
 
 // TableOf is d.Table with its rows as R.
 func TableOf[R RowFields](d *Device, minCounts ...int) (predicted, measured []R, err error) {
-	pr, me, err := d.Table(minCounts...)
+	return TableOfWith[R](d, 0, minCounts...)
+}
+
+// TableOfWith is d.TableWith with its rows as R.
+func TableOfWith[R RowFields](d *Device, flags uint32, minCounts ...int) (predicted, measured []R, err error) {
+	pr, me, err := d.TableWith(flags, minCounts...)
 	return rowsOf[R](pr), rowsOf[R](me), err
 }
 

@@ -381,10 +381,27 @@ func (l *layout) letGoSlots(d *Device, clean bool) error {
 	return errors.Join(errs...)
 }
 
-// WaitStats summarises how long callers waited for a slot.
+// WaitStats summarises how long callers waited for a slot. Total and Le
+// are a histogram since the partition was made: Le[i] counts the callers
+// that waited at most WaitBounds[i], those that found a slot free in every
+// bucket (fcsp.WaitStats has the same fields).
 type WaitStats struct {
 	Calls, Waited uint64
 	P50, P99, Max time.Duration
+	Total         time.Duration
+	Le            [WaitBuckets]uint64
+}
+
+// WaitBuckets is how many bounds the waits' histogram has.
+const WaitBuckets = 12
+
+// WaitBounds are the histogram's upper bounds: a slot taken at once, a
+// green context made or a short Do waited out (tens of microseconds), to
+// a queue behind long Dos (a tenth of a second).
+var WaitBounds = [WaitBuckets]time.Duration{
+	10 * time.Microsecond, 25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond,
+	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond,
+	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond,
 }
 
 // Slots is how many green contexts the current layout has made.
@@ -418,6 +435,10 @@ type waitLog struct {
 	waited atomic.Uint64
 	max    atomic.Int64
 	ring   [waitWindow]atomic.Int64
+	// The histogram: waits by the first bound they are within (the last
+	// slot past every bound), and their sum.
+	in    [WaitBuckets + 1]atomic.Uint64
+	total atomic.Int64
 
 	// The ring sorted, as of sortedWaited waits, at most sortMaxAge old
 	// while waits go on: Stats is polled (a scrape, a server's loop) and a
@@ -435,6 +456,12 @@ const waitWindow = 4096
 
 func (w *waitLog) record(d time.Duration) {
 	d = max(d, 1)
+	b := 0
+	for b < WaitBuckets && d > WaitBounds[b] {
+		b++
+	}
+	w.in[b].Add(1)
+	w.total.Add(int64(d))
 	i := w.waited.Add(1) - 1
 	w.ring[i%waitWindow].Store(int64(d))
 	for {
@@ -450,7 +477,14 @@ func (w *waitLog) record(d time.Duration) {
 // did not wait, and the ring's quantile above it.
 func (w *waitLog) stats(calls uint64) WaitStats {
 	waited := w.waited.Load()
-	s := WaitStats{Calls: max(calls, waited), Waited: waited, Max: time.Duration(w.max.Load())}
+	s := WaitStats{Calls: max(calls, waited), Waited: waited, Max: time.Duration(w.max.Load()), Total: time.Duration(w.total.Load())}
+	// Cumulative, the callers that did not wait in every bucket; read
+	// without a lock, a count is held to Calls and to the one before it.
+	le := s.Calls - waited
+	for i := range s.Le {
+		le = min(le+w.in[i].Load(), s.Calls)
+		s.Le[i] = le
+	}
 	k := min(waited, waitWindow)
 	if k == 0 {
 		return s
