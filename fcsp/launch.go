@@ -34,11 +34,21 @@ type Function struct {
 // the device's primary context, which serves every green stream of the
 // device on that stream's SMs (docs/CONTEXTS.md): one module serves every
 // layout of a reshapable tenant.
+//
+// PTX text (an image that begins with .version) is read first, for the
+// kernels' parameters, which every launch is checked against: text that
+// cannot be read (a declaration the reader does not understand, a size
+// past the driver's limits) is refused with ErrInvalidArgument, saying at
+// which line and column and what was expected, before the driver sees it.
+// A cubin or fatbin goes to the driver as it is, and its kernels' launches
+// are the driver's to check.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
-	m := &Module{t: c}
-	m.params = ptxsig.Layouts(image)
-	err := c.loadModule(m, image) // reshape.go
+	params, err := ptxsig.Layouts(image)
 	if err != nil {
+		return nil, err
+	}
+	m := &Module{t: c, params: params}
+	if err := c.loadModule(m, image); err != nil { // reshape.go
 		return nil, err
 	}
 	return m, nil
@@ -48,6 +58,13 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name, params: m.params[name]}
 	err := m.function(f) // in the module's one load (reshape.go)
+	if err == nil && m.params != nil {
+		if _, ok := m.params[name]; !ok {
+			// The driver found a kernel the reader did not: their
+			// readings differ, so the launch check would check nothing.
+			err = fmt.Errorf("%w: the driver has a kernel %q that the module's PTX declares no .entry of", ErrInvalidArgument, name)
+		}
+	}
 	if err != nil {
 		return nil, m.t.fail("Module.Function", fmt.Errorf("kernel %q: %w", name, err))
 	}
