@@ -65,6 +65,17 @@ func WithDeviceMemoryLimit(bytes uint64) Option {
 // so the SDK drops into pods that HAMi's device plugin configures: the
 // memory limit caps the pool and the SM limit becomes every tenant's
 // default rate limit.
+//
+// environ overlays the process's environment, it does not replace it: a
+// variable environ sets is read from environ, any other from the process,
+// for every variable the pool reads (HAMi-core's, CUDA_DEVICE_MAX_CONNECTIONS,
+// and the MPS and LD_PRELOAD variables the caveats check reads), as if
+// environ had been exported before Open. A variable set twice takes its
+// first setting, as getenv does. The driver reads CUDA_DEVICE_MAX_CONNECTIONS
+// from the process, so a value environ gives is exported there before the
+// driver makes the device's context. Without WithEnviron (or with a nil
+// environ) HAMi-core's variables are not read; the others are read from
+// the process alone.
 func WithEnviron(environ []string) Option {
 	return Option{func(c *poolConfig) error { c.Environ = environ; return nil }}
 }

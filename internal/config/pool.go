@@ -28,7 +28,7 @@ type Pool struct {
 	Unit        int      // partition group size; 0: the device's granularity
 	Prewarm     []int    // partitions provisioned at Open
 	MemLimit    uint64   // 0: the device's memory
-	Environ     []string // HAMi-core style configuration, nil: none
+	Environ     []string // WithEnviron's list, laid over the process's environment (internal/environ); nil: HAMi-core's variables not read
 	Logger      *slog.Logger
 	Dampening   float64
 	Penalty     float64       // tokenbucket's: 0 default, NoPenalty none
