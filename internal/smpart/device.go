@@ -127,8 +127,8 @@ type Row struct {
 // Predict says what a split at minCount would make, asking the driver for
 // the group count with a null result array (which performs nothing).
 func (d *Device) Predict(minCount int) (Row, error) {
-	if minCount < 1 || minCount > d.SMs() {
-		return Row{}, fmt.Errorf("greenctx: minimum count %d out of range: this device has %d SMs (ask for 1 to %d)", minCount, d.SMs(), d.SMs())
+	if err := d.checkMinCount(minCount); err != nil {
+		return Row{}, err
 	}
 	_, _, n, err := d.drv.DevSmResourceSplitByCount(d.res, 0, uint32(minCount), 0)
 	if err != nil {
