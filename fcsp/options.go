@@ -372,6 +372,8 @@ func WithTenantRefillPeriod(d time.Duration) TenantOption {
 // total, and when a process dies (SIGKILL included) the survivors' reaper
 // gives its usage back once its PID is gone or its heartbeat is older than
 // the timeout. A region with a bad magic, version or size is refused.
+// path must be absolute, in a folder that exists, without a NUL byte and
+// within the OS's limits on paths and names; another is ErrInvalidArgument.
 func WithSharedRegion(path string) Option {
 	return Option{func(c *poolConfig) error { return c.SetRegion(path) }}
 }
@@ -386,8 +388,8 @@ func WithForeignSharedRegion() Option {
 }
 
 // WithHeartbeat sets how often this process marks itself alive in the
-// shared region (default 1 s) and after how long without a beat a process
-// is reaped (default 5 s).
+// shared region (default 1 s; at least 1 ms) and after how long without a
+// beat a process is reaped (default 5 s; longer than the beat).
 func WithHeartbeat(every, timeout time.Duration) Option {
 	return Option{func(c *poolConfig) error { return c.SetHeartbeat(every, timeout) }}
 }
