@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/smprobe"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 const head = ".version 8.0\n.target sm_90\n.address_size 64\n"
@@ -246,4 +248,12 @@ func TestRefused(t *testing.T) {
 			t.Errorf("%q:\n  %v (line %d, column %d)\n  want line %d, column %d: %s", c.src, err, pe.Line, pe.Column, c.line, c.col, c.msg)
 		}
 	}
+}
+
+// The repository's own hand-written PTX reads too.
+func TestRepositoryPTX(t *testing.T) {
+	sigs := mustParse(t, smprobe.PTX)
+	check(t, "smprobe.PTX", sigs, map[string]want{"smid": {[]uint32{0, 8}, 16, "(.u64, .u64)"}})
+	check(t, "kernels.ChainPTX", mustParse(t, kernels.ChainPTX), map[string]want{"chain": kernelsCU["chain"], "spin": kernelsCU["spin"]})
+	check(t, "kernels.TriadPTX", mustParse(t, kernels.TriadPTX), map[string]want{"triad": kernelsCU["triad"]})
 }
