@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -68,4 +69,19 @@ func TestLoadModuleLeavesACubinToTheDriver(t *testing.T) {
 	_, err = tn.LoadModule([]byte("\x7fELF\x02\x01\x01"))
 	require.ErrorIs(t, err, ErrInvalidImage, "the simulator refuses what is not PTX, as the driver does a bad cubin")
 	require.NotErrorIs(t, err, ErrInvalidArgument)
+}
+
+// BenchmarkLoadModuleHostile loads issue 58's 1 MiB image (.entry repeated
+// inside a comment) on the simulator: the PTX reader, then the simulated
+// driver's load (issue 58 #3: 4.9-5.7 s before the reader was linear).
+func BenchmarkLoadModuleHostile(b *testing.B) {
+	p, _ := openSim(b)
+	tn, err := p.NewTenant("t")
+	require.NoError(b, err)
+	img := []byte(ptxHead + "/*" + strings.Repeat(" .entry", (1<<20)/7) + " */\n")
+	b.SetBytes(int64(len(img)))
+	for b.Loop() {
+		_, err := tn.LoadModule(img) // kept until the tenant closes
+		require.NoError(b, err)
+	}
 }

@@ -51,7 +51,7 @@ func FuzzParse(f *testing.F) {
 		for name, s := range sigs {
 			var end uint64
 			for _, p := range s {
-				size, ok := scalar[p.Type]
+				_, size, ok := scalarType([]byte(p.Type))
 				if !ok || p.Align == 0 || p.Align&(p.Align-1) != 0 || uint64(p.Offset)%uint64(p.Align) != 0 ||
 					uint64(p.Offset) < end || uint64(p.Offset)-end >= uint64(p.Align) ||
 					p.Count == 0 || uint64(p.Size) != uint64(p.Count)*uint64(size) {

@@ -13,13 +13,50 @@ import (
 // token, strictly. Nothing is read twice, so the time is linear in the
 // text whatever it holds.
 
-// scalar sizes, in bytes, of the types a kernel parameter may have.
-var scalar = map[string]uint32{
-	".b8": 1, ".u8": 1, ".s8": 1,
-	".b16": 2, ".u16": 2, ".s16": 2, ".f16": 2, ".bf16": 2,
-	".b32": 4, ".u32": 4, ".s32": 4, ".f32": 4, ".f16x2": 4, ".bf16x2": 4,
-	".b64": 8, ".u64": 8, ".s64": 8, ".f64": 8,
-	".b128": 16,
+// scalarType is a parameter type's name and size in bytes, for the types
+// a kernel parameter may have (the name a constant: no allocation).
+func scalarType(b []byte) (string, uint32, bool) {
+	switch string(b) {
+	case ".b8":
+		return ".b8", 1, true
+	case ".u8":
+		return ".u8", 1, true
+	case ".s8":
+		return ".s8", 1, true
+	case ".b16":
+		return ".b16", 2, true
+	case ".u16":
+		return ".u16", 2, true
+	case ".s16":
+		return ".s16", 2, true
+	case ".f16":
+		return ".f16", 2, true
+	case ".bf16":
+		return ".bf16", 2, true
+	case ".b32":
+		return ".b32", 4, true
+	case ".u32":
+		return ".u32", 4, true
+	case ".s32":
+		return ".s32", 4, true
+	case ".f32":
+		return ".f32", 4, true
+	case ".f16x2":
+		return ".f16x2", 4, true
+	case ".bf16x2":
+		return ".bf16x2", 4, true
+	case ".b64":
+		return ".b64", 8, true
+	case ".u64":
+		return ".u64", 8, true
+	case ".s64":
+		return ".s64", 8, true
+	case ".f64":
+		return ".f64", 8, true
+	case ".b128":
+		return ".b128", 16, true
+	}
+	return "", 0, false
 }
 
 // special marks the bytes the scan stops at.
@@ -72,13 +109,15 @@ func (r *reader) fail(off int, format string, args ...any) error {
 func (r *reader) scan() error {
 	src := r.src
 	for {
-		for r.pos < len(src) && !special[src[r.pos]] {
-			r.pos++
+		pos := r.pos
+		for pos < len(src) && !special[src[pos]] {
+			pos++
 		}
-		if r.pos >= len(src) {
+		r.pos = pos
+		if pos >= len(src) {
 			break
 		}
-		switch src[r.pos] {
+		switch src[pos] {
 		case '/':
 			if _, err := r.comment(); err != nil {
 				return err
@@ -89,13 +128,13 @@ func (r *reader) scan() error {
 			}
 		case '{':
 			if r.depth == 0 {
-				r.opened = r.pos
+				r.opened = pos
 			}
 			r.depth++
 			r.pos++
 		case '}':
 			if r.depth == 0 {
-				return r.fail(r.pos, "} closes no {")
+				return r.fail(pos, "} closes no {")
 			}
 			r.depth--
 			r.pos++
@@ -105,7 +144,7 @@ func (r *reader) scan() error {
 				continue
 			}
 			if r.depth > 0 {
-				return r.fail(r.pos, ".entry inside a { } block (opened at %s); a kernel is declared at module scope", r.lineOf(r.opened))
+				return r.fail(pos, ".entry inside a { } block (opened at %s); a kernel is declared at module scope", r.lineOf(r.opened))
 			}
 			if err := r.entry(); err != nil {
 				return err
@@ -121,8 +160,8 @@ func (r *reader) scan() error {
 // atEntry reports whether the directive .entry starts at r.pos.
 func (r *reader) atEntry() bool {
 	const d = ".entry"
-	end := r.pos + len(d)
-	return bytes.HasPrefix(r.src[r.pos:], []byte(d)) && (end == len(r.src) || !identChar(r.src[end]))
+	src, end := r.src, r.pos+len(d)
+	return end <= len(src) && src[r.pos+1] == 'e' && string(src[r.pos:end]) == d && (end == len(src) || !identChar(src[end]))
 }
 
 func (r *reader) lineOf(off int) string {
@@ -370,11 +409,11 @@ func (r *reader) param(t token, end uint64) (Param, error) {
 			return Param{}, err
 		}
 	}
-	size, ok := scalar[t.text(src)]
+	typ, size, ok := scalarType(src[t.start:t.end])
 	if t.kind != tDirective || !ok {
 		return Param{}, r.fail(t.start, "expected a parameter type (.u32, .u64, .f32, .b8, ...), found %s; the launch check reads scalar, pointer and byte-array parameters", r.describe(t))
 	}
-	p := Param{Type: t.text(src), Count: 1}
+	p := Param{Type: typ, Count: 1}
 	if t, err = r.next(); err != nil {
 		return Param{}, err
 	}
@@ -384,7 +423,7 @@ func (r *reader) param(t token, end uint64) (Param, error) {
 		if t, err = r.next(); err != nil {
 			return Param{}, err
 		}
-		switch t.text(src) {
+		switch string(src[t.start:t.end]) {
 		case ".global", ".const", ".shared", ".local":
 			if t, err = r.next(); err != nil {
 				return Param{}, err
