@@ -34,10 +34,21 @@ type Function struct {
 // the device's primary context, which serves every green stream of the
 // device on that stream's SMs (docs/CONTEXTS.md): one module serves every
 // layout of a reshapable tenant.
+//
+// PTX text (an image that begins with .version) is read first, for the
+// kernels' parameters, which every launch is checked against: text that
+// cannot be read (a declaration the reader does not understand, a size
+// past the driver's limits) is refused with ErrInvalidArgument, saying at
+// which line and column and what was expected, before the driver sees it.
+// A cubin or fatbin goes to the driver as it is, and its kernels' launches
+// are the driver's to check.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
-	m := &Module{t: c}
-	m.params = ptxsig.Layouts(image)
-	err := c.do(func(ctx cuda.Context) (err error) {
+	params, err := ptxsig.Layouts(image)
+	if err != nil {
+		return nil, err
+	}
+	m := &Module{t: c, params: params}
+	err = c.do(func(ctx cuda.Context) (err error) {
 		if m.h, err = c.pool.dev.LoadModule(ctx, image); err != nil {
 			return err
 		}
@@ -64,6 +75,13 @@ func (m *Module) Function(name string) (*Function, error) {
 		f.h, err = m.t.pool.dev.Function(ctx, m.h, f.name)
 		return err
 	})
+	if err == nil && m.params != nil {
+		if _, ok := m.params[name]; !ok {
+			// The driver found a kernel the reader did not: their
+			// readings differ, so the launch check would check nothing.
+			err = fmt.Errorf("%w: the driver has a kernel %q that the module's PTX declares no .entry of", ErrInvalidArgument, name)
+		}
+	}
 	if err != nil {
 		return nil, m.t.fail("Module.Function", fmt.Errorf("kernel %q: %w", name, err))
 	}

@@ -142,7 +142,7 @@ func TestLockOrderIsChecked(t *testing.T) {
 	require.Equal(t, before+2, lockorder.Violations(), "a driver call under Pool.mu")
 	reports := heard()
 	require.Len(t, reports, 2)
-	require.Contains(t, reports[0], "lock order: fcsp Pool.mu (rank 5) taken while holding fcsp tenantCore.mu (rank 7)")
+	require.Contains(t, reports[0], "lock order: fcsp Pool.mu (rank 4) taken while holding fcsp tenantCore.mu (rank 6)")
 	require.Contains(t, reports[1], "lock order: driver call cuStreamCreate made while holding fcsp Pool.mu")
 	require.Contains(t, reports[0], "goroutine ", "a report carries its stack")
 }

@@ -81,6 +81,17 @@ func WithDeviceMemoryLimit(bytes uint64) Option {
 // so the SDK drops into pods that HAMi's device plugin configures: the
 // memory limit caps the pool and the SM limit becomes every tenant's
 // default rate limit.
+//
+// environ overlays the process's environment, it does not replace it: a
+// variable environ sets is read from environ, any other from the process,
+// for every variable the pool reads (HAMi-core's, CUDA_DEVICE_MAX_CONNECTIONS,
+// and the MPS and LD_PRELOAD variables the caveats check reads), as if
+// environ had been exported before Open. A variable set twice takes its
+// first setting, as getenv does. The driver reads CUDA_DEVICE_MAX_CONNECTIONS
+// from the process, so a value environ gives is exported there before the
+// driver makes the device's context. Without WithEnviron (or with a nil
+// environ) HAMi-core's variables are not read; the others are read from
+// the process alone.
 func WithEnviron(environ []string) Option {
 	return Option{func(c *poolConfig) error { c.Environ = environ; return nil }}
 }
@@ -385,6 +396,8 @@ func WithTenantRefillPeriod(d time.Duration) TenantOption {
 // total, and when a process dies (SIGKILL included) the survivors' reaper
 // gives its usage back once its PID is gone or its heartbeat is older than
 // the timeout. A region with a bad magic, version or size is refused.
+// path must be absolute, in a folder that exists, without a NUL byte and
+// within the OS's limits on paths and names; another is ErrInvalidArgument.
 func WithSharedRegion(path string) Option {
 	return Option{func(c *poolConfig) error { return c.SetRegion(path) }}
 }
@@ -399,8 +412,8 @@ func WithForeignSharedRegion() Option {
 }
 
 // WithHeartbeat sets how often this process marks itself alive in the
-// shared region (default 1 s) and after how long without a beat a process
-// is reaped (default 5 s).
+// shared region (default 1 s; at least 1 ms) and after how long without a
+// beat a process is reaped (default 5 s; longer than the beat).
 func WithHeartbeat(every, timeout time.Duration) Option {
 	return Option{func(c *poolConfig) error { return c.SetHeartbeat(every, timeout) }}
 }

@@ -40,7 +40,17 @@ func TestSettersRefuse(t *testing.T) {
 		{"region empty", func(p *Pool, _ *Tenant) error { return p.SetRegion("") }, "empty shared region path"},
 		{"region dir", func(p *Pool, _ *Tenant) error { return p.SetRegion(dir) }, "is a directory; give a file in it"},
 		{"region no folder", func(p *Pool, _ *Tenant) error { return p.SetRegion(filepath.Join(dir, "no", "fcsp")) }, "does not exist"},
-		{"heartbeat timeout <= every", func(p *Pool, _ *Tenant) error { return p.SetHeartbeat(time.Second, time.Second) }, "heartbeat every 1s, timeout 1s; want 0 < every < timeout"},
+		// Issue 58 #9: refused when the option is made, not by Open's OS call.
+		{"region NUL", func(p *Pool, _ *Tenant) error { return p.SetRegion(filepath.Join(dir, "a\x00b")) }, "holds a NUL byte"},
+		{"region relative", func(p *Pool, _ *Tenant) error { return p.SetRegion("region") }, `shared region path "region" is not absolute`},
+		{"region relative dot", func(p *Pool, _ *Tenant) error { return p.SetRegion("./x/../region") }, "is not absolute"},
+		{"region name past NAME_MAX", func(p *Pool, _ *Tenant) error { return p.SetRegion(filepath.Join(dir, strings.Repeat("n", 256))) }, "a name of 256 bytes; the OS takes names of at most 255"},
+		{"region 10 kB name", func(p *Pool, _ *Tenant) error { return p.SetRegion(filepath.Join(dir, strings.Repeat("n", 10000))) }, "the OS takes paths of at most 4095"},
+		{"region path past PATH_MAX", func(p *Pool, _ *Tenant) error {
+			return p.SetRegion(strings.Repeat("/"+strings.Repeat("d", 200), 21))
+		}, "path of 4221 bytes; the OS takes paths of at most 4095"},
+		{"heartbeat timeout <= every", func(p *Pool, _ *Tenant) error { return p.SetHeartbeat(time.Second, time.Second) }, "heartbeat every 1s, timeout 1s; want 1ms <= every < timeout"},
+		{"heartbeat 1ns", func(p *Pool, _ *Tenant) error { return p.SetHeartbeat(time.Nanosecond, time.Second) }, "heartbeat every 1ns, timeout 1s; want 1ms <= every < timeout"},
 		{"dos 0", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(0) }, "WithConcurrentDos(0); want 1 to 64"},
 		{"dos past max", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(smpart.MaxSlots + 1) }, "WithConcurrentDos(65)"},
 		{"nil context", func(_ *Pool, c *Tenant) error { return c.SetContext(nil) }, "WithContext of a nil context.Context"},

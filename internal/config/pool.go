@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ type Pool struct {
 	Unit        int      // partition group size; 0: the device's granularity
 	Prewarm     []int    // partitions provisioned at Open
 	MemLimit    uint64   // 0: the device's memory
-	Environ     []string // HAMi-core style configuration, nil: none
+	Environ     []string // WithEnviron's list, laid over the process's environment (internal/environ); nil: HAMi-core's variables not read
 	Logger      *slog.Logger
 	Dampening   float64
 	Penalty     float64       // tokenbucket's: 0 default, NoPenalty none
@@ -156,26 +157,61 @@ func (c *Pool) SetHostWait(spin time.Duration) error {
 	return nil
 }
 
-// SetRegion is WithSharedRegion: the path must name a file, existing or
-// not, in a folder that exists.
+// The OS's limits on a path (Linux's PATH_MAX, counting the NUL that ends
+// it, and NAME_MAX): a longer one fails in open(2), after Open has begun.
+const (
+	pathMax = 4096
+	nameMax = 255
+)
+
+// SetRegion is WithSharedRegion: the path must be absolute (a relative one
+// would name a file in whatever folder the process runs in), hold no NUL
+// byte, keep to the OS's limits on paths and names, and name a file,
+// existing or not, in a folder that exists.
 func (c *Pool) SetRegion(path string) error {
-	if path == "" {
+	q := shortQuote(path)
+	switch {
+	case path == "":
 		return invalid("empty shared region path (the default is %s)", shm.DefaultPath)
+	case strings.IndexByte(path, 0) >= 0:
+		return invalid("shared region path %s holds a NUL byte, which no file name may", q)
+	case !filepath.IsAbs(path):
+		return invalid("shared region path %s is not absolute; give the whole path (such as %s)", q, shm.DefaultPath)
+	case len(path) >= pathMax:
+		return invalid("shared region path %s: a path of %d bytes; the OS takes paths of at most %d", q, len(path), pathMax-1)
+	}
+	for _, name := range strings.Split(path, "/") {
+		if len(name) > nameMax {
+			return invalid("shared region path %s: a name of %d bytes; the OS takes names of at most %d", q, len(name), nameMax)
+		}
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return invalid("shared region path %q is a directory; give a file in it (such as %s)", path, filepath.Join(path, "fcsp"))
+		return invalid("shared region path %s is a directory; give a file in it (such as %s)", q, filepath.Join(path, "fcsp"))
 	}
 	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		return invalid("shared region path %q: its folder %q does not exist", path, filepath.Dir(path))
+		return invalid("shared region path %s: its folder %s does not exist", q, shortQuote(filepath.Dir(path)))
 	}
 	c.Region = path
 	return nil
 }
 
+// shortQuote quotes s for a message, its middle cut where it is long.
+func shortQuote(s string) string {
+	if len(s) <= 120 {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:56]) + "..." + strconv.Quote(s[len(s)-56:])
+}
+
+// MinBeat is the shortest heartbeat: a beat (and the reaper's scan, which
+// runs as often) more often than every millisecond busies a core and
+// tells the other processes nothing sooner that matters.
+const MinBeat = time.Millisecond
+
 // SetHeartbeat is WithHeartbeat.
 func (c *Pool) SetHeartbeat(every, timeout time.Duration) error {
-	if every <= 0 || timeout <= every {
-		return invalid("heartbeat every %v, timeout %v; want 0 < every < timeout", every, timeout)
+	if every < MinBeat || timeout <= every {
+		return invalid("heartbeat every %v, timeout %v; want %v <= every < timeout", every, timeout, MinBeat)
 	}
 	c.Beat, c.ReapAfter = every, timeout
 	return nil

@@ -23,6 +23,8 @@
 // "4gb" is 4; here those are errors. SM limits are plain percentages; 0 or
 // 100 and above mean no limit.
 //
-// When a variable appears twice in the environment the first occurrence
-// wins, like getenv(3) and os.Getenv.
+// The variables are read through internal/environ, by the rules every
+// reader of the SDK's environment shares: when a variable appears twice the
+// first occurrence wins, like getenv(3) and os.Getenv; and a pool's list
+// (fcsp.WithEnviron) overlays the process's environment.
 package hamienv

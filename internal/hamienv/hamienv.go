@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	envpkg "github.com/fcsp-go/fcsp-go/internal/environ"
 )
 
 // Variable names.
@@ -64,53 +66,49 @@ func (c Config) SMLimit(dev int) (fraction float64, limited bool) {
 }
 
 // Parse reads the HAMi-core variables from environ (os.Environ() form,
-// "KEY=value"). Other variables are ignored. Every bad value is an error
-// (matching ErrInvalid) naming the variable, the value and what is allowed.
-func Parse(environ []string) (Config, error) {
+// "KEY=value"), alone: ParseEnv of environ over nothing.
+func Parse(environ []string) (Config, error) { return ParseEnv(envpkg.Of(environ, nil)) }
+
+// ParseEnv reads the HAMi-core variables from env, by its rules (the first
+// setting wins; a list overlays the process's environment). Other
+// variables are ignored. Every bad value is an error (matching ErrInvalid)
+// naming the variable, the value and what is allowed.
+func ParseEnv(env envpkg.Env) (Config, error) {
 	c := Config{SharedCache: DefaultSharedCache}
-	seen := make(map[string]bool)
 	var errs []error
-	for _, kv := range environ {
-		key, val, ok := strings.Cut(kv, "=")
-		if !ok || seen[key] {
-			continue
-		}
+	env.Each(func(key, val string) {
 		switch {
 		case key == EnvMemoryLimit:
-			seen[key] = true
 			v, err := ParseMemory(val)
 			if err != nil {
 				errs = append(errs, varErr(key, val, err))
-				continue
+				return
 			}
 			c.MemoryLimitAll = v
 		case key == EnvSMLimit:
-			seen[key] = true
 			v, err := ParseSMLimit(val)
 			if err != nil {
 				errs = append(errs, varErr(key, val, err))
-				continue
+				return
 			}
 			c.SMLimitAll = v
 		case key == EnvSharedCache:
-			seen[key] = true
 			p, err := ParseSharedCache(val)
 			if err != nil {
 				errs = append(errs, varErr(key, val, err))
-				continue
+				return
 			}
 			c.SharedCache = p
 		case strings.HasPrefix(key, EnvMemoryLimit+"_"):
-			seen[key] = true
 			dev, err := parseDevice(key[len(EnvMemoryLimit)+1:])
 			if err != nil {
 				errs = append(errs, varErr(key, val, err))
-				continue
+				return
 			}
 			v, err := ParseMemory(val)
 			if err != nil {
 				errs = append(errs, varErr(key, val, err))
-				continue
+				return
 			}
 			if v > 0 {
 				if c.MemoryLimits == nil {
@@ -119,23 +117,22 @@ func Parse(environ []string) (Config, error) {
 				c.MemoryLimits[dev] = v
 			}
 		case strings.HasPrefix(key, EnvSMLimit+"_"):
-			seen[key] = true
 			dev, err := parseDevice(key[len(EnvSMLimit)+1:])
 			if err != nil {
 				errs = append(errs, varErr(key, val, err))
-				continue
+				return
 			}
 			v, err := ParseSMLimit(val)
 			if err != nil {
 				errs = append(errs, varErr(key, val, err))
-				continue
+				return
 			}
 			if c.SMLimits == nil {
 				c.SMLimits = make(map[int]int)
 			}
 			c.SMLimits[dev] = v
 		}
-	}
+	})
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}

@@ -4,17 +4,19 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/bytesize"
+	envpkg "github.com/fcsp-go/fcsp-go/internal/environ"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // ForPool is the configuration a pool reads: none where environ is nil
-// (the pool was not asked to read HAMi-core's variables), else Parse's,
-// with a bad value matching errs.ErrInvalidArgument.
+// (the pool was not asked to read HAMi-core's variables), else ParseEnv's
+// of environ laid over the process's environment (internal/environ), with
+// a bad value matching errs.ErrInvalidArgument.
 func ForPool(environ []string) (Config, error) {
 	if environ == nil {
 		return Config{}, nil
 	}
-	c, err := Parse(environ)
+	c, err := ParseEnv(envpkg.Over(environ))
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %w", errs.ErrInvalidArgument, err)
 	}

@@ -25,6 +25,18 @@ func TestForPool(t *testing.T) {
 	}
 }
 
+// A pool's list overlays the process's environment: the process's
+// variables count where the list does not set them, and the first setting
+// of each wins.
+func TestForPoolOverlaysTheProcess(t *testing.T) {
+	t.Setenv(EnvSMLimit, "30")
+	t.Setenv(EnvMemoryLimit, "8g")
+	c, err := ForPool([]string{EnvMemoryLimit + "=1g", EnvMemoryLimit + "=2g"})
+	if err != nil || c.MemoryLimitAll != 1<<30 || c.SMLimitAll != 30 {
+		t.Fatalf("ForPool = %+v, %v; want the list's first 1g and the process's 30%%", c, err)
+	}
+}
+
 func TestDeviceLimitAndCheckQuota(t *testing.T) {
 	const total = 80 << 30
 	env, err := ForPool([]string{"CUDA_DEVICE_MEMORY_LIMIT_1=8g"})

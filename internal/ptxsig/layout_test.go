@@ -9,11 +9,22 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
+// mustSig is the signature of a kernel declared with list.
+func mustSig(t *testing.T, list string) Signature {
+	t.Helper()
+	sigs, ptx, err := Parse([]byte(head + ".entry k(" + list + ") { ret; }"))
+	if !ptx || err != nil {
+		t.Fatalf("(%s): %v %v", list, ptx, err)
+	}
+	return sigs["k"]
+}
+
 // A launch's packed arguments must lie where the kernel reads them; the
 // zero Layout (a cubin's kernel) checks nothing, and a kernel without
 // parameters takes none.
 func TestLayoutCheck(t *testing.T) {
-	chain := Signature{{".u64", 8, 8}, {".u32", 4, 4}, {".u32", 4, 4}}.Layout()
+	chain := mustSig(t, ".param .u64 a, .param .u32 n, .param .u32 s").Layout()
+	none := mustSig(t, "").Layout()
 	for _, tc := range []struct {
 		name string
 		l    Layout
@@ -27,9 +38,10 @@ func TestLayoutCheck(t *testing.T) {
 		{"one more", chain, []uint32{0, 8, 12, 16}, 20, false},
 		{"int where a pointer goes", chain, []uint32{0, 4, 8}, 12, false},
 		{"8 bytes where 4 go", chain, []uint32{0, 8, 16}, 20, false},
+		{"negative length", chain, []uint32{0, 8, 12}, -1, false},
 		{"unchecked", Layout{}, []uint32{0}, 4, true},
-		{"no parameters", Signature{}.Layout(), nil, 0, true},
-		{"no parameters, one given", Signature{}.Layout(), []uint32{0}, 4, false},
+		{"no parameters", none, nil, 0, true},
+		{"no parameters, one given", none, []uint32{0}, 4, false},
 	} {
 		err := tc.l.Check("k", tc.offs, tc.n)
 		if tc.ok != (err == nil) {
@@ -49,7 +61,10 @@ func TestLayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := Layouts(image)
+	ls, err := Layouts(image)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, ok := ls["chain"]
 	if !ok {
 		t.Fatalf("no chain in %v", ls)
@@ -60,7 +75,12 @@ func TestLayouts(t *testing.T) {
 	if err := l.Check("chain", []uint32{0}, 4); err == nil {
 		t.Fatal("one int passed chain's check")
 	}
-	if ls := Layouts([]byte{0x7f, 'E', 'L', 'F', 2, 1}); ls != nil {
-		t.Fatalf("a cubin's layouts: %v", ls)
+	for _, img := range []string{"\x7fELF\x02\x01", "\x50\xed\x55\xba\x01\x00", "not PTX", "", "\x00.version 8.0"} {
+		if ls, err := Layouts([]byte(img)); ls != nil || err != nil {
+			t.Fatalf("%q: layouts %v, %v", img, ls, err)
+		}
+	}
+	if _, err := Layouts([]byte(head + ".entry k(.param .u64 a")); !errors.Is(err, errs.ErrInvalidArgument) {
+		t.Fatalf("a list never closed: %v", err)
 	}
 }

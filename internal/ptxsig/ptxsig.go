@@ -3,22 +3,42 @@
 // sees it (on the H200 a kernel given one int where it reads a pointer
 // faults the device: CUDA_ERROR_ILLEGAL_ADDRESS, every context of the
 // process lost).
+//
+// It reads the text as the driver's PTX front end does, and nothing more:
+// one pass over the tokens, `//` and `/* */` comments and string literals
+// skipped, up to the first NUL byte (the driver takes the image as a C
+// string). An image is PTX text when its first token is .version, as every
+// PTX module's must be; anything else (a cubin, a fatbin, or text the
+// driver refuses) is the driver's to judge, and its kernels are not
+// checked. In PTX text, what the reader cannot read in a kernel's
+// declaration is refused with an *Error that says where and what was
+// expected: a parameter it misread would let a wrong launch through, so it
+// never guesses. Every size and offset is checked against the driver's
+// limit on a kernel's parameters (MaxParamBytes) before it is added.
 package ptxsig
 
 import (
-	"bytes"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
-// Param is one kernel parameter as PTX declares it.
+// MaxParamBytes is the most a kernel's parameters may take: 32764 bytes
+// since PTX ISA 8.1 (CUDA 12.1, Volta and later; 4096 before). ptxas
+// refuses a kernel whose parameters need more, so a larger size can only
+// be a wrong one.
+const MaxParamBytes = 32764
+
+// Param is one kernel parameter as PTX declares it, and where a launch's
+// packed arguments put it.
 type Param struct {
-	Type  string // ".u64", ".f32", ".b8" (an array, for a struct), ...
-	Size  int    // bytes
-	Align int    // bytes
+	Name   string
+	Type   string // the element type: ".u64", ".f32", ".b8" (a struct's bytes), ...
+	Count  uint32 // elements: 1 for a scalar, the product of an array's dimensions
+	Size   uint32 // bytes: the type's size times Count
+	Align  uint32 // bytes: .align where given, else the type's size
+	Offset uint32 // where the parameter starts: the end of the one before, rounded up to Align
 }
 
 // Signature is a kernel's parameters in order.
@@ -27,8 +47,8 @@ type Signature []Param
 func (s Signature) String() string {
 	parts := make([]string, len(s))
 	for i, p := range s {
-		if strings.HasPrefix(p.Type, ".b8") && p.Size > 1 {
-			parts[i] = fmt.Sprintf(".align %d .b8[%d]", p.Align, p.Size)
+		if p.Count > 1 {
+			parts[i] = fmt.Sprintf(".align %d %s[%d]", p.Align, p.Type, p.Count)
 		} else {
 			parts[i] = p.Type
 		}
@@ -36,140 +56,53 @@ func (s Signature) String() string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
-// Offsets are the parameters' offsets when each is aligned to its
-// alignment, and the end of the last: the layout cuLaunchKernel reads.
-func (s Signature) Offsets() (offs []uint32, end uint32) {
-	n := 0
-	for _, p := range s {
-		a := max(p.Align, 1)
-		n = (n + a - 1) / a * a
-		offs = append(offs, uint32(n))
-		n += p.Size
+// End is where the last parameter ends: the bytes a launch packs.
+func (s Signature) End() uint32 {
+	if len(s) == 0 {
+		return 0
 	}
-	return offs, uint32(n)
+	last := s[len(s)-1]
+	return last.Offset + last.Size
 }
 
-var scalar = map[string]int{
-	".b8": 1, ".u8": 1, ".s8": 1,
-	".b16": 2, ".u16": 2, ".s16": 2, ".f16": 2, ".bf16": 2,
-	".b32": 4, ".u32": 4, ".s32": 4, ".f32": 4,
-	".b64": 8, ".u64": 8, ".s64": 8, ".f64": 8,
-}
-
-// Parse reads every .entry of a PTX text image. ok is false for an image
-// that is not PTX text (a cubin or fatbin), whose kernels are not checked.
-// An entry whose parameter list it cannot read is left out (not refused).
-func Parse(image []byte) (sigs map[string]Signature, ok bool) {
-	if !bytes.Contains(image, []byte(".version")) || !bytes.Contains(image, []byte(".target")) {
-		return nil, false
-	}
-	text := string(image)
-	sigs = map[string]Signature{}
-	for {
-		i := strings.Index(text, ".entry")
-		if i < 0 {
-			return sigs, true
-		}
-		text = text[i+len(".entry"):]
-		open := strings.IndexByte(text, '(')
-		body := strings.IndexByte(text, '{')
-		name := strings.TrimSpace(text[:max(min(open, body), 0)])
-		if open < 0 || body >= 0 && body < open {
-			// No parameter list: a kernel of no parameters.
-			if body >= 0 && name != "" {
-				sigs[name] = Signature{}
-			}
-			continue
-		}
-		end := strings.IndexByte(text[open:], ')')
-		if end < 0 {
-			return sigs, true
-		}
-		list := text[open+1 : open+end]
-		text = text[open+end:]
-		if sig, ok := parseList(list); ok && name != "" {
-			sigs[name] = sig
-		}
-	}
-}
-
-// parseList reads ".param .u64 a, .param .align 8 .b8 s[16], ...".
-func parseList(list string) (Signature, bool) {
-	sig := Signature{}
-	for _, decl := range strings.Split(list, ",") {
-		f := strings.Fields(decl)
-		if len(f) == 0 {
-			continue
-		}
-		if f[0] != ".param" {
-			return nil, false
-		}
-		f = f[1:]
-		align := 0
-		for len(f) >= 2 && (f[0] == ".align" || strings.HasPrefix(f[0], ".ptr")) {
-			if f[0] == ".align" {
-				a, err := strconv.Atoi(f[1])
-				if err != nil {
-					return nil, false
-				}
-				align, f = a, f[2:]
-			} else {
-				f = f[1:]
-			}
-		}
-		if len(f) < 2 {
-			return nil, false
-		}
-		size, ok := scalar[f[0]]
-		if !ok {
-			return nil, false
-		}
-		p := Param{Type: f[0], Size: size, Align: size}
-		name := strings.Join(f[1:], "")
-		if lb := strings.IndexByte(name, '['); lb >= 0 {
-			n, err := strconv.Atoi(strings.TrimSuffix(name[lb+1:], "]"))
-			if err != nil || n <= 0 {
-				return nil, false
-			}
-			p.Size = size * n
-		}
-		if align > 0 {
-			p.Align = align
-		}
-		sig = append(sig, p)
-	}
-	return sig, true
+// Parse reads every .entry of a PTX text image. ptx is false for an image
+// that is not PTX text (it does not begin with .version: a cubin, a fatbin
+// or text the driver refuses), whose kernels are not checked. An error is
+// an *Error and matches errs.ErrInvalidArgument.
+func Parse(image []byte) (sigs map[string]Signature, ptx bool, err error) {
+	return read(image)
 }
 
 // Layout is the parameter layout a launch's arguments must have: where
-// each parameter starts and where the last ends, as Signature.Offsets
-// says. The zero Layout checks nothing (a kernel not from PTX text: the
-// driver's to check).
+// each parameter starts and where the last ends. The zero Layout checks
+// nothing (a kernel not from PTX text: the driver's to check).
 type Layout struct {
 	offs []uint32
 	end  uint32
 	sig  string
 }
 
-// Layouts are the parameter layouts of a module image's kernels, by name;
+// Layouts are the parameter layouts of a module image's kernels, by name:
 // nil for an image that is not PTX text (Parse), whose kernels are not
-// checked: a kernel not listed has the zero Layout.
-func Layouts(image []byte) map[string]Layout {
-	sigs, ok := Parse(image)
-	if !ok {
-		return nil
+// checked; an *Error where the image is PTX text that cannot be read.
+func Layouts(image []byte) (map[string]Layout, error) {
+	sigs, ptx, err := Parse(image)
+	if !ptx || err != nil {
+		return nil, err
 	}
 	ls := make(map[string]Layout, len(sigs))
 	for name, sig := range sigs {
 		ls[name] = sig.Layout()
 	}
-	return ls
+	return ls, nil
 }
 
 // Layout is the layout a launch of a kernel with these parameters reads.
 func (s Signature) Layout() Layout {
-	l := Layout{sig: s.String()}
-	l.offs, l.end = s.Offsets()
+	l := Layout{sig: s.String(), offs: make([]uint32, len(s)), end: s.End()}
+	for i, p := range s {
+		l.offs[i] = p.Offset
+	}
 	return l
 }
 
@@ -182,7 +115,7 @@ func (l *Layout) Check(kernel string, got []uint32, n int) error {
 	if l.offs == nil && l.sig == "" {
 		return nil // not PTX text: the driver's to check
 	}
-	ok := len(got) == len(l.offs) && uint32(n) == l.end
+	ok := len(got) == len(l.offs) && n >= 0 && uint64(n) == uint64(l.end)
 	for i := 0; ok && i < len(got); i++ {
 		ok = got[i] == l.offs[i]
 	}

@@ -134,8 +134,8 @@ func (d *Device) Predict(minCount int) (Row, error) {
 
 // predict is Predict for a split made with flags, whose groups are size SMs.
 func (d *Device) predict(minCount int, flags uint32, size int) (Row, error) {
-	if minCount < 1 || minCount > d.SMs() {
-		return Row{}, fmt.Errorf("greenctx: minimum count %d out of range: this device has %d SMs (ask for 1 to %d)", minCount, d.SMs(), d.SMs())
+	if err := d.checkMinCount(minCount); err != nil {
+		return Row{}, err
 	}
 	_, _, n, err := d.drv.DevSmResourceSplitByCount(d.res, flags, uint32(minCount), 0)
 	if err != nil {

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	envpkg "github.com/fcsp-go/fcsp-go/internal/environ"
 )
 
 // Where partitions cannot hold. An NVIDIA MPS client's kernels share the
@@ -31,21 +32,11 @@ const mpsPipeDefault = "/tmp/nvidia-mps"
 // interpose on the CUDA driver.
 var interposers = []string{"vgpu", "hami", "cuda", "nvshare", "gpushare", "gpu-share"}
 
-// Caveats lists what in environ (nil: the process's environment and file
-// system) keeps this process's partitions from being its own.
+// Caveats lists what in environ laid over the process's environment
+// (internal/environ), and in the file system, keeps this process's
+// partitions from being its own.
 func Caveats(environ []string) []string {
-	get := func(k string) (string, bool) {
-		if environ == nil {
-			return os.LookupEnv(k)
-		}
-		v, ok := "", false
-		for _, kv := range environ {
-			if key, val, found := strings.Cut(kv, "="); found && key == k && !ok {
-				v, ok = val, true
-			}
-		}
-		return v, ok
-	}
+	get := envpkg.Over(environ).Lookup
 	var out []string
 	if v, ok := get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"); ok && v != "" {
 		if pct, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && pct < 100 {
@@ -56,10 +47,8 @@ func Caveats(environ []string) []string {
 	if !set || pipe == "" {
 		pipe = mpsPipeDefault
 	}
-	if environ == nil || set {
-		if len(out) == 0 && mpsListens(filepath.Join(pipe, "control")) {
-			out = append(out, fmt.Sprintf("an NVIDIA MPS daemon listens at %s: this process is its client, and other clients' kernels run on the partitions' SMs", pipe))
-		}
+	if len(out) == 0 && mpsListens(filepath.Join(pipe, "control")) {
+		out = append(out, fmt.Sprintf("an NVIDIA MPS daemon listens at %s: this process is its client, and other clients' kernels run on the partitions' SMs", pipe))
 	}
 	if v, _ := get("LD_PRELOAD"); v != "" {
 		for _, lib := range strings.FieldsFunc(v, func(r rune) bool { return r == ':' || r == ' ' }) {

@@ -11,6 +11,11 @@ import (
 
 // Issue 38: Open says when it runs where partitions cannot hold.
 func TestCaveats(t *testing.T) {
+	// The process's environment is read under every list: make it say
+	// nothing, and point MPS at a folder where no daemon listens.
+	t.Setenv("LD_PRELOAD", "")
+	t.Setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "")
+	t.Setenv("CUDA_MPS_PIPE_DIRECTORY", t.TempDir())
 	require.Empty(t, Caveats([]string{}), "nothing found")
 	require.Empty(t, Caveats([]string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", "LD_PRELOAD=/usr/lib/libjemalloc.so"}))
 
@@ -43,4 +48,17 @@ func TestCaveats(t *testing.T) {
 	other := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(other, "control"), nil, 0o600))
 	require.Empty(t, Caveats([]string{"CUDA_MPS_PIPE_DIRECTORY=" + other}))
+}
+
+// Caveats reads the list laid over the process's environment
+// (internal/environ): what the process sets counts under a list that does
+// not set it, and the list's first setting wins.
+func TestCaveatsOverlayTheProcess(t *testing.T) {
+	t.Setenv("CUDA_MPS_PIPE_DIRECTORY", t.TempDir())
+	t.Setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "")
+	t.Setenv("LD_PRELOAD", "/opt/hami/libvgpu.so")
+	c := Caveats([]string{"CUDA_DEVICE_MEMORY_LIMIT=4g"})
+	require.Len(t, c, 1)
+	require.Contains(t, c[0], "libvgpu.so interposes")
+	require.Empty(t, Caveats([]string{"LD_PRELOAD=", "LD_PRELOAD=/opt/hami/libvgpu.so"}), "the list's first setting")
 }

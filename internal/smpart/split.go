@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 )
 
@@ -44,14 +45,23 @@ func (d *Device) Split(minCount int) (*Split, error) { return d.SplitWith(minCou
 // SplitWith cuts the device at minCount with the driver's split flags
 // (cuda.SplitIgnoreCoscheduling: more groups, see fcsp.WithoutCoscheduling).
 func (d *Device) SplitWith(minCount int, flags uint32) (*Split, error) {
-	if minCount < 1 || minCount > d.SMs() {
-		return nil, fmt.Errorf("greenctx: minimum count %d out of range: this device has %d SMs (ask for 1 to %d)", minCount, d.SMs(), d.SMs())
+	if err := d.checkMinCount(minCount); err != nil {
+		return nil, err
 	}
 	groups, rem, n, err := d.drv.DevSmResourceSplitByCount(d.res, flags, uint32(minCount), d.SMs())
 	if err != nil {
 		return nil, err
 	}
 	return &Split{dev: d, minCount: minCount, flags: flags, groups: groups[:n], rem: rem, used: make([]bool, n), rest: make([]bool, n)}, nil
+}
+
+// checkMinCount refuses, with errs.ErrInvalidArgument, a minimum count
+// the driver cannot cut at.
+func (d *Device) checkMinCount(minCount int) error {
+	if minCount < 1 || minCount > d.SMs() {
+		return fmt.Errorf("%w: minimum count %d; this device has %d SMs (ask for 1 to %d)", errs.ErrInvalidArgument, minCount, d.SMs(), d.SMs())
+	}
+	return nil
 }
 
 // Flags are the split flags the cut was made with.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	envpkg "github.com/fcsp-go/fcsp-go/internal/environ"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
@@ -23,25 +24,22 @@ import (
 // enough for every stream of a few partitioned classes to get its own.
 const WorkQueuesWanted = 32
 
-// WorkQueues reads CUDA_DEVICE_MAX_CONNECTIONS from environ (nil: the
-// process's environment). Unset, it is set to WorkQueuesWanted in the
-// process's environment when setProcess says so, which the driver reads
-// when it makes the device's context, so before the pool opens it; set, it
-// is taken as is. A value the driver would not take is errs.ErrInvalidArgument.
+// WorkQueues reads CUDA_DEVICE_MAX_CONNECTIONS from environ laid over the
+// process's environment (internal/environ: environ's setting, else the
+// process's; the first setting of either wins). The driver reads the
+// process's when it makes the device's context, so before the pool opens,
+// where setProcess says so (the real driver), the process's is made to
+// say what the pool read: WorkQueuesWanted where neither sets it, environ's
+// value where environ sets it; a value the process set itself is kept.
+// Unset, without setProcess, it is the driver's default, 8. A value the
+// driver would not take is errs.ErrInvalidArgument.
 func WorkQueues(environ []string, setProcess bool) (n int, err error) {
-	v, ok := "", false
-	if environ == nil {
-		v, ok = os.LookupEnv("CUDA_DEVICE_MAX_CONNECTIONS")
-	} else {
-		for _, kv := range environ {
-			if k, val, found := strings.Cut(kv, "="); found && k == "CUDA_DEVICE_MAX_CONNECTIONS" {
-				v, ok = val, true
-			}
-		}
-	}
+	const key = "CUDA_DEVICE_MAX_CONNECTIONS"
+	env := envpkg.Over(environ)
+	v, ok := env.Lookup(key)
 	if !ok || v == "" {
 		if setProcess {
-			if err := os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", strconv.Itoa(WorkQueuesWanted)); err == nil {
+			if err := os.Setenv(key, strconv.Itoa(WorkQueuesWanted)); err == nil {
 				return WorkQueuesWanted, nil
 			}
 		}
@@ -49,7 +47,12 @@ func WorkQueues(environ []string, setProcess bool) (n int, err error) {
 	}
 	n, err = strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 1 || n > 32 {
-		return 0, fmt.Errorf("%w: CUDA_DEVICE_MAX_CONNECTIONS=%q; the driver takes 1 to 32", errs.ErrInvalidArgument, v)
+		return 0, fmt.Errorf("%w: %s=%q; the driver takes 1 to 32", errs.ErrInvalidArgument, key, v)
+	}
+	if setProcess && env.FromList(key) {
+		if err := os.Setenv(key, v); err != nil {
+			return 0, fmt.Errorf("%w: %s=%q from the pool's environment cannot be exported to the process's, where the driver reads it: %v", errs.ErrInvalidArgument, key, v, err)
+		}
 	}
 	return n, nil
 }
