@@ -84,6 +84,12 @@ var (
 	// hand out the same SMs again. Share the first *Pool (it is safe for
 	// concurrent use), or Close it first.
 	ErrDeviceInUse error
+	// ErrStalled: the tenant's work made no progress for its stall bound
+	// (WithStallTimeout): a kernel that never ended, a stream waiting for
+	// an event nobody records. Its calls return it at once; Health names
+	// the stream and since when. The stuck work holds the tenant's SMs and
+	// memory until the process exits.
+	ErrStalled error
 	// ErrInvalidArgument: an option or argument is out of range; the
 	// message says what is allowed. The lower packages' finer sentinels
 	// (tokenbucket.ErrInvalidConfig, memtrack.ErrInvalidSize, ...) match it.
@@ -119,7 +125,7 @@ func init() {
 	ErrClosed, ErrFewWorkQueues, ErrThrottled = errs.ErrClosed, errs.ErrFewWorkQueues, errs.ErrThrottled
 	ErrInsideDo, ErrDeviceLost, ErrNotComputed = errs.ErrInsideDo, errs.ErrDeviceLost, errs.ErrNotComputed
 	ErrStaleGraph, ErrNameTaken, ErrInvalidArgument = errs.ErrStaleGraph, errs.ErrNameTaken, errs.ErrInvalidArgument
-	ErrDeviceInUse, ErrOutOfRange = errs.ErrDeviceInUse, errs.ErrOutOfRange
+	ErrDeviceInUse, ErrOutOfRange, ErrStalled = errs.ErrDeviceInUse, errs.ErrOutOfRange, errs.ErrStalled
 }
 
 // CUDA result codes the SDK passes through, for errors.Is. Any driver

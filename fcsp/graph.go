@@ -71,6 +71,9 @@ func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool
 		return nil, fmt.Errorf("%w: the stream is capturing already", ErrInvalidArgument)
 	}
 	defer s.capture.Store(nil)
+	for s.watching.Load() { // the stall watchdog's look, which a capture would break, ends first
+		runtime.Gosched()
+	}
 	// The whole capture counts in the life lock: the tenant's Close waits
 	// for it to end (f's calls on the tenant fail with ErrClosed meanwhile)
 	// instead of synchronising a capturing stream, which the driver refuses

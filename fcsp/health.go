@@ -35,21 +35,30 @@ type Health struct {
 	// healthy: which error, from which call, when (Lost.At), and which
 	// tenant and stream saw it first.
 	Lost *DeviceLostError
-	// RestartRequired is Lost != nil, said once more for a supervisor: a
-	// lost device never comes back in this process (the driver keeps a
-	// sticky fault until the process exits), so a liveness probe should
-	// fail and the process be replaced. Close the pool first: it still
-	// frees what it made.
+	// Stalled lists the tenants found stalled (WithStallTimeout), closed
+	// or not: which stream, since when, what was queued. The other tenants
+	// serve on; the stuck work holds its tenant's SMs and memory until the
+	// process exits.
+	Stalled []StallReport
+	// RestartRequired is Lost != nil or a stall, said once more for a
+	// supervisor: a lost device never comes back in this process (the
+	// driver keeps a sticky fault until the process exits), and no driver
+	// call ends a kernel short of the process's exit, so the process
+	// should be replaced; for a stall, at a time of the supervisor's
+	// choosing (its other classes still serve). Shut the pool down first:
+	// it still frees what it made, and names what it must leave.
 	RestartRequired bool
 }
 
-// Healthy reports whether the pool serves.
+// Healthy reports whether the pool serves (a stalled tenant's neighbours
+// do).
 func (h Health) Healthy() bool { return h.Lost == nil }
 
-// Health reports whether the device is lost.
+// Health reports whether the device is lost, and which tenants stalled.
 func (p *Pool) Health() Health {
 	lost, _ := p.fault.Err().(*DeviceLostError)
-	return Health{Lost: lost, RestartRequired: lost != nil}
+	stalled := p.stalled()
+	return Health{Lost: lost, Stalled: stalled, RestartRequired: lost != nil || len(stalled) > 0}
 }
 
 // lostError is the pool's error for r.

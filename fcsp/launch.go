@@ -169,6 +169,7 @@ func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, sh
 		return fmt.Errorf("kernel %q: %w", f.name, err)
 	}
 	s.launches.Add(1)
+	s.lastFn.Store(f)
 	return nil
 }
 
@@ -184,6 +185,7 @@ func (s *streamCore) launchCounted(f *Function, grid, block Dim3, shmem uint32, 
 	}
 	if s.capture.Load() == nil {
 		s.launches.Add(1)
+		s.lastFn.Store(f)
 	}
 	return nil
 }

@@ -37,6 +37,9 @@ func (c *tenantCore) refused() error {
 	if lost := c.pool.fault.Err(); lost != nil && !c.closed.Load() {
 		return lost // a Reset is under way
 	}
+	if r := c.stall.Load(); r != nil {
+		return r.err()
+	}
 	return ErrClosed
 }
 

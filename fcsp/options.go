@@ -384,6 +384,53 @@ func WithWarmup(f func(Current) error) TenantOption {
 	}}
 }
 
+// WithStallTimeout watches every tenant's streams for work that makes no
+// progress for d: a kernel that never ends, a stream waiting for an event
+// nobody records. Such a tenant is stalled: Health names it (which stream,
+// since when, what was queued) and says RestartRequired, its Stats and the
+// Prometheus collector say so, a warning is logged and the handler of
+// WithStallHandler runs, once; its later calls return ErrStalled at once,
+// and its Close returns at once, keeping what its stuck work may still
+// use (its memory, its SMs) until the process exits. The other tenants
+// keep serving: no move of SMs, lock or stream of theirs waits for it.
+//
+// Off by default: a stall is known only against a bound, and the right
+// one is the server's. Choose d above the longest kernel, graph or library
+// call a class runs plus the work it keeps queued in front of it (a batch
+// class's queue of GEMMs, say), with room for the clock's slowdowns: work
+// that runs longer than d is a stall. A watched stream costs one
+// cuStreamQuery a tick (d/20, within 1 to 5 ms) and an event where it is
+// busy; a stall is seen within d plus 10 ms of its work's start.
+// WithTenantStallTimeout sets a tenant's own bound, or none.
+func WithStallTimeout(d time.Duration) Option {
+	return Option{func(c *poolConfig) error { return c.SetStall(d) }}
+}
+
+// WithStallHandler runs f once for each tenant found stalled
+// (WithStallTimeout), on a goroutine of its own: a server's supervisor
+// hook (drain, then replace the process at a time of its choosing). A nil
+// f is ErrInvalidArgument.
+func WithStallHandler(f func(StallReport)) Option {
+	return Option{func(c *poolConfig) error {
+		if f == nil {
+			return fmt.Errorf("%w: WithStallHandler(nil); pass the function to run for a stalled tenant", ErrInvalidArgument)
+		}
+		c.OnStall = f
+		return nil
+	}}
+}
+
+// NoStallTimeout is WithTenantStallTimeout's value for a tenant that is
+// never watched, whatever the pool's WithStallTimeout.
+const NoStallTimeout time.Duration = -1 // internal/config's NoStall
+
+// WithTenantStallTimeout sets the tenant's own stall bound
+// (WithStallTimeout), in place of the pool's; NoStallTimeout: its streams
+// are not watched (a class whose kernels may run for minutes).
+func WithTenantStallTimeout(d time.Duration) TenantOption {
+	return TenantOption{func(c *tenantConfig) error { return c.SetStall(d) }}
+}
+
 // WithTenantRefillPeriod sets the tenant's own refill period, overriding
 // the pool's (LimiterTuning.RefillPeriod) for its limit.
 func WithTenantRefillPeriod(d time.Duration) TenantOption {

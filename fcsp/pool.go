@@ -22,6 +22,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
+	"github.com/fcsp-go/fcsp-go/internal/stall"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -52,6 +53,7 @@ type Pool struct {
 	plain   placement
 	split   *smpart.Split  // nil when noSplit says why; its own lock guards which SMs are taken
 	moves   *smmove.Engine // who holds which SMs, and every move of them (internal/smmove)
+	stalls  *stall.Watchdog // the tenants' streams watched for work that makes no progress (internal/stall)
 	noSplit error
 
 	// Each safe for concurrent use on its own: a lock inside, or atomics.
@@ -70,6 +72,9 @@ type Pool struct {
 	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm)
 	tenants map[string]*tenantCore
 	closed  bool
+	// stalledSeen is every tenant found stalled (WithStallTimeout), closed
+	// or not: Health names them until the process exits.
+	stalledSeen []StallReport
 }
 
 // Open opens device index (0 for the first GPU). It loads the NVIDIA driver
@@ -146,6 +151,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(err)
 	}
 	p.plain = placement{p.moves.Plain()}
+	p.stalls = stall.New(p.drv, p.dev.Primary())
 	return p, nil
 }
 
@@ -234,7 +240,10 @@ func (p *Pool) Close() error {
 	if p.moves != nil {
 		p.moves.Barrier()
 	}
-	errs := make([]error, 0, len(cores)+1)
+	errs := make([]error, 0, len(cores)+2)
+	if p.stalls != nil {
+		errs = append(errs, p.stalls.Close()) // no look at a stream being closed
+	}
 	for _, c := range cores {
 		errs = append(errs, c.fail("Pool.Close", c.close("pool closed")))
 	}

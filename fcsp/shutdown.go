@@ -2,6 +2,7 @@ package fcsp
 
 import (
 	"context"
+	"fmt"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
@@ -35,7 +36,13 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	if err := p.checkNotInsideDo("Pool.Shutdown"); err != nil {
 		return err
 	}
-	return hostwait.Within(ctx, p.Close)
+	err := hostwait.Within(ctx, p.Close)
+	if ctx.Err() != nil && err == ctx.Err() {
+		for _, r := range p.stalled() { // what the close, left running, may never end
+			err = fmt.Errorf("%w; %s stalled (its work left as it is)", err, tenantName(r.Tenant))
+		}
+	}
+	return err
 }
 
 // SynchronizeContext is Synchronize bounded by ctx: it returns ctx.Err()

@@ -42,6 +42,7 @@ type streamCore struct {
 	owned    bool           // created by the SDK (destroyed on Close)
 	fromPart bool           // the partition's own stream: the partition destroys it
 	launches atomic.Uint64
+	lastFn   atomic.Pointer[Function] // the last kernel launched (a stall's report), beside launches: one line for both
 	// gen counts the core's lives; a handle names one (acquire). inflight
 	// counts the calls made through a handle that are under way: a core
 	// is reused only once none is (retire), so that a call racing the
@@ -58,6 +59,9 @@ type streamCore struct {
 	// work may be queued on it and Close waits for it. A stream made and
 	// closed unused is kept for reuse with no driver call.
 	used atomic.Bool
+	// watching: the stall watchdog looks at the stream now; a capture
+	// begins only once it is done (a query or an event breaks a capture).
+	watching atomic.Bool
 }
 
 // streamCores keeps closed streams' cores for reuse (retire).
@@ -116,6 +120,7 @@ func (s *streamCore) retire(own bool) {
 	s.gate = admission.Gate{}
 	s.hv.Store(0)
 	s.launches.Store(0)
+	s.lastFn.Store(nil)
 	s.waits.Reset()
 	s.blocks = devmem.Blocks{} // flushed by Close; another tenant's blocks must never be handed out here
 	s.capture.Store(nil)

@@ -95,6 +95,7 @@ type tenantCore struct {
 	gone    streamTotals // the closed streams' counters, for Stats (stream.go)
 
 	closing lockorder.Mutex[lockorder.TenantClosing] // held by the close under way, across its driver calls: a second close waits for it
+	stall   atomic.Pointer[StallReport]              // set once, by the watchdog, when its work stalls (stall.go)
 
 	// Each with a lock of its own.
 	events event.Set      // the tenant's events (internal/event)
@@ -332,6 +333,7 @@ func (p *Pool) list(c *tenantCore, cfg *tenantConfig) error {
 	}
 	p.tenants[c.name] = c
 	p.moves.Join((*member)(c), c.class, cfg.Rest)
+	c.watchStalls(cfg.Stall)
 	return nil
 }
 
@@ -547,6 +549,10 @@ type Stats struct {
 	SMMovesBy     SMMoveCounts
 	LatencyTarget time.Duration
 
+	// Stalled is the tenant's stall (WithStallTimeout), nil while its work
+	// makes progress.
+	Stalled *StallReport
+
 	// ContextWait is how long calls waited for one of the tenant's contexts
 	// (Do, and the few driver calls that need the context current): the
 	// exclusion a partitioned tenant's callers share. Zero for an
@@ -581,7 +587,8 @@ type WaitStats struct {
 
 // Stats is Tenant.Stats, for the SDK's own callers.
 func (c *tenantCore) Stats() Stats {
-	s := Stats{Name: c.name, SMs: c.place.SMs(), Partitioned: c.place.Partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load()}
+	s := Stats{Name: c.name, SMs: c.place.SMs(), Partitioned: c.place.Partitioned(), MemoryUsed: c.acct.Used(), MemoryLimit: c.acct.Limit(), Closed: c.closed.Load(),
+		Stalled: c.stall.Load()}
 	s.SMShare = float64(s.SMs) / float64(c.pool.info.SMs)
 	if c.place.Reshapable() {
 		s.ReshapeSizes = c.place.Sizes()
@@ -634,9 +641,13 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	if !c.closed.CompareAndSwap(false, true) {
 		return false, nil
 	}
-	c.pool.moves.Leave((*member)(c)) // no move of its SMs from here on
-	c.adm.Close()                    // launches waiting for tokens return ErrClosed
-	c.life.End()                     // wait for launches and synchronisations in flight
+	c.pool.moves.Leave((*member)(c))     // no move of its SMs from here on
+	c.pool.stalls.Unwatch((*member)(c)) // nor a look at its streams
+	c.adm.Close()                        // launches waiting for tokens return ErrClosed
+	if r := c.stall.Load(); r != nil {
+		return true, c.abandon(r) // its calls in flight may never end
+	}
+	c.life.End() // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
 	c.mu.Lock()
 	stop := c.stop // written by closeWhenDone, maybe as this close starts
@@ -686,6 +697,7 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	if spare != nil { // the pool closed meanwhile
 		errs[7] = errors.Join(errs[7], spare.Close())
 	}
+	p.moves.Gone((*member)(c)) // its streams are released: the commons may let their layouts go
 	teardown.Reclaimed(p.log, c.name, why, len(leaks))
 	return true, p.fault.Forgive(errors.Join(errs[:]...))
 }

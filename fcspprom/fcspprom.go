@@ -277,7 +277,7 @@ type descs struct {
 	gpu, streams                                              *prometheus.Desc
 	ctxWait, ctxWaits, device, deviceSMs                      *prometheus.Desc
 	poolUsed, poolCached, poolLim, poolFree, tenants          *prometheus.Desc
-	lost                                                      *prometheus.Desc
+	lost, stalled, stalls, restart                            *prometheus.Desc
 	moves, latTarget                                          *prometheus.Desc
 	bandwidth, slowdown, bytes, latency, floor, floored, busy *prometheus.Desc
 }
@@ -323,6 +323,9 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.poolFree = mk("fcsp_pool_free_sms", "SMs not yet given to a partition.")
 	d.tenants = mk("fcsp_pool_tenants", "Live tenants.")
 	d.lost = mk("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until the process restarts).")
+	d.stalled = mk("fcsp_tenant_stalled", "1 once the tenant's work made no progress for its stall timeout (WithStallTimeout): its calls are refused; its stuck work holds its SMs and memory until the process exits.", t)
+	d.stalls = mk("fcsp_pool_stalled_tenants", "Tenants found stalled since the pool opened, closed or not (Health.Stalled).")
+	d.restart = mk("fcsp_pool_restart_required", "1 once the process should be replaced (Health.RestartRequired): the device is lost, or a tenant stalled (the other tenants serve on).")
 	d.busy = mk("fcsp_pool_latency_busy", "1 while a latency-critical tenant has kernels in flight, as last seen.")
 	d.device = mk("fcsp_device_info", "The pool's GPU: 1, with its name, UUID, compute capability and whether it is the simulator as labels.", "name", "uuid", "compute_capability", "simulated")
 	d.deviceSMs = mk("fcsp_device_sms", "The pool's GPU's SMs, as its driver reports them.")
@@ -401,6 +404,7 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 		counter(d.doThrottle, float64(s.DoThrottled), s.Name)
 		counter(d.doWait, s.DoThrottleWait.Seconds(), s.Name)
 		gauge(d.streams, float64(s.Streams), s.Name)
+		gauge(d.stalled, b2f(s.Stalled != nil), s.Name)
 		for class, t := range s.GPUTimeByClass {
 			counter(d.gpu, t.Seconds(), s.Name, class.String())
 		}
@@ -438,6 +442,8 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 	gauge(d.poolFree, float64(ps.FreeSMs))
 	gauge(d.tenants, float64(len(ps.Tenants)))
 	gauge(d.lost, b2f(!ps.Health.Healthy()))
+	gauge(d.stalls, float64(len(ps.Health.Stalled)))
+	gauge(d.restart, b2f(ps.Health.RestartRequired))
 	gauge(d.busy, b2f(ps.LatencyBusy))
 	dev := ps.Device
 	gauge(d.device, 1, strings.ToValidUTF8(dev.Name, "\uFFFD"), dev.UUID, dev.ComputeCapability, strconv.FormatBool(dev.Simulated))

@@ -12,6 +12,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcspprom"
 	"github.com/fcsp-go/fcsp-go/fcsptest"
+	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
 func openPool(t *testing.T) *fcsp.Pool {
@@ -183,5 +184,48 @@ func TestCollectorReportsALatencyClass(t *testing.T) {
 	}
 	if v := value(t, c, "fcsp_tenant_sms", "batch"); v != 116 {
 		t.Fatalf("batch on %v SMs", v)
+	}
+}
+
+// A stalled tenant (fcsp.WithStallTimeout) shows as fcsp_tenant_stalled 1,
+// and the pool says a restart is required while its neighbours serve.
+func TestCollectorReportsAStall(t *testing.T) {
+	pool, err := fcsp.Open(context.Background(), 0, fcsptest.SimulatedH200(), fcsp.WithStallTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pool.Close() }) // names the stalled tenant
+	stuck := newTenant(t, pool, "stuck", fcsp.WithSMs(16))
+	newTenant(t, pool, "fine", fcsp.WithSMs(16))
+	mod, err := stuck.LoadModule(kernels.ChainPTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := mod.Function("spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a fcsp.Args
+	a.Uint64(kernels.SpinForever)
+	if err := stuck.Stream().Launch(context.Background(), fn, fcsp.Dim3{X: 1, Y: 1, Z: 1}, fcsp.Dim3{X: 32, Y: 1, Z: 1}, 0, &a); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !pool.Health().RestartRequired && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(fcspprom.NewCollector(pool))
+	want := `
+# HELP fcsp_pool_restart_required 1 once the process should be replaced (Health.RestartRequired): the device is lost, or a tenant stalled (the other tenants serve on).
+# TYPE fcsp_pool_restart_required gauge
+fcsp_pool_restart_required 1
+# HELP fcsp_tenant_stalled 1 once the tenant's work made no progress for its stall timeout (WithStallTimeout): its calls are refused; its stuck work holds its SMs and memory until the process exits.
+# TYPE fcsp_tenant_stalled gauge
+fcsp_tenant_stalled{class="fine"} 0
+fcsp_tenant_stalled{class="stuck"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fcsp_tenant_stalled", "fcsp_pool_restart_required"); err != nil {
+		t.Fatal(err)
 	}
 }

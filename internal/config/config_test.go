@@ -241,3 +241,11 @@ func TestContextKept(t *testing.T) {
 	require.NoError(t, c.SetContext(ctx))
 	require.Equal(t, ctx, c.Ctx)
 }
+
+// fcsp.NoStallTimeout is written as its number (go doc would show
+// config.NoStall); it must stay this package's NoStall.
+func TestNoStallIsMinusOne(t *testing.T) {
+	if NoStall != -1 {
+		t.Fatalf("NoStall is %v; fcsp.NoStallTimeout says -1", NoStall)
+	}
+}

@@ -44,6 +44,17 @@ type Pool struct {
 	HostWait    time.Duration // how long Synchronize spins (WithHostWait)
 	HostWaitSet bool
 	DRAFile     string // a DRA claim's device metadata file (WithDRAMetadata); "": dra.Env in Environ, if set
+	Stall       time.Duration // WithStallTimeout: every tenant's bound; 0: none watched
+	OnStall     any           // WithStallHandler's func(fcsp.StallReport), kept as any (this package does not know the face's types)
+}
+
+// SetStall is WithStallTimeout.
+func (c *Pool) SetStall(d time.Duration) error {
+	if d < time.Millisecond {
+		return invalid("stall timeout %v; want 1ms or more (longer than the longest kernel a class runs, and the queue it keeps before it)", d)
+	}
+	c.Stall = d
+	return nil
 }
 
 // NewPool is the configuration of a pool opened without options.

@@ -26,6 +26,7 @@ type Tenant struct {
 	NoLists bool   // the driver's pool alone, without free lists (benchmarks)
 
 	Refill   time.Duration // WithTenantRefillPeriod; 0: the pool's
+	Stall    time.Duration // WithTenantStallTimeout; 0: the pool's, NoStall: not watched
 	GPUShare float64       // WithGPUShare; 0: none
 	Metered  bool          // WithGPUMetering (or WithGPUShare)
 	Clock    func() int64  // the limiter's clock (tests); nil: monotonic
@@ -180,6 +181,18 @@ func (c *Tenant) AddReshapeSizes(sms []int) error {
 		return err
 	}
 	c.Shape.Sizes = append(c.Shape.Sizes, sms...)
+	return nil
+}
+
+// NoStall is WithTenantStallTimeout's value for a tenant never watched.
+const NoStall time.Duration = -1
+
+// SetStall is WithTenantStallTimeout.
+func (c *Tenant) SetStall(d time.Duration) error {
+	if d != NoStall && d < time.Millisecond {
+		return invalid("stall timeout %v; want 1ms or more, or fcsp.NoStallTimeout", d)
+	}
+	c.Stall = d
 	return nil
 }
 

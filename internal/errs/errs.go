@@ -62,3 +62,7 @@ var ErrDeviceInUse error = &sentinel{msg: "fcsp: device already open in this pro
 // allocated runs past its end (fcsp.ErrOutOfRange). It matches
 // ErrInvalidArgument too.
 var ErrOutOfRange error = New("fcsp: range runs past the end of its allocation", ErrInvalidArgument)
+
+// ErrStalled: the tenant's work made no progress for its stall bound
+// (fcsp.ErrStalled).
+var ErrStalled error = &sentinel{msg: "fcsp: tenant stalled"}

@@ -127,6 +127,11 @@ func (l *Lock) End() {
 	}
 }
 
+// Refuse refuses new calls and waits from now on, as End does, without
+// waiting for those in flight: a stalled tenant's may never end. Its
+// slots stay its own (a call in flight still counts itself out).
+func (l *Lock) Refuse() { l.ending.Store(true) }
+
 // drain waits until no call (and, withWaits, no wait) is counted in, or
 // ctx ends (false).
 func (l *Lock) drain(ctx context.Context, withWaits bool) bool {

@@ -58,10 +58,19 @@ func (e *Engine) Released() {
 	if !e.mayFollow() {
 		return // nothing moved (a spare kept, say), or no tenant to move
 	}
-	if insideAny(e.plainMembers()) != nil {
+	if plain, _ := e.plainMembers(); insideAny(plain) != nil {
 		return
 	}
 	_ = e.run(context.Background(), func() error { return e.follow(context.Background(), false) })
+}
+
+// Abandon forgets a stalled tenant's stream of the commons, whose work
+// may never end: no move and no Close of the commons waits for it
+// (smpart.Partition.Abandon).
+func (e *Engine) Abandon(h cuda.Stream) {
+	if e.commons != nil {
+		e.commons.Abandon(h)
+	}
 }
 
 // follow is Follow with ctx ending its wait for the calls in flight. The
@@ -74,7 +83,7 @@ func (e *Engine) follow(ctx context.Context, making bool) error {
 	if v == e.followed.Load() {
 		return nil // nothing moved since: no garbage for a tenant made and closed
 	}
-	plain := e.plainMembers()
+	plain, closing := e.plainMembers()
 	if len(plain) == 0 && !making {
 		return nil
 	}
@@ -98,7 +107,7 @@ func (e *Engine) follow(ctx context.Context, making bool) error {
 	// member held, its waits quiet now (a wait begun after this reads the
 	// new handles). A closing tenant, not held, still syncs and releases
 	// its streams by their old handles.
-	keep := len(held) < len(plain) || !quiet(held, life.HoldWaits)
+	keep := closing || len(held) < len(plain) || !quiet(held, life.HoldWaits)
 	from := e.commons.SMs()
 	err = e.commons.Follow(key, e.split.Resources(idx, rem), swapOf(held), keep)
 	release(held)
@@ -146,7 +155,10 @@ func ErrNoCommons(n int) error {
 }
 
 // PlainCount is how many unpartitioned tenants there are.
-func (e *Engine) PlainCount() int { return len(e.plainMembers()) }
+func (e *Engine) PlainCount() int {
+	plain, _ := e.plainMembers()
+	return len(plain)
+}
 
 // drained reports whether m's last Reshape's queued work has run;
 // gaveDrained, the work on the SMs it gave up.

@@ -87,6 +87,7 @@ type Engine struct {
 
 	mu      lockorder.Mutex[lockorder.MoveMembers] // protects the following fields; no driver call under it
 	members []Member
+	leaving []Member // left (Leave), their Close still releasing their streams (Gone)
 	lat     *Class     // the latency class, until it leaves
 	latM    Member     // its member
 	steer   *steerer   // the controller, while the latency class and its rest exist
@@ -153,7 +154,8 @@ func (e *Engine) Join(m Member, class *Class, rest bool) {
 
 // Leave unlists m as its Close begins: no move touches it after Leave
 // returns (a move under way ends first, or gives way where the caller is
-// inside a Do it waits for). Where m is the latency class or its rest,
+// inside a Do it waits for). Until Gone, the commons keeps the layouts its
+// streams may be on: its Close still waits for and releases them. Where m is the latency class or its rest,
 // the controller stops: its wait ends at once, and Leave waits for it to
 // end unless called from inside a member's Do (where the controller's
 // last step could wait for that Do); Close waits for it then.
@@ -172,6 +174,7 @@ func (e *Engine) Leave(m Member) {
 	e.mu.Lock()
 	if i := slices.Index(e.members, m); i >= 0 {
 		e.members = slices.Delete(e.members, i, i+1)
+		e.leaving = append(e.leaving, m)
 	}
 	if e.latM == m {
 		e.lat, e.latM = nil, nil
@@ -191,6 +194,15 @@ func (e *Engine) Leave(m Member) {
 func (e *Engine) Barrier() {
 	_ = e.lock(context.Background())
 	e.unlock()
+}
+
+// Gone forgets m once its Close has released its streams.
+func (e *Engine) Gone(m Member) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if i := slices.Index(e.leaving, m); i >= 0 {
+		e.leaving = slices.Delete(e.leaving, i, i+1)
+	}
 }
 
 // Close stops the controller, waits for it and for the move under way,
@@ -416,17 +428,20 @@ func (e *Engine) partitioned(skip Member, into []Member) []Member {
 	return into
 }
 
-// plainMembers lists the unpartitioned members.
-func (e *Engine) plainMembers() []Member {
+// plainMembers lists the unpartitioned members, and whether one that
+// left is still closing (its streams in use).
+func (e *Engine) plainMembers() (out []Member, closing bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []Member
 	for _, m := range e.members {
 		if !place.Partitioned(m.Place()) {
 			out = append(out, m)
 		}
 	}
-	return out
+	for _, m := range e.leaving {
+		closing = closing || !place.Partitioned(m.Place())
+	}
+	return out, closing
 }
 
 // errGranularity is smpart's, for the latency class's bounds.

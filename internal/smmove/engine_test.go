@@ -130,7 +130,7 @@ func (r *rig) plain(t *testing.T, name string) *fakeMember {
 	require.NoError(t, err)
 	m.streams = []cuda.Stream{h}
 	r.e.Join(m, nil, false)
-	t.Cleanup(func() { r.e.Leave(m); _ = m.pl.DestroyStream(m.stream(), false) })
+	t.Cleanup(func() { r.e.Leave(m); _ = m.pl.DestroyStream(m.stream(), false); r.e.Gone(m) })
 	return m
 }
 

@@ -308,6 +308,31 @@ func (p *Partition) destroyStream(s cuda.Stream, wait bool) error {
 	return errors.Join(errs...)
 }
 
+// Abandon forgets stream h (of any layout), whose work may never end (a
+// stalled tenant's): it is neither waited for nor destroyed, by the
+// partition's Close or anything else, and stays the driver's until the
+// process exits.
+func (p *Partition) Abandon(h cuda.Stream) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := p.slot(h)
+	if i < 0 || p.closed {
+		return
+	}
+	p.idle = slices.DeleteFunc(p.idle, func(j int) bool { return j == i })
+	for k, j := range p.idle {
+		if j > i {
+			p.idle[k] = j - 1
+		}
+	}
+	for _, l := range p.layouts {
+		l.streams = slices.Delete(l.streams, i, i+1)
+		if l.events != nil {
+			l.events = slices.Delete(l.events, i, i+1)
+		}
+	}
+}
+
 // Reset readies the partition for another owner: it waits for its streams
 // and destroys all but the first, keeping the green context (whose creation
 // is the expensive part), and forgets the warm-ups run in its contexts. A reshapable partition is not recycled: Reset
