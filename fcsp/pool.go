@@ -51,8 +51,8 @@ type Pool struct {
 	// no placement.
 	whole   placement
 	plain   placement
-	split   *smpart.Split  // nil when noSplit says why; its own lock guards which SMs are taken
-	moves   *smmove.Engine // who holds which SMs, and every move of them (internal/smmove)
+	split   *smpart.Split   // nil when noSplit says why; its own lock guards which SMs are taken
+	moves   *smmove.Engine  // who holds which SMs, and every move of them (internal/smmove)
 	stalls  *stall.Watchdog // the tenants' streams watched for work that makes no progress (internal/stall)
 	noSplit error
 

@@ -641,9 +641,9 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	if !c.closed.CompareAndSwap(false, true) {
 		return false, nil
 	}
-	c.pool.moves.Leave((*member)(c))     // no move of its SMs from here on
+	c.pool.moves.Leave((*member)(c))    // no move of its SMs from here on
 	c.pool.stalls.Unwatch((*member)(c)) // nor a look at its streams
-	c.adm.Close()                        // launches waiting for tokens return ErrClosed
+	c.adm.Close()                       // launches waiting for tokens return ErrClosed
 	if r := c.stall.Load(); r != nil {
 		return true, c.abandon(r) // its calls in flight may never end
 	}

@@ -43,7 +43,7 @@ type Pool struct {
 	SplitFlag   uint32        // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
 	HostWait    time.Duration // how long Synchronize spins (WithHostWait)
 	HostWaitSet bool
-	DRAFile     string // a DRA claim's device metadata file (WithDRAMetadata); "": dra.Env in Environ, if set
+	DRAFile     string        // a DRA claim's device metadata file (WithDRAMetadata); "": dra.Env in Environ, if set
 	Stall       time.Duration // WithStallTimeout: every tenant's bound; 0: none watched
 	OnStall     any           // WithStallHandler's func(fcsp.StallReport), kept as any (this package does not know the face's types)
 }

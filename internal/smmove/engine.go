@@ -87,7 +87,7 @@ type Engine struct {
 
 	mu      lockorder.Mutex[lockorder.MoveMembers] // protects the following fields; no driver call under it
 	members []Member
-	leaving []Member // left (Leave), their Close still releasing their streams (Gone)
+	leaving []Member   // left (Leave), their Close still releasing their streams (Gone)
 	lat     *Class     // the latency class, until it leaves
 	latM    Member     // its member
 	steer   *steerer   // the controller, while the latency class and its rest exist

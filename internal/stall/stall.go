@@ -118,7 +118,9 @@ func New(drv cuda.Driver, primary cuda.Context) *Watchdog {
 }
 
 // TickFor is the tick for a smallest bound b.
-func TickFor(b time.Duration) time.Duration { return min(max(b/20, time.Millisecond), 5*time.Millisecond) }
+func TickFor(b time.Duration) time.Duration {
+	return min(max(b/20, time.Millisecond), 5*time.Millisecond)
+}
 
 // Watch watches t's streams with bound b (b > 0) until Unwatch; the
 // goroutine starts with the first tenant.
