@@ -349,6 +349,33 @@ func WithLatencyTarget(p99 time.Duration, minSMs, maxSMs int) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetLatency(p99, minSMs, maxSMs) }}
 }
 
+// WithRelativeLatencyTarget is WithLatencyTarget with a target a server
+// can state without knowing the card: factor (from 1 to 1000) times the
+// class's own P99 at maxSMs under the heaviest load the controller has
+// measured there. Until that is measured a burst takes maxSMs;
+// Stats.LatencyTarget says the target once known (0 before).
+func WithRelativeLatencyTarget(factor float64, minSMs, maxSMs int) TenantOption {
+	return TenantOption{func(c *tenantConfig) error { return c.SetRelativeLatency(factor, minSMs, maxSMs) }}
+}
+
+// WithQueueHorizon bounds, for the tenant made WithRestOfSMs beside a
+// latency class, the GPU time it keeps queued ahead while the class may
+// take its SMs: its next launch or Do is admitted once its queued work's
+// estimated time (metered on the GPU: such a rest tenant is metered) is
+// under d, so that a growth of the class waits for about the kernel
+// already running on each SM it takes rather than the queue behind it.
+// The default is 50 µs; NoQueueHorizon turns the bound off. What the rest
+// gives up for it: its goroutines wait in admission instead of in
+// Synchronize, and work it runs side by side on several streams is
+// counted as queued one after another.
+func WithQueueHorizon(d time.Duration) TenantOption {
+	return TenantOption{func(c *tenantConfig) error { return c.SetQueueHorizon(d) }}
+}
+
+// NoQueueHorizon is WithQueueHorizon's value for a rest tenant whose queue
+// is never bounded.
+const NoQueueHorizon time.Duration = -1 // internal/config's NoQueueHorizon
+
 // WithWarmup gives the SDK the tenant's warm-up: f runs, as a Do's
 // function would, in every context the tenant will serve a Do from, before
 // that context serves one, so that a library's first use in a context

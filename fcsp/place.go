@@ -1,6 +1,8 @@
 package fcsp
 
 import (
+	"time"
+
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/life"
@@ -76,6 +78,10 @@ func (m *member) Swapper() func(old, new cuda.Stream) {
 		}
 	}
 }
+
+// QueueBound bounds the GPU time the tenant keeps queued ahead (the rest,
+// while a latency class may take its SMs; internal/admission).
+func (m *member) QueueBound(horizon time.Duration) error { return m.adm.SetQueueBound(horizon) }
 
 // Rewarm runs the tenant's warm-up, if it has one, in the commons'
 // contexts after a move (place.Rewarm), in the life lock (a Close waits

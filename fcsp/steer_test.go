@@ -301,3 +301,68 @@ func TestLatencyClassClosedMidMove(t *testing.T) {
 	require.Equal(t, 132, p.Stats().FreeSMs)
 	requireNoGreenHeld(t, p, drv)
 }
+
+// The public histogram's bounds are the engine's.
+func TestMoveBoundsAreTheEngines(t *testing.T) {
+	require.Equal(t, smmove.MoveBounds, MoveBounds)
+}
+
+// Issue 56: the rest tenant's queue is bounded (WithQueueHorizon, 50 µs by
+// default) while a latency class may take its SMs, and not otherwise: a
+// rest with no class beside it, one made with NoQueueHorizon, and the rest
+// once the class has closed keep theirs unbounded.
+func TestRestQueueBoundedWhileAClassTrades(t *testing.T) {
+	p, _ := openSim(t)
+	alone, err := p.NewTenant("alone", WithSMs(16), WithReshapeSizes(16, 32), WithGPUMetering())
+	require.NoError(t, err)
+	require.Zero(t, alone.c.adm.QueueBound(), "no class: no bound")
+	require.NoError(t, alone.Close())
+	for _, tc := range []struct {
+		opts []TenantOption
+		want time.Duration
+	}{
+		{nil, smmove.DefaultHorizon},
+		{[]TenantOption{WithQueueHorizon(200 * time.Microsecond)}, 200 * time.Microsecond},
+		{[]TenantOption{WithQueueHorizon(NoQueueHorizon)}, 0},
+	} {
+		lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
+		require.NoError(t, err)
+		rest, err := p.NewTenant("batch", append([]TenantOption{WithRestOfSMs()}, tc.opts...)...)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, rest.c.adm.QueueBound())
+		require.NoError(t, lat.Close())
+		require.Zero(t, rest.c.adm.QueueBound(), "the class gone, the queue is free")
+		require.NoError(t, rest.Close())
+	}
+	_, err = p.NewTenant("x", WithRestOfSMs(), WithQueueHorizon(-5))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+// A relative target (issue 56): unknown (0) until the class has run at its
+// most SMs under load, then that P99 times the factor; a burst meanwhile
+// takes the most.
+func TestRelativeLatencyTarget(t *testing.T) {
+	p, drv := openSim(t)
+	lat, err := p.NewTenant("interactive", WithRelativeLatencyTarget(1.2, 16, 48))
+	require.NoError(t, err)
+	_, err = p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	require.Zero(t, lat.Stats().LatencyTarget)
+	// Requests the controller times: a Synchronize of a stream whose work
+	// takes 200 µs (held that long), 16 in flight.
+	stop := sync.OnceFunc(doLoop(16, func() {
+		s, err := lat.NewStream(ClassDefault)
+		require.NoError(t, err)
+		defer s.Close()
+		release, err := drv.HoldStream(cuStream(s))
+		require.NoError(t, err)
+		time.AfterFunc(200*time.Microsecond, release)
+		require.NoError(t, s.Synchronize())
+	}))
+	defer stop()
+	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond, "a burst takes the most while the target is unknown")
+	require.Eventually(t, func() bool { return lat.Stats().LatencyTarget > 0 }, 5*time.Second, time.Millisecond, "measured at 48 SMs")
+	stop()
+	_, err = p.NewTenant("bad", WithRelativeLatencyTarget(0.5, 16, 48))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+}

@@ -143,7 +143,7 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	}
 	c := &tenantCore{pool: p, name: name, prio: cfg.Prio}
 	if cfg.Latency.Min > 0 {
-		c.class = &smmove.Class{Min: cfg.Latency.Min, Max: cfg.Latency.Max, Target: cfg.Latency.Target}
+		c.class = &smmove.Class{Min: cfg.Latency.Min, Max: cfg.Latency.Max, Target: cfg.Latency.Target, Relative: cfg.Latency.Relative}
 	}
 	var t *Tenant
 	// Under the move lock (internal/smmove): the shape asked is resolved,
@@ -216,6 +216,9 @@ func (p *Pool) admit(c *tenantCore, cfg *tenantConfig) (claimed smpart.Claimed, 
 		cfg.SMs = cfg.Latency.Min
 	case cfg.Rest && len(cfg.Shape.Sizes) == 0 && p.split != nil:
 		cfg.Shape.Sizes = p.moves.RestSizes(p.split.FreeSMs() + p.spare.SMs())
+		// It trades with a latency class: metered, so that its queue can
+		// be bounded (WithQueueHorizon).
+		cfg.Metered = cfg.Metered || cfg.Shape.Sizes != nil && cfg.Horizon != config.NoQueueHorizon
 	}
 	if p.noSplit != nil {
 		return smpart.Claimed{}, p.noSplit
@@ -332,7 +335,7 @@ func (p *Pool) list(c *tenantCore, cfg *tenantConfig) error {
 		return smmove.ErrNoCommons(n)
 	}
 	p.tenants[c.name] = c
-	p.moves.Join((*member)(c), c.class, cfg.Rest)
+	p.moves.Join((*member)(c), smmove.Role{Latency: c.class, Rest: cfg.Rest, Horizon: cfg.Horizon})
 	c.watchStalls(cfg.Stall)
 	return nil
 }
@@ -548,6 +551,11 @@ type Stats struct {
 	SMMoveReason  string
 	SMMovesBy     SMMoveCounts
 	LatencyTarget time.Duration
+	// SMMoveTime is the latency class's moves' times, from the
+	// controller's decision to the new SMs serving (the hand-over wait
+	// included); BurstRecovery, its bursts' times from their first request
+	// to their P99 back within target.
+	SMMoveTime, BurstRecovery Histogram
 
 	// Stalled is the tenant's stall (WithStallTimeout), nil while its work
 	// makes progress.
@@ -558,6 +566,23 @@ type Stats struct {
 	// exclusion a partitioned tenant's callers share. Zero for an
 	// unpartitioned tenant, whose context never excludes.
 	ContextWait WaitStats
+}
+
+// Histogram is a histogram of durations: Le[i] counts those at most
+// MoveBounds[i]; Count and Total all of them (it adds up across tenants
+// and processes).
+type Histogram struct {
+	Count uint64
+	Total time.Duration
+	Le    [12]uint64
+}
+
+// MoveBounds are the upper bounds of a Histogram's buckets: from a move's
+// hundred microseconds to a burst's second.
+var MoveBounds = [12]time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond,
+	2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, time.Second,
 }
 
 // SMMoveCounts counts a latency class's SM moves by the rule that made
@@ -613,6 +638,8 @@ func (c *tenantCore) Stats() Stats {
 		var by smmove.Counts
 		s.SMMoves, by, s.SMMoveReason, s.LatencyTarget = c.class.Stats()
 		s.SMMovesBy = SMMoveCounts(by)
+		moves, rec := c.class.Times()
+		s.SMMoveTime, s.BurstRecovery = Histogram(moves), Histogram(rec)
 	}
 	s.Bandwidth = BandwidthStats{Priority: Priority(c.prio.Prio), Floor: c.prio.Floor, FlooredLaunches: a.Floored, BytesMoved: a.Bytes,
 		BytesPerSecond: a.BytesPerSecond, Slowdown: a.Slowdown}

@@ -278,7 +278,7 @@ type descs struct {
 	ctxWait, ctxWaits, device, deviceSMs                      *prometheus.Desc
 	poolUsed, poolCached, poolLim, poolFree, tenants          *prometheus.Desc
 	lost, stalled, stalls, restart                            *prometheus.Desc
-	moves, latTarget                                          *prometheus.Desc
+	moves, latTarget, moveTime, recovery                      *prometheus.Desc
 	bandwidth, slowdown, bytes, latency, floor, floored, busy *prometheus.Desc
 }
 
@@ -316,6 +316,8 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.floor = mk("fcsp_tenant_bandwidth_floor_ratio", "WithBandwidthFloor: the fraction of its GPU share the tenant keeps while a latency-critical tenant is busy; absent without a floor.", t)
 	d.floored = mk("fcsp_tenant_floored_launches_total", "Launches admitted at the floor (a latency-critical tenant was busy); absent without a floor.", t)
 	d.moves = mk("fcsp_tenant_sm_moves_total", "Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target, two requests or more over it, further apart than a host stall), shrink (the load asked for less for 50 ms, the P99 within target), trim (a full load's P99 within 85% of target, and within it scaled to a step less: one step less for bursts). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.", t, "reason")
+	d.moveTime = mk("fcsp_tenant_sm_move_seconds", "A latency class's SM moves' times, from the controller's decision to the new SMs serving (the wait for the work queued on them included); only for a latency class.", t)
+	d.recovery = mk("fcsp_tenant_burst_recovery_seconds", "A latency class's bursts' times, from a burst's first request to the P99 of its requests back within target; only for a latency class.", t)
 	d.latTarget = mk("fcsp_tenant_latency_target_seconds", "WithLatencyTarget: the P99 the latency class's controller holds its requests to; only for a latency class.", t)
 	d.poolUsed = mk("fcsp_pool_memory_used_bytes", "Device memory counted against the device limit: the tenants' allocations plus the freed pool blocks cached on their free lists (fcsp_pool_memory_cached_bytes), so it exceeds the sum of fcsp_tenant_memory_used_bytes by those; under WithSharedRegion, every process's on the node.")
 	d.poolCached = mk("fcsp_pool_memory_cached_bytes", "Freed pool blocks cached on all tenants' free lists: in fcsp_pool_memory_used_bytes, in no tenant's fcsp_tenant_memory_used_bytes.")
@@ -434,6 +436,16 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 			counter(d.moves, float64(s.SMMovesBy.GrowP99), s.Name, "grow_p99")
 			counter(d.moves, float64(s.SMMovesBy.Shrink), s.Name, "shrink")
 			counter(d.moves, float64(s.SMMovesBy.Trim), s.Name, "trim")
+			for _, h := range []struct {
+				d *prometheus.Desc
+				v fcsp.Histogram
+			}{{d.moveTime, s.SMMoveTime}, {d.recovery, s.BurstRecovery}} {
+				buckets := make(map[float64]uint64, len(h.v.Le))
+				for i, le := range h.v.Le {
+					buckets[fcsp.MoveBounds[i].Seconds()] = le
+				}
+				emit(prometheus.MustNewConstHistogram(h.d, h.v.Count, h.v.Total.Seconds(), buckets, s.Name))
+			}
 		}
 	}
 	gauge(d.poolUsed, float64(ps.MemoryUsed))

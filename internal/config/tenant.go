@@ -27,6 +27,7 @@ type Tenant struct {
 
 	Refill   time.Duration // WithTenantRefillPeriod; 0: the pool's
 	Stall    time.Duration // WithTenantStallTimeout; 0: the pool's, NoStall: not watched
+	Horizon  time.Duration // WithQueueHorizon; 0: the default, NoQueueHorizon: none
 	GPUShare float64       // WithGPUShare; 0: none
 	Metered  bool          // WithGPUMetering (or WithGPUShare)
 	Clock    func() int64  // the limiter's clock (tests); nil: monotonic
@@ -46,6 +47,7 @@ type Tenant struct {
 // (WithLatencyTarget): the pool's controller sizes it between Min and Max.
 type Latency struct {
 	Target   time.Duration
+	Relative float64 // WithRelativeLatencyTarget: the target as a factor of the P99 at Max; Target 0
 	Min, Max int
 }
 
@@ -55,6 +57,29 @@ func (c *Tenant) SetLatency(target time.Duration, min, max int) error {
 		return invalid("WithLatencyTarget(%v, %d, %d); want a positive target and 0 < minSMs <= maxSMs", target, min, max)
 	}
 	c.Latency = Latency{Target: target, Min: min, Max: max}
+	return nil
+}
+
+// SetRelativeLatency records WithRelativeLatencyTarget's arguments,
+// checked.
+func (c *Tenant) SetRelativeLatency(factor float64, min, max int) error {
+	if !(factor >= 1 && factor <= 1000) || min <= 0 || max < min {
+		return invalid("WithRelativeLatencyTarget(%v, %d, %d); want a factor from 1 to 1000 and 0 < minSMs <= maxSMs", factor, min, max)
+	}
+	c.Latency = Latency{Relative: factor, Min: min, Max: max}
+	return nil
+}
+
+// NoQueueHorizon is WithQueueHorizon's value for a rest tenant whose queue
+// is never bounded.
+const NoQueueHorizon time.Duration = -1
+
+// SetQueueHorizon is WithQueueHorizon.
+func (c *Tenant) SetQueueHorizon(d time.Duration) error {
+	if d != NoQueueHorizon && d <= 0 {
+		return invalid("queue horizon %v; want a positive duration, or fcsp.NoQueueHorizon", d)
+	}
+	c.Horizon = d
 	return nil
 }
 

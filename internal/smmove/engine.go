@@ -44,6 +44,16 @@ type Member interface {
 	// placement serves from now, after a move of the commons; called with
 	// nothing of the engine's held (it runs the server's code).
 	Rewarm()
+	// QueueBound bounds the GPU time it keeps queued ahead (0: none),
+	// while a latency class may take its SMs (it is the rest).
+	QueueBound(horizon time.Duration) error
+}
+
+// Role is what a member is to the controller.
+type Role struct {
+	Latency *Class        // a latency class (WithLatencyTarget)
+	Rest    bool          // the rest tenant (WithRestOfSMs), which trades with it
+	Horizon time.Duration // the rest's queue bound (0: DefaultHorizon; negative: none)
 }
 
 // Config is what a pool gives its engine.
@@ -138,17 +148,18 @@ func (e *Engine) Plain() place.Placement { return e.plain }
 
 // Join lists m, made by NewTenant: its SMs move with the pool's from now
 // on (the commons' tenants', where it is unpartitioned). A latency class
-// (class non-nil) and the rest tenant that trades with it (rest) start
-// the controller once both exist. The caller may hold Pool.mu.
-func (e *Engine) Join(m Member, class *Class, rest bool) {
+// and the rest tenant that trades with it start the controller once both
+// exist, and the rest's queue is bounded while it runs. The caller may
+// hold Pool.mu.
+func (e *Engine) Join(m Member, r Role) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.members = append(e.members, m)
 	switch {
-	case class != nil:
-		e.lat, e.latM = class, m
-	case rest && e.lat != nil && e.steer == nil && place.Reshapable(m.Place()):
-		e.steer = e.startSteer(e.latM, m, e.lat)
+	case r.Latency != nil:
+		e.lat, e.latM = r.Latency, m
+	case r.Rest && e.lat != nil && e.steer == nil && place.Reshapable(m.Place()):
+		e.steer = e.startSteer(e.latM, m, e.lat, r.Horizon)
 	}
 }
 
@@ -170,6 +181,9 @@ func (e *Engine) Leave(m Member) {
 		st = nil
 	}
 	e.mu.Unlock()
+	if st != nil && st.lat == m {
+		_ = st.rest.QueueBound(0) // no class takes the rest's SMs any more
+	}
 	locked := e.lock(context.Background()) == nil // a Background wait ends only with the lock
 	e.mu.Lock()
 	if i := slices.Index(e.members, m); i >= 0 {

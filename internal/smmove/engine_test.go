@@ -38,7 +38,8 @@ type fakeMember struct {
 	streams []cuda.Stream // its streams' handles, swapped by the engine
 	sms     atomic.Int64  // what Resized said last
 	rewarms atomic.Int64
-	rewarm  func() // the warm-up, run by Rewarm (nil: none)
+	rewarm  func()       // the warm-up, run by Rewarm (nil: none)
+	horizon atomic.Int64 // what QueueBound said last
 }
 
 func (m *fakeMember) Name() string           { return m.name }
@@ -46,6 +47,10 @@ func (m *fakeMember) Place() place.Placement { return m.pl }
 func (m *fakeMember) Calls() *life.Lock      { return &m.calls }
 func (m *fakeMember) Dos() *inside.Threads   { return &m.dos }
 func (m *fakeMember) Resized(sms int) error  { m.sms.Store(int64(sms)); return nil }
+func (m *fakeMember) QueueBound(d time.Duration) error {
+	m.horizon.Store(int64(d))
+	return nil
+}
 func (m *fakeMember) Rewarm() {
 	m.rewarms.Add(1)
 	if m.rewarm != nil {
@@ -129,7 +134,7 @@ func (r *rig) plain(t *testing.T, name string) *fakeMember {
 	h, _, err := m.pl.NewStream(true)
 	require.NoError(t, err)
 	m.streams = []cuda.Stream{h}
-	r.e.Join(m, nil, false)
+	r.e.Join(m, Role{})
 	t.Cleanup(func() { r.e.Leave(m); _ = m.pl.DestroyStream(m.stream(), false); r.e.Gone(m) })
 	return m
 }
@@ -145,7 +150,7 @@ func (r *rig) part(t *testing.T, name string, initial int, sizes ...int) *fakeMe
 			return err
 		}
 		m = &fakeMember{name: name, pl: place.NewGreen(p), streams: []cuda.Stream{p.Stream()}}
-		r.e.Join(m, nil, false)
+		r.e.Join(m, Role{})
 		return nil
 	}))
 	require.NoError(t, r.e.FollowNow(context.Background()))
@@ -240,7 +245,7 @@ func TestACallFromInsideAHeldDoPasses(t *testing.T) {
 			return err
 		}
 		m := &fakeMember{name: "p2", pl: place.NewGreen(p), streams: []cuda.Stream{p.Stream()}}
-		r.e.Join(m, nil, false)
+		r.e.Join(m, Role{})
 		t.Cleanup(func() { r.e.Leave(m); _ = p.Close() })
 		return nil
 	}))
@@ -293,7 +298,7 @@ func TestAMoveFromInsideAHeldDoIsRefused(t *testing.T) {
 // counted in the class, and the class's record outlives the controller.
 func TestControllerFollowsTheLoad(t *testing.T) {
 	r := newRig(t)
-	class := &Class{Min: 16, Max: 48, Target: 300 * time.Microsecond}
+	class := &Class{Min: 16, Max: 48, Target: 2 * time.Millisecond}
 	sizes, err := r.e.LatencySizes("lat", 16, 48)
 	require.NoError(t, err)
 	lat := r.part(t, "lat", 16, sizes...)
@@ -309,11 +314,12 @@ func TestControllerFollowsTheLoad(t *testing.T) {
 			return err
 		}
 		rest = &fakeMember{name: "rest", pl: place.NewGreen(p), streams: []cuda.Stream{p.Stream()}}
-		r.e.Join(rest, nil, true)
+		r.e.Join(rest, Role{Rest: true})
 		return nil
 	}))
 	t.Cleanup(func() { r.e.Leave(rest); _ = place.Close(rest.pl) })
 	require.True(t, r.e.Steering())
+	require.Equal(t, int64(DefaultHorizon), rest.horizon.Load(), "the rest's queue bounded while the class may take its SMs")
 	// A burst: 16 requests in flight (each a Do with its time logged).
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -333,16 +339,23 @@ func TestControllerFollowsTheLoad(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return lat.pl.SMs() == 48 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, 84, rest.pl.SMs())
+	require.Eventually(t, func() bool { _, rec := class.Times(); return rec.Count > 0 }, 5*time.Second, time.Millisecond,
+		"the burst's P99 back within target, its recovery timed")
 	close(stop)
 	wg.Wait()
 	require.Eventually(t, func() bool { return lat.pl.SMs() == 16 && rest.pl.SMs() == 116 }, 5*time.Second, time.Millisecond)
 	r.e.Leave(lat)
 	require.False(t, r.e.Steering(), "the controller stops with its class")
+	require.Zero(t, rest.horizon.Load(), "and the rest's queue is free again")
+	mt, rec := class.Times()
 	moves, by, reason, target := class.Stats()
+	require.Equal(t, moves, mt.Count, "each move timed")
+	require.Positive(t, rec.Count)
+	require.LessOrEqual(t, rec.Le[len(rec.Le)-1], rec.Count)
 	require.GreaterOrEqual(t, moves, uint64(2))
 	require.Equal(t, uint64(1), by.Shrink)
 	require.Contains(t, reason, "shrink: ")
-	require.Equal(t, 300*time.Microsecond, target)
+	require.Equal(t, 2*time.Millisecond, target)
 }
 
 // A Reshape by hand of a tenant the controller moves is refused.
@@ -358,13 +371,13 @@ func TestASteeredTenantIsNotReshapedByHand(t *testing.T) {
 			return err
 		}
 		lat = &fakeMember{name: "lat", pl: place.NewGreen(p), streams: []cuda.Stream{p.Stream()}}
-		r.e.Join(lat, class, false)
+		r.e.Join(lat, Role{Latency: class})
 		q, err := r.split.TakeRestLayouts(r.e.RestSizes(r.split.FreeSMs()))
 		if err != nil {
 			return err
 		}
 		rest = &fakeMember{name: "rest", pl: place.NewGreen(q), streams: []cuda.Stream{q.Stream()}}
-		r.e.Join(rest, nil, true)
+		r.e.Join(rest, Role{Rest: true})
 		return nil
 	}))
 	t.Cleanup(func() { r.e.Leave(rest); r.e.Leave(lat); _ = place.Close(rest.pl); _ = place.Close(lat.pl) })
@@ -402,9 +415,15 @@ func TestLatencyTailSinceTheMove(t *testing.T) {
 		l.add(at(10).Add(time.Duration(i)*time.Microsecond), 100*time.Microsecond)
 	}
 	r := l.tail(at(0), 300*time.Microsecond)
+	// Their load: 18 ms of requests over the 10.189 ms from the first's
+	// start to the last's end.
+	require.InDelta(t, 18.0/10.189, r.load, 1e-9)
+	r.load = 0
 	require.Equal(t, recent{p99: 900 * time.Microsecond, slow: 10, spread: 9 * time.Millisecond, n: 100}, r,
 		"the slow ones started 0 to 9 ms in")
 	r = l.tail(later(at(-20), at(10)), 300*time.Microsecond)
+	require.InDelta(t, 9.0/0.189, r.load, 1e-9, "90 requests of 100 µs over 189 µs")
+	r.load = 0
 	require.Equal(t, recent{p99: 100 * time.Microsecond, n: 90}, r, "only those that started after the move ended")
 	r = l.tail(at(20), 300*time.Microsecond)
 	require.Equal(t, recent{}, r, "none: no P99")

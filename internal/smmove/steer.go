@@ -74,13 +74,52 @@ func (n *Counts) add(k smctl.Kind) {
 // starts with none.
 type Class struct {
 	Log      Log
-	Min, Max int // SMs
-	Target   time.Duration
+	Min, Max int           // SMs
+	Target   time.Duration // the P99 its requests should meet; 0 with Relative
+	Relative float64       // the target as a factor of its P99 at Max (smctl.Config.RelativeTarget)
 
-	mu     sync.Mutex // a leaf; protects the following fields
-	moves  uint64
-	by     Counts
-	reason string
+	mu       sync.Mutex // a leaf; protects the following fields
+	moves    uint64
+	by       Counts
+	reason   string
+	now      time.Duration // the target now (Relative's, once measured)
+	moveTime Hist          // each move's time, from its decision to the new SMs serving
+	recovery Hist          // each burst's time from its first request to its P99 back within target
+}
+
+// MoveBounds are the upper bounds of Hist's buckets: a move's time (a
+// Reshape's microseconds, a hand-over's milliseconds) and a burst's
+// recovery (tens of milliseconds to a second).
+var MoveBounds = [12]time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond,
+	2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, time.Second,
+}
+
+// Hist is a histogram of durations: Le[i] counts those at most
+// MoveBounds[i]; Count and Total all of them.
+type Hist struct {
+	Count uint64
+	Total time.Duration
+	Le    [12]uint64
+}
+
+func (h *Hist) add(d time.Duration) {
+	h.Count++
+	h.Total += d
+	for i, b := range MoveBounds {
+		if d <= b {
+			h.Le[i]++
+		}
+	}
+}
+
+// Times is a class's histograms: its moves' times and its bursts'
+// recoveries.
+func (c *Class) Times() (moves, recovery Hist) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.moveTime, c.recovery
 }
 
 // Begin counts a request (a Synchronize) of the class under way and says
@@ -100,21 +139,26 @@ func (c *Class) End(start time.Time, ok bool) {
 	}
 }
 
-// Stats is what the class's Stats say of its moves.
+// Stats is what the class's Stats say of its moves, and its target now
+// (a relative one's, once measured; 0 before).
 func (c *Class) Stats() (moves uint64, by Counts, reason string, target time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.moves, c.by, c.reason, c.Target
+	if c.Relative == 0 {
+		return c.moves, c.by, c.reason, c.Target
+	}
+	return c.moves, c.by, c.reason, c.now
 }
 
-// record counts a move (err nil) or its refusal.
-func (c *Class) record(m smctl.Move, err error) {
+// record counts a move (err nil), its time, or its refusal.
+func (c *Class) record(m smctl.Move, took time.Duration, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err == nil {
 		c.moves++
 		c.by.add(m.Kind)
 		c.reason = m.Reason
+		c.moveTime.add(took)
 	} else {
 		c.reason = fmt.Sprintf("%s: refused: %v", m.Reason, err)
 	}
@@ -157,6 +201,7 @@ type recent struct {
 	slow   int           // over target
 	spread time.Duration // from the first slow request's start to the last's
 	n      int
+	load   float64 // their times over the span from the first's start to the last's end: how many shared the SMs
 }
 
 // tail is the P99 of the requests that started at since or later, how
@@ -166,6 +211,7 @@ type recent struct {
 func (l *Log) tail(since time.Time, target time.Duration) (r recent) {
 	from := since.UnixNano()
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)
+	begin, end, busy := int64(math.MaxInt64), int64(math.MinInt64), int64(0)
 	l.buf = l.buf[:0]
 	for i := range l.ring {
 		e := &l.ring[i]
@@ -175,6 +221,7 @@ func (l *Log) tail(since time.Time, target time.Duration) (r recent) {
 		}
 		d := e.d.Load()
 		l.buf = append(l.buf, d)
+		begin, end, busy = min(begin, at), max(end, at+d), busy+d
 		if d > int64(target) {
 			r.slow++
 			first, last = min(first, at), max(last, at)
@@ -182,6 +229,9 @@ func (l *Log) tail(since time.Time, target time.Duration) (r recent) {
 	}
 	if r.n = len(l.buf); r.n == 0 {
 		return r
+	}
+	if end > begin {
+		r.load = float64(busy) / float64(end-begin)
 	}
 	if r.slow > 0 {
 		r.spread = time.Duration(last - first)
@@ -290,18 +340,33 @@ type steerer struct {
 	done      chan struct{}
 }
 
-// startSteer starts the controller. The caller holds e.mu.
-func (e *Engine) startSteer(lat, rest Member, class *Class) *steerer {
+// startSteer starts the controller, and bounds the rest's queue (horizon
+// 0: DefaultHorizon; negative: none). The caller holds e.mu.
+func (e *Engine) startSteer(lat, rest Member, class *Class, horizon time.Duration) *steerer {
 	ctl, err := smctl.New(smctl.Config{Min: class.Min, Max: class.Max, Unit: e.split.GroupSMs(), Target: class.Target,
-		FullAt: place.Dos(lat.Place()), Hold: SteerHold, MinGap: steerGap})
+		RelativeTarget: class.Relative, FullAt: place.Dos(lat.Place()), Hold: SteerHold, MinGap: steerGap})
 	if err != nil {
-		return nil // the bounds were checked by LatencySizes
+		return nil // the bounds were checked by LatencySizes, the target by the option
+	}
+	if horizon == 0 {
+		horizon = DefaultHorizon
+	}
+	if horizon > 0 {
+		if err := rest.QueueBound(horizon); err != nil {
+			e.log.Warn("the rest tenant's queue is not bounded", "tenant", rest.Name(), "err", err)
+		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	st := &steerer{lat: lat, rest: rest, class: class, ctl: ctl, stop: stop, done: make(chan struct{})}
 	go e.runSteer(ctx, st)
 	return st
 }
+
+// DefaultHorizon is the rest tenant's queue bound while a latency class
+// may take its SMs (fcsp.WithQueueHorizon): its next launch or Do waits
+// while its queued GPU time is over it, so that a growth waits for about
+// the kernel running on each SM it takes, not the queue behind it.
+const DefaultHorizon = 50 * time.Microsecond
 
 // runSteer is the controller's goroutine.
 func (e *Engine) runSteer(ctx context.Context, st *steerer) {
@@ -310,9 +375,9 @@ func (e *Engine) runSteer(ctx context.Context, st *steerer) {
 	defer tick.Stop()
 	lat, rest := st.lat, st.rest
 	total := lat.Place().SMs() + rest.Place().SMs()
-	target := st.class.Target
 	var seen peak
 	var moved time.Time // the end of the last move
+	var burst time.Time // the first request of a burst whose P99 is not back within target yet
 	for {
 		select {
 		case <-ctx.Done():
@@ -320,6 +385,7 @@ func (e *Engine) runSteer(ctx context.Context, st *steerer) {
 		case <-tick.C:
 		}
 		now := time.Now()
+		target := st.ctl.Target() // a relative one's, once measured; 0 before
 		// The requests of the window that ran at the size held now: those
 		// that started before the last move ended ran at the size before
 		// it, or waited for it. Measured on an H100 (run C1, 2026-12-06):
@@ -328,7 +394,8 @@ func (e *Engine) runSteer(ctx context.Context, st *steerer) {
 		r := st.class.Log.tail(later(now.Add(-steerWindow), moved), target)
 		in, rising := seen.add(InFlight(lat.Dos(), &st.class.Log))
 		s := smctl.Sample{At: now, SMs: lat.Place().SMs(), InFlight: in, Rising: rising, P99: r.p99, Slow: r.slow, Spread: r.spread, Requests: r.n,
-			Draining: !drained(lat) || !drained(rest)}
+			Load: r.load, Draining: !drained(lat) || !drained(rest)}
+		burst = st.class.recover(burst, in, rising, r, target, now)
 		m := st.ctl.Decide(s)
 		if m.SMs == s.SMs {
 			continue
@@ -339,9 +406,30 @@ func (e *Engine) runSteer(ctx context.Context, st *steerer) {
 			return
 		}
 		moved = time.Now()
-		st.class.record(m, err)
-		e.logMove(lat, rest, s.SMs, m, total, time.Since(start), err)
+		st.class.record(m, moved.Sub(start), err)
+		e.logMove(lat, rest, s.SMs, m, total, moved.Sub(start), err)
 	}
+}
+
+// recover follows a burst: it begins at the tick a quiet class (one
+// request in flight at most) finds more arriving, and ends once the P99 of
+// the requests since the last move is back within target, when its time
+// is counted (Class.Times). It returns the burst's start, zero where none
+// is under way.
+func (c *Class) recover(burst time.Time, in int, rising bool, r recent, target time.Duration, now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = target
+	switch {
+	case burst.IsZero() && rising && in >= 2:
+		return now
+	case !burst.IsZero() && target > 0 && r.n > 0 && r.p99 <= target:
+		c.recovery.add(now.Sub(burst))
+		return time.Time{}
+	case !burst.IsZero() && in <= 1:
+		return time.Time{} // over before its P99 was measured back
+	}
+	return burst
 }
 
 // later is the later of a and b.
