@@ -29,9 +29,9 @@ func (c *tenantCore) NewEvent() (*Event, error) {
 	// once (Counted; a second entry could wait at a Reshape's gate while
 	// the Reshape waited for the first), so the tenant's Close destroys its
 	// events only after the calls on them have finished.
-	wait := func(f func(cuda.Context) error) error { return c.doUnscopedLocked(&c.pool.unscoped.sync, f) }
+	wait := func(f func(cuda.Context) error) error { return c.unscoped(&c.pool.unscoped.sync, f) }
 	e := &Event{t: c}
-	if err := c.events.Make(&e.e, c.pool.drv, event.Counted(c.enter, c.life.Exit, c.doLocked), event.Counted(c.enter, c.life.Exit, wait)); err != nil {
+	if err := c.events.Make(&e.e, c.pool.drv, event.Counted(c.enter, c.life.Exit, c.primary), event.Counted(c.enter, c.life.Exit, wait)); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -117,14 +117,9 @@ func (g *Graph) instantiate() (*GraphExec, error) {
 	e := &GraphExec{t: c}
 	// The life lock before the graph's lock, as Close takes them (see
 	// GraphExec.Close).
-	slot, err := c.enter()
-	if err != nil {
-		return nil, err
-	}
-	defer c.life.Exit(slot)
 	// In one of the tenant's green contexts: an executable graph runs on
 	// the SMs of the context it was instantiated in, whatever the stream.
-	if err := g.g.Instantiate(&e.x, c.place.DoGreen); err != nil {
+	if err := c.call(func() error { return g.g.Instantiate(&e.x, c.place.DoGreen) }); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -147,12 +142,7 @@ func (c *tenantCore) closeGraph(close func(graphs.Do) error) error {
 		return close(func(func(cuda.Context) error) error { return err })
 	}
 	defer c.life.Exit(slot)
-	return close(c.doLocked)
-}
-
-// doLocked is do for a caller already counted in the life lock.
-func (c *tenantCore) doLocked(f func(ctx cuda.Context) error) error {
-	return f(c.pool.dev.Primary())
+	return close(c.primary)
 }
 
 // SetCost sets the tokens one launch of the graph charges to the stream's
@@ -230,7 +220,7 @@ func (s *streamCore) launchGraph(ctx context.Context, e *GraphExec) error {
 	if tk.Timed() {
 		err = e.x.LaunchTimed(c.pool.dev.Primary(), &tk, s.h())
 	} else {
-		err = c.doUnscopedLocked(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
+		err = c.unscoped(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
 			return e.x.Launch(ctx, s.h())
 		})
 	}

@@ -1,5 +1,19 @@
 package fcsp
 
+// call runs f as one of the tenant's calls: counted in its life lock, so
+// that a Close waits for it rather than letting go what it uses, and
+// refused (enter's error) once the tenant closed, stalled or lost its
+// device. The primitive of every call of the SDK but the hottest paths
+// (a launch, an allocation), which count themselves in and out by hand.
+func (c *tenantCore) call(f func() error) error {
+	slot, err := c.enter()
+	if err != nil {
+		return err
+	}
+	defer c.life.Exit(slot)
+	return f()
+}
+
 // enter admits a call while the tenant lives; ErrClosed once Close began,
 // the pool's *DeviceLostError once the device is lost (bare: the call's
 // face names the tenant). The caller passes the slot to c.life.Exit when

@@ -43,7 +43,7 @@ func (s *memStream) Idle() bool {
 	}
 	sc := (*streamCore)(s)
 	p := s.t.pool
-	return s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.dev.QueryStream(ctx, sc.h()) }) == nil
+	return s.t.unscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.dev.QueryStream(ctx, sc.h()) }) == nil
 }
 
 // Synchronize is streamCore.wait for the engine, whose caller is counted in
@@ -55,7 +55,7 @@ func (s *memStream) Synchronize() error {
 	}
 	sc := (*streamCore)(s)
 	p := s.t.pool
-	err := s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, sc.h(), &s.waits, nil) })
+	err := s.t.unscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, sc.h(), &s.waits, nil) })
 	if err == nil {
 		s.gate.AfterSync() // a latency stream's neighbours are released now
 	} else if s.closed.Load() {
@@ -216,12 +216,10 @@ func (t *Tenant) Trim() error {
 func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
-	slot, err := c.enter()
-	if err != nil {
-		return 0, 0, c.fail("MemGetInfo", err)
-	}
-	defer c.life.Exit(slot)
-	free, total, err = c.memOps.MemInfo(c.pool.dev.Primary(), c.cachedBytes)
+	err = c.call(func() (err error) {
+		free, total, err = c.memOps.MemInfo(c.pool.dev.Primary(), c.cachedBytes)
+		return err
+	})
 	return free, total, c.fail("MemGetInfo", err)
 }
 

@@ -89,12 +89,7 @@ func (m *member) QueueBound(horizon time.Duration) error { return m.adm.SetQueue
 // again (place.Warming.Take).
 func (m *member) Rewarm() {
 	c := (*tenantCore)(m)
-	slot, err := c.enter()
-	if err != nil {
-		return // closed meanwhile
-	}
-	defer c.life.Exit(slot)
-	if err := place.Rewarm(c.place.Placement); err != nil {
+	if err := c.call(func() error { return place.Rewarm(c.place.Placement) }); err != nil && c.alive() == nil {
 		c.pool.log.Warn("warm-up failed after the unpartitioned tenants moved; the next Do in that context runs it again",
 			"tenant", c.name, "sms", c.place.SMs(), "err", err)
 	}

@@ -46,39 +46,36 @@ func (c *tenantCore) watchStalls(own time.Duration) {
 // for a look under way to end: watching).
 func (m *member) Streams(f func([]stall.Stream)) bool {
 	c := (*tenantCore)(m)
-	slot, err := c.enter()
-	if err != nil {
-		return false
-	}
-	defer c.life.Exit(slot)
-	c.mu.Lock()
-	cores := append([]*streamCore(nil), c.streams...)
-	c.mu.Unlock()
-	list := make([]stall.Stream, 0, len(cores))
-	for _, s := range cores {
-		s.watching.Store(true)
-		if s.capture.Load() != nil || s.closed.Load() {
-			s.watching.Store(false)
-			continue
-		}
-		s.inflight.Add(1) // a Stream.Close waits for the look (expire)
-		name := ""
-		if fn := s.lastFn.Load(); fn != nil {
-			name = fn.name
-		}
-		list = append(list, stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: s.gen.Load()}, H: s.h(),
-			Class: s.class.String(), Launches: s.launches.Load(), Kernel: name})
-	}
-	defer func() {
+	return c.call(func() error {
+		c.mu.Lock()
+		cores := append([]*streamCore(nil), c.streams...)
+		c.mu.Unlock()
+		list := make([]stall.Stream, 0, len(cores))
 		for _, s := range cores {
-			if s.watching.Load() {
+			s.watching.Store(true)
+			if s.capture.Load() != nil || s.closed.Load() {
 				s.watching.Store(false)
-				s.release()
+				continue
 			}
+			s.inflight.Add(1) // a Stream.Close waits for the look (expire)
+			name := ""
+			if fn := s.lastFn.Load(); fn != nil {
+				name = fn.name
+			}
+			list = append(list, stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: s.gen.Load()}, H: s.h(),
+				Class: s.class.String(), Launches: s.launches.Load(), Kernel: name})
 		}
-	}()
-	f(list)
-	return true
+		defer func() {
+			for _, s := range cores {
+				if s.watching.Load() {
+					s.watching.Store(false)
+					s.release()
+				}
+			}
+		}()
+		f(list)
+		return nil
+	}) == nil
 }
 
 // Stalled marks the tenant stalled (stall.Tenant): its calls are refused

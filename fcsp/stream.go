@@ -229,19 +229,19 @@ func (c *tenantCore) adopt(handle uintptr, cl Class) (*Stream, error) {
 // then destroys it; and the pool is not lost, no Reset replaces the
 // partition, and no Reshape switches its streams, meanwhile.
 func (c *tenantCore) addStream(mk func() (*streamCore, error)) (*Stream, error) {
-	slot, err := c.enter()
-	if err != nil {
-		return nil, err
-	}
-	defer c.life.Exit(slot)
-	s, err := mk()
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.streams = append(c.streams, s)
-	return s.handle(), nil
+	var h *Stream
+	err := c.call(func() error {
+		s, err := mk()
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.streams = append(c.streams, s)
+		h = s.handle()
+		return nil
+	})
+	return h, err
 }
 
 // Handle is the CUstream, for other bindings; 0 once the stream is closed.
@@ -307,7 +307,7 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 	// here stays valid, and covers what was queued before), Close does.
 	slot, err := s.t.enterWait()
 	if err == nil {
-		err = s.t.doUnscopedLocked(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
+		err = s.t.unscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
 		s.t.life.ExitWait(slot)
 	}
 	s.t.class.End(start, err == nil)

@@ -400,46 +400,20 @@ func (t *Tenant) Stream() *Stream {
 // ctx is the tenant's context handle.
 func (c *tenantCore) ctx() cuda.Context { return c.place.Context() }
 
-// do runs f, counted in the tenant's life lock, with the device's primary
-// context for the driver calls that need one current. Every driver call the
-// SDK makes outside Do (memory figures, allocation, streams, events,
-// modules, copies, memsets) works so on green streams and serves the green
-// contexts (docs/CONTEXTS.md, measured on the H200), and the primary context
+// do runs f counted in the tenant's life lock (call) with the device's
+// primary context for the driver calls that need one current. Every
+// driver call the SDK makes outside Do (memory figures, allocation,
+// streams, events, modules, copies, memsets) works so on green streams and
+// serves the green contexts (docs/CONTEXTS.md), and the primary context
 // may be current on any number of threads: none of them waits for a Do.
 // Graph instantiation, whose result keeps the SMs of the context it was
 // made in, takes one of the partition's slots instead (graph.go).
 func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.Exit(slot)
-	return f(c.pool.dev.Primary())
+	return c.call(func() error { return f(c.pool.dev.Primary()) })
 }
 
-// doWith is do with ctx, a context current on the calling thread (a Do's),
-// which the binding then pushes at no cost.
-func (c *tenantCore) doWith(ctx cuda.Context, f func(ctx cuda.Context) error) error {
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.Exit(slot)
-	return f(ctx)
-}
-
-// doGreen is do with one of the partition's green contexts (a slot, taken
-// in arrival order and held for f alone) where the primary context will
-// not do: the calls whose result keeps the SMs of the context current when
-// they were made (graph instantiation).
-func (c *tenantCore) doGreen(f func(ctx cuda.Context) error) error {
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.Exit(slot)
-	return c.place.DoGreen(f)
-}
+// primary is do's context for a caller counted in the life lock already.
+func (c *tenantCore) primary(f func(ctx cuda.Context) error) error { return f(c.pool.dev.Primary()) }
 
 // SetSMLimit changes the tenant's launch-rate limit (its GPU share under
 // WithGPUShare) within one refill period: the tokens it has saved scale

@@ -11,20 +11,10 @@ import (
 // on first use and remembered per pool (internal/unscoped).
 type unscopedProbe struct{ launch, sync, pool unscoped.Probe }
 
-// doUnscoped runs f with a zero context where the driver allows it, else
-// with the device's primary context (place.Unscoped). The call is counted in the
-// tenant's life lock so Close cannot destroy the stream underneath f.
-func (c *tenantCore) doUnscoped(probe *unscoped.Probe, f func(ctx cuda.Context) error) error {
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.Exit(slot)
-	return c.doUnscopedLocked(probe, f)
-}
-
-// doUnscopedLocked is doUnscoped for a caller already counted in the life
-// lock (place.Unscoped says how the context is chosen).
-func (c *tenantCore) doUnscopedLocked(probe *unscoped.Probe, f func(ctx cuda.Context) error) error {
+// unscoped runs f with a zero context where the driver allows it, else
+// with the device's primary context (place.Unscoped says how it is
+// chosen); the caller is counted in the life lock, so Close cannot
+// destroy the stream underneath f.
+func (c *tenantCore) unscoped(probe *unscoped.Probe, f func(ctx cuda.Context) error) error {
 	return place.Unscoped(probe, c.place.Placement, c.pool.dev, c.pool.log, f)
 }

@@ -122,12 +122,9 @@ func (p *Pool) warmUp(t *Tenant, err error, cfg *tenantConfig) (*Tenant, error) 
 // A partition's runs are recorded under no id (it is warmed whole, once);
 // the commons' under the tenant's (place.Warming.Warm).
 func (c *tenantCore) warmEvery(f func(Current) error) error {
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.Exit(slot)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return c.place.Warm(0, c.runIn(context.Background(), f))
+	return c.call(func() error {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		return c.place.Warm(0, c.runIn(context.Background(), f))
+	})
 }
