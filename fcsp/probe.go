@@ -130,7 +130,9 @@ func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
 // launchProbe queues the probe on s, counted in the tenant's life lock and
 // admitted as nothing: a health check is not the tenant's work.
 func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Args) error {
-	return c.call(func() error { return s.launchCounted(fn, Dim3{X: uint32(blocks), Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, a) })
+	return c.call(func() error {
+		return s.launchCounted(fn, Dim3{X: uint32(blocks), Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, a)
+	})
 }
 
 // smProbe is the pool's probe kernel, loaded on first use with the primary
