@@ -80,7 +80,11 @@ type Pool struct {
 // Open opens device index (0 for the first GPU). It loads the NVIDIA driver
 // (tests and demos without a GPU open the simulator: fcsptest.SimulatedH200) and fails with ErrNoDriver where there is none.
 // ctx bounds the time Open may take (provisioning partitions touches the
-// driver).
+// driver). One pool hands out a device's SMs per process: Open of a device
+// this process has open already (a pool, or a greenctx.Device) is
+// ErrDeviceInUse, since a second split would hand the same SMs out again;
+// share the first *Pool (it is safe for concurrent use), or Close it
+// first.
 func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if ctx == nil {
 		return nil, errNilContext
