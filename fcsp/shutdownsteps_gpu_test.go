@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // TestGPUShutdownOrderSteps takes TestGPUShutdownOrder's round apart, for
@@ -22,11 +23,17 @@ import (
 // may cost memory; every round probes where its tenants ran (%smid), for
 // green contexts reused by another pool hold the SMs they are named for.
 func TestGPUShutdownOrderSteps(t *testing.T) {
-	probe := openGPU(t)
-	pt, err := probe.NewTenant("probe")
+	// A bare Device beside the pools holds the primary context (one pool
+	// at a time hands out a device's SMs) and reads the free memory.
+	drv, err := cuda.Load()
+	if err != nil {
+		skipGPU(t, err)
+	}
+	probe, err := smpart.Open(drv, 0)
 	require.NoError(t, err)
+	defer probe.Close()
 	free := func() int64 {
-		f, _, err := pt.MemGetInfo()
+		f, _, err := drv.MemGetInfo(probe.Primary())
 		require.NoError(t, err)
 		return int64(f)
 	}
@@ -91,7 +98,7 @@ func TestGPUShutdownOrderSteps(t *testing.T) {
 	// thread has gone back to the primary context. This is the driver's
 	// cost with no SDK code, recorded, not held to a bound: 4 MiB a round
 	// on the H100 (run UU).
-	drv, dev := probe.drv, probe.dev.Ordinal()
+	dev := probe.Ordinal()
 	for _, leaveCurrent := range []bool{false, true} {
 		start := free()
 		for range 4 {
@@ -118,7 +125,7 @@ func TestGPUShutdownOrderSteps(t *testing.T) {
 					}
 				}
 				if err == nil && !leaveCurrent {
-					err = drv.CtxSetCurrent(probe.dev.Primary())
+					err = drv.CtxSetCurrent(probe.Primary())
 				}
 				done <- err
 				if leaveCurrent {
@@ -126,7 +133,7 @@ func TestGPUShutdownOrderSteps(t *testing.T) {
 				}
 			}()
 			require.NoError(t, <-done)
-			require.NoError(t, drv.StreamDestroy(probe.dev.Primary(), s))
+			require.NoError(t, drv.StreamDestroy(probe.Primary(), s))
 			require.NoError(t, drv.GreenCtxDestroy(g))
 		}
 		lost := float64(start-free()) / (1 << 20)
