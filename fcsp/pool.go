@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
@@ -250,6 +251,11 @@ func (p *Pool) Close() error {
 	}
 	for _, c := range cores {
 		errs = append(errs, c.fail("Pool.Close", c.close("pool closed")))
+	}
+	for _, r := range p.stalled() { // closed before (their own Close, the collector's): named all the same
+		if !slices.ContainsFunc(cores, func(c *tenantCore) bool { return c.name == r.Tenant }) {
+			errs = append(errs, tenantErr(r.Tenant, "Pool.Close", r.err()))
+		}
 	}
 	errs = append(errs, closeProbe(p.dev, &p.probe))
 	if p.moves != nil {

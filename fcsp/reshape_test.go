@@ -395,6 +395,8 @@ func TestReshapeDoesNotWaitForASynchronize(t *testing.T) {
 // calls go on meanwhile; ctx ending the wait changes nothing.
 func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
 	p, drv := openSim(t)
+	const bound = 200 * time.Millisecond // HandOffMax's 15 ms is shorter than a loaded host's stalls
+	p.moves.SetHandOff(bound)
 	ctx := context.Background()
 	lat, batch := tradePair(t, p) // 8 and 124 SMs
 	drv.HoldEvents(true)          // the work queued before a Reshape never ends
@@ -405,7 +407,7 @@ func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
 	grown := make(chan error, 1)
 	began := time.Now()
 	go func() { grown <- lat.Reshape(ctx, 32) }()
-	requireNoneWithin(t, grown, smmove.HandOffMax/4, "grown onto SMs whose giver's work still runs")
+	requireNoneWithin(t, grown, bound/4, "grown onto SMs whose giver's work still runs")
 	require.NoError(t, lat.Do(ctx, func(Current) error { return nil }))
 	select {
 	case <-grown:
@@ -413,13 +415,13 @@ func TestGrowingReshapeWaitsForTheGiversWork(t *testing.T) {
 	default:
 	}
 	require.NoError(t, <-grown)
-	require.GreaterOrEqual(t, time.Since(began), smmove.HandOffMax)
+	require.GreaterOrEqual(t, time.Since(began), bound)
 	require.Equal(t, 32, lat.SMs())
 
 	// The giver's work runs out mid-wait: the growth follows it.
 	require.NoError(t, lat.Reshape(ctx, 8))
 	go func() { grown <- batch.Reshape(ctx, 124) }()
-	requireNoneWithin(t, grown, smmove.HandOffMax/4, "grown onto SMs whose giver's work still runs")
+	requireNoneWithin(t, grown, bound/4, "grown onto SMs whose giver's work still runs")
 	drv.HoldEvents(false)
 	require.NoError(t, <-grown)
 	require.Equal(t, 124, batch.SMs())
