@@ -44,7 +44,9 @@ func TestStalledTenantIsSeenAndContained(t *testing.T) {
 	require.NoError(t, err)
 	drv := simFake(p)
 	defer drv.ReleaseSpins()
-	defer func() { require.ErrorIs(t, p.Close(), ErrStalled, "the pool's Close names the stalled tenant, closed before it") }()
+	defer func() {
+		require.ErrorIs(t, p.Close(), ErrStalled, "the pool's Close names the stalled tenant, closed before it")
+	}()
 	inter, err := p.NewTenant("interactive", WithSMs(16))
 	require.NoError(t, err)
 	stuck, err := p.NewTenant("stuck", WithSMs(16))
