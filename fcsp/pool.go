@@ -23,6 +23,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
+	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 	"github.com/fcsp-go/fcsp-go/internal/stall"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
@@ -61,7 +62,7 @@ type Pool struct {
 	registry stream.Registry  // NCCL and other foreign streams, labelled by handle
 	events   event.Set        // made by Pool.NewEvent
 	unscoped unscopedProbe    // what the driver takes with no context current (unscoped.go)
-	probe    smProbe          // ProbeSMs's kernel, under its mu (probe.go)
+	probe    smprobe.Kernel   // ProbeSMs's kernel, loaded once (probe.go)
 	memInfo  devmem.InfoCache // MemGetInfo's device figures
 	_        [128]byte
 	fault    fault.State // internal/fault, lost as a *DeviceLostError (health.go): read by every call, so on lines of its own
@@ -257,7 +258,7 @@ func (p *Pool) Close() error {
 			errs = append(errs, tenantErr(r.Tenant, "Pool.Close", r.err()))
 		}
 	}
-	errs = append(errs, closeProbe(p.dev, &p.probe))
+	errs = append(errs, p.probe.Close(p.dev))
 	if p.moves != nil {
 		errs = append(errs, p.moves.Close())
 	}

@@ -3,13 +3,9 @@ package fcsp
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/place"
-	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 )
 
@@ -44,10 +40,11 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	if ctx == nil {
 		return SMReport{}, errNilContext
 	}
-	fn, err := p.probeFunction()
+	h, err := p.probe.Function(p.dev)
 	if err != nil {
 		return SMReport{}, err
 	}
+	fn := &Function{h: h, name: smprobe.Name}
 	p.mu.Lock()
 	cores := p.cores(nil)
 	p.mu.Unlock()
@@ -67,29 +64,12 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 		}
 		r.SMs[c.name] = sms
 	}
-	r.Breaches = p.breaches(cores, r.SMs)
-	return r, errors.Join(errs...)
-}
-
-// breaches lists the tenants whose SMs overlap another's partition.
-func (p *Pool) breaches(cores []*tenantCore, sms map[string][]int) []string {
-	var out []string
-	for _, own := range cores {
-		if !own.place.Partitioned() || sms[own.name] == nil {
-			continue
-		}
-		rest := place.Rest(own.place.Placement)
-		for _, c := range cores {
-			if c == own || (rest && !c.place.Partitioned()) {
-				continue // unpartitioned tenants may share the rest's SMs
-			}
-			if n := len(smprobe.Overlap(sms[c.name], sms[own.name])); n > 0 {
-				out = append(out, fmt.Sprintf("%s ran on %d SMs of %s's partition", tenantName(c.name), n, tenantName(own.name)))
-			}
-		}
+	owners := make([]smprobe.Owner, len(cores))
+	for i, c := range cores {
+		owners[i] = smprobe.Owner{Name: c.name, Partitioned: c.place.Partitioned(), Rest: place.Rest(c.place.Placement)}
 	}
-	slices.Sort(out)
-	return out
+	r.Breaches = smprobe.Breaches(owners, r.SMs, tenantName)
+	return r, errors.Join(errs...)
 }
 
 // probeSMs runs the probe on a new stream of the tenant's.
@@ -133,42 +113,4 @@ func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Arg
 	return c.call(func() error {
 		return s.launchCounted(fn, Dim3{X: uint32(blocks), Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, a)
 	})
-}
-
-// smProbe is the pool's probe kernel, loaded on first use with the primary
-// context, which serves every tenant's streams (docs/CONTEXTS.md).
-type smProbe struct {
-	mu  lockorder.Mutex[lockorder.PoolProbe]
-	mod cuda.Module
-	fn  *Function
-}
-
-func (p *Pool) probeFunction() (*Function, error) {
-	p.probe.mu.Lock()
-	defer p.probe.mu.Unlock()
-	if p.probe.fn != nil {
-		return p.probe.fn, nil
-	}
-	ctx := p.dev.Primary()
-	mod, err := p.dev.LoadModule(ctx, smprobe.PTX)
-	if err != nil {
-		return nil, fmt.Errorf("loading the SM probe: %w", err)
-	}
-	h, err := p.dev.Function(ctx, mod, smprobe.Name)
-	if err != nil {
-		return nil, errors.Join(err, p.dev.UnloadModule(ctx, mod))
-	}
-	p.probe.mod, p.probe.fn = mod, &Function{h: h, name: smprobe.Name}
-	return p.probe.fn, nil
-}
-
-// closeProbe unloads the probe kernel, if it was loaded.
-func closeProbe(dev *smpart.Device, pr *smProbe) error {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.fn == nil {
-		return nil
-	}
-	pr.fn = nil
-	return dev.UnloadModule(dev.Primary(), pr.mod)
 }

@@ -64,7 +64,7 @@ type rankDesc struct {
 var ranks = [nranks]rankDesc{
 	rankTenantClosing: {name: "fcsp tenantCore.closing"},
 	rankPoolMove:      {name: "smmove Engine.move", drains: true},
-	rankPoolProbe:     {name: "fcsp smProbe.mu"},
+	rankPoolProbe:     {name: "smprobe Kernel.mu"},
 	rankPoolMu:        {name: "fcsp Pool.mu", noDriver: true},
 	rankMoveMembers:   {name: "smmove Engine.mu", noDriver: true},
 	rankTenantMu:      {name: "fcsp tenantCore.mu", noDriver: true},
