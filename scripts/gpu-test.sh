@@ -20,6 +20,11 @@
 #   scripts/gpu-test.sh issue41  # on the GPU machine: issue 41's bursty load
 #                                # (3 s / 1 s and 300 ms / 100 ms, every layout
 #                                # with MPS, charts) and cold start (~9 min)
+#   scripts/gpu-test.sh issue56  # on the GPU machine: issue 56's must-show in
+#                                # one call: every layout with MPS, the steer
+#                                # variants, the batch alone with and without
+#                                # the bound, 3 s / 1 s and 300 ms / 100 ms,
+#                                # recoveries and moves, charts (~4-5 min)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -333,6 +338,51 @@ issue41_only() {
   return $rc
 }
 
+# issue56_only is issue 56's must-show in one call (about 4-5 minutes on
+# an H100; storm prints its own estimate first): examples/storm -burst
+# through scripts/storm-mps.sh, every layout the list needs interleaved in
+# each round, MPS 12%/88% among them: split16, split48, steer (the batch's
+# queue bounded, the default horizon), steer-nobound (no bound), steer-rel
+# (a target of 1.2x the class's own P99 at 48 SMs), steer-idle and
+# steer-idle-nobound (no interactive request: the batch alone, with and
+# without the bound) and mps. First 3 s / 1 s, 3 cycles, 1 round (about
+# 2 min), then 300 ms / 100 ms, 10 cycles, 2 rounds (about 2 min). Each
+# prints the medians, the reaction table (each burst's recovery against
+# 1.2x split48's burst P99, each growth's wait for queued work against
+# the batch's own GEMM time, Stats' move and recovery histograms) and the
+# must-show checks as PASS/FAIL; exit non-zero only for an error.
+# ISSUE56_TARGET (default 300us) is steer's -target; ISSUE56_CYCLES,
+# ISSUE56_ROUNDS, ISSUE56_FAST_ROUNDS resize it. Output in $OUT (8 files):
+# issue56.txt, .json, .svg, issue56-fast.txt, .json, .svg,
+# issue56-stderr.txt (both runs' pool log: each move and Reshape) and
+# summary-issue56.txt (the checks of both).
+issue56_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-issue56; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r tag
+  local layouts=split16,split48,steer,steer-nobound,steer-rel,steer-idle,steer-idle-nobound,mps
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+  summary+=("card: $(cat "$OUT/gpu.txt")")
+  for tag in issue56 issue56-fast; do
+    if [ $tag = issue56 ]; then
+      set -- 3s/1s "${ISSUE56_CYCLES:-3}" "${ISSUE56_ROUNDS:-1}"
+    else
+      set -- 300ms/100ms 10 "${ISSUE56_FAST_ROUNDS:-2}"
+    fi
+    OUT=$OUT STORM_BURST=$1 STORM_CYCLES=$2 STORM_ROUNDS=$3 STORM_LAYOUTS=$layouts STORM_TARGET=${ISSUE56_TARGET:-300us} STORM_TAG=$tag \
+      bash scripts/storm-mps.sh "$BIN/storm" -log-moves > "$OUT/$tag-run.txt" 2>&1
+    r=$?; head -1 "$OUT/$tag-run.txt"; sed -n '/^### /,$p' "$OUT/$tag-run.txt"; [ $r = 0 ] || tail -5 "$OUT/$tag-run.txt"
+    summary+=("issue 56, $1, $2 cycles, $3 round(s): $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
+    while IFS= read -r l; do summary+=("  $l"); done < <(grep -E '^(PASS|FAIL|n/a) ' "$OUT/$tag.txt" 2>/dev/null)
+    { echo "== $tag"; cat "$OUT/$tag-stderr.txt" 2>/dev/null; } >> "$OUT/issue56-stderr.txt"
+  done
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-issue56.txt"
+  [ -n "$ret" ] && cp "$OUT"/issue56.txt "$OUT"/issue56.json "$OUT"/issue56.svg "$OUT"/issue56-fast.txt "$OUT"/issue56-fast.json \
+    "$OUT"/issue56-fast.svg "$OUT"/issue56-stderr.txt "$OUT"/summary-issue56.txt "$ret/" 2>/dev/null
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -367,8 +417,9 @@ case "${1:-all}" in
   clocks) clocks_only ;;
   storm) storm_only ;;
   issue41) issue41_only ;;
+  issue56) issue56_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56]" >&2; exit 2 ;;
 esac

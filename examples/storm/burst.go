@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,19 +23,35 @@ import (
 // batch class runs throughout, and each layout is a way to split the GPU:
 // split16, split32 and split48 (the interactive class on that many SMs,
 // the batch on the rest), steer (fcsp.WithLatencyTarget(-target, 16, 48):
-// the pool's controller moves the SMs) and mps (each class a process on
-// the plain device under NVIDIA MPS, -mps-inter-pct / -mps-batch-pct of
-// its threads, 12% / 88% by default). Rounds interleave the layouts. Per
-// layout: the P50/P99/max of the requests that started in quiet and in
-// burst phases, the batch's mean TFLOP/s, both classes' SMs over time, the
-// interactive P99 over time, and each burst's recovery (from its start to
-// the first 10 ms whose P99 is within -target). -chart draws the first
-// round's SMs and P99 over time as an SVG file.
+// the pool's controller moves the SMs; the batch's queue bounded by the
+// default horizon while it may), steer-nobound (the same without the
+// bound: fcsp.WithQueueHorizon(fcsp.NoQueueHorizon)), steer-rel
+// (fcsp.WithRelativeLatencyTarget(-target-relative, 16, 48)), steer-idle
+// and steer-idle-nobound (steer and steer-nobound whose interactive class
+// sends nothing: the batch alone, with and without the bound) and mps
+// (each class a process on the plain device under NVIDIA MPS,
+// -mps-inter-pct / -mps-batch-pct of its threads, 12% / 88% by default).
+// Rounds interleave the layouts. Per layout: the P50/P99/max of the
+// requests that started in quiet and in burst phases, the batch's mean
+// TFLOP/s and its GEMM's time, both classes' SMs over time, the
+// interactive P99 over time, per burst the time from its first request
+// until its P99 is back within a target (reaction.go), and per move of the
+// controller what it took and how long its growth waited for the batch's
+// queued work. -chart draws the first round's SMs, P99, recoveries and
+// moves over time as an SVG file.
 //
-//	storm -burst 3s/1s -cycles 4 [-burst-layouts split16,split32,split48,steer,mps] [-target 300us] [-chart burst.svg]
+//	storm -burst 3s/1s -cycles 4 [-burst-layouts split16,split48,steer,steer-nobound,steer-rel,steer-idle,steer-idle-nobound,mps] [-target 300us] [-chart burst.svg]
 //	storm -burst 300ms/100ms -cycles 10 ...   # the fast variant
 
-var burstLayoutNames = []string{"split16", "split32", "split48", "steer", "mps"}
+// burstLayoutNames are -burst-layouts' names; the first four are its
+// default.
+var burstLayoutNames = []string{"split16", "split32", "split48", "steer", "mps", "steer-nobound", "steer-rel", "steer-idle", "steer-idle-nobound"}
+
+// steered reports whether the pool's controller moves layout's SMs.
+func steered(layout string) bool { return strings.HasPrefix(layout, "steer") }
+
+// idle reports whether layout's interactive class sends no request.
+func idle(layout string) bool { return strings.HasPrefix(layout, "steer-idle") }
 
 // BurstRow is one layout's figures in one round.
 type BurstRow struct {
@@ -54,7 +71,7 @@ type BurstRow struct {
 	// in-process layouts only): where a controller's batch figure is lost.
 	BatchQuietTFLOP float64           `json:"batch_quiet_tflops,omitempty"`
 	BatchBurstTFLOP float64           `json:"batch_burst_tflops,omitempty"`
-	RecoveryMs      []float64         `json:"recovery_ms"` // per burst; -1: never within the burst
+	RecoveryMs      []float64         `json:"recovery_ms"` // per burst, from its first request to the first 10 ms window within -target; -1: never within the burst
 	Moves           uint64            `json:"sm_moves"`
 	MovesBy         fcsp.SMMoveCounts `json:"sm_moves_by"` // by the rule that made each
 	// The SMs over time, [ms since the first phase, SMs], each class's,
@@ -64,6 +81,33 @@ type BurstRow struct {
 	BatchSMs    [][2]int     `json:"batch_sms_over_time,omitempty"`
 	P99         [][2]float64 `json:"p99_over_time"`
 	P99WindowMs float64      `json:"p99_window_ms"`
+
+	// Reaction, computed once every layout ran (the target may be
+	// split48's). Per burst: its first request (ms since the first phase;
+	// -1: none), the time from it until the P99 of the burst's requests
+	// since then is back within RecoveryTargetUs for good
+	// (recoverySinceFirst), and until the first 10 ms window of them
+	// within it; -1: never.
+	BurstFirstMs         []float64 `json:"burst_first_ms"`
+	RecoveryTargetUs     float64   `json:"recovery_target_us"`
+	RecoverySinceFirstMs []float64 `json:"recovery_since_first_ms"`
+	RecoveryWindowMs     []float64 `json:"recovery_window_ms"`
+	// The controller's moves decided in the measured window (the pool's
+	// debug lines), and at the cell's end its own histograms and target
+	// (Stats.SMMoveTime, BurstRecovery, LatencyTarget).
+	MoveLog         []MoveRow `json:"move_log,omitempty"`
+	SMMoveTime      *HistRow  `json:"sdk_sm_move_time,omitempty"`
+	SDKRecovery     *HistRow  `json:"sdk_burst_recovery,omitempty"`
+	LatencyTargetUs float64   `json:"latency_target_us,omitempty"`
+	// The batch's GEMM time: its FLOPs over its rate (a GEMM's time were
+	// its GEMMs run one after another, as its bound runs them), and a
+	// worker's GEMM pair's time per GEMM on its stream (with its other
+	// workers' side by side, and the waits in admission).
+	BatchGEMMms       float64 `json:"batch_gemm_ms,omitempty"`
+	BatchStreamGEMMms float64 `json:"batch_stream_gemm_ms,omitempty"`
+
+	reqs   []reqRec  // the burst phases' requests, sorted by start, until the recoveries are computed
+	origin time.Time // the first phase's start
 }
 
 type burstCfg struct {
@@ -72,7 +116,28 @@ type burstCfg struct {
 	layouts      []string
 	target       time.Duration
 	batchK       int
-	chart        string // -chart: the SVG file
+	chart        string  // -chart: the SVG file
+	relFactor    float64 // -target-relative
+	idle         bool    // the interactive class sends nothing (steer-idle)
+}
+
+// fast says whether the load is the short variant (bursts under half a
+// second), whose must-show bounds are looser.
+func (b burstCfg) fast() bool { return b.burst < 500*time.Millisecond }
+
+// estimate is -burst's wall time, roughly: each cell's warm-up and cycles,
+// 2.5 s more for its pool, tenants and workers (16 cuBLAS handles, every
+// context of every size warmed) and 5 s more under MPS (two processes
+// that load cuBLAS, the daemon started and stopped).
+func (b burstCfg) estimate(warmup time.Duration, rounds int) time.Duration {
+	var d time.Duration
+	for _, l := range b.layouts {
+		d += warmup + time.Duration(b.cycles)*b.period() + 2500*time.Millisecond
+		if l == "mps" {
+			d += 5 * time.Second
+		}
+	}
+	return d * time.Duration(rounds)
 }
 
 func (b burstCfg) period() time.Duration { return b.quiet + b.burst }
@@ -97,10 +162,11 @@ func parseBurst(spec string) (q, b time.Duration, err error) {
 }
 
 // runBursts runs every burst layout in every round and reports.
-func runBursts(ctx context.Context, op *opener, cfg config, haveCublas bool, out io.Writer) ([]BurstRow, error) {
+func runBursts(ctx context.Context, op *opener, cfg config, haveCublas bool, out io.Writer) ([]BurstRow, *BurstReport, error) {
 	b := cfg.bursts
-	fmt.Fprintf(out, "storm -burst: %v quiet (1 request goroutine), %v burst (16), %d cycles per cell, layouts %s, target %v, %d round(s)\n",
-		b.quiet, b.burst, b.cycles, strings.Join(b.layouts, ","), b.target, cfg.rounds)
+	fmt.Fprintf(out, "storm -burst: %v quiet (1 request goroutine), %v burst (16), %d cycles per cell, layouts %s, target %v (relative: %gx), %d round(s): about %v\n",
+		b.quiet, b.burst, b.cycles, strings.Join(b.layouts, ","), b.target, b.relFactor, cfg.rounds, b.estimate(cfg.warmup, cfg.rounds).Round(time.Second))
+	start := time.Now()
 	var rows []BurstRow
 	for round := 1; round <= cfg.rounds; round++ {
 		for _, l := range b.layouts {
@@ -112,34 +178,49 @@ func runBursts(ctx context.Context, op *opener, cfg config, haveCublas bool, out
 				r, err = runBurstLayout(ctx, op, cfg, haveCublas, l, round)
 			}
 			if err != nil {
-				return rows, fmt.Errorf("round %d, %s: %w", round, l, err)
+				return rows, nil, fmt.Errorf("round %d, %s: %w", round, l, err)
 			}
-			fmt.Fprintf(out, "round %d %-8s quiet P50/P99/max %.0f/%.0f/%.0f us, burst %.0f/%.0f/%.0f us, batch %.1f TFLOP/s, recovery %v ms, %d moves (grow on load %d, on P99 %d, shrink %d, trim %d) [%s]\n",
-				round, l, r.QuietP50, r.QuietP99, r.QuietMax, r.BurstP50, r.BurstP99, r.BurstMax, r.BatchTFLOP, r.RecoveryMs, r.Moves,
-				r.MovesBy.GrowLoad, r.MovesBy.GrowP99, r.MovesBy.Shrink, r.MovesBy.Trim, r.Work)
+			gemm := ""
+			if r.BatchGEMMms > 0 {
+				gemm = fmt.Sprintf(" (a GEMM %.2f ms)", r.BatchGEMMms)
+			}
+			line := fmt.Sprintf("round %d %-18s quiet P50/P99/max %.0f/%.0f/%.0f us, burst %.0f/%.0f/%.0f us, batch %.1f TFLOP/s%s, recovery %v ms, %d moves (grow on load %d, on P99 %d, shrink %d, trim %d)",
+				round, l, r.QuietP50, r.QuietP99, r.QuietMax, r.BurstP50, r.BurstP99, r.BurstMax, r.BatchTFLOP, gemm, r.RecoveryMs, r.Moves,
+				r.MovesBy.GrowLoad, r.MovesBy.GrowP99, r.MovesBy.Shrink, r.MovesBy.Trim)
+			if w := growthWaits(r.MoveLog); len(w) > 0 {
+				line += fmt.Sprintf(", growths' wait for queued work max %.2f ms", slices.Max(w))
+			}
+			fmt.Fprintf(out, "%s [%s]\n", line, r.Work)
 			rows = append(rows, r)
 		}
 	}
-	writeBurstReport(out, rows, b)
+	rep := finishBursts(rows, b)
+	rep.WallSeconds = time.Since(start).Seconds()
+	writeBurstReport(out, rows, rep, b)
 	if b.chart != "" {
 		if err := writeBurstChart(b.chart, rows, b); err != nil {
-			return rows, fmt.Errorf("-chart: %w", err)
+			return rows, rep, fmt.Errorf("-chart: %w", err)
 		}
-		fmt.Fprintf(out, "chart (round 1: SMs per class and interactive P99 over time): %s\n", b.chart)
+		fmt.Fprintf(out, "chart (round 1: SMs per class, interactive P99, each burst's recovery and each move over time): %s\n", b.chart)
 	}
-	return rows, nil
+	return rows, rep, nil
 }
 
 // runBurstLayout runs one in-process layout on a pool of its own.
 func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, layout string, round int) (row BurstRow, err error) {
 	b := cfg.bursts
+	b.idle = idle(layout)
+	tap := newMoveTap("interactive")
+	op.tap = tap.wrap
 	pool, err := op.open(ctx)
+	op.tap = nil
 	if err != nil {
 		return row, err
 	}
 	defer func() { err = errors.Join(err, pool.Close()) }()
 	wk := workFor(pool, haveCublas)
 	var opt fcsp.TenantOption
+	restOpts := []fcsp.TenantOption{fcsp.WithRestOfSMs()}
 	switch layout {
 	case "split16":
 		opt = fcsp.WithSMs(16)
@@ -147,15 +228,20 @@ func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool
 		opt = fcsp.WithSMs(32)
 	case "split48":
 		opt = fcsp.WithSMs(48)
-	case "steer":
+	case "steer", "steer-idle":
 		opt = fcsp.WithLatencyTarget(b.target, 16, 48)
+	case "steer-nobound", "steer-idle-nobound":
+		opt = fcsp.WithLatencyTarget(b.target, 16, 48)
+		restOpts = append(restOpts, fcsp.WithQueueHorizon(fcsp.NoQueueHorizon))
+	case "steer-rel":
+		opt = fcsp.WithRelativeLatencyTarget(b.relFactor, 16, 48)
 	}
 	it, err := pool.NewTenant("interactive", opt)
 	if err != nil {
 		return row, err
 	}
 	defer func() { err = errors.Join(err, it.Close()) }()
-	bt, err := pool.NewTenant("batch", fcsp.WithRestOfSMs())
+	bt, err := pool.NewTenant("batch", restOpts...)
 	if err != nil {
 		return row, err
 	}
@@ -173,6 +259,12 @@ func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool
 	defer func() { err = errors.Join(err, batch.close(ctx)) }()
 	row, err = burstLoad(ctx, b, cfg.warmup, inter, batch, nil)
 	row.Round, row.Layout, row.Work, row.Simulated = round, layout, wk.String(), pool.Device().Simulated
+	if steered(layout) {
+		st := it.Stats()
+		row.SMMoveTime, row.SDKRecovery = histRow(st.SMMoveTime), histRow(st.BurstRecovery)
+		row.LatencyTargetUs = float64(st.LatencyTarget.Nanoseconds()) / 1e3
+		row.MoveLog = tap.rows(row.origin, row.origin.Add(time.Duration(b.cycles)*b.period()))
+	}
 	return row, err
 }
 
@@ -198,11 +290,12 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 	if atOrigin != nil {
 		wg.Go(func() { time.Sleep(time.Until(origin)); atOrigin() })
 	}
-	var batchDone, batchInBurst atomic.Int64
+	var batchDone, batchInBurst, pairNs, pairs atomic.Int64
 	if batch != nil {
 		for _, w := range batch.workers {
 			wg.Go(func() {
 				for time.Now().Before(end) {
+					t0 := time.Now()
 					if e := errors.Join(w.Run(ctx), w.Run(ctx), w.Stream().Synchronize()); e != nil {
 						fail(e)
 						return
@@ -211,6 +304,10 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 						batchDone.Add(2)
 						if inBurst(now) {
 							batchInBurst.Add(2)
+						}
+						if !t0.Before(origin) {
+							pairNs.Add(int64(now.Sub(t0)))
+							pairs.Add(1)
 						}
 					}
 				}
@@ -236,7 +333,11 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 		}
 	}
 	lats := make([][]sample, 16)
-	for i, w := range inter.workers[:16] {
+	workers := inter.workers[:16]
+	if b.idle {
+		workers = nil
+	}
+	for i, w := range workers {
 		lats[i] = make([]sample, 0, 1<<17)
 		wg.Go(func() {
 			for {
@@ -286,11 +387,14 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 			all = append(all, s)
 			if inBurst(s.start) {
 				burst = append(burst, s.us)
+				row.reqs = append(row.reqs, reqRec{s.start.Sub(origin), s.us})
 			} else {
 				quiet = append(quiet, s.us)
 			}
 		}
 	}
+	slices.SortFunc(row.reqs, func(x, y reqRec) int { return cmp.Compare(x.at, y.at) })
+	row.origin = origin
 	slices.Sort(quiet)
 	slices.Sort(burst)
 	row.Requests = len(quiet) + len(burst)
@@ -302,9 +406,18 @@ func burstLoad(ctx context.Context, b burstCfg, warmup time.Duration, inter, bat
 		n := float64(b.cycles)
 		row.BatchQuietTFLOP = float64(batchDone.Load()-inB) * batch.flops / (n * b.quiet.Seconds()) / 1e12
 		row.BatchBurstTFLOP = float64(inB) * batch.flops / (n * b.burst.Seconds()) / 1e12
+		if row.BatchTFLOP > 0 {
+			row.BatchGEMMms = batch.flops / (row.BatchTFLOP * 1e12) * 1e3
+		}
+		if p := pairs.Load(); p > 0 {
+			row.BatchStreamGEMMms = float64(pairNs.Load()) / float64(p) / 2 / 1e6
+		}
 	}
 	slices.SortFunc(all, func(x, y sample) int { return x.start.Compare(y.start) })
-	row.RecoveryMs = recoveries(all, origin, b)
+	for c := range b.cycles {
+		r := burstReqs(row.reqs, b, c)
+		row.RecoveryMs = append(row.RecoveryMs, recoveryWindow(r, time.Duration(c+1)*period, float64(b.target.Nanoseconds())/1e3))
+	}
 	row.P99, row.P99WindowMs = p99Series(all, origin, end, b.p99Window())
 	st := inter.t.Stats()
 	row.Moves, row.MovesBy = st.SMMoves, st.SMMovesBy
@@ -341,41 +454,16 @@ func p99Series(sorted []sample, origin, end time.Time, w time.Duration) ([][2]fl
 	return out, float64(w.Microseconds()) / 1e3
 }
 
-// recoveries is, per burst, the time from its start to the start of the
-// first 10 ms window whose requests' P99 is within target (-1: none). all
-// is sorted by start.
-func recoveries(all []sample, origin time.Time, b burstCfg) []float64 {
-	period := b.period()
-	var out []float64
-	for c := range b.cycles {
-		bs := origin.Add(time.Duration(c)*period + b.quiet)
-		got := -1.0
-		for off := time.Duration(0); off+10*time.Millisecond <= b.burst; off += time.Millisecond {
-			from, to := bs.Add(off), bs.Add(off+10*time.Millisecond)
-			var w []float64
-			for _, s := range all {
-				if !s.start.Before(from) && s.start.Before(to) {
-					w = append(w, s.us)
-				}
-			}
-			if len(w) < 10 {
-				continue
-			}
-			slices.Sort(w)
-			if pct(w, 0.99) <= float64(b.target.Microseconds()) {
-				got = float64(off.Milliseconds())
-				break
-			}
-		}
-		out = append(out, got)
-	}
-	return out
-}
+// burstLogEnv names the file where the mps layout's interactive process
+// writes its burst phases' requests (writeReqs), for the parent to compute
+// their recoveries once every layout ran.
+const burstLogEnv = "STORM_BURST_LOG"
 
 // runBurstRole is the interactive process of the mps layout: its class
 // on the plain device, the bursty load, "measure" on stdout when the
 // first phase starts (the parent then starts the batch process's count),
-// and the row as the last line.
+// its requests to the file $STORM_BURST_LOG names, and the row as the
+// last line.
 func runBurstRole(ctx context.Context, cfg config, out, errw io.Writer) error {
 	pool, wk, err := openRole(ctx, cfg, errw)
 	if err != nil {
@@ -397,6 +485,11 @@ func runBurstRole(ctx context.Context, cfg config, out, errw io.Writer) error {
 		return err
 	}
 	row.Layout, row.Work, row.Simulated = "mps", wk.String(), pool.Device().Simulated
+	if path := os.Getenv(burstLogEnv); path != "" {
+		if err := writeReqs(path, row.reqs); err != nil {
+			return err
+		}
+	}
 	js, err := json.Marshal(roleResult{Role: "interactive", Burst: &row})
 	if err != nil {
 		return err
@@ -439,8 +532,14 @@ func runBurstMPS(ctx context.Context, cfg config, round int) (row BurstRow, err 
 	if !bp.until("ready") {
 		return row, bp.finish()
 	}
+	reqLog, err := os.CreateTemp("", "storm-burst-*.bin")
+	if err != nil {
+		return row, err
+	}
+	reqLog.Close()
+	defer os.Remove(reqLog.Name())
 	ip, err := startChild(ctx, exe, "interactive", append(slices.Clone(common), "-burst", b.quiet.String()+"/"+b.burst.String(),
-		"-cycles", strconv.Itoa(b.cycles), "-target", b.target.String()), pct(cfg.mpsInter))
+		"-cycles", strconv.Itoa(b.cycles), "-target", b.target.String()), pct(cfg.mpsInter), burstLogEnv+"="+reqLog.Name())
 	if err != nil {
 		return row, err
 	}
@@ -456,106 +555,6 @@ func runBurstMPS(ctx context.Context, cfg config, round int) (row BurstRow, err 
 	}
 	row = *ip.result.Burst
 	row.Round, row.BatchTFLOP = round, bp.result.Cell.BatchTFLOPs
-	return row, nil
-}
-
-// writeBurstReport prints the medians over rounds per layout and the
-// checks, the controller against the static splits of the same
-// run.
-func writeBurstReport(out io.Writer, rows []BurstRow, b burstCfg) {
-	med := func(l string, f func(BurstRow) float64) float64 {
-		return medianOf(rows, func(r BurstRow) bool { return r.Layout == l }, f)
-	}
-	fmt.Fprintln(out, "\n### Bursty interactive class beside the batch class (medians over rounds)")
-	if len(rows) > 0 && rows[0].Simulated {
-		fmt.Fprintln(out, "\nSimulated: the fake driver's timings, not a GPU's; the figures show the machinery runs, not what it achieves.")
-	}
-	fmt.Fprintln(out, "\n| layout | quiet P50 us | quiet P99 us | quiet max us | burst P50 us | burst P99 us | burst max us | batch TFLOP/s | batch quiet / burst | worst recovery ms | moves |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, l := range b.layouts {
-		worst := med(l, func(r BurstRow) float64 {
-			w := 0.0
-			for _, x := range r.RecoveryMs {
-				if x < 0 {
-					return -1
-				}
-				w = max(w, x)
-			}
-			return w
-		})
-		phases := "-"
-		if q := med(l, func(r BurstRow) float64 { return r.BatchQuietTFLOP }); q > 0 {
-			phases = fmt.Sprintf("%.1f / %.1f", q, med(l, func(r BurstRow) float64 { return r.BatchBurstTFLOP }))
-		}
-		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %s | %s | %.0f |\n", l,
-			med(l, func(r BurstRow) float64 { return r.QuietP50 }), med(l, func(r BurstRow) float64 { return r.QuietP99 }),
-			med(l, func(r BurstRow) float64 { return r.QuietMax }), med(l, func(r BurstRow) float64 { return r.BurstP50 }),
-			med(l, func(r BurstRow) float64 { return r.BurstP99 }), med(l, func(r BurstRow) float64 { return r.BurstMax }),
-			med(l, func(r BurstRow) float64 { return r.BatchTFLOP }), phases, recoveryText(worst), med(l, func(r BurstRow) float64 { return float64(r.Moves) }))
-	}
-	if !slices.Contains(b.layouts, "steer") {
-		return
-	}
-	fmt.Fprintln(out, "\nChecks (this run's medians; performance: reported, not fatal):")
-	judged := len(rows) == 0 || !rows[0].Simulated
-	check := func(ok bool, name, got string) { printCheck(out, Check{Name: name, Pass: ok, Got: got}, judged) }
-	s := func(l string, f func(BurstRow) float64) float64 { return med(l, f) }
-	bp99 := func(r BurstRow) float64 { return r.BurstP99 }
-	qp99 := func(r BurstRow) float64 { return r.QuietP99 }
-	tf := func(r BurstRow) float64 { return r.BatchTFLOP }
-	if x := s("split48", bp99); x > 0 {
-		check(s("steer", bp99) <= 1.2*x, "steer burst P99 <= 1.2x split48's", fmt.Sprintf("%.0f us against %.0f, %.2fx", s("steer", bp99), x, s("steer", bp99)/x))
-	}
-	// The controller's own promise: its target, which the trim spends
-	// down to (a target 48 SMs beat by far leaves the 1.2x check above to
-	// a split the controller is not trying to match).
-	if x := s("steer", bp99); x > 0 {
-		check(x <= float64(b.target.Microseconds()), "steer burst P99 within its target", fmt.Sprintf("%.0f us against %v", x, b.target))
-	}
-	// A floor for any controller: never worse than the smallest split it
-	// starts from (run C2's fast variant: growing onto SMs still busy with
-	// the batch's queued work gave 599 us against split16's 550).
-	if x := s("split16", bp99); x > 0 {
-		check(s("steer", bp99) <= x, "steer burst P99 <= split16's", fmt.Sprintf("%.0f us against %.0f, %.2fx", s("steer", bp99), x, s("steer", bp99)/x))
-	}
-	if x := s("split16", qp99); x > 0 {
-		check(s("steer", qp99) <= 1.1*x, "steer quiet P99 <= 1.1x split16's", fmt.Sprintf("%.0f us against %.0f, %.2fx", s("steer", qp99), x, s("steer", qp99)/x))
-	}
-	if x := s("split16", tf); x > 0 {
-		check(s("steer", tf) >= 0.9*x, "steer batch >= 90% of split16's", fmt.Sprintf("%.1f TFLOP/s against %.1f, %.1f%%", s("steer", tf), x, 100*s("steer", tf)/x))
-		// What a controller that held split48's SMs through each burst and
-		// split16's between would give: split16's quiet rate for the quiet
-		// phases, split48's burst rate for the bursts.
-		q16 := s("split16", func(r BurstRow) float64 { return r.BatchQuietTFLOP })
-		b48 := s("split48", func(r BurstRow) float64 { return r.BatchBurstTFLOP })
-		if q16 > 0 && b48 > 0 {
-			mix := (q16*b.quiet.Seconds() + b48*b.burst.Seconds()) / b.period().Seconds()
-			fmt.Fprintf(out, "  split16's quiet rate with split48's burst rate: %.1f TFLOP/s, %.1f%% of split16's; steer %.1f%% of that mix\n",
-				mix, 100*mix/x, 100*s("steer", tf)/mix)
-		}
-	}
-	if x := s("mps", bp99); x > 0 {
-		check(s("steer", bp99) <= x, "steer burst P99 <= MPS 12%/88%'s", fmt.Sprintf("%.0f us against %.0f, %.2fx", s("steer", bp99), x, s("steer", bp99)/x))
-	}
-	worst := -1.0
-	for _, r := range rows {
-		if r.Layout != "steer" {
-			continue
-		}
-		for _, x := range r.RecoveryMs {
-			if x < 0 {
-				worst = 1e9
-			}
-			worst = max(worst, x)
-		}
-	}
-	check(worst >= 0 && worst <= 50, "steer: every burst's P99 within target within 50 ms of its start", recoveryText(worst))
-}
-
-func recoveryText(ms float64) string {
-	switch {
-	case ms < 0 || ms >= 1e9:
-		return "never"
-	}
-	return fmt.Sprintf("%.0f", ms)
+	row.reqs, err = readReqs(reqLog.Name())
+	return row, err
 }

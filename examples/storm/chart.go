@@ -11,12 +11,17 @@ import (
 
 // The -burst chart: the first round's layouts on one time axis, in two
 // panels: the SMs each class held (the interactive class solid, the batch
-// dashed; none under MPS, which splits threads) and the interactive P99
-// per window on a log scale with the target, the burst phases shaded. SVG
-// is text, so the example draws it with the standard library (as
-// examples/day94 does) and stays on the SDK's public API.
+// dashed; none under MPS, which splits threads), with a tick at the top
+// for each SM move, and the interactive P99 per window on a log scale
+// with the target (and the recoveries' target, where it differs), a
+// circle where each burst's P99 got back under the recoveries' target
+// (a cross at the burst's end where it never did), the burst phases
+// shaded. The layouts whose interactive class sends nothing (steer-idle)
+// are left out. SVG is text, so the example draws it with the standard
+// library (as examples/day94 does) and stays on the SDK's public API.
 
-var layoutColors = map[string]string{"split16": "#1f77b4", "split32": "#2ca02c", "split48": "#9467bd", "steer": "#d62728", "mps": "#ff7f0e"}
+var layoutColors = map[string]string{"split16": "#1f77b4", "split32": "#2ca02c", "split48": "#9467bd", "steer": "#d62728", "mps": "#ff7f0e",
+	"steer-nobound": "#8c564b", "steer-rel": "#e377c2"}
 
 const (
 	chartLeft, chartWidth, chartRight = 70, 760, 190
@@ -31,8 +36,15 @@ func writeBurstChart(path string, rows []BurstRow, b burstCfg) error {
 func burstChart(rows []BurstRow, b burstCfg) string {
 	var first []BurstRow
 	for _, r := range rows {
-		if r.Round == rows[0].Round {
+		if r.Round == rows[0].Round && !idle(r.Layout) {
 			first = append(first, r)
+		}
+	}
+	tgt := float64(b.target.Microseconds())
+	recTgt := tgt // the recoveries' target
+	for _, r := range first {
+		if r.RecoveryTargetUs > 0 {
+			recTgt = r.RecoveryTargetUs
 		}
 	}
 	span := float64((time.Duration(b.cycles) * b.period()).Milliseconds())
@@ -43,7 +55,7 @@ func burstChart(rows []BurstRow, b burstCfg) string {
 	top2 := chartTop + panelH + panelGap
 	smY := func(sms float64) float64 { return chartTop + panelH - sms/132*panelH }
 	// The P99 panel's scale: whole decades around the figures and target.
-	lo, hi := float64(b.target.Microseconds()), float64(b.target.Microseconds())
+	lo, hi := min(tgt, recTgt), max(tgt, recTgt)
 	for _, r := range first {
 		for _, p := range r.P99 {
 			if p[1] > 0 {
@@ -89,7 +101,12 @@ func burstChart(rows []BurstRow, b burstCfg) string {
 		fmt.Fprintf(&s, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, chartLeft-6, pY(d)+4, usText(d))
 	}
 	fmt.Fprintf(&s, "\n"+`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="black" stroke-dasharray="6,4"/>`+"\n",
-		chartLeft, pY(float64(b.target.Microseconds())), chartLeft+chartWidth, pY(float64(b.target.Microseconds())))
+		chartLeft, pY(tgt), chartLeft+chartWidth, pY(tgt))
+	if recTgt != tgt {
+		fmt.Fprintf(&s, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#555555" stroke-dasharray="2,3"/>`+"\n",
+			chartLeft, pY(recTgt), chartLeft+chartWidth, pY(recTgt))
+		fmt.Fprintf(&s, `<text x="%d" y="%.1f" font-size="10" fill="#555555">recoveries' target %s</text>`+"\n", chartLeft+4, pY(recTgt)-3, usText(recTgt))
+	}
 	for c := 0; c <= b.cycles; c++ {
 		ms := float64((time.Duration(c) * b.period()).Milliseconds())
 		fmt.Fprintf(&s, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, x(ms), top2+panelH+16, msText(ms))
@@ -115,6 +132,7 @@ func burstChart(rows []BurstRow, b burstCfg) string {
 			}
 			polyline(&s, pts, col, "")
 		}
+		reactionMarks(&s, r, b, x, pY(recTgt), col)
 		ly := chartTop + 10 + 20*i
 		name := r.Layout
 		if r.Layout == "mps" {
@@ -123,8 +141,45 @@ func burstChart(rows []BurstRow, b burstCfg) string {
 		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
 			chartLeft+chartWidth+12, ly, col, chartLeft+chartWidth+32, ly+6, html.EscapeString(name))
 	}
+	if len(first) > 0 {
+		ly := chartTop + 10 + 20*len(first)
+		fmt.Fprintf(&s, `<text x="%d" y="%d" font-size="10">circles: a burst's P99 back</text>`+"\n", chartLeft+chartWidth+12, ly+6)
+		fmt.Fprintf(&s, `<text x="%d" y="%d" font-size="10">under the recoveries' target</text>`+"\n", chartLeft+chartWidth+12, ly+18)
+		fmt.Fprintf(&s, `<text x="%d" y="%d" font-size="10">ticks on top: SM moves</text>`+"\n", chartLeft+chartWidth+12, ly+30)
+	}
 	s.WriteString("</svg>\n")
 	return s.String()
+}
+
+// reactionMarks draws a row's reaction: per burst, a circle on the
+// recoveries' target (at y) where its P99 got back under it, or a cross
+// at the burst's end where it never did; per SM move, a tick at the top
+// of the SM panel. Each says its figures in a tooltip.
+func reactionMarks(s *strings.Builder, r BurstRow, b burstCfg, x func(float64) float64, y float64, col string) {
+	for c, first := range r.BurstFirstMs {
+		if first < 0 || c >= len(r.RecoverySinceFirstMs) {
+			continue
+		}
+		rec := r.RecoverySinceFirstMs[c]
+		tip := fmt.Sprintf("%s, burst %d: P99 back under %s %s ms after its first request", r.Layout, c+1, usText(r.RecoveryTargetUs), recoveryText(rec))
+		if rec < 0 {
+			end := float64((time.Duration(c+1) * b.period()).Milliseconds())
+			fmt.Fprintf(s, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s" font-size="11"><title>%s</title>×</text>`+"\n",
+				x(end), y+4, col, html.EscapeString(tip))
+			continue
+		}
+		fmt.Fprintf(s, `<circle cx="%.1f" cy="%.1f" r="3" fill="none" stroke="%s"><title>%s</title></circle>`+"\n",
+			x(first+rec), y, col, html.EscapeString(tip))
+	}
+	for _, m := range r.MoveLog {
+		tip := fmt.Sprintf("%s: %d -> %d SMs (%s), %.2f ms from the decision to the new SMs serving, %.2f ms waiting for queued work",
+			r.Layout, m.From, m.To, m.Kind, m.TookMs, m.HandoffWaitMs)
+		if m.Refused != "" {
+			tip = fmt.Sprintf("%s: %d -> %d SMs refused: %s", r.Layout, m.From, m.To, m.Refused)
+		}
+		fmt.Fprintf(s, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"><title>%s</title></line>`+"\n",
+			x(m.AtMs), chartTop, x(m.AtMs), chartTop+8, col, html.EscapeString(tip))
+	}
 }
 
 // steps is a series of change points [ms, SMs] as a step line's points:

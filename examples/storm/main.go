@@ -30,7 +30,7 @@
 // (fcsp.WithLatencyTarget) and a fresh tenant's first requests, in place of
 // the matrix (burst.go, cold.go):
 //
-//	storm -burst 3s/1s -cycles 4 [-burst-layouts split16,split32,split48,steer,mps] [-chart burst.svg]
+//	storm -burst 3s/1s -cycles 4 [-burst-layouts split16,split32,split48,steer,mps,...] [-chart burst.svg]
 //	storm -coldstart 1s/2s [-cold-variants cold,warmup,doeach]
 //
 // Without cuBLAS (or on the simulator, where there is no GPU) the requests
@@ -176,8 +176,9 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
 	burst := fs.String("burst", "", "quiet/burst durations (e.g. 3s/1s): run a bursty interactive class (1 request goroutine, then 16) beside the batch class in the -burst-layouts instead of the storm matrix")
 	fs.IntVar(&c.bursts.cycles, "cycles", 4, "-burst: quiet+burst cycles per cell")
-	burstLayouts := fs.String("burst-layouts", strings.Join(burstLayoutNames[:4], ","), "-burst: layouts, comma-separated: split16, split32, split48 (the interactive class on that many SMs, the batch on the rest), steer (WithLatencyTarget(-target, 16, 48)), mps (each class a process under MPS at -mps-inter-pct / -mps-batch-pct, the daemon started by -mps-start)")
+	burstLayouts := fs.String("burst-layouts", strings.Join(burstLayoutNames[:4], ","), "-burst: layouts, comma-separated: split16, split32, split48 (the interactive class on that many SMs, the batch on the rest), steer (WithLatencyTarget(-target, 16, 48), the batch's queue bounded by the default horizon), steer-nobound (the same with WithQueueHorizon(NoQueueHorizon)), steer-rel (WithRelativeLatencyTarget(-target-relative, 16, 48)), steer-idle and steer-idle-nobound (steer and steer-nobound with no interactive request: the batch alone), mps (each class a process under MPS at -mps-inter-pct / -mps-batch-pct, the daemon started by -mps-start)")
 	fs.DurationVar(&c.bursts.target, "target", 300*time.Microsecond, "-burst: the interactive class's P99 target (steer's, and every layout's recovery)")
+	fs.Float64Var(&c.bursts.relFactor, "target-relative", 1.2, "-burst: steer-rel's factor (WithRelativeLatencyTarget), and the recoveries' target as that factor of split48's burst P99 where split48 runs")
 	fs.StringVar(&c.bursts.chart, "chart", "", "-burst: draw the first round's SMs per class and interactive P99 over time into this SVG file")
 	coldstart := fs.String("coldstart", "", "first/steady durations (e.g. 1s/2s): run a cold start (16 request goroutines on a fresh tenant beside the batch class, the first window against the steady one after it) in the -cold-variants instead of the storm matrix")
 	coldVars := fs.String("cold-variants", strings.Join(coldVariants, ","), "-coldstart: variants, comma-separated: cold (no warm-up), warmup (fcsp.WithWarmup, no DoEach), doeach (Tenant.DoEach before serving)")
@@ -212,6 +213,9 @@ func parse(args []string, usage io.Writer) (config, error) {
 		}
 		if c.bursts.cycles < 1 || c.bursts.target <= 0 {
 			return c, fmt.Errorf("%w: -cycles %d, -target %v: want at least 1 and a positive target", ErrBadValue, c.bursts.cycles, c.bursts.target)
+		}
+		if !(c.bursts.relFactor >= 1 && c.bursts.relFactor <= 1000) {
+			return c, fmt.Errorf("%w: -target-relative %v: want a factor from 1 to 1000", ErrBadValue, c.bursts.relFactor)
 		}
 		c.bursts.batchK = max(c.batchK, 2)
 	}
@@ -362,6 +366,9 @@ type opener struct {
 	said bool
 	// device is the last pool's device, for the report.
 	device string
+	// tap, where set, wraps the pool's log handler: -burst reads each SM
+	// move's debug lines through it.
+	tap func(slog.Handler) slog.Handler
 }
 
 // simulated reports whether the runs will be on the simulator, and why
@@ -390,7 +397,11 @@ func (o *opener) open(ctx context.Context) (*fcsp.Pool, error) {
 }
 
 func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
-	opts := []fcsp.Option{fcsp.WithLogger(logger(o.errw, o.cfg.logMoves))}
+	log := logger(o.errw, o.cfg.logMoves)
+	if o.tap != nil {
+		log = slog.New(o.tap(log.Handler()))
+	}
+	opts := []fcsp.Option{fcsp.WithLogger(log)}
 	if o.cfg.wait != "default" {
 		opts = append(opts, fcsp.WithHostWait(o.cfg.spin))
 	}
@@ -518,6 +529,9 @@ type loadModes struct {
 	Args      []string   `json:"args"`
 	Bursts    []BurstRow `json:"bursts,omitempty"`
 	ColdStart []ColdRow  `json:"cold_start,omitempty"`
+
+	// BurstReport is -burst's summary per layout and its checks.
+	BurstReport *BurstReport `json:"burst_report,omitempty"`
 }
 
 // runLoadModes runs -burst's layouts, then -coldstart's variants, as asked.
@@ -525,7 +539,7 @@ func runLoadModes(ctx context.Context, op *opener, cfg config, haveCublas bool, 
 	rep := loadModes{Args: args}
 	var err error
 	if cfg.bursts.quiet > 0 {
-		rep.Bursts, err = runBursts(ctx, op, cfg, haveCublas, out)
+		rep.Bursts, rep.BurstReport, err = runBursts(ctx, op, cfg, haveCublas, out)
 	}
 	if err == nil && cfg.cold.first > 0 {
 		if cfg.bursts.quiet > 0 {

@@ -129,6 +129,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-inter-sms", "0"}, ErrBadValue},
 		{[]string{"-probe-every", "-1ms"}, ErrBadValue},
 		{[]string{"-mps-inter-pct", "0"}, ErrBadValue},
+		{[]string{"-burst", "1s/1s", "-target-relative", "0.9"}, ErrBadValue},
 		{[]string{"-mps-batch-pct", "101"}, ErrBadValue},
 		{[]string{"-mps-role", "both"}, ErrUnknown},
 		{[]string{"-mps-role", "batch", "-k", "1,4", "-storm", "none"}, ErrNeedsOne},
@@ -228,7 +229,7 @@ func TestBurstOnSimulator(t *testing.T) {
 	}
 	s := out.String()
 	for _, want := range []string{"### Bursty interactive class", "| steer |", "| mps |", "Simulated: the fake driver's timings",
-		"steer burst P99 <= 1.2x split48's", "steer batch >= 90% of split16's", "steer burst P99 <= MPS 12%/88%'s", "chart (round 1"} {
+		"steer burst P99 <= 1.2x split48's", "steer batch >= 88% of split16's", "steer burst P99 <= MPS 12%/88%'s", "chart (round 1"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
