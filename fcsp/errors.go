@@ -32,6 +32,10 @@ var (
 	// already freed. No counter changes.
 	ErrUnknownPointer = memtrack.ErrUnknownPointer
 	ErrOutOfRange     = errs.ErrOutOfRange // a copy or memset past the end of the SDK's block it starts in (no driver call); the message names the block's size, the offset and the length. It matches ErrInvalidArgument too; a pointer the SDK did not allocate is the driver's to judge
+	// ErrGreenContextLimit: one more green context would pass the pool's
+	// WithGreenContextLimit; the message says how many were made and what
+	// makes them.
+	ErrGreenContextLimit = errs.ErrGreenContextLimit
 	// ErrClosed: the Pool, Tenant or Stream was closed. It is the module's
 	// one ErrClosed: a call racing a close fails with it whichever layer
 	// (partition, token bucket, quota account) saw the close first.

@@ -41,6 +41,10 @@ func TestSettersRefuse(t *testing.T) {
 		{"region dir", func(p *Pool, _ *Tenant) error { return p.SetRegion(dir) }, "is a directory; give a file in it"},
 		{"region no folder", func(p *Pool, _ *Tenant) error { return p.SetRegion(filepath.Join(dir, "no", "fcsp")) }, "does not exist"},
 		{"heartbeat timeout <= every", func(p *Pool, _ *Tenant) error { return p.SetHeartbeat(time.Second, time.Second) }, "heartbeat every 1s, timeout 1s; want 0 < every < timeout"},
+		{"green contexts 0", func(p *Pool, _ *Tenant) error { return p.SetGreenLimit(0) }, "WithGreenContextLimit(0); want at least 1"},
+		{"sampling -1s", func(p *Pool, _ *Tenant) error { return p.SetSample(-time.Second) }, "WithMemorySampling(-1s); want 0 (off) or 1ms or more"},
+		{"sampling 1us", func(p *Pool, _ *Tenant) error { return p.SetSample(time.Microsecond) }, "WithMemorySampling(1µs)"},
+		{"unaccounted 0", func(p *Pool, _ *Tenant) error { return p.SetUnaccounted(0) }, "WithUnaccountedMemoryBound(0); want a positive byte count"},
 		{"dos 0", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(0) }, "WithConcurrentDos(0); want 1 to 64"},
 		{"dos past max", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(smpart.MaxSlots + 1) }, "WithConcurrentDos(65)"},
 		{"nil context", func(_ *Pool, c *Tenant) error { return c.SetContext(nil) }, "WithContext of a nil context.Context"},
@@ -230,4 +234,17 @@ func TestContextKept(t *testing.T) {
 	var c Tenant
 	require.NoError(t, c.SetContext(ctx))
 	require.Equal(t, ctx, c.Ctx)
+}
+
+// The pool samples the device's view of its memory every second on a GPU,
+// on the simulator only when asked, never with WithMemorySampling(0).
+func TestSamplePeriod(t *testing.T) {
+	p := NewPool()
+	require.Equal(t, DefaultSample, p.SamplePeriod())
+	p.Simulated = true
+	require.Zero(t, p.SamplePeriod())
+	require.NoError(t, p.SetSample(time.Hour))
+	require.Equal(t, time.Hour, p.SamplePeriod())
+	require.NoError(t, p.SetSample(0))
+	require.Zero(t, p.SamplePeriod())
 }

@@ -40,6 +40,55 @@ type Pool struct {
 	SplitFlag   uint32        // cuDevSmResourceSplitByCount flags (WithoutCoscheduling)
 	HostWait    time.Duration // how long Synchronize spins (WithHostWait)
 	HostWaitSet bool
+	Greens      int           // WithGreenContextLimit; 0: none
+	Sample      time.Duration // WithMemorySampling; 0: off
+	SampleSet   bool
+	Unaccounted uint64 // WithUnaccountedMemoryBound; 0: no warning
+	Headroom    bool   // WithUnaccountedHeadroom
+}
+
+// DefaultSample is how often a pool samples NVML's figure for the process
+// where WithMemorySampling does not say: a GPU's pool samples, the
+// simulator's (which has no NVML) does not.
+const DefaultSample = time.Second
+
+// SamplePeriod is how often the pool samples the device's view of its
+// memory (0: never).
+func (c *Pool) SamplePeriod() time.Duration {
+	switch {
+	case c.SampleSet:
+		return c.Sample
+	case c.Simulated:
+		return 0
+	}
+	return DefaultSample
+}
+
+// SetGreenLimit is WithGreenContextLimit.
+func (c *Pool) SetGreenLimit(n int) error {
+	if n < 1 {
+		return invalid("WithGreenContextLimit(%d); want at least 1 (a partition's layout has a context of its own)", n)
+	}
+	c.Greens = n
+	return nil
+}
+
+// SetSample is WithMemorySampling.
+func (c *Pool) SetSample(every time.Duration) error {
+	if every < 0 || every > 0 && every < time.Millisecond {
+		return invalid("WithMemorySampling(%v); want 0 (off) or 1ms or more (NVML's process list costs a call into the kernel driver)", every)
+	}
+	c.Sample, c.SampleSet = every, true
+	return nil
+}
+
+// SetUnaccounted is WithUnaccountedMemoryBound.
+func (c *Pool) SetUnaccounted(bytes uint64) error {
+	if bytes == 0 {
+		return invalid("WithUnaccountedMemoryBound(0); want a positive byte count")
+	}
+	c.Unaccounted = bytes
+	return nil
 }
 
 // NewPool is the configuration of a pool opened without options.
