@@ -115,7 +115,7 @@ func BenchmarkNewTenant(b *testing.B) {
 // OH-004 baseline.
 func BenchmarkRawGreenCtx(b *testing.B) {
 	p := benchPool(b)
-	drv, dev := p.raw, p.dev.Ordinal()
+	drv, dev := p.drv.(*cuda.Guard).Unwrap(), p.dev.Ordinal()
 	res, err := drv.DeviceGetDevResource(dev, cuda.ResourceSM)
 	if err != nil {
 		b.Fatal(err)
@@ -230,7 +230,7 @@ func BenchmarkLaunch(b *testing.B) {
 		t.Close()
 	}
 	b.Run("raw", func(b *testing.B) {
-		drv, c := p.raw, p.dev.Primary()
+		drv, c := p.drv.(*cuda.Guard).Unwrap(), p.dev.Primary()
 		mod, err := drv.ModuleLoadData(c, kernels.ChainPTX)
 		if err != nil {
 			b.Fatal(err)

@@ -39,7 +39,7 @@ func inFaultChild(t *testing.T) bool {
 // the pool's watch, and logs what came back: the evidence of what a sticky
 // error does to a neighbour.
 func rawProbe(t *testing.T, p *Pool, tn *Tenant) {
-	raw := p.raw
+	raw := p.drv.(*cuda.Guard).Unwrap()
 	ctx := tn.c.ctx()
 	ptr, err := raw.MemAlloc(ctx, 1<<20)
 	t.Logf("  raw driver, tenant %q: cuMemAlloc -> %v", tn.Name(), err)

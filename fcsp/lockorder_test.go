@@ -58,17 +58,14 @@ func (lockWatch) Refuse(op string) error { lockorder.Driver(op); return nil }
 
 func (lockWatch) See(_ string, _ cuda.Context, _ cuda.Stream, err error) error { return err }
 
-// simFake is a simulated pool's fake driver, under the pool's guard, its
-// meter (internal/overhead) and, where the check is on, lockWatch's guard.
+// simFake is a simulated pool's fake driver, under the pool's guard and,
+// where the check is on, lockWatch's.
 func simFake(p *Pool) *fake.Driver {
-	var d cuda.Driver = p.drv
-	for {
-		u, ok := d.(interface{ Unwrap() cuda.Driver })
-		if !ok {
-			return d.(*fake.Driver)
-		}
-		d = u.Unwrap()
+	d := p.drv.(*cuda.Guard).Unwrap()
+	if g, ok := d.(*cuda.Guard); ok {
+		d = g.Unwrap()
 	}
+	return d.(*fake.Driver)
 }
 
 // checkLockOrder fails t if a lock was taken out of order, or a driver call

@@ -111,8 +111,10 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	// Every call, internal/smpart's included, goes through the guard: whichever
 	// call meets a sticky fault first turns the pool to lost.
 	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
-	p.over.SetGreenLimit(cfg.Greens) // and the objects it makes are counted, beneath the guard
-	p.raw, p.drv = p.drv, cuda.NewGuard(p.over.Wrap(p.drv), &p.fault)
+	guard := cuda.NewGuard(p.drv, &p.fault)
+	p.over.SetGreenLimit(cfg.Greens)
+	guard.SetMaker(&p.over) // and the objects the pool makes are counted (internal/overhead)
+	p.raw, p.drv = p.drv, guard
 	if p.dev, err = smpart.OpenIndex(ctx, p.drv, index); err != nil {
 		return nil, err
 	}

@@ -28,3 +28,26 @@ const (
 func ModuleCost(n int) uint64 {
 	return max(1, (uint64(n)+ModulePage-1)/ModulePage) * ModulePage
 }
+
+// Object is a kind of driver object whose device memory the SDK counts.
+type Object uint8
+
+const (
+	ObjGreenCtx Object = iota + 1
+	ObjStream
+	ObjEvent
+	ObjModule
+)
+
+// Maker is told of the objects a Guard's calls make and destroy
+// (Guard.SetMaker; internal/overhead counts their memory). Only the calls
+// that make or destroy one ask it, so the others cost nothing more. Make
+// is asked before the driver, and its error is the call's (the driver is
+// not asked); Made is told how it went (h: the new handle, 0 on an
+// error); Unmade that h is being destroyed. n is a module's image size,
+// 0 for the others.
+type Maker interface {
+	Make(o Object, n int) error
+	Made(o Object, h uintptr, n int, err error)
+	Unmade(o Object, h uintptr)
+}

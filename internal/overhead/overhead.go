@@ -5,12 +5,13 @@
 // alone (issue 54: a latency class of 16-48 SMs warmed with 16 Dos per
 // size is 80 green contexts, 320 MiB at 4 MiB each, which no quota saw).
 //
-// The Meter is a cuda.Driver between the pool's guard and the driver
-// (Wrap): every object the pool makes, whichever engine or mechanism makes
-// it, passes it, so no call site counts. A creation is charged before the
-// driver is asked and refused, changing nothing, where the limit has no
-// room for it (a *memtrack.QuotaError, errs.ErrQuotaExceeded) or where it
-// would pass the pool's bound on green contexts (errs.ErrGreenContextLimit).
+// The Meter is the pool's guard's cuda.Maker: the guard, which every
+// driver call of the pool passes, tells it of each object made and
+// destroyed (only those calls ask it), whichever engine or mechanism makes
+// it, so no call site counts. A creation is charged before the driver is
+// asked and refused, changing nothing, where the limit has no room for it
+// (a *memtrack.QuotaError, errs.ErrQuotaExceeded) or where it would pass
+// the pool's bound on green contexts (errs.ErrGreenContextLimit).
 //
 // What each object costs is internal/cuda's table (cuda.GreenCtxCost
 // measured, the others models). A green context's memory stays charged
@@ -57,8 +58,8 @@ type Meter struct {
 	live  [kinds]atomic.Int64              // objects alive
 	bytes [kinds]atomic.Uint64             // their memory (a green context's outlives it)
 
-	mu   sync.Mutex // guards mods; a leaf: nothing is taken or called under it
-	mods map[cuda.Module]uint64
+	mu   sync.Mutex         // guards mods; a leaf: nothing is taken or called under it
+	mods map[uintptr]uint64 // modules' costs by handle
 }
 
 // SetGreenLimit bounds the green contexts the meter lets the pool make
@@ -187,107 +188,69 @@ func (m *Meter) give(k kind, n uint64) {
 	}
 }
 
-// Wrap returns d with every object it makes counted by m.
-func (m *Meter) Wrap(d cuda.Driver) cuda.Driver { return &driver{Driver: d, m: m} }
+// Make is cuda.Maker's: it counts one object of kind o (a module of an
+// n-byte image), charging the device limit where bound, or refuses it.
+func (m *Meter) Make(o cuda.Object, n int) error { return m.take(kindOf(o), costOf(o, n)) }
 
-// driver is the meter's place among the pool's drivers: the calls that
-// make and destroy objects, the others passed through.
-type driver struct {
-	cuda.Driver
-	m *Meter
-}
-
-// Unwrap is the driver beneath (smpart names a device by it).
-func (d *driver) Unwrap() cuda.Driver { return d.Driver }
-
-func (d *driver) GreenCtxCreate(desc cuda.ResourceDesc, dev cuda.Device, flags uint32) (cuda.GreenCtx, error) {
-	if err := d.m.take(green, cuda.GreenCtxCost); err != nil {
-		return 0, err
-	}
-	g, err := d.Driver.GreenCtxCreate(desc, dev, flags)
+// Made is cuda.Maker's: an object the driver did not make is taken back;
+// a module's cost is kept by its handle, for its unload.
+func (m *Meter) Made(o cuda.Object, h uintptr, n int, err error) {
+	k, c := kindOf(o), costOf(o, n)
 	if err != nil {
-		d.m.undo(green, cuda.GreenCtxCost)
+		m.undo(k, c)
+		return
 	}
-	return g, err
+	if k == module {
+		m.mu.Lock()
+		if m.mods == nil {
+			m.mods = map[uintptr]uint64{}
+		}
+		m.mods[h] = c
+		m.mu.Unlock()
+	}
 }
 
-func (d *driver) GreenCtxDestroy(g cuda.GreenCtx) error {
-	d.m.gone(green, 0)
-	return d.Driver.GreenCtxDestroy(g)
+// Unmade is cuda.Maker's: the object is counted gone whatever the driver
+// says of its destroy (the SDK drops a handle whose destroy failed, a lost
+// device's, and the driver's memory goes with its context).
+func (m *Meter) Unmade(o cuda.Object, h uintptr) {
+	k, c := kindOf(o), costOf(o, 0)
+	if k == module {
+		m.mu.Lock()
+		var ok bool
+		c, ok = m.mods[h]
+		delete(m.mods, h)
+		m.mu.Unlock()
+		if !ok {
+			return // not made through the meter
+		}
+	}
+	m.gone(k, c)
 }
 
-func (d *driver) StreamCreate(c cuda.Context, flags uint32) (cuda.Stream, error) {
-	if err := d.m.take(stream, cuda.StreamCost); err != nil {
-		return 0, err
+func kindOf(o cuda.Object) kind {
+	switch o {
+	case cuda.ObjGreenCtx:
+		return green
+	case cuda.ObjStream:
+		return stream
+	case cuda.ObjEvent:
+		return event
 	}
-	s, err := d.Driver.StreamCreate(c, flags)
-	if err != nil {
-		d.m.undo(stream, cuda.StreamCost)
-	}
-	return s, err
+	return module
 }
 
-func (d *driver) GreenCtxStreamCreate(g cuda.GreenCtx, flags uint32, priority int) (cuda.Stream, error) {
-	if err := d.m.take(stream, cuda.StreamCost); err != nil {
-		return 0, err
+// costOf is what an object costs (internal/cuda's table).
+func costOf(o cuda.Object, n int) uint64 {
+	switch o {
+	case cuda.ObjGreenCtx:
+		return cuda.GreenCtxCost
+	case cuda.ObjStream:
+		return cuda.StreamCost
+	case cuda.ObjEvent:
+		return cuda.EventCost
 	}
-	s, err := d.Driver.GreenCtxStreamCreate(g, flags, priority)
-	if err != nil {
-		d.m.undo(stream, cuda.StreamCost)
-	}
-	return s, err
+	return cuda.ModuleCost(n)
 }
 
-// StreamDestroy counts the stream gone whatever the driver says: the SDK
-// drops a handle whose destroy failed (a lost device's), and so does the
-// driver's memory with its context.
-func (d *driver) StreamDestroy(c cuda.Context, s cuda.Stream) error {
-	d.m.gone(stream, cuda.StreamCost)
-	return d.Driver.StreamDestroy(c, s)
-}
-
-func (d *driver) EventCreate(c cuda.Context, flags uint32) (cuda.Event, error) {
-	if err := d.m.take(event, cuda.EventCost); err != nil {
-		return 0, err
-	}
-	e, err := d.Driver.EventCreate(c, flags)
-	if err != nil {
-		d.m.undo(event, cuda.EventCost)
-	}
-	return e, err
-}
-
-func (d *driver) EventDestroy(c cuda.Context, e cuda.Event) error {
-	d.m.gone(event, cuda.EventCost)
-	return d.Driver.EventDestroy(c, e)
-}
-
-func (d *driver) ModuleLoadData(c cuda.Context, image []byte) (cuda.Module, error) {
-	n := cuda.ModuleCost(len(image))
-	if err := d.m.take(module, n); err != nil {
-		return 0, err
-	}
-	h, err := d.Driver.ModuleLoadData(c, image)
-	if err != nil {
-		d.m.undo(module, n)
-		return h, err
-	}
-	d.m.mu.Lock()
-	if d.m.mods == nil {
-		d.m.mods = map[cuda.Module]uint64{}
-	}
-	d.m.mods[h] = n
-	d.m.mu.Unlock()
-	return h, nil
-}
-
-func (d *driver) ModuleUnload(c cuda.Context, h cuda.Module) error {
-	d.m.mu.Lock()
-	n, ok := d.m.mods[h]
-	delete(d.m.mods, h)
-	d.m.mu.Unlock()
-	if ok {
-		d.m.gone(module, n)
-	}
-	return d.Driver.ModuleUnload(c, h)
-}
+var _ cuda.Maker = (*Meter)(nil)

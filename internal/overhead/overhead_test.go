@@ -30,7 +30,9 @@ func newRig(t *testing.T, greens int) *rig {
 	if greens > 0 {
 		r.m.SetGreenLimit(greens)
 	}
-	r.d = r.m.Wrap(r.f)
+	g := cuda.NewGuard(r.f, nopWatch{})
+	g.SetMaker(r.m)
+	r.d = g
 	var err error
 	r.ctx, err = r.d.PrimaryCtxRetain(0)
 	require.NoError(t, err)
@@ -185,3 +187,8 @@ func assertNoError(t *testing.T, err error) bool {
 	}
 	return true
 }
+
+type nopWatch struct{}
+
+func (nopWatch) Refuse(string) error                                          { return nil }
+func (nopWatch) See(_ string, _ cuda.Context, _ cuda.Stream, err error) error { return err }
