@@ -245,6 +245,7 @@ type descs struct {
 	lost                                                      *prometheus.Desc
 	moves, latTarget                                          *prometheus.Desc
 	bandwidth, slowdown, bytes, latency, floor, floored, busy *prometheus.Desc
+	mem                                                       memDescs // memory.go
 }
 
 func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
@@ -294,6 +295,7 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.tenants = mk("fcsp_pool_tenants", "Live tenants.")
 	d.lost = mk("fcsp_pool_device_lost", "1 while a sticky device error has every tenant failing (until the process restarts).")
 	d.busy = mk("fcsp_pool_latency_busy", "1 while a latency-critical tenant has kernels in flight, as last seen.")
+	d.mem.init(mk)
 	return all
 }
 
@@ -402,6 +404,7 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 	gauge(d.tenants, float64(len(ps.Tenants)))
 	gauge(d.lost, b2f(!ps.Health.Healthy()))
 	gauge(d.busy, b2f(ps.LatencyBusy))
+	d.mem.collect(gauge, ps)
 }
 
 // validNames is the set of the tenants' names that are valid UTF-8.
