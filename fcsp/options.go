@@ -404,9 +404,9 @@ func WithMemorySampling(every time.Duration) Option {
 
 // WithUnaccountedMemoryBound logs a warning (WithLogger) when the
 // process's device memory that nothing counted (DeviceMemory.Unaccounted:
-// the primary context, about 530 MiB on an H100, and what libraries
-// allocate for themselves) passes bytes, once until it falls back below.
-// It needs sampling (WithMemorySampling).
+// the primary context and the driver's own, 534 MiB after a pool's Open
+// on an H100, and what libraries allocate for themselves) passes bytes,
+// once until it falls back below. It needs sampling (WithMemorySampling).
 func WithUnaccountedMemoryBound(bytes uint64) Option {
 	return Option{func(c *poolConfig) error { return c.SetUnaccounted(bytes) }}
 }
