@@ -370,7 +370,9 @@ func WithTenantRefillPeriod(d time.Duration) TenantOption {
 // process for reuse (up to 64 per device, shared by its pools) or
 // destroyed: the driver gives it back only with the primary context. So
 // the bound is on memory: n x 4 MiB, counted in PoolStats.Overhead and
-// against the device limit.
+// against the device limit. (Keeping fewer for reuse would save nothing,
+// a destroyed one holding its memory as a kept one does: there is no
+// option for it.)
 //
 // How many a configuration makes: a partitioned tenant, per size it may
 // take (its own, WithReshapeSizes', WithLatencyTarget's range in partition
