@@ -168,6 +168,8 @@ func TestUnaccountedMemory(t *testing.T) {
 	ptr, err := a.Alloc(ctx, 100<<20)
 	require.NoError(t, err)
 
+	// The source is opened on the sampler's goroutine, which then samples.
+	require.Eventually(t, func() bool { return !p.Stats().DeviceMemory.At.IsZero() }, 5*time.Second, time.Millisecond)
 	p.watch.Sample()
 	s := p.Stats()
 	dm := s.DeviceMemory

@@ -145,18 +145,15 @@ func (p *Pool) watchMemory() error {
 		p.watch = memwatch.Off("not sampled (WithMemorySampling)")
 		return nil
 	}
-	src, closeSrc, why := memwatch.SourceFor(p.drv, p.info.UUID, p.info.Simulated)
-	if src == nil {
-		p.log.Warn("fcsp pool: the device's view of the process's memory cannot be sampled", "why", why)
-		p.watch = memwatch.Off(why)
-		return nil
-	}
 	var charge *memtrack.Tracker
 	if p.cfg.Headroom {
 		charge = p.mem
 	}
-	p.watch = memwatch.Start(memwatch.Config{Every: every, Source: src, Counted: p.counted, Warn: p.cfg.Unaccounted,
-		Charge: charge, Log: p.log, Done: p.closeDone, Close: closeSrc})
+	open := func() (memwatch.Source, func(), error) {
+		return memwatch.SourceFor(p.drv, p.info.UUID, p.info.Simulated)
+	}
+	p.watch = memwatch.Start(memwatch.Config{Every: every, Open: open, Counted: p.counted, Warn: p.cfg.Unaccounted,
+		Charge: charge, Log: p.log, Done: p.closeDone})
 	return nil
 }
 

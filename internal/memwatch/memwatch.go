@@ -15,6 +15,7 @@
 package memwatch
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -43,8 +44,12 @@ type Source func() (uint64, error)
 
 // Config is what a Watch needs.
 type Config struct {
-	Every   time.Duration // between samples
+	Every time.Duration // between samples
+	// Source reads the figure; or Open, on the sampling goroutine before
+	// the first sample (NVML's init may take long: not on the caller's
+	// path), returns it, with what to run when the sampling stops.
 	Source  Source
+	Open    func() (Source, func(), error)
 	Counted func() uint64 // what the pool counts of the process's device memory
 	// Warn: a warning is logged when Unaccounted passes it (0: never),
 	// once until it falls back below.
@@ -71,7 +76,8 @@ type Watch struct {
 }
 
 // Start takes a first sample at once and then one every cfg.Every, on a
-// goroutine of its own, until cfg.Done closes.
+// goroutine of its own, until cfg.Done closes. Sample before the first is
+// taken (or where Open failed) reads nothing.
 func Start(cfg Config) *Watch {
 	w := &Watch{cfg: cfg}
 	w.last.Store(&Sample{Reason: "not sampled yet"})
@@ -87,6 +93,17 @@ func Off(reason string) *Watch {
 }
 
 func (w *Watch) run() {
+	if w.cfg.Open != nil {
+		src, closeSrc, err := w.cfg.Open()
+		if err != nil {
+			w.last.Store(&Sample{Reason: err.Error()})
+			w.cfg.Log.Warn("fcsp pool: the device's view of the process's memory cannot be sampled", "why", err)
+			return
+		}
+		w.mu.Lock()
+		w.cfg.Source, w.cfg.Close = src, closeSrc
+		w.mu.Unlock()
+	}
 	if w.cfg.Close != nil {
 		defer w.cfg.Close()
 	}
@@ -122,6 +139,9 @@ func (w *Watch) Charged() uint64 {
 func (w *Watch) Sample() Sample {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.cfg.Source == nil {
+		return w.Read() // not open (yet)
+	}
 	used, err := w.cfg.Source()
 	if err != nil {
 		s := w.Read()
@@ -177,12 +197,11 @@ func (w *Watch) warn(s Sample) {
 // SourceFor is where the process's device memory is read for a pool on
 // drv's device uuid: the driver itself where it can say (the fake driver,
 // whose figure stands for NVML's), else NVML, kept open until the returned
-// close runs. A simulated device without that figure has none, and the
-// reason says so.
-func SourceFor(drv cuda.Driver, uuid string, simulated bool) (src Source, close func(), reason string) {
+// close runs. A simulated device without that figure has none.
+func SourceFor(drv cuda.Driver, uuid string, simulated bool) (src Source, close func(), err error) {
 	for d := drv; d != nil; {
 		if p, ok := d.(interface{ ProcessMemory() uint64 }); ok {
-			return func() (uint64, error) { return p.ProcessMemory(), nil }, nil, ""
+			return func() (uint64, error) { return p.ProcessMemory(), nil }, nil, nil
 		}
 		u, ok := d.(interface{ Unwrap() cuda.Driver })
 		if !ok {
@@ -191,15 +210,15 @@ func SourceFor(drv cuda.Driver, uuid string, simulated bool) (src Source, close 
 		d = u.Unwrap()
 	}
 	if simulated {
-		return nil, nil, "simulated device"
+		return nil, nil, errors.New("simulated device")
 	}
 	lib, err := nvml.Load()
 	if err != nil {
-		return nil, nil, err.Error()
+		return nil, nil, err
 	}
 	s, err := nvml.OpenSession(lib, uuid)
 	if err != nil {
-		return nil, nil, err.Error()
+		return nil, nil, err
 	}
 	pid := os.Getpid()
 	return func() (uint64, error) {
@@ -208,5 +227,5 @@ func SourceFor(drv cuda.Driver, uuid string, simulated bool) (src Source, close 
 			return 0, fmt.Errorf("nvml: %w", err)
 		}
 		return n, nil
-	}, s.Close, ""
+	}, s.Close, nil
 }

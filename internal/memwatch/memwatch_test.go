@@ -105,8 +105,8 @@ func TestSourceForTheFake(t *testing.T) {
 	f := fake.New(fake.H200())
 	_, err := f.PrimaryCtxRetain(0)
 	require.NoError(t, err)
-	src, closeSrc, reason := SourceFor(cuda.NewGuard(f, nopWatch{}), "GPU-x", true)
-	require.Empty(t, reason)
+	src, closeSrc, err := SourceFor(cuda.NewGuard(f, nopWatch{}), "GPU-x", true)
+	require.NoError(t, err)
 	require.Nil(t, closeSrc)
 	_, err = f.MemAlloc(0, 5<<20)
 	require.Error(t, err) // no context: the fake refuses; allocate in the primary one
@@ -118,8 +118,27 @@ func TestSourceForTheFake(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, f.ProcessMemory(), n)
 	require.Equal(t, uint64(5<<20), n)
-	_, _, reason = SourceFor(noFigure{f}, "GPU-x", true)
-	require.Equal(t, "simulated device", reason)
+	_, _, err = SourceFor(noFigure{f}, "GPU-x", true)
+	require.EqualError(t, err, "simulated device")
+}
+
+// A source opened on the sampling goroutine (NVML's init may take long):
+// its failure is the figures' reason, logged once, and nothing samples.
+func TestWatchOpensItsSourceOnItsGoroutine(t *testing.T) {
+	var logs bytes.Buffer
+	done := make(chan struct{})
+	defer close(done)
+	w := Start(Config{Every: time.Millisecond, Done: done, Counted: func() uint64 { return 0 }, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+		Open: func() (Source, func(), error) { return nil, nil, errors.New("nvml init: ERROR_LIBRARY_NOT_FOUND") }})
+	require.Eventually(t, func() bool { return w.Read().Reason == "nvml init: ERROR_LIBRARY_NOT_FOUND" }, 5*time.Second, time.Millisecond)
+	require.True(t, w.Sample().At.IsZero())
+	closed := make(chan struct{})
+	w = Start(Config{Every: time.Hour, Done: done, Counted: func() uint64 { return 1 },
+		Open: func() (Source, func(), error) {
+			return func() (uint64, error) { return 5, nil }, func() { close(closed) }, nil
+		}})
+	require.Eventually(t, func() bool { return w.Read().Used == 5 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, uint64(4), w.Sample().Unaccounted)
 }
 
 type nopWatch struct{}
