@@ -179,13 +179,21 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	wg.Wait()
 	close(errs)
+	var refused []error
 	for err := range errs {
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		switch {
+		case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		case errors.Is(err, fcsp.ErrQuotaExceeded):
+			refused = append(refused, err) // the limit held: a goroutine's memory did not fit
+		default:
 			return err
 		}
 	}
 	rec.row("end")
 	rec.write(out)
+	if len(refused) > 0 {
+		fmt.Fprintf(out, "%d of %d goroutines stopped, refused by the limit (it held); the first: %v\n", len(refused), c.requests+1, refused[0])
+	}
 	return nil
 }
 

@@ -59,3 +59,23 @@ func TestHandleNeedsAGPU(t *testing.T) {
 		t.Fatal(out.String())
 	}
 }
+
+// A limit the requests' memory does not fit: some goroutines are refused
+// (ErrQuotaExceeded), the run goes on and says so, and the memory the SDK
+// made never passes the limit.
+func TestRequestsRefusedByTheLimit(t *testing.T) {
+	c, err := parse([]string{"-sim", "-duration", "200ms", "-sample", "50ms", "-limit", "800"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), c, &out); err != nil {
+		t.Fatal(err, out.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{"refused by the limit (it held)", "never past it"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
