@@ -16,7 +16,7 @@ import (
 type PoolStats struct {
 	Device      DeviceInfo
 	Health      Health // as Pool.Health reports it
-	MemoryUsed  uint64 // bytes of device memory counted against MemoryLimit (under WithSharedRegion, every process's): plain tenants' allocations and what the tenants' pools map
+	MemoryUsed  uint64 // bytes of device memory counted against MemoryLimit (under WithSharedRegion, every process's): plain tenants' allocations and what the tenants' pools map; the SDK's own objects (Overhead) count beside it
 	MemoryOwn   uint64 // this process's part of MemoryUsed (all of it without WithSharedRegion), as counted when each tenant was read
 	MemoryLimit uint64 // the device's limit: its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT, whichever is smallest
 	Tenants     []Stats
