@@ -56,7 +56,7 @@ type Config struct {
 	Warn uint64
 	// Charge, if set, is charged Unaccounted at every sample.
 	Charge *memtrack.Tracker
-	Log    *slog.Logger
+	Log    *slog.Logger // nil: slog.Default()
 	// Done stops the sampling when closed (the pool's close).
 	Done <-chan struct{}
 	// Close, if set, runs when the sampling stops (the source's cleanup).
@@ -79,6 +79,9 @@ type Watch struct {
 // goroutine of its own, until cfg.Done closes. Sample before the first is
 // taken (or where Open failed) reads nothing.
 func Start(cfg Config) *Watch {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
 	w := &Watch{cfg: cfg}
 	w.last.Store(&Sample{Reason: "not sampled yet"})
 	go w.run()
