@@ -40,6 +40,10 @@ var (
 	// ErrInvalidArgument too. A pointer the SDK did not allocate is the
 	// driver's to judge.
 	ErrOutOfRange error
+	// ErrGreenContextLimit: one more green context would pass the pool's
+	// WithGreenContextLimit; the message says how many were made and what
+	// makes them.
+	ErrGreenContextLimit error
 	// ErrClosed: the Pool, Tenant or Stream was closed. It is the module's
 	// one ErrClosed: a call racing a close fails with it whichever layer
 	// (partition, token bucket, quota account) saw the close first.
@@ -125,7 +129,7 @@ func init() {
 	ErrClosed, ErrFewWorkQueues, ErrThrottled = errs.ErrClosed, errs.ErrFewWorkQueues, errs.ErrThrottled
 	ErrInsideDo, ErrDeviceLost, ErrNotComputed = errs.ErrInsideDo, errs.ErrDeviceLost, errs.ErrNotComputed
 	ErrStaleGraph, ErrNameTaken, ErrInvalidArgument = errs.ErrStaleGraph, errs.ErrNameTaken, errs.ErrInvalidArgument
-	ErrDeviceInUse, ErrOutOfRange, ErrStalled = errs.ErrDeviceInUse, errs.ErrOutOfRange, errs.ErrStalled
+	ErrDeviceInUse, ErrOutOfRange, ErrStalled, ErrGreenContextLimit = errs.ErrDeviceInUse, errs.ErrOutOfRange, errs.ErrStalled, errs.ErrGreenContextLimit
 }
 
 // CUDA result codes the SDK passes through, for errors.Is. Any driver

@@ -78,7 +78,7 @@ func TestMemoryPoolFullOfFragmentsIsTheQuota(t *testing.T) {
 
 func TestMemoryPoolTrimsNeighboursWhenTheDeviceIsFull(t *testing.T) {
 	spec := fake.H200()
-	spec.TotalMem = 64 << 20
+	spec.TotalMem = 64<<20 + 2*cuda.StreamCost // and the two tenants' streams (PoolStats.Overhead)
 	p, err := openSimErr(0, simulator(spec))
 	require.NoError(t, err)
 	defer p.Close()

@@ -52,7 +52,7 @@ func (r ClockReasons) String() string { return nvml.ReasonNames(uint64(r)) }
 // nvmlFacts converts internal/nvml's answer to the exported form.
 func nvmlFacts(f nvml.Facts) NVMLFacts {
 	return NVMLFacts{Available: f.Available, Reason: f.Reason, Refused: f.Refused, Name: f.Name,
-		MemoryTotal: f.MemoryTotal, MemoryUsed: f.MemoryUsed, GPUUtil: f.GPUUtil, MemUtil: f.MemUtil, Driver: f.Driver,
+		MemoryTotal: f.MemoryTotal, MemoryUsed: f.MemoryUsed, ProcessMemoryUsed: f.ProcessMemoryUsed, GPUUtil: f.GPUUtil, MemUtil: f.MemUtil, Driver: f.Driver,
 		SMClockMHz: f.SMClockMHz, SMClockMaxMHz: f.SMClockMaxMHz,
 		PowerW: float64(f.PowerMW) / 1e3, PowerLimitW: float64(f.PowerLimitMW) / 1e3,
 		ClockReasons: ClockReasons(f.ClockReasons)}

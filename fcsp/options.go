@@ -71,7 +71,14 @@ func WithDRAMetadata(path string) Option {
 	return Option{func(c *poolConfig) error { return c.SetDRAFile(path) }}
 }
 
-// WithDeviceMemoryLimit caps what all tenants together may allocate.
+// WithDeviceMemoryLimit caps the device memory the pool holds: what all
+// tenants together allocate (PoolStats.MemoryUsed) and what the SDK's own
+// objects hold (PoolStats.Overhead: green contexts, streams, modules). An
+// allocation, or an object the SDK would make, that would pass it is
+// refused with ErrQuotaExceeded; a Do that would make one more green
+// context waits for those made instead. Memory that nothing counted (the
+// primary context, a library's own workspace) is outside it unless
+// WithUnaccountedHeadroom folds it in.
 func WithDeviceMemoryLimit(bytes uint64) Option {
 	return Option{func(c *poolConfig) error { return c.SetMemLimit(bytes) }}
 }
@@ -167,7 +174,9 @@ func WithMemoryPool(keep uint64) TenantOption {
 // once (default 16): each holds a green context of its own over the
 // tenant's SMs, made on first need (about 1.2 ms on the H200), since the
 // driver lets a green context be current on one thread at a time. Past n,
-// Dos wait in arrival order. 1 serialises them.
+// Dos wait in arrival order. 1 serialises them. Each green context holds
+// 4 MiB of device memory until the pool closes, n per size the tenant
+// takes (WithGreenContextLimit says how many a configuration makes).
 func WithConcurrentDos(n int) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetConcurrentDos(n) }}
 }
@@ -462,6 +471,65 @@ func WithTenantStallTimeout(d time.Duration) TenantOption {
 // the pool's (LimiterTuning.RefillPeriod) for its limit.
 func WithTenantRefillPeriod(d time.Duration) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetRefill(d) }}
+}
+
+// WithGreenContextLimit bounds the green contexts the pool makes (n >= 1).
+// Each holds 4 MiB of device memory (measured on an H100, driver 580) from
+// its making until the pool closes, whether it is in use, kept by the
+// process for reuse (up to 64 per device, shared by its pools) or
+// destroyed: the driver gives it back only with the primary context. So
+// the bound is on memory: n x 4 MiB, counted in PoolStats.Overhead and
+// against the device limit. (Keeping fewer for reuse would save nothing,
+// a destroyed one holding its memory as a kept one does: there is no
+// option for it.)
+//
+// How many a configuration makes: a partitioned tenant, per size it may
+// take (its own, WithReshapeSizes', WithLatencyTarget's range in partition
+// units, and a WithRestOfSMs tenant's sizes that trade with a latency
+// class), up to WithConcurrentDos (16 by default), made as Dos first need
+// them, or all at NewTenant with WithWarmup. A latency class of 16-48 SMs
+// (5 sizes of 8) with 16 Dos is 80 (320 MiB), and the rest class that
+// trades with it as many again; unpartitioned tenants' Dos, while
+// partitions exist, make up to 64 per set of free SMs (DoEach warms 16),
+// each move of the commons to SMs not seen before one set more.
+//
+// Past n, what must make one more fails with ErrGreenContextLimit: a
+// NewTenant (its warm-up included: the tenant is undone), a Reshape, a
+// move of the commons; a Do waits for the green contexts its size has.
+func WithGreenContextLimit(n int) Option {
+	return Option{func(c *poolConfig) error { return c.SetGreenLimit(n) }}
+}
+
+// WithMemorySampling sets how often the pool reads the process's device
+// memory as the device reports it (NVML's list of compute processes; the
+// fake driver's figure on the simulator) into PoolStats.DeviceMemory,
+// beside what the pool counted of it: every second by default on a GPU,
+// never on the simulator unless asked. 0 turns it off. It samples on a
+// goroutine of its own, not when Stats is read: NVML's process list is a
+// call into the kernel driver, and Stats is polled. In a container NVML
+// lists the host's pids, and the figure may be missing
+// (DeviceMemory.Reason says so).
+func WithMemorySampling(every time.Duration) Option {
+	return Option{func(c *poolConfig) error { return c.SetSample(every) }}
+}
+
+// WithUnaccountedMemoryBound logs a warning (WithLogger) when the
+// process's device memory that nothing counted (DeviceMemory.Unaccounted:
+// the primary context and the driver's own, 534 MiB after a pool's Open
+// on an H100, and what libraries allocate for themselves) passes bytes,
+// once until it falls back below. It needs sampling (WithMemorySampling).
+func WithUnaccountedMemoryBound(bytes uint64) Option {
+	return Option{func(c *poolConfig) error { return c.SetUnaccounted(bytes) }}
+}
+
+// WithUnaccountedHeadroom counts the memory nothing counted
+// (DeviceMemory.Unaccounted) against the device limit at every sample, so
+// that an allocation is refused before the device is full rather than a
+// library failing inside a Do: the process's device memory, as NVML sees
+// it, then stays within WithDeviceMemoryLimit but for what libraries took
+// since the last sample. It needs sampling (WithMemorySampling).
+func WithUnaccountedHeadroom() Option {
+	return Option{func(c *poolConfig) error { c.Headroom = true; return nil }}
 }
 
 // WithSharedRegion makes the pool one of several processes sharing the

@@ -18,7 +18,9 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+	"github.com/fcsp-go/fcsp-go/internal/memwatch"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
+	"github.com/fcsp-go/fcsp-go/internal/overhead"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
@@ -64,6 +66,8 @@ type Pool struct {
 	unscoped unscopedProbe    // what the driver takes with no context current (unscoped.go)
 	probe    smprobe.Kernel   // ProbeSMs's kernel, loaded once (probe.go)
 	memInfo  devmem.InfoCache // MemGetInfo's device figures
+	over     overhead.Meter   // the SDK's own objects' memory, charged against mem (internal/overhead)
+	watch    *memwatch.Watch  // the device's view of the process's memory, sampled (poolstats.go)
 	_        [128]byte
 	fault    fault.State // internal/fault, lost as a *DeviceLostError (health.go): read by every call, so on lines of its own
 	_        [128]byte
@@ -119,7 +123,10 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	// Every call, internal/smpart's included, goes through the guard: whichever
 	// call meets a sticky fault first turns the pool to lost.
 	p.fault.Public, p.fault.Whose, p.fault.Log = lostError, p.whose, p.log
-	p.raw, p.drv = p.drv, cuda.NewGuard(p.drv, &p.fault)
+	guard := cuda.NewGuard(p.drv, &p.fault)
+	p.over.SetGreenLimit(cfg.Greens)
+	guard.SetMaker(&p.over) // and the objects the pool makes are counted (internal/overhead)
+	p.raw, p.drv = p.drv, guard
 	if f := cfg.DRAMetadata(); f != "" { // a DRA claim's device: index counts the claim's (WithDRAMetadata)
 		if index, err = dra.Ordinal(p.drv, f, index); err != nil {
 			return nil, err
@@ -147,6 +154,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err := p.newTracker(index); err != nil {
 		return fail(err)
 	}
+	if err := p.over.Bind(p.mem); err != nil {
+		return fail(err)
+	}
 	p.split, p.noSplit, err = smpart.Cut(ctx, p.dev, smpart.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
 		Spare: p.spare, Log: p.log, Device: p.info.String()})
 	if err != nil {
@@ -158,6 +168,9 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	}
 	p.plain = placement{p.moves.Plain()}
 	p.stalls = stall.New(p.drv, p.dev.Primary())
+	if err := p.watchMemory(); err != nil {
+		return fail(err)
+	}
 	return p, nil
 }
 
@@ -179,10 +192,12 @@ func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err
 }
 
 // MemoryUsed is what all tenants hold, in bytes, including the freed
-// blocks pooled tenants keep for reuse; MemoryLimit the cap.
+// blocks pooled tenants keep for reuse; MemoryLimit the cap, which the
+// SDK's own objects (PoolStats.Overhead) count against beside it.
 // After Close it is 0.
 func (p *Pool) MemoryUsed() uint64 {
-	return p.shared.Read(p.mem.Used) // with a shared region, which may be unmapping
+	u := p.shared.Read(p.mem.Used) // with a shared region, which may be unmapping
+	return u - min(u, p.over.Charged()+p.watch.Charged())
 }
 
 // MemoryLimit is the device memory limit the pool enforces: the device's
@@ -293,8 +308,11 @@ type NVMLFacts struct {
 	// Name is the product name, e.g. "NVIDIA H200".
 	Name string
 	// MemoryTotal and MemoryUsed are bytes of device memory, MemoryUsed by
-	// every process on the device.
+	// every process on the device; ProcessMemoryUsed this process's part
+	// (0 where NVML does not list it: in a container NVML lists the
+	// host's pids).
 	MemoryTotal, MemoryUsed uint64
+	ProcessMemoryUsed       uint64
 	// GPUUtil is the percent of NVML's last sample period in which a kernel
 	// ran on the device; MemUtil the percent in which memory was read or
 	// written.

@@ -1,10 +1,14 @@
 package fcsp
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/memwatch"
+	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // WaitBounds are the upper bounds of WaitStats.Le's buckets, from a
@@ -20,7 +24,7 @@ var WaitBounds = [12]time.Duration{
 type PoolStats struct {
 	Device      DeviceInfo
 	Health      Health // as Pool.Health reports it
-	MemoryUsed  uint64 // bytes of device memory counted against MemoryLimit (under WithSharedRegion, every process's): plain tenants' allocations and what the tenants' pools map
+	MemoryUsed  uint64 // bytes of device memory counted against MemoryLimit (under WithSharedRegion, every process's): plain tenants' allocations and what the tenants' pools map; the SDK's own objects (Overhead) count beside it
 	MemoryOwn   uint64 // this process's part of MemoryUsed (all of it without WithSharedRegion), as counted when each tenant was read
 	MemoryLimit uint64 // the device's limit: its memory, WithDeviceMemoryLimit or CUDA_DEVICE_MEMORY_LIMIT, whichever is smallest
 	Tenants     []Stats
@@ -46,6 +50,49 @@ type PoolStats struct {
 	// Closed: the pool is closed (or closing); the figures are what was
 	// left, and Tenants is empty once every tenant's close has finished.
 	Closed bool
+
+	// Overhead is the device memory the SDK's own objects hold. It counts
+	// against MemoryLimit beside MemoryUsed: an allocation is refused where
+	// the two would pass it, and so is an object the SDK would make.
+	Overhead Overhead
+	// DeviceMemory is the device's own view of the process's memory
+	// (NVML's), sampled, beside what the pool counted of it then.
+	DeviceMemory DeviceMemory
+}
+
+// Overhead is the device memory the SDK's own objects hold, by kind
+// (PoolStats.Overhead). What each costs, as charged: a green context
+// 4 MiB (measured on an H100, driver 580), from its making until the pool
+// closes, destroyed, kept for reuse or in use (the driver keeps it while
+// the primary context lives); a stream 512 KiB, a module its image rounded
+// up to 2 MiB, an event nothing (models, not measured object by object:
+// TestGPUObjectCosts measures them). How many green contexts a
+// configuration makes: WithGreenContextLimit.
+type Overhead struct {
+	Bytes                                   uint64 // all of it
+	GreenContexts, Streams, Events, Modules uint64 // bytes, by kind
+	// GreenMade counts the green contexts the pool made; GreenLive those
+	// not destroyed; GreenKept those the process keeps for reuse on the
+	// device (any pool's: in use, GreenLive less GreenKept); GreenLimit
+	// is WithGreenContextLimit's bound (0: none).
+	GreenMade, GreenLive, GreenKept      int
+	GreenLimit                           int
+	StreamsLive, EventsLive, ModulesLive int // objects alive
+}
+
+// DeviceMemory is the process's device memory as the device reports it
+// (NVML's list of compute processes, WithMemorySampling), beside what the
+// pool counted of it at the same moment (PoolStats.DeviceMemory).
+type DeviceMemory struct {
+	At      time.Time // when sampled; zero: never (Reason says why)
+	Used    uint64    // the process's device memory, as NVML reports it
+	Counted uint64    // what the pool counted of it then: MemoryOwn and Overhead.Bytes
+	// Unaccounted is Used less Counted: memory nobody counted (the
+	// primary context, libraries' own workspaces and caching
+	// allocators); WithUnaccountedMemoryBound warns past a bound.
+	Unaccounted uint64
+	Charged     uint64 // of Unaccounted, what counts against MemoryLimit (WithUnaccountedHeadroom)
+	Reason      string // why At is zero, or why the last sample failed
 }
 
 // Stats takes a snapshot of the pool. The tenants' figures are read one
@@ -74,7 +121,9 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	tenants := s.Tenants[:0]
 	// MemoryUsed, not the tracker: with a shared region it reads the region,
 	// which a Close racing this scrape may be unmapping.
-	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit(), LatencyBusy: p.prio.LatencyBusy()}
+	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit(), LatencyBusy: p.prio.LatencyBusy(),
+		Overhead: Overhead(p.over.Read()), DeviceMemory: DeviceMemory(p.watch.Read())}
+	s.Overhead.GreenKept = p.dev.KeptGreenCtxs()
 	list := coreLists.Get().(*[]*tenantCore)
 	p.mu.Lock()
 	s.Closed = p.closed
@@ -91,6 +140,42 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	coreLists.Put(list)
 	slices.SortFunc(tenants, func(a, b Stats) int { return strings.Compare(a.Name, b.Name) })
 	s.Tenants = tenants
+}
+
+// watchMemory starts the sampling of the device's view of the process's
+// memory, as the options ask (internal/memwatch), until the pool closes.
+func (p *Pool) watchMemory() error {
+	every := p.cfg.SamplePeriod()
+	if every == 0 {
+		if p.cfg.Headroom || p.cfg.Unaccounted > 0 {
+			return fmt.Errorf("%w: WithUnaccountedHeadroom and WithUnaccountedMemoryBound need the device's figure, which is not sampled (WithMemorySampling(0), or the simulator without WithMemorySampling)", ErrInvalidArgument)
+		}
+		p.watch = memwatch.Off("not sampled (WithMemorySampling)")
+		return nil
+	}
+	var charge *memtrack.Tracker
+	if p.cfg.Headroom {
+		charge = p.mem
+	}
+	open := func() (memwatch.Source, func(), error) {
+		return memwatch.SourceFor(p.drv, p.info.UUID, p.info.Simulated)
+	}
+	p.watch = memwatch.Start(memwatch.Config{Every: every, Open: open, Counted: p.counted, Warn: p.cfg.Unaccounted,
+		Charge: charge, Log: p.log, Done: p.closeDone})
+	return nil
+}
+
+// counted is what the pool counts of the process's device memory: its
+// tenants' charges and its own objects'.
+func (p *Pool) counted() uint64 {
+	p.mu.Lock()
+	cores := p.cores(nil)
+	p.mu.Unlock()
+	n := p.over.Bytes()
+	for _, c := range cores {
+		n += c.mem.Charged()
+	}
+	return n
 }
 
 // Tenant returns the live tenant of that name, as NewTenant returned it.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
 
 func TestSharedRegionOneLimitForTwoPools(t *testing.T) {
@@ -35,9 +37,12 @@ func TestSharedRegionOneLimitForTwoPools(t *testing.T) {
 	require.ErrorIs(t, err, ErrQuotaExceeded, "the other pool's 64 MiB count against the shared limit")
 	_, err = tb.Alloc(context.Background(), 32<<20)
 	require.NoError(t, err)
-	require.Equal(t, uint64(96<<20), a.MemoryUsed())
+	// The region counts every process's memory, the SDK's own objects
+	// included: a pool's MemoryUsed leaves out its own, not the other's.
+	require.Equal(t, uint64(96<<20)+cuda.StreamCost, a.MemoryUsed())
 	require.NoError(t, ta.Close())
-	require.Equal(t, uint64(32<<20), b.MemoryUsed())
+	require.Equal(t, 1, a.Stats().Overhead.StreamsLive, "a keeps its closed tenant's stream for reuse")
+	require.Equal(t, uint64(32<<20)+cuda.StreamCost, b.MemoryUsed())
 }
 
 func TestSharedRegionRefusesGarbage(t *testing.T) {

@@ -280,6 +280,7 @@ type descs struct {
 	lost, stalled, stalls, restart                            *prometheus.Desc
 	moves, latTarget, moveTime, recovery                      *prometheus.Desc
 	bandwidth, slowdown, bytes, latency, floor, floored, busy *prometheus.Desc
+	mem                                                       memDescs // memory.go
 }
 
 func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
@@ -331,6 +332,7 @@ func (d *descs) init(cl prometheus.Labels) []*prometheus.Desc {
 	d.busy = mk("fcsp_pool_latency_busy", "1 while a latency-critical tenant has kernels in flight, as last seen.")
 	d.device = mk("fcsp_device_info", "The pool's GPU: 1, with its name, UUID, compute capability and whether it is the simulator as labels.", "name", "uuid", "compute_capability", "simulated")
 	d.deviceSMs = mk("fcsp_device_sms", "The pool's GPU's SMs, as its driver reports them.")
+	d.mem.init(mk)
 	return all
 }
 
@@ -460,6 +462,7 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 	dev := ps.Device
 	gauge(d.device, 1, strings.ToValidUTF8(dev.Name, "\uFFFD"), dev.UUID, dev.ComputeCapability, strconv.FormatBool(dev.Simulated))
 	gauge(d.deviceSMs, float64(dev.SMs))
+	d.mem.collect(gauge, ps)
 }
 
 // validNames is the set of the tenants' names that are valid UTF-8.

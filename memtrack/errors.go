@@ -10,7 +10,7 @@ import (
 
 var (
 	// ErrQuotaExceeded is matched (errors.Is) by every *QuotaError.
-	ErrQuotaExceeded = errors.New("memory quota exceeded")
+	ErrQuotaExceeded = errs.ErrQuotaExceeded
 	// ErrUnknownPointer is returned when freeing a pointer that is not a
 	// live allocation of the account: never recorded, already freed, or
 	// owned by another account.

@@ -164,3 +164,51 @@ func TestReserveDeviceNotRefusedByLeases(t *testing.T) {
 		t.Fatalf("device counter %d after everything was given back", d)
 	}
 }
+
+// ChargeDevice counts memory already taken outside the tracker's view
+// even past the limit (fcsp's unaccounted figure folded into the
+// headroom): every reservation is refused while it holds the device over,
+// a lease held before included, and ReleaseDevice gives it back.
+func TestChargeDevicePastTheLimit(t *testing.T) {
+	const limit, chunk = 64 << 20, 1 << 20
+	tr := leaseTracker(t, limit, chunk)
+	a := mustAccount(t, tr, "a", limit)
+	if err := a.reserve(4096); err != nil {
+		t.Fatal(err)
+	}
+	if a.lease.Load() == 0 {
+		t.Fatal("a holds no lease; the test needs one")
+	}
+	if err := tr.ChargeDevice(limit); err != nil {
+		t.Fatal(err)
+	}
+	if u := tr.Used(); u != limit+4096 {
+		t.Fatalf("Used %d after a charge of the whole limit beside 4096 reserved, want %d", u, limit+4096)
+	}
+	if err := a.reserve(4096); !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("a reservation inside a lease held before the charge = %v, want ErrQuotaExceeded", err)
+	}
+	if err := tr.ReserveDevice(1); !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("ReserveDevice over the limit = %v, want ErrQuotaExceeded", err)
+	}
+	if r := tr.Room(1); r != 0 {
+		t.Fatalf("Room %d over the limit", r)
+	}
+	tr.ReleaseDevice(limit)
+	if err := a.reserve(4096); err != nil {
+		t.Fatalf("after the charge's release: %v", err)
+	}
+	a.unreserve(8192)
+	if _, err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := tr.dev.Load(); d != 0 {
+		t.Fatalf("device counter %d after everything was given back", d)
+	}
+	if _, err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.ChargeDevice(1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ChargeDevice after Close = %v, want ErrClosed", err)
+	}
+}

@@ -580,3 +580,24 @@ func (t *Tracker) ReleaseDevice(n uint64) {
 		t.devRelease(n)
 	}
 }
+
+// ChargeDevice counts n bytes against the device limit whether or not it
+// has room for them: device memory already taken outside the tracker's
+// view (fcsp's unaccounted figure, folded into the limit's headroom),
+// which no refusal could give back. Used may then pass Limit; every
+// reservation is refused until it falls back below, the headroom the
+// accounts had leased included (it is taken back). ReleaseDevice gives
+// the bytes back. ErrClosed after Close; with WithShared, ErrReaped once
+// the slot was reaped.
+func (t *Tracker) ChargeDevice(n uint64) error {
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	if t.share != nil {
+		return t.share.Add(n)
+	}
+	if t.dev.Add(n) > t.limit && t.chunk != 0 {
+		t.reclaim() // a lease is room the limit no longer has
+	}
+	return nil
+}

@@ -25,6 +25,9 @@
 #                                # variants, the batch alone with and without
 #                                # the bound, 3 s / 1 s and 300 ms / 100 ms,
 #                                # recoveries and moves, charts (~4-5 min)
+#   scripts/gpu-test.sh issue54  # on the GPU machine: what the SDK's objects
+#                                # and a cuBLAS handle hold, and examples/memlimit
+#                                # under a 4 GiB limit, three ways (~3 min)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -383,6 +386,35 @@ issue56_only() {
   return $rc
 }
 
+# issue54_only is issue 54's run (about 3 minutes): TestGPUObjectCosts (what
+# a stream, event, module and green context hold, the pool's count against
+# the driver's), what a cuBLAS handle takes with and without a workspace
+# from the quota (memlimit -handle), then examples/memlimit's server under
+# WithDeviceMemoryLimit(FCSP_MEMLIMIT_MIB, 4096): workspaces from the quota,
+# cuBLAS's own workspaces, and those with the headroom folded in. Output in
+# $OUT: objects.log, handle.txt, memlimit*.txt.
+issue54_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-issue54; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r lim=${FCSP_MEMLIMIT_MIB:-4096} dur=${FCSP_MEMLIMIT_DURATION:-10s}
+  (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUObjectCosts$' -test.timeout 120s) > "$OUT/objects.log" 2>&1
+  r=$?; grep -E 'overhead_gpu_test|^(--- |ok|FAIL|PASS)' "$OUT/objects.log"
+  summary+=("TestGPUObjectCosts: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  "$BIN/memlimit" -handle -handles 4 > "$OUT/handle.txt" 2>&1
+  r=$?; cat "$OUT/handle.txt"
+  summary+=("memlimit -handle: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  for v in "" "-no-workspace" "-no-workspace -headroom"; do
+    local tag=memlimit${v// /}
+    "$BIN/memlimit" -limit "$lim" -duration "$dur" -sample 100ms $v > "$OUT/$tag.txt" 2>&1
+    r=$?; head -3 "$OUT/$tag.txt"; tail -4 "$OUT/$tag.txt"
+    summary+=("memlimit $v: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
+  done
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-issue54.txt"
+  [ -n "$ret" ] && cp "$OUT"/*.txt "$OUT"/*.log "$ret/" 2>/dev/null
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -418,8 +450,9 @@ case "${1:-all}" in
   storm) storm_only ;;
   issue41) issue41_only ;;
   issue56) issue56_only ;;
+  issue54) issue54_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|issue54]" >&2; exit 2 ;;
 esac

@@ -51,6 +51,10 @@ func TestSettersRefuse(t *testing.T) {
 		}, "path of 4221 bytes; the OS takes paths of at most 4095"},
 		{"heartbeat timeout <= every", func(p *Pool, _ *Tenant) error { return p.SetHeartbeat(time.Second, time.Second) }, "heartbeat every 1s, timeout 1s; want 1ms <= every < timeout"},
 		{"heartbeat 1ns", func(p *Pool, _ *Tenant) error { return p.SetHeartbeat(time.Nanosecond, time.Second) }, "heartbeat every 1ns, timeout 1s; want 1ms <= every < timeout"},
+		{"green contexts 0", func(p *Pool, _ *Tenant) error { return p.SetGreenLimit(0) }, "WithGreenContextLimit(0); want at least 1"},
+		{"sampling -1s", func(p *Pool, _ *Tenant) error { return p.SetSample(-time.Second) }, "WithMemorySampling(-1s); want 0 (off) or 1ms or more"},
+		{"sampling 1us", func(p *Pool, _ *Tenant) error { return p.SetSample(time.Microsecond) }, "WithMemorySampling(1µs)"},
+		{"unaccounted 0", func(p *Pool, _ *Tenant) error { return p.SetUnaccounted(0) }, "WithUnaccountedMemoryBound(0); want a positive byte count"},
 		{"dos 0", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(0) }, "WithConcurrentDos(0); want 1 to 64"},
 		{"dos past max", func(_ *Pool, c *Tenant) error { return c.SetConcurrentDos(smpart.MaxSlots + 1) }, "WithConcurrentDos(65)"},
 		{"nil context", func(_ *Pool, c *Tenant) error { return c.SetContext(nil) }, "WithContext of a nil context.Context"},
@@ -248,4 +252,17 @@ func TestNoStallIsMinusOne(t *testing.T) {
 	if NoStall != -1 {
 		t.Fatalf("NoStall is %v; fcsp.NoStallTimeout says -1", NoStall)
 	}
+}
+
+// The pool samples the device's view of its memory every second on a GPU,
+// on the simulator only when asked, never with WithMemorySampling(0).
+func TestSamplePeriod(t *testing.T) {
+	p := NewPool()
+	require.Equal(t, DefaultSample, p.SamplePeriod())
+	p.Simulated = true
+	require.Zero(t, p.SamplePeriod())
+	require.NoError(t, p.SetSample(time.Hour))
+	require.Equal(t, time.Hour, p.SamplePeriod())
+	require.NoError(t, p.SetSample(0))
+	require.Zero(t, p.SamplePeriod())
 }

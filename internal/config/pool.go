@@ -46,6 +46,11 @@ type Pool struct {
 	DRAFile     string        // a DRA claim's device metadata file (WithDRAMetadata); "": dra.Env in Environ, if set
 	Stall       time.Duration // WithStallTimeout: every tenant's bound; 0: none watched
 	OnStall     any           // WithStallHandler's func(fcsp.StallReport), kept as any (this package does not know the face's types)
+	Greens      int           // WithGreenContextLimit; 0: none
+	Sample      time.Duration // WithMemorySampling; 0: off
+	SampleSet   bool
+	Unaccounted uint64 // WithUnaccountedMemoryBound; 0: no warning
+	Headroom    bool   // WithUnaccountedHeadroom
 }
 
 // SetStall is WithStallTimeout.
@@ -54,6 +59,50 @@ func (c *Pool) SetStall(d time.Duration) error {
 		return invalid("stall timeout %v; want 1ms or more (longer than the longest kernel a class runs, and the queue it keeps before it)", d)
 	}
 	c.Stall = d
+	return nil
+}
+
+// DefaultSample is how often a pool samples NVML's figure for the process
+// where WithMemorySampling does not say: a GPU's pool samples, the
+// simulator's (which has no NVML) does not.
+const DefaultSample = time.Second
+
+// SamplePeriod is how often the pool samples the device's view of its
+// memory (0: never).
+func (c *Pool) SamplePeriod() time.Duration {
+	switch {
+	case c.SampleSet:
+		return c.Sample
+	case c.Simulated:
+		return 0
+	}
+	return DefaultSample
+}
+
+// SetGreenLimit is WithGreenContextLimit.
+func (c *Pool) SetGreenLimit(n int) error {
+	if n < 1 {
+		return invalid("WithGreenContextLimit(%d); want at least 1 (a partition's layout has a context of its own)", n)
+	}
+	c.Greens = n
+	return nil
+}
+
+// SetSample is WithMemorySampling.
+func (c *Pool) SetSample(every time.Duration) error {
+	if every < 0 || every > 0 && every < time.Millisecond {
+		return invalid("WithMemorySampling(%v); want 0 (off) or 1ms or more (NVML's process list costs a call into the kernel driver)", every)
+	}
+	c.Sample, c.SampleSet = every, true
+	return nil
+}
+
+// SetUnaccounted is WithUnaccountedMemoryBound.
+func (c *Pool) SetUnaccounted(bytes uint64) error {
+	if bytes == 0 {
+		return invalid("WithUnaccountedMemoryBound(0); want a positive byte count")
+	}
+	c.Unaccounted = bytes
 	return nil
 }
 

@@ -13,14 +13,20 @@ type Watcher interface {
 	See(op string, c Context, s Stream, err error) error
 }
 
-// Guard passes every Driver call to its driver through a Watcher.
+// Guard passes every Driver call to its driver through a Watcher, and
+// tells its Maker, if it has one, of the objects made and destroyed.
 type Guard struct {
 	d Driver
 	w Watcher
+	m Maker
 }
 
 // NewGuard guards d with w.
 func NewGuard(d Driver, w Watcher) *Guard { return &Guard{d: d, w: w} }
+
+// SetMaker makes gd tell m of the objects its calls make and destroy
+// (only those calls ask it); set it before gd is shared.
+func (gd *Guard) SetMaker(m Maker) { gd.m = m }
 
 // Unwrap is the guarded driver.
 func (gd *Guard) Unwrap() Driver { return gd.d }
@@ -147,11 +153,22 @@ func (gd *Guard) ModuleLoadData(c Context, image []byte) (r0 Module, err error) 
 	if err = gd.w.Refuse("cuModuleLoadData"); err != nil {
 		return
 	}
+	if gd.m != nil {
+		if err = gd.m.Make(ObjModule, len(image)); err != nil {
+			return
+		}
+	}
 	r0, err = gd.d.ModuleLoadData(c, image)
+	if gd.m != nil {
+		gd.m.Made(ObjModule, uintptr(r0), len(image), err)
+	}
 	return r0, gd.w.See("cuModuleLoadData", c, 0, err)
 }
 
 func (gd *Guard) ModuleUnload(c Context, m Module) (err error) {
+	if gd.m != nil {
+		gd.m.Unmade(ObjModule, uintptr(m))
+	}
 	err = gd.d.ModuleUnload(c, m)
 	return gd.w.See("cuModuleUnload", c, 0, err)
 }
@@ -176,11 +193,22 @@ func (gd *Guard) StreamCreate(c Context, flags uint32) (r0 Stream, err error) {
 	if err = gd.w.Refuse("cuStreamCreate"); err != nil {
 		return
 	}
+	if gd.m != nil {
+		if err = gd.m.Make(ObjStream, 0); err != nil {
+			return
+		}
+	}
 	r0, err = gd.d.StreamCreate(c, flags)
+	if gd.m != nil {
+		gd.m.Made(ObjStream, uintptr(r0), 0, err)
+	}
 	return r0, gd.w.See("cuStreamCreate", c, 0, err)
 }
 
 func (gd *Guard) StreamDestroy(c Context, s Stream) (err error) {
+	if gd.m != nil {
+		gd.m.Unmade(ObjStream, uintptr(s))
+	}
 	err = gd.d.StreamDestroy(c, s)
 	return gd.w.See("cuStreamDestroy_v2", c, s, err)
 }
@@ -213,7 +241,15 @@ func (gd *Guard) EventCreate(c Context, flags uint32) (r0 Event, err error) {
 	if err = gd.w.Refuse("cuEventCreate"); err != nil {
 		return
 	}
+	if gd.m != nil {
+		if err = gd.m.Make(ObjEvent, 0); err != nil {
+			return
+		}
+	}
 	r0, err = gd.d.EventCreate(c, flags)
+	if gd.m != nil {
+		gd.m.Made(ObjEvent, uintptr(r0), 0, err)
+	}
 	return r0, gd.w.See("cuEventCreate", c, 0, err)
 }
 
@@ -242,6 +278,9 @@ func (gd *Guard) EventElapsedMs(c Context, start Event, end Event) (r0 float32, 
 }
 
 func (gd *Guard) EventDestroy(c Context, e Event) (err error) {
+	if gd.m != nil {
+		gd.m.Unmade(ObjEvent, uintptr(e))
+	}
 	err = gd.d.EventDestroy(c, e)
 	return gd.w.See("cuEventDestroy_v2", c, 0, err)
 }
@@ -282,11 +321,22 @@ func (gd *Guard) GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (r0 G
 	if err = gd.w.Refuse("cuGreenCtxCreate"); err != nil {
 		return
 	}
+	if gd.m != nil {
+		if err = gd.m.Make(ObjGreenCtx, 0); err != nil {
+			return
+		}
+	}
 	r0, err = gd.d.GreenCtxCreate(desc, d, flags)
+	if gd.m != nil {
+		gd.m.Made(ObjGreenCtx, uintptr(r0), 0, err)
+	}
 	return r0, gd.w.See("cuGreenCtxCreate", 0, 0, err)
 }
 
 func (gd *Guard) GreenCtxDestroy(g GreenCtx) (err error) {
+	if gd.m != nil {
+		gd.m.Unmade(ObjGreenCtx, uintptr(g))
+	}
 	err = gd.d.GreenCtxDestroy(g)
 	return gd.w.See("cuGreenCtxDestroy", 0, 0, err)
 }
@@ -303,7 +353,15 @@ func (gd *Guard) GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (r
 	if err = gd.w.Refuse("cuGreenCtxStreamCreate"); err != nil {
 		return
 	}
+	if gd.m != nil {
+		if err = gd.m.Make(ObjStream, 0); err != nil {
+			return
+		}
+	}
 	r0, err = gd.d.GreenCtxStreamCreate(g, flags, priority)
+	if gd.m != nil {
+		gd.m.Made(ObjStream, uintptr(r0), 0, err)
+	}
 	return r0, gd.w.See("cuGreenCtxStreamCreate", 0, 0, err)
 }
 

@@ -150,6 +150,9 @@ type Config struct {
 	// noQuota: the tenant asked for no quota (PoolConfig.Explicit), so its
 	// account's limit is the device's; Open sets it.
 	noQuota bool
+	// chunked: the engine's pool maps device memory in whole chunks
+	// (NewPooled sets it), which MemInfo's free rounds down to.
+	chunked bool
 }
 
 // tenant is the tenant's name, for errors: its account's.

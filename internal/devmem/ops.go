@@ -108,7 +108,13 @@ func (c *Config) MemInfo(ctx cuda.Context, cached func() uint64) (free, total ui
 	}
 	free, total = c.Account.MemInfo(df, min(dt, c.Tracker.Limit()))
 	free -= min(free, cached())
-	return c.Tracker.Room(free), total, nil
+	room := c.Tracker.Room(free)
+	if c.chunked && room < free {
+		// Where the device limit binds, a pool grows by whole chunks: the
+		// part of one that the limit leaves cannot be allocated.
+		room -= room % cuda.PoolChunk
+	}
+	return room, total, nil
 }
 
 // InfoMaxAge is how old the device's free-memory figure that MemInfo

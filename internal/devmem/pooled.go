@@ -80,6 +80,7 @@ func NewPooled(cfg Config, pool PoolConfig) (Allocator, error) {
 	if err := cfg.Account.ChargeDeviceApart(); err != nil { // the engine charges what the pool maps
 		return nil, err
 	}
+	cfg.chunked = true
 	e := &pooled{cfg: cfg, maxSize: pool.MaxSize(), keep: pool.Keep, noLists: pool.NoLists}
 	if e.keep == 0 {
 		e.keep = pool.Quota

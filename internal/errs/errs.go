@@ -66,3 +66,13 @@ var ErrOutOfRange error = New("fcsp: range runs past the end of its allocation",
 // ErrStalled: the tenant's work made no progress for its stall bound
 // (fcsp.ErrStalled).
 var ErrStalled error = &sentinel{msg: "fcsp: tenant stalled"}
+
+// ErrQuotaExceeded: an allocation, or an object the SDK makes, would pass
+// a tenant's or the device's memory limit (memtrack.ErrQuotaExceeded,
+// which every *memtrack.QuotaError matches). Here so that a mechanism
+// below memtrack (internal/smpart's slots) can tell the refusal apart.
+var ErrQuotaExceeded error = &sentinel{msg: "memory quota exceeded"}
+
+// ErrGreenContextLimit: one more green context would pass the pool's
+// bound on them (fcsp.WithGreenContextLimit).
+var ErrGreenContextLimit error = &sentinel{msg: "fcsp: green context limit reached"}

@@ -15,9 +15,13 @@ type Facts struct {
 	Name        string
 	MemoryTotal uint64 // bytes
 	MemoryUsed  uint64 // bytes, all processes
-	GPUUtil     uint32 // percent of time a kernel ran, last sample period
-	MemUtil     uint32 // percent of time memory was read or written
-	Driver      string // driver version string
+	// ProcessMemoryUsed is this process's part of MemoryUsed, as NVML
+	// lists it among the device's compute processes; 0 where it is not
+	// listed (in a container NVML lists the host's pids).
+	ProcessMemoryUsed uint64
+	GPUUtil           uint32 // percent of time a kernel ran, last sample period
+	MemUtil           uint32 // percent of time memory was read or written
+	Driver            string // driver version string
 
 	SMClockMHz    uint32 // SM clock now
 	SMClockMaxMHz uint32 // highest SM clock the board runs at

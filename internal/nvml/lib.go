@@ -140,6 +140,31 @@ func (d device) GetEnforcedPowerLimit() (uint32, Return) {
 	return uint32(v), r
 }
 
+func (d device) GetComputeRunningProcesses() ([]ProcessInfo, Return) {
+	n := 64 // a GPU's processes, usually; NVML says how many where more
+	for range 3 {
+		buf := make([]C.fcsp_nvml_process, n)
+		count := C.uint(n)
+		r := Return(C.fcsp_nvml_processes(d.l, d.d, &count, &buf[0]))
+		if r == ERROR_INSUFFICIENT_SIZE {
+			n = max(int(count)+8, 2*n) // processes may start meanwhile
+			continue
+		}
+		if r != SUCCESS {
+			return nil, r
+		}
+		ps := make([]ProcessInfo, min(int(count), n))
+		for i := range ps {
+			ps[i] = ProcessInfo{Pid: uint32(buf[i].pid), UsedGpuMemory: uint64(buf[i].used)}
+		}
+		return ps, SUCCESS
+	}
+	return nil, ERROR_INSUFFICIENT_SIZE
+}
+
+// Load loads DefaultPath (see Open).
+func Load() (Lib, error) { return Open(DefaultPath) }
+
 func (d device) GetCurrentClocksEventReasons() (uint64, Return) {
 	var v C.ulonglong
 	r := Return(C.fcsp_nvml_clock_reasons(d.l, d.d, &v))

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // emptyNVML is the least of libnvidia-ml Query calls: init (under its old
@@ -23,9 +25,12 @@ int nvmlDeviceGetHandleByUUID(const char *uuid, void **dev) { return 6; }
 // fullNVML has one device, GPU-fake, with every fact Query reads except
 // the power draw, and its clock reasons under the pre-535 name: the shim
 // must fall back to that name, and report the missing entry point as that
-// fact's refusal. The structs are nvml.h's.
+// fact's refusal. The structs are nvml.h's. Its compute processes are 70
+// (more than the shim's first buffer holds: it must ask again), the
+// calling process the 70th, using 3 GiB.
 const fullNVML = `
 #include <string.h>
+#include <unistd.h>
 typedef struct { unsigned long long total, free, used; } mem;
 typedef struct { unsigned gpu, memory; } util;
 static int dev, inited; // NVML counts Init and Shutdown; queries run on many threads
@@ -48,6 +53,35 @@ int nvmlDeviceGetClockInfo(void *d, int t, unsigned *c) { if (t != 1) return 2; 
 int nvmlDeviceGetMaxClockInfo(void *d, int t, unsigned *c) { if (t != 1) return 2; *c = 1980; return 0; }
 int nvmlDeviceGetEnforcedPowerLimit(void *d, unsigned *p) { *p = 700000; return 0; }
 int nvmlDeviceGetCurrentClocksThrottleReasons(void *d, unsigned long long *r) { *r = 4 | 8 | (1ULL << 40); return 0; }
+typedef struct { unsigned pid; unsigned long long used; unsigned gi, ci; } proc;
+int nvmlDeviceGetComputeRunningProcesses_v3(void *d, unsigned *n, proc *p) {
+	unsigned want = 70;
+	if (*n < want) { *n = want; return 7; }
+	for (unsigned i = 0; i < want; i++) {
+		p[i].pid = i + 1 == want ? (unsigned)getpid() : 100000 + i;
+		p[i].used = i + 1 == want ? 3ULL << 30 : 1ULL << 20;
+		p[i].gi = p[i].ci = 0xFFFFFFFF;
+	}
+	*n = want;
+	return 0;
+}
+`
+
+// hiddenNVML lists the calling process without its memory (NVML's
+// NVML_VALUE_NOT_AVAILABLE, as under some containers), through the _v2
+// entry point, and no other.
+const hiddenNVML = `
+#include <unistd.h>
+static int dev;
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetHandleByUUID(const char *uuid, void **d) { *d = &dev; return 0; }
+typedef struct { unsigned pid; unsigned long long used; unsigned gi, ci; } proc;
+int nvmlDeviceGetComputeRunningProcesses_v2(void *d, unsigned *n, proc *p) {
+	if (*n < 1) { *n = 1; return 7; }
+	p[0].pid = (unsigned)getpid(); p[0].used = ~0ULL; *n = 1;
+	return 0;
+}
 `
 
 // buildFake compiles src into a shared library and returns its path.
@@ -78,7 +112,7 @@ func TestLibraryReadsEveryFact(t *testing.T) {
 	f := QueryWith(lib, "GPU-fake")
 	want := Facts{Available: true, Name: "NVIDIA H200", MemoryTotal: 150 << 30, MemoryUsed: 40 << 30,
 		GPUUtil: 97, MemUtil: 31, Driver: "580.159.04", SMClockMHz: 1755, SMClockMaxMHz: 1980,
-		PowerLimitMW: 700_000, ClockReasons: 4 | 8 | 1<<40,
+		PowerLimitMW: 700_000, ClockReasons: 4 | 8 | 1<<40, ProcessMemoryUsed: 3 << 30,
 		Refused: []string{"power draw: ERROR_FUNCTION_NOT_FOUND"}}
 	if !reflect.DeepEqual(f, want) {
 		t.Fatalf("got  %+v\nwant %+v", f, want)
@@ -131,4 +165,36 @@ func TestQueryConcurrently(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// Issue 54: the process's own device memory, through a session kept open
+// for a sampler: found among more processes than the first buffer holds;
+// a process NVML lists without its memory, or does not list, is an error
+// that says so; the empty library's missing entry point is named.
+func TestSessionProcessUsed(t *testing.T) {
+	lib, err := Open(buildFake(t, fullNVML))
+	require.NoError(t, err)
+	s, err := OpenSession(lib, "GPU-fake")
+	require.NoError(t, err)
+	used, err := s.ProcessUsed(os.Getpid())
+	require.NoError(t, err)
+	require.Equal(t, uint64(3<<30), used)
+	_, err = s.ProcessUsed(1)
+	require.ErrorContains(t, err, "pid 1 is not among the 70 compute processes NVML lists on the device")
+	s.Close()
+	_, err = OpenSession(lib, "GPU-other")
+	require.ErrorContains(t, err, "ERROR_NOT_FOUND")
+
+	lib, err = Open(buildFake(t, hiddenNVML))
+	require.NoError(t, err)
+	s, err = OpenSession(lib, "GPU-fake")
+	require.NoError(t, err)
+	_, err = s.ProcessUsed(os.Getpid())
+	require.ErrorContains(t, err, "NVML lists the process without its memory")
+	s.Close()
+
+	lib, err = Open(buildFake(t, emptyNVML))
+	require.NoError(t, err)
+	_, err = OpenSession(lib, "GPU-fake")
+	require.ErrorContains(t, err, "ERROR_NOT_FOUND")
 }

@@ -2,6 +2,7 @@ package nvml
 
 import (
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -103,7 +104,70 @@ type Device interface {
 	GetPowerUsage() (uint32, Return)         // milliwatts
 	GetEnforcedPowerLimit() (uint32, Return) // milliwatts
 	GetCurrentClocksEventReasons() (uint64, Return)
+	// GetComputeRunningProcesses lists the processes with a context on
+	// the device (nvmlDeviceGetComputeRunningProcesses_v3).
+	GetComputeRunningProcesses() ([]ProcessInfo, Return)
 }
+
+// ProcessInfo is one compute process on a device (nvmlProcessInfo_t):
+// its pid and the device memory it uses, ValueNotAvailable where NVML
+// does not say (some containers, and Windows' WDDM mode).
+type ProcessInfo struct {
+	Pid           uint32
+	UsedGpuMemory uint64
+}
+
+// ValueNotAvailable is NVML_VALUE_NOT_AVAILABLE as usedGpuMemory holds it.
+const ValueNotAvailable = ^uint64(0)
+
+// processUsed is the device memory NVML reports for pid on dev: an error
+// says why there is none (not listed: NVML lists pids of its own PID
+// namespace, the host's where the process runs in a container; or listed
+// without its memory).
+func processUsed(dev Device, pid int) (uint64, error) {
+	ps, ret := dev.GetComputeRunningProcesses()
+	if ret != SUCCESS {
+		return 0, fmt.Errorf("nvml compute processes: %v", ret)
+	}
+	for _, p := range ps {
+		if int(p.Pid) != pid {
+			continue
+		}
+		if p.UsedGpuMemory == ValueNotAvailable {
+			return 0, fmt.Errorf("NVML lists the process without its memory (NVML_VALUE_NOT_AVAILABLE), as in some containers: %v", ERROR_NOT_SUPPORTED)
+		}
+		return p.UsedGpuMemory, nil
+	}
+	return 0, fmt.Errorf("pid %d is not among the %d compute processes NVML lists on the device (in a container NVML lists the host's pids): %v", pid, len(ps), ERROR_NOT_FOUND)
+}
+
+// Session is NVML kept initialised for one device, for a sampler that
+// reads the process's memory many times: one Init and handle lookup, not
+// one per reading. Close shuts NVML down. Safe for concurrent use, as
+// NVML is.
+type Session struct {
+	lib Lib
+	dev Device
+}
+
+// OpenSession initialises lib and finds the device with this UUID.
+func OpenSession(lib Lib, uuid string) (*Session, error) {
+	if ret := lib.Init(); ret != SUCCESS {
+		return nil, fmt.Errorf("nvml init: %v", ret)
+	}
+	dev, ret := lib.DeviceGetHandleByUUID(uuid)
+	if ret != SUCCESS {
+		lib.Shutdown()
+		return nil, fmt.Errorf("nvml has no device %s: %v", uuid, ret)
+	}
+	return &Session{lib: lib, dev: dev}, nil
+}
+
+// ProcessUsed is the device memory NVML reports for pid now.
+func (s *Session) ProcessUsed(pid int) (uint64, error) { return processUsed(s.dev, pid) }
+
+// Close shuts NVML down (the session's Init).
+func (s *Session) Close() { s.lib.Shutdown() }
 
 // QueryWith is Query against a given NVML (a fake in tests).
 func QueryWith(lib Lib, uuid string) (f Facts) {
@@ -151,6 +215,13 @@ func QueryWith(lib Lib, uuid string) (f Facts) {
 	}
 	if r, ret := dev.GetCurrentClocksEventReasons(); ok("clock reasons", ret) {
 		f.ClockReasons = r
+	}
+	if ps, ret := dev.GetComputeRunningProcesses(); ok("process memory", ret) {
+		for _, p := range ps {
+			if int(p.Pid) == os.Getpid() && p.UsedGpuMemory != ValueNotAvailable {
+				f.ProcessMemoryUsed = p.UsedGpuMemory
+			}
+		}
 	}
 	return f
 }

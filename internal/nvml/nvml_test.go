@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"os"
 	"reflect"
 	"testing"
 )
@@ -51,6 +52,9 @@ func (d fakeDev) GetEnforcedPowerLimit() (uint32, Return) { return 700_000, d.re
 func (d fakeDev) GetCurrentClocksEventReasons() (uint64, Return) {
 	return 4 | 8, d.ret("reasons") // SW power cap, HW slowdown
 }
+func (d fakeDev) GetComputeRunningProcesses() ([]ProcessInfo, Return) {
+	return []ProcessInfo{{Pid: 1, UsedGpuMemory: 5}, {Pid: uint32(os.Getpid()), UsedGpuMemory: 25}}, d.ret("processes")
+}
 
 func TestQueryWithFake(t *testing.T) {
 	nv := &fakeLib{dev: fakeDev{}}
@@ -70,7 +74,7 @@ func TestQueryClocksAndPower(t *testing.T) {
 	f := QueryWith(&fakeLib{dev: fakeDev{}}, "GPU-1")
 	want := Facts{Available: true, Name: "NVIDIA H200", MemoryTotal: 100, MemoryUsed: 40, GPUUtil: 100, MemUtil: 30,
 		Driver: "580.159.04", SMClockMHz: 1755, SMClockMaxMHz: 1980, PowerMW: 698_500, PowerLimitMW: 700_000,
-		ClockReasons: 4 | 8}
+		ClockReasons: 4 | 8, ProcessMemoryUsed: 25}
 	if !reflect.DeepEqual(f, want) {
 		t.Fatalf("got  %+v\nwant %+v", f, want)
 	}
@@ -79,7 +83,7 @@ func TestQueryClocksAndPower(t *testing.T) {
 // A fact NVML refuses is zero and named in Refused; every other fact is
 // still there.
 func TestQueryRefusedFactsLeaveTheOthers(t *testing.T) {
-	dev := fakeDev{refuse: map[string]Return{"power": ERROR_NOT_SUPPORTED, "reasons": ERROR_NO_PERMISSION, "name": ERROR_UNKNOWN}}
+	dev := fakeDev{refuse: map[string]Return{"power": ERROR_NOT_SUPPORTED, "reasons": ERROR_NO_PERMISSION, "name": ERROR_UNKNOWN, "processes": ERROR_NO_PERMISSION}}
 	f := QueryWith(&fakeLib{dev: dev}, "GPU-1")
 	if !f.Available || f.SMClockMHz != 1755 || f.SMClockMaxMHz != 1980 || f.PowerLimitMW != 700_000 || f.MemoryUsed != 40 || f.Driver == "" {
 		t.Fatalf("a refusal took other facts with it: %+v", f)
@@ -87,7 +91,7 @@ func TestQueryRefusedFactsLeaveTheOthers(t *testing.T) {
 	if f.PowerMW != 0 || f.ClockReasons != 0 || f.Name != "" {
 		t.Fatalf("refused facts must stay zero: %+v", f)
 	}
-	want := []string{"name: ERROR_UNKNOWN", "power draw: ERROR_NOT_SUPPORTED", "clock reasons: ERROR_NO_PERMISSION"}
+	want := []string{"name: ERROR_UNKNOWN", "power draw: ERROR_NOT_SUPPORTED", "clock reasons: ERROR_NO_PERMISSION", "process memory: ERROR_NO_PERMISSION"}
 	if !reflect.DeepEqual(f.Refused, want) {
 		t.Fatalf("Refused %q, want %q", f.Refused, want)
 	}

@@ -24,6 +24,7 @@ struct fcsp_nvml {
 	int (*power_usage)(fcsp_nvml_device, unsigned *);
 	int (*power_limit)(fcsp_nvml_device, unsigned *);
 	int (*clock_reasons)(fcsp_nvml_device, unsigned long long *);
+	int (*processes)(fcsp_nvml_device, unsigned *, fcsp_nvml_process *);
 };
 
 // sym resolves the first of two names the library has (b may be null):
@@ -61,6 +62,9 @@ fcsp_nvml *fcsp_nvml_open(const char *path, char *err, int errlen) {
 	l->power_limit = sym(h, "nvmlDeviceGetEnforcedPowerLimit", NULL);
 	// The same bits under their new name (drivers 535 on) and their old.
 	l->clock_reasons = sym(h, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons");
+	// v3 and v2 take the same struct; v1's (without the instance ids) is
+	// not declared here.
+	l->processes = sym(h, "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2");
 	return l;
 }
 
@@ -78,3 +82,4 @@ int fcsp_nvml_max_clock(fcsp_nvml *l, fcsp_nvml_device d, int type, unsigned *mh
 int fcsp_nvml_power_usage(fcsp_nvml *l, fcsp_nvml_device d, unsigned *mw) { CALL(power_usage, d, mw); }
 int fcsp_nvml_power_limit(fcsp_nvml *l, fcsp_nvml_device d, unsigned *mw) { CALL(power_limit, d, mw); }
 int fcsp_nvml_clock_reasons(fcsp_nvml *l, fcsp_nvml_device d, unsigned long long *r) { CALL(clock_reasons, d, r); }
+int fcsp_nvml_processes(fcsp_nvml *l, fcsp_nvml_device d, unsigned *count, fcsp_nvml_process *infos) { CALL(processes, d, count, infos); }

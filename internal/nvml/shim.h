@@ -15,6 +15,12 @@ typedef struct { // nvmlUtilization_t
 	unsigned int gpu, memory;
 } fcsp_nvml_utilization;
 
+typedef struct { // nvmlProcessInfo_t (v2, which _v3 takes too)
+	unsigned int pid;
+	unsigned long long used; // usedGpuMemory; ~0: NVML_VALUE_NOT_AVAILABLE
+	unsigned int gpuInstanceId, computeInstanceId;
+} fcsp_nvml_process;
+
 typedef struct fcsp_nvml fcsp_nvml;
 
 // fcsp_nvml_open loads the library at path and resolves its entry points;
@@ -35,4 +41,7 @@ int fcsp_nvml_max_clock(fcsp_nvml *l, fcsp_nvml_device d, int type, unsigned *mh
 int fcsp_nvml_power_usage(fcsp_nvml *l, fcsp_nvml_device d, unsigned *mw);
 int fcsp_nvml_power_limit(fcsp_nvml *l, fcsp_nvml_device d, unsigned *mw);
 int fcsp_nvml_clock_reasons(fcsp_nvml *l, fcsp_nvml_device d, unsigned long long *r);
+// fcsp_nvml_processes lists the device's compute processes into infos (of
+// *count); NVML_ERROR_INSUFFICIENT_SIZE (7) sets *count to the room needed.
+int fcsp_nvml_processes(fcsp_nvml *l, fcsp_nvml_device d, unsigned *count, fcsp_nvml_process *infos);
 #endif

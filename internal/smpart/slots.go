@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // A green context may be current on one OS thread at a time and the driver
@@ -229,6 +230,20 @@ func (p *Partition) newSlot(l *layout) (*Slot, error) {
 	return s, nil
 }
 
+// grow is newSlot for a caller that can wait for a slot: where the pool
+// refuses one more green context (its bound on them, or its device memory
+// limit: internal/overhead), the layout keeps the slots it has, its limit
+// lowered to them, and the caller waits as past any limit. (A warm-up
+// calls newSlot, and hears the refusal: it asked for that many.)
+func (p *Partition) grow(l *layout) (*Slot, error) {
+	s, err := p.newSlot(l)
+	if err != nil && (errors.Is(err, errs.ErrGreenContextLimit) || errors.Is(err, errs.ErrQuotaExceeded)) {
+		l.slots.max.Store(l.slots.made.Load())
+		return nil, nil
+	}
+	return s, err
+}
+
 // TryAcquire takes a free slot of the current layout without waiting, or
 // makes one while the layout has fewer than its limit. nil, nil: every
 // slot is held or callers are queued for one; the caller checks whether
@@ -245,7 +260,7 @@ func (p *Partition) TryAcquire() (*Slot, error) {
 		s := l.slots.take()
 		if s == nil {
 			var err error
-			if s, err = p.newSlot(l); s == nil || err != nil {
+			if s, err = p.grow(l); s == nil || err != nil {
 				return nil, err
 			}
 		}
@@ -290,7 +305,7 @@ func (p *Partition) Acquire(ctx context.Context) (*Slot, error) {
 		if l.any != nil {
 			return l.any, nil // the layout became the commons' whole device
 		}
-		s, err := p.newSlot(l)
+		s, err := p.grow(l)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package smpart_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
@@ -165,4 +168,78 @@ func TestIdleStreamsAreReused(t *testing.T) {
 	require.Equal(t, before-4, drv.Live().Streams, "8 reused, none made")
 	require.NoError(t, p.Close())
 	require.Zero(t, drv.Live().Streams)
+}
+
+// refusing is a driver that refuses green contexts past left with err,
+// as the pool's meter does past WithGreenContextLimit or the device limit
+// (internal/overhead).
+type refusing struct {
+	cuda.Driver
+	left atomic.Int32
+	err  error
+}
+
+func (r *refusing) GreenCtxCreate(desc cuda.ResourceDesc, dev cuda.Device, flags uint32) (cuda.GreenCtx, error) {
+	if r.left.Add(-1) < 0 {
+		return 0, r.err
+	}
+	return r.Driver.GreenCtxCreate(desc, dev, flags)
+}
+
+// Issue 54: a Do that would make one more slot where the pool's bound on
+// green contexts (or its device memory limit) refuses one waits for the
+// slots the layout has, whose limit comes down to them; a warm-up, which
+// asked for its count, hears the refusal.
+func TestSlotRefusedByTheBoundWaits(t *testing.T) {
+	for name, refusal := range map[string]error{
+		"green context limit": fmt.Errorf("%w: bound of 2", errs.ErrGreenContextLimit),
+		"device memory limit": fmt.Errorf("no room: %w", errs.ErrQuotaExceeded),
+	} {
+		t.Run(name, func(t *testing.T) {
+			drv := &refusing{Driver: fake.New(fake.H200()), err: refusal}
+			drv.left.Store(2) // the layout's own context and one slot
+			d, err := smpart.Open(drv, 0)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, d.Close()) }()
+			s, err := d.Split(8)
+			require.NoError(t, err)
+			p, err := s.TakeLayouts(8, nil)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, p.Close()) }()
+			p.SetSlots(4)
+			a, err := p.TryAcquire()
+			require.NoError(t, err)
+			b, err := p.TryAcquire()
+			require.NoError(t, err)
+			require.NotNil(t, b)
+			c, err := p.TryAcquire()
+			require.NoError(t, err, "a refused slot is no failure of the caller's")
+			require.Nil(t, c)
+			require.Equal(t, 2, p.Limit(), "the layout's limit came down to the slots it has")
+			got := make(chan error, 1)
+			go func() {
+				x, err := p.Acquire(context.Background())
+				if err == nil {
+					x.Release()
+				}
+				got <- err
+			}()
+			require.Eventually(t, func() bool { return p.Waiting() == 1 }, 5*time.Second, 50*time.Microsecond)
+			a.Release()
+			require.NoError(t, <-got, "the waiter got the slot given back")
+			b.Release()
+
+			drv.left.Store(0)
+			q, err := s.TakeLayouts(8, nil)
+			require.ErrorIs(t, err, refusal, "a partition's own context refused: its making fails")
+			require.Nil(t, q)
+			drv.left.Store(1)
+			q, err = s.TakeLayouts(8, nil)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, q.Close()) }()
+			q.SetSlots(4)
+			err = q.Warm(1, 4, true, func(cuda.Context, int) error { return nil })
+			require.ErrorIs(t, err, refusal, "a warm-up of 4 contexts where 1 can be made")
+		})
+	}
 }

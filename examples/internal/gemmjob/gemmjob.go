@@ -60,14 +60,21 @@ type Job struct {
 type Option func(*options)
 
 type options struct {
-	noSmTarget bool
-	stream     *fcsp.Stream
+	noSmTarget  bool
+	noWorkspace bool
+	stream      *fcsp.Stream
 }
 
 // WithoutSmCountTarget leaves the handle without cublasSetSmCountTarget:
 // cuBLAS then picks its kernels as for the whole device, however few SMs
 // the tenant has. For measuring what the hint costs or buys.
 func WithoutSmCountTarget() Option { return func(o *options) { o.noSmTarget = true } }
+
+// WithoutWorkspace leaves the handle without cublasSetWorkspace: cuBLAS
+// then allocates its workspace itself, with the runtime, where no quota
+// or device limit sees it (PoolStats.DeviceMemory.Unaccounted does). For
+// measuring what a handle takes on its own (examples/memlimit -handle).
+func WithoutWorkspace() Option { return func(o *options) { o.noWorkspace = true } }
 
 // WithStream makes the job fill its matrices, bind its cuBLAS handle and
 // its workspace, and synchronise in Check, on s (one of t's streams) rather
@@ -77,7 +84,9 @@ func WithStream(s *fcsp.Stream) Option { return func(o *options) { o.stream = s 
 
 // New allocates the matrices on t, fills them on t's stream (WithStream's,
 // if given), and makes the job's cuBLAS handle inside t.Do, told the
-// tenant's SM count unless WithoutSmCountTarget is given. cuBLAS must have been loaded (cublas.Load
+// tenant's SM count unless WithoutSmCountTarget is given and given a
+// workspace from the tenant's quota (WorkspaceBytes) unless
+// WithoutWorkspace is. cuBLAS must have been loaded (cublas.Load
 // or LoadDefault).
 func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job, error) {
 	var o options
@@ -125,9 +134,6 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 		if err != nil {
 			return err
 		}
-		if j.ws, err = cur.Workspace(o.stream, WorkspaceBytes); err != nil {
-			return err
-		}
 		if !o.noSmTarget {
 			if err := h.SetSmCountTarget(cur.SMs()); err != nil {
 				return err
@@ -135,7 +141,15 @@ func New(ctx context.Context, t *fcsp.Tenant, m, n, k int, opts ...Option) (*Job
 			j.SmCountTarget = cur.SMs()
 		}
 		j.bound = uintptr(st.Pointer())
-		return errors.Join(h.SetStream(st.Pointer()), h.SetWorkspace(j.ws.Pointer(), j.ws.Size()))
+		if err := h.SetStream(st.Pointer()); err != nil || o.noWorkspace {
+			return err
+		}
+		// cuBLAS's scratch from the tenant's quota, in its pool: without
+		// it the handle allocates its own, which nothing counts.
+		if j.ws, err = cur.Workspace(o.stream, WorkspaceBytes); err != nil {
+			return err
+		}
+		return h.SetWorkspace(j.ws.Pointer(), j.ws.Size())
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("tenant %s: cuBLAS handle: %w", t.Name(), err), j.Close(ctx))

@@ -118,6 +118,7 @@ type eventInfo struct {
 type module struct {
 	ctx     cuda.Context
 	entries map[string]bool
+	cost    uint64 // cuda.ModuleCost of its image
 }
 
 type function struct {
@@ -485,7 +486,7 @@ func (d *Driver) MemGetInfo(c cuda.Context) (uint64, uint64, error) {
 	if _, err := d.ctx("cuMemGetInfo_v2", c); err != nil {
 		return 0, 0, err
 	}
-	return d.mem.total - d.mem.used - d.keptLocked(), d.mem.total, nil
+	return d.mem.total - min(d.mem.total, d.heldLocked()), d.mem.total, nil
 }
 
 // GreenCtxCost is the device memory each green context costs the driver
@@ -494,7 +495,42 @@ func (d *Driver) MemGetInfo(c cuda.Context) (uint64, uint64, error) {
 // per cuGreenCtxCreate that cuGreenCtxDestroy does not give back while
 // the primary context is retained. It comes back when the primary
 // context's last reference is released.
-const GreenCtxCost = 4 << 20
+const GreenCtxCost = cuda.GreenCtxCost
+
+// objectsLocked is what the live streams, events and modules hold of the
+// device (cuda.StreamCost, EventCost, ModuleCost: what the SDK charges
+// for them). The caller holds d.mu.
+func (d *Driver) objectsLocked() (n uint64) {
+	n = uint64(len(d.streams))*cuda.StreamCost + uint64(len(d.events))*cuda.EventCost
+	for _, m := range d.modules {
+		n += m.cost
+	}
+	return n
+}
+
+// ProcessMemory is the device memory the process holds, as NVML reports
+// it for the process (nvmlDeviceGetComputeRunningProcesses): allocations
+// and what pools map, what the primary contexts keep of the green
+// contexts made, the live streams', events' and modules' costs, and
+// Spec.PrimaryCtxCost per retained primary context. A pool opened on the
+// fake samples it where a GPU's pool asks NVML (internal/memwatch).
+func (d *Driver) ProcessMemory() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.heldLocked()
+}
+
+// heldLocked is what the process holds of the devices (ProcessMemory).
+// The caller holds d.mu.
+func (d *Driver) heldLocked() uint64 {
+	n := d.mem.used + d.keptLocked() + d.objectsLocked()
+	for _, p := range d.primary {
+		if p.refs > 0 {
+			n += d.spec.PrimaryCtxCost
+		}
+	}
+	return n
+}
 
 // keptLocked is what the live primary contexts keep (GreenCtxCost each
 // green context). The caller holds d.mu.
@@ -763,7 +799,7 @@ func (d *Driver) ModuleLoadData(c cuda.Context, image []byte) (cuda.Module, erro
 		// anything else, or unbalanced bodies.
 		return 0, cuda.Check(op, cuda.ErrorInvalidImage)
 	}
-	m := &module{ctx: c, entries: map[string]bool{}}
+	m := &module{ctx: c, entries: map[string]bool{}, cost: cuda.ModuleCost(len(image))}
 	for _, e := range entryRE.FindAllSubmatch(image, -1) {
 		m.entries[string(e[1])] = true
 	}

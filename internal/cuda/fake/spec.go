@@ -22,6 +22,12 @@ type Spec struct {
 	// PoolChunk is the unit in which a stream-ordered pool maps device
 	// memory and to which its maximum size is rounded up (0: cuda.PoolChunk).
 	PoolChunk uint64
+	// PrimaryCtxCost is device memory a retained primary context holds
+	// beside what it keeps of green contexts (out of MemGetInfo's free and
+	// in ProcessMemory), which no SDK figure counts. On an H100 (driver
+	// 580) the driver's used memory was 534 MiB after a pool's Open. 0 in
+	// every spec here: a test sets it.
+	PrimaryCtxCost uint64
 	// The launch limits, as cuDeviceGetAttribute answers them; a launch
 	// past one fails with CUDA_ERROR_INVALID_VALUE, as on the GPU. Zero
 	// takes every NVIDIA GPU's since Volta (withLimits).

@@ -51,6 +51,9 @@ type entry struct {
 	CustomGo bool
 	Shim     string
 	Release  bool
+	Makes    string // the object (a cuda.Object) the call makes, told to the Guard's Maker
+	Unmakes  string // the object the call destroys, told to the Guard's Maker
+	MakeSize string // the size a Maker is told (a module's image: len(image)); default 0
 }
 
 // names is what dlsym tries, in order.
@@ -631,8 +634,9 @@ func genGuard() ([]byte, error) {
 	fmt.Fprintf(&b, "// %s\n\npackage cuda\n\n", header)
 	b.WriteString(comment(guardDoc, ""))
 	b.WriteString("type Watcher interface {\n\tRefuse(op string) error\n\tSee(op string, c Context, s Stream, err error) error\n}\n\n")
-	b.WriteString("// Guard passes every Driver call to its driver through a Watcher.\ntype Guard struct {\n\td Driver\n\tw Watcher\n}\n\n")
+	b.WriteString("// Guard passes every Driver call to its driver through a Watcher, and\n// tells its Maker, if it has one, of the objects made and destroyed.\ntype Guard struct {\n\td Driver\n\tw Watcher\n\tm Maker\n}\n\n")
 	b.WriteString("// NewGuard guards d with w.\nfunc NewGuard(d Driver, w Watcher) *Guard { return &Guard{d: d, w: w} }\n\n")
+	b.WriteString("// SetMaker makes gd tell m of the objects its calls make and destroy\n// (only those calls ask it); set it before gd is shared.\nfunc (gd *Guard) SetMaker(m Maker) { gd.m = m }\n\n")
 	b.WriteString("// Unwrap is the guarded driver.\nfunc (gd *Guard) Unwrap() Driver { return gd.d }\n\n")
 	b.WriteString("var _ Driver = (*Guard)(nil)\n\n")
 	var release []string
@@ -687,10 +691,40 @@ func genGuard() ([]byte, error) {
 		} else {
 			fmt.Fprintf(&b, "\tif err = gd.w.Refuse(%q); err != nil {\n\t\treturn\n\t}\n", op)
 		}
-		fmt.Fprintf(&b, "\t%s = %s\n\treturn %sgd.w.See(%q, %s, %s, err)\n}\n\n", strings.Join(res, ", "), call, strings.Join(res[:len(res)-1], ", ")+sepIf(len(res) > 1), op, ctxArg, streamArg)
+		size := e.MakeSize
+		if size == "" {
+			size = "0"
+		}
+		if e.Makes != "" {
+			fmt.Fprintf(&b, "\tif gd.m != nil {\n\t\tif err = gd.m.Make(%s, %s); err != nil {\n\t\t\treturn\n\t\t}\n\t}\n", e.Makes, size)
+		}
+		if e.Unmakes != "" {
+			h, err := handleArg(ps, e.Unmakes)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			fmt.Fprintf(&b, "\tif gd.m != nil {\n\t\tgd.m.Unmade(%s, uintptr(%s))\n\t}\n", e.Unmakes, h)
+		}
+		fmt.Fprintf(&b, "\t%s = %s\n", strings.Join(res, ", "), call)
+		if e.Makes != "" {
+			fmt.Fprintf(&b, "\tif gd.m != nil {\n\t\tgd.m.Made(%s, uintptr(r0), %s, err)\n\t}\n", e.Makes, size)
+		}
+		fmt.Fprintf(&b, "\treturn %sgd.w.See(%q, %s, %s, err)\n}\n\n", strings.Join(res[:len(res)-1], ", ")+sepIf(len(res) > 1), op, ctxArg, streamArg)
 	}
 	fmt.Fprintf(&b, "// IsRelease says whether the Guard lets op through on a lost device.\nfunc IsRelease(method string) bool {\n\tswitch method {\n\tcase %s:\n\t\treturn true\n\t}\n\treturn false\n}\n", `"`+strings.Join(release, `", "`)+`"`)
 	return format.Source(b.Bytes())
+}
+
+// handleArg names the parameter of ps that is the handle of object obj
+// (ObjStream: the first Stream).
+func handleArg(ps []goParam, obj string) (string, error) {
+	typ := strings.TrimPrefix(obj, "Obj")
+	for _, p := range ps {
+		if p.typ == typ {
+			return p.name, nil
+		}
+	}
+	return "", fmt.Errorf("no parameter of type %s to tell the Maker of", typ)
 }
 
 func sepIf(b bool) string {

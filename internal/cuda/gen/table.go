@@ -31,6 +31,12 @@ package main
 //	Shim     the shim's name where it is not fcsp_Sym.
 //	Release  a destroy/free/unload call: the Guard lets it through on a lost
 //	         device so that closing a lost pool still frees what it made.
+//	Makes    the object (ObjStream, ...) the call makes: the Guard's Maker
+//	         is asked before (and may refuse) and told after (the handle,
+//	         the error). MakeSize is what it is told the object's size is
+//	         (a module's: len(image)).
+//	Unmakes  the object the call destroys (its handle: the first parameter
+//	         of its type): the Guard's Maker is told before the call.
 //
 // Generated Go wrappers map the shim's parameters to the method's by name:
 // a parameter named like a Go parameter is converted from it (handles,
@@ -88,9 +94,10 @@ var table = []entry{
 		Method: "MemcpyDtoH(c Context, dst []byte, src DevicePtr) error", CustomGo: true, Iface: driver},
 
 	{Sym: "cuModuleLoadData", Params: "CUmodule *m, const void *image", Ctx: pushed,
-		Method: "ModuleLoadData(c Context, image []byte) (Module, error)", CustomGo: true, Iface: driver},
+		Method: "ModuleLoadData(c Context, image []byte) (Module, error)", CustomGo: true, Iface: driver,
+		Makes: "ObjModule", MakeSize: "len(image)"},
 	{Sym: "cuModuleUnload", Params: "CUmodule m", Ctx: pushed,
-		Method: "ModuleUnload(c Context, m Module) error", Release: true, Iface: driver},
+		Method: "ModuleUnload(c Context, m Module) error", Release: true, Iface: driver, Unmakes: "ObjModule"},
 	{Sym: "cuModuleGetFunction", Params: "CUfunction *f, CUmodule m, const char *name", Ctx: pushed,
 		Method: "ModuleGetFunction(c Context, m Module, name string) (Function, error)", CustomGo: true, Iface: driver},
 	{Sym: "cuLaunchKernel", Required: true, Ctx: pushedOrNone,
@@ -99,9 +106,9 @@ var table = []entry{
 		Method:  "LaunchKernel(c Context, f Function, grid, block Dim3, sharedMem uint32, s Stream, args *Args) error", CustomGo: true, Iface: driver},
 
 	{Sym: "cuStreamCreate", Params: "CUstream *s, unsigned flags", Ctx: pushed, Required: true,
-		Method: "StreamCreate(c Context, flags uint32) (Stream, error)", Iface: driver},
+		Method: "StreamCreate(c Context, flags uint32) (Stream, error)", Iface: driver, Makes: "ObjStream"},
 	{Sym: "cuStreamDestroy", Names: []string{"cuStreamDestroy_v2"}, Params: "CUstream s", Ctx: pushed,
-		Method: "StreamDestroy(c Context, s Stream) error", Release: true, Iface: driver},
+		Method: "StreamDestroy(c Context, s Stream) error", Release: true, Iface: driver, Unmakes: "ObjStream"},
 	{Sym: "cuStreamSynchronize", Params: "CUstream s", Ctx: pushedOrNone,
 		Method: "StreamSynchronize(c Context, s Stream) error", Iface: driver},
 	{Sym: "cuStreamQuery", Params: "CUstream s", Ctx: pushedOrNone,
@@ -113,7 +120,7 @@ var table = []entry{
 		Method: "StreamWaitEvent(ctx Context, s Stream, e Event) error", Iface: driver},
 
 	{Sym: "cuEventCreate", Params: "CUevent *e, unsigned flags", Ctx: pushed,
-		Method: "EventCreate(c Context, flags uint32) (Event, error)", Iface: driver},
+		Method: "EventCreate(c Context, flags uint32) (Event, error)", Iface: driver, Makes: "ObjEvent"},
 	{Sym: "cuEventRecord", Params: "CUevent e, CUstream s", Ctx: pushed,
 		Method: "EventRecord(c Context, e Event, s Stream) error", Iface: driver},
 	{Sym: "cuEventSynchronize", Params: "CUevent e", Ctx: pushedOrNone,
@@ -122,7 +129,7 @@ var table = []entry{
 		Params: "float *ms, CUevent start, CUevent end", Ctx: pushed,
 		Method: "EventElapsedMs(c Context, start, end Event) (float32, error)", Iface: driver},
 	{Sym: "cuEventDestroy", Names: []string{"cuEventDestroy_v2"}, Params: "CUevent e", Ctx: pushed,
-		Method: "EventDestroy(c Context, e Event) error", Release: true, Iface: driver},
+		Method: "EventDestroy(c Context, e Event) error", Release: true, Iface: driver, Unmakes: "ObjEvent"},
 	// entry points added for share
 	{Sym: "cuEventQuery", Params: "CUevent e", Ctx: pushedOrNone,
 		Method: "EventQuery(c Context, e Event) error", Iface: driver,
@@ -138,12 +145,13 @@ var table = []entry{
 	{Sym: "cuDevResourceGenerateDesc", Params: "CUdevResourceDesc *desc, CUdevResource *res, unsigned n",
 		Method: "DevResourceGenerateDesc(res []DevResource) (ResourceDesc, error)", CustomGo: true, Iface: driver},
 	{Sym: "cuGreenCtxCreate", Params: "CUgreenCtx *g, CUdevResourceDesc desc, CUdevice d, unsigned flags",
-		Method: "GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (GreenCtx, error)", Iface: driver},
-	{Sym: "cuGreenCtxDestroy", Params: "CUgreenCtx g", Method: "GreenCtxDestroy(g GreenCtx) error", Release: true, Iface: driver},
+		Method: "GreenCtxCreate(desc ResourceDesc, d Device, flags uint32) (GreenCtx, error)", Iface: driver, Makes: "ObjGreenCtx"},
+	{Sym: "cuGreenCtxDestroy", Params: "CUgreenCtx g", Method: "GreenCtxDestroy(g GreenCtx) error", Release: true, Iface: driver,
+		Unmakes: "ObjGreenCtx"},
 	{Sym: "cuCtxFromGreenCtx", Params: "CUcontext *c, CUgreenCtx g",
 		Method: "CtxFromGreenCtx(g GreenCtx) (Context, error)", Iface: driver},
 	{Sym: "cuGreenCtxStreamCreate", Params: "CUstream *s, CUgreenCtx g, unsigned flags, int priority",
-		Method: "GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error)", Iface: driver},
+		Method: "GreenCtxStreamCreate(g GreenCtx, flags uint32, priority int) (Stream, error)", Iface: driver, Makes: "ObjStream"},
 	{Sym: "cuGreenCtxGetDevResource", Params: "CUgreenCtx g, CUdevResource *r, int t",
 		Method: "GreenCtxGetDevResource(g GreenCtx, t ResourceType) (DevResource, error)", CustomGo: true, Iface: driver},
 
