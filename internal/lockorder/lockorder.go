@@ -161,10 +161,7 @@ func (m *Mutex[L]) TryLock() bool {
 	if !m.m.TryLock() {
 		return false
 	}
-	if on {
-		var l L
-		held(unsafe.Pointer(m), l.rank())
-	}
+	taken[L](unsafe.Pointer(m))
 	return true
 }
 
@@ -174,6 +171,15 @@ func (m *Mutex[L]) Unlock() {
 		release(unsafe.Pointer(m))
 	}
 	m.m.Unlock()
+}
+
+// taken records lock p, of L's rank, as the calling goroutine's, where
+// the checks are on.
+func taken[L Level](p unsafe.Pointer) {
+	if on {
+		var l L
+		held(p, l.rank())
+	}
 }
 
 // Sem is a lock of rank L whose waiters may give up: a one-token channel,
@@ -188,10 +194,7 @@ func (s *Sem[L]) Init() { s.ch = make(chan struct{}, 1) }
 func (s *Sem[L]) TryLock() bool {
 	select {
 	case s.ch <- struct{}{}:
-		if on {
-			var l L
-			held(unsafe.Pointer(s), l.rank())
-		}
+		taken[L](unsafe.Pointer(s))
 		return true
 	default:
 		return false
@@ -211,10 +214,7 @@ func (s *Sem[L]) Lock(done <-chan struct{}) bool {
 	case <-done:
 		return false
 	}
-	if on {
-		var l L
-		held(unsafe.Pointer(s), l.rank())
-	}
+	taken[L](unsafe.Pointer(s))
 	return true
 }
 
