@@ -39,7 +39,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	err := hostwait.Within(ctx, p.Close)
 	if ctx.Err() != nil && err == ctx.Err() {
 		for _, r := range p.stalled() { // what the close, left running, may never end
-			err = fmt.Errorf("%w; %s stalled (its work left as it is)", err, tenantName(r.Tenant))
+			err = fmt.Errorf("%w; %s stalled (its work left as it is): %w", err, tenantName(r.Tenant), ErrStalled)
 		}
 	}
 	return err

@@ -47,29 +47,41 @@ func (c *tenantCore) watchStalls(own time.Duration) {
 func (m *member) Streams(f func([]stall.Stream)) bool {
 	c := (*tenantCore)(m)
 	return c.call(func() error {
+		type core struct {
+			s   *streamCore
+			gen uint64
+		}
 		c.mu.Lock()
-		cores := append([]*streamCore(nil), c.streams...)
+		cores := make([]core, len(c.streams))
+		for i, s := range c.streams {
+			cores[i] = core{s, s.gen.Load()} // its life now: a core reused later has another
+		}
 		c.mu.Unlock()
 		list := make([]stall.Stream, 0, len(cores))
-		for _, s := range cores {
+		for i := range cores {
+			s := cores[i].s
+			// As acquire does: counted in first, so that a Close's expire
+			// waits for the look, then checked.
+			s.inflight.Add(1)
 			s.watching.Store(true)
-			if s.capture.Load() != nil || s.closed.Load() {
+			if s.gen.Load() != cores[i].gen || s.capture.Load() != nil || s.closed.Load() {
 				s.watching.Store(false)
+				s.inflight.Add(-1)
+				cores[i].s = nil
 				continue
 			}
-			s.inflight.Add(1) // a Stream.Close waits for the look (expire)
 			name := ""
 			if fn := s.lastFn.Load(); fn != nil {
 				name = fn.name
 			}
-			list = append(list, stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: s.gen.Load()}, H: s.h(),
+			list = append(list, stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: cores[i].gen}, H: s.h(),
 				Class: s.class.String(), Launches: s.launches.Load(), Kernel: name})
 		}
 		defer func() {
-			for _, s := range cores {
-				if s.watching.Load() {
-					s.watching.Store(false)
-					s.release()
+			for _, k := range cores {
+				if k.s != nil {
+					k.s.watching.Store(false)
+					k.s.release()
 				}
 			}
 		}()

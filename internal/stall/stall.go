@@ -218,8 +218,8 @@ func (w *Watchdog) run(tick time.Duration) {
 func (w *Watchdog) look(t Tenant, bound time.Duration) {
 	var found *Report
 	t.Streams(func(streams []Stream) {
-		now := time.Now()
 		for _, s := range streams {
+			now := time.Now() // per stream: a look at many streams takes time
 			st := w.state[s.Key]
 			if st == nil {
 				// First seen: where it is busy, what was queued before
