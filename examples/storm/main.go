@@ -559,7 +559,7 @@ func runLoadModes(ctx context.Context, op *opener, cfg config, haveCublas bool, 
 		if cfg.bursts.quiet > 0 || cfg.cold.first > 0 {
 			fmt.Fprintln(out)
 		}
-		rep.Stall, err = runStall(ctx, cfg, out)
+		rep.Stall, err = runStall(ctx, cfg, out, op.errw)
 	}
 	if cfg.jsonPath != "" {
 		js, e := json.MarshalIndent(rep, "", "  ")

@@ -24,18 +24,20 @@ import (
 //	sdk  one server process (this program, -stall-role server): the
 //	     interactive class on -inter-sms SMs, a "stuck" tenant on
 //	     -stall-sms, the batch class on the rest, the pool opened
-//	     WithStallTimeout(-stall-bound) and WithStallHandler. Both classes
-//	     serve (and race a server's calls, -stall-storm) for -warmup, then
-//	     a measured window (the first duration), then the stuck tenant
-//	     launches the kernel that never ends and a second window of the
-//	     second duration is measured. The server times the launch, the
-//	     handler's call (and the watchdog's finding), Health's report, the
-//	     stuck tenant's next calls (ErrStalled), then drains its classes
-//	     and calls Pool.Shutdown with a -stall-shutdown deadline, prints
-//	     what it saw and exits. This process times the exit and starts a
-//	     replacement (-stall-role replace) that opens its pool, makes its
-//	     interactive tenant and serves its first request, step by step, as
-//	     examples/faultdomain times the way back from a fault.
+//	     WithStallTimeout(-stall-bound) and WithStallHandler (the classes
+//	     with their own bound, -stall-class-bound, where given). Both
+//	     classes serve (and race a server's calls, -stall-storm) for
+//	     -warmup, then a measured window (the first duration), then the
+//	     stuck tenant launches the kernel that never ends and a second
+//	     window of the second duration is measured. The server times the
+//	     launch, the handler's call (and the watchdog's finding), Health's
+//	     report, the stuck tenant's next calls (ErrStalled), then drains
+//	     its classes and calls Pool.Shutdown with a -stall-shutdown
+//	     deadline, prints what it saw and exits. This process times the
+//	     exit and starts a replacement (-stall-role replace) that opens its
+//	     pool, makes its interactive tenant and serves its first request,
+//	     step by step, as examples/faultdomain times the way back from a
+//	     fault.
 //	mps  the same under NVIDIA MPS (the daemon started by -mps-start): three
 //	     processes on the plain device, the interactive class and a spinning
 //	     client at -mps-inter-pct, the batch class at -mps-batch-pct. The
@@ -70,11 +72,12 @@ var ErrStallCheck = errors.New("a functional check of the stall failed")
 type stallCfg struct {
 	before, during time.Duration
 	bound          time.Duration
+	classBound     time.Duration // the classes' own (WithTenantStallTimeout); 0: the pool's
 	variants       []string
 	k              int           // interactive request goroutines
 	sms            int           // the stuck tenant's SMs (sdk)
 	shutdown       time.Duration // Pool.Shutdown's deadline
-	storm          string        // the racing calls, as -storm's names
+	storm          string        // the racing calls: none, all, or kinds, comma-separated
 	stormG         int
 	pace           time.Duration
 	role           string
@@ -87,11 +90,12 @@ type stallCfg struct {
 func (s *stallCfg) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.spec, "stall", "", "before/during durations (e.g. 2s/2s): run a tenant whose kernel never ends beside the two classes (the figures before it against those during it), its report, its refused calls, Shutdown, the exit and a replacement, in the -stall-variants, instead of the storm matrix")
 	fs.DurationVar(&s.bound, "stall-bound", 200*time.Millisecond, "-stall: the pool's fcsp.WithStallTimeout (every process's)")
+	fs.DurationVar(&s.classBound, "stall-class-bound", 0, "-stall: the interactive and batch classes' own bound (fcsp.WithTenantStallTimeout; under MPS their processes' pool bound); 0: -stall-bound. On the simulator, whose kernels are the host's CPU work, a loaded host makes them last seconds")
 	fs.StringVar(&s.variantsSpec, "stall-variants", strings.Join(stallVariants, ","), "-stall: variants, comma-separated: sdk (one server process, the stuck tenant partitioned beside the classes), mps (a process per class under MPS at -mps-inter-pct / -mps-batch-pct, the spinning client SIGKILLed after)")
 	fs.IntVar(&s.k, "stall-k", 4, "-stall: interactive request goroutines")
 	fs.IntVar(&s.sms, "stall-sms", 16, "-stall: the stuck tenant's SMs (sdk)")
 	fs.DurationVar(&s.shutdown, "stall-shutdown", time.Second, "-stall: Pool.Shutdown's deadline after the stall (sdk)")
-	fs.StringVar(&s.storm, "stall-storm", stormAll, "-stall: a server's calls racing the requests on each class's tenant, as -storm's names: none, one kind, or all")
+	fs.StringVar(&s.storm, "stall-storm", stormAll, "-stall: a server's calls racing the requests on each class's tenant: none, all, or some of "+strings.Join(stormKinds, ", ")+", comma-separated")
 	fs.IntVar(&s.stormG, "stall-storm-g", 2, "-stall: racing goroutines per class per storm kind")
 	fs.DurationVar(&s.pace, "stall-pace", time.Millisecond, "-stall: each racing goroutine makes one call per this period")
 	fs.StringVar(&s.mpsQuery, "mps-query", "echo get_server_list | nvidia-cuda-mps-control", "-stall's mps variant: shell command whose output (the MPS servers) is recorded before and after the spinning client's SIGKILL (empty: none)")
@@ -115,12 +119,12 @@ func (s *stallCfg) parse() error {
 	if s.variants, err = parseNames("stall-variants", s.variantsSpec, stallVariants); err != nil {
 		return err
 	}
-	if _, err := parseNames("stall-storm", s.storm, append([]string{stormNone, stormAll}, stormKinds...)); err != nil {
+	if _, err := s.stormKinds(); err != nil {
 		return err
 	}
 	switch {
-	case s.bound <= 0:
-		return fmt.Errorf("%w: -stall-bound %v: want more than 0", ErrBadValue, s.bound)
+	case s.bound <= 0 || s.classBound < 0:
+		return fmt.Errorf("%w: -stall-bound %v, -stall-class-bound %v: want more than 0, and 0 (the pool's) or more", ErrBadValue, s.bound, s.classBound)
 	case s.k < 1 || s.sms < 1 || s.stormG < 0:
 		return fmt.Errorf("%w: -stall-k %d, -stall-sms %d, -stall-storm-g %d: want at least 1, 1 and 0", ErrBadValue, s.k, s.sms, s.stormG)
 	case s.shutdown <= 0 || s.pace <= 0:
@@ -129,12 +133,20 @@ func (s *stallCfg) parse() error {
 	return nil
 }
 
+// stormKinds is -stall-storm's kinds.
+func (s stallCfg) stormKinds() ([]string, error) {
+	if s.storm == stormNone || s.storm == stormAll {
+		return kindsOf(s.storm), nil
+	}
+	return parseNames("stall-storm", s.storm, stormKinds)
+}
+
 // stallArgs are a stall process's arguments: this run's settings, one
 // variant.
 func (c config) stallArgs(role, variant string) []string {
 	s := c.stall
 	a := []string{"-stall-role", role, "-stall", s.before.String() + "/" + s.during.String(), "-stall-bound", s.bound.String(),
-		"-stall-variants", variant, "-stall-k", strconv.Itoa(s.k), "-stall-sms", strconv.Itoa(s.sms), "-stall-shutdown", s.shutdown.String(),
+		"-stall-class-bound", s.classBound.String(), "-stall-variants", variant, "-stall-k", strconv.Itoa(s.k), "-stall-sms", strconv.Itoa(s.sms), "-stall-shutdown", s.shutdown.String(),
 		"-stall-storm", s.storm, "-stall-storm-g", strconv.Itoa(s.stormG), "-stall-pace", s.pace.String(),
 		"-batch-k", strconv.Itoa(c.batchK), "-inter-sms", strconv.Itoa(c.interSMs), "-warmup", c.warmup.String(),
 		"-wait", c.wait, "-heap", strconv.Itoa(c.heapMiB), "-maxconn=false", "-probe-every", "0"}
@@ -247,7 +259,7 @@ type replaceMarks struct {
 const readyWait = 2 * time.Minute
 
 // runStall runs every variant in every round and reports.
-func runStall(ctx context.Context, cfg config, out io.Writer) (*StallReport, error) {
+func runStall(ctx context.Context, cfg config, out, errw io.Writer) (*StallReport, error) {
 	sc := cfg.stall
 	fmt.Fprintf(out, "storm -stall: a tenant's kernel that never ends beside the interactive class (%d request goroutines) and the batch class (%d), a server's calls racing them (%s, %d goroutines per class per kind, one call per %v), bound %v, %v before / %v during, variants %s, %d round(s)\n",
 		sc.k, max(cfg.batchK, 2), sc.storm, sc.stormG, sc.pace, sc.bound, sc.before, sc.during, strings.Join(sc.variants, ","), cfg.rounds)
@@ -260,9 +272,9 @@ func runStall(ctx context.Context, cfg config, out io.Writer) (*StallReport, err
 		for _, v := range sc.variants {
 			var r StallRow
 			if v == "sdk" {
-				r, err = stallSDK(ctx, exe, cfg)
+				r, err = stallSDK(ctx, exe, cfg, errw)
 			} else {
-				r, err = stallMPS(ctx, exe, cfg)
+				r, err = stallMPS(ctx, exe, cfg, errw)
 			}
 			r.Round, r.Variant, r.BoundMs = round, v, ms(sc.bound)
 			if err != nil { // what was measured so far, then why it stopped
@@ -291,12 +303,13 @@ func nsMs(from, to int64) float64 { return float64(to-from) / 1e6 }
 
 // stallSDK is the sdk variant: the server process, its exit, and its
 // replacement.
-func stallSDK(ctx context.Context, exe string, cfg config) (row StallRow, err error) {
+func stallSDK(ctx context.Context, exe string, cfg config, errw io.Writer) (row StallRow, err error) {
 	sc := cfg.stall
 	srv, err := startProc(ctx, exe, "server", cfg.stallArgs("server", "sdk"))
 	if err != nil {
 		return row, err
 	}
+	defer srv.dump(errw)
 	defer srv.stop()
 	if _, err := srv.expect("ready", readyWait); err != nil {
 		return row, err
@@ -337,7 +350,7 @@ func stallSDK(ctx context.Context, exe string, cfg config) (row StallRow, err er
 		row.ExitErr = srv.err.Error()
 	}
 	row.Warned = strings.Contains(srv.stderr.String(), "tenant stalled")
-	row.Replace, err = stallReplace(ctx, exe, cfg, "sdk")
+	row.Replace, err = stallReplace(ctx, exe, cfg, "sdk", errw)
 	if err != nil {
 		row.ReplaceErr = err.Error()
 	}
@@ -355,12 +368,13 @@ func (r *StallRow) fromSpinner(res stallResult) {
 }
 
 // stallReplace starts the replacement process and reads its marks.
-func stallReplace(ctx context.Context, exe string, cfg config, variant string, env ...string) (m replaceMarks, err error) {
+func stallReplace(ctx context.Context, exe string, cfg config, variant string, errw io.Writer, env ...string) (m replaceMarks, err error) {
 	p, err := startProc(ctx, exe, "replace", cfg.stallArgs("replace", variant), env...)
 	if err != nil {
 		return m, err
 	}
 	m.Started = time.Now().UnixNano()
+	defer p.dump(errw)
 	defer p.stop()
 	for _, x := range []struct {
 		prefix string
@@ -385,7 +399,7 @@ func stallReplace(ctx context.Context, exe string, cfg config, variant string, e
 
 // stallMPS is the mps variant: the daemon, the three clients, the
 // SIGKILL, a new client, the window after.
-func stallMPS(ctx context.Context, exe string, cfg config) (row StallRow, err error) {
+func stallMPS(ctx context.Context, exe string, cfg config, errw io.Writer) (row StallRow, err error) {
 	sc := cfg.stall
 	row.InterPct, row.BatchPct = cfg.mpsInter, cfg.mpsBatch
 	facts := &mpsFacts{}
@@ -400,6 +414,7 @@ func stallMPS(ctx context.Context, exe string, cfg config) (row StallRow, err er
 	defer func() {
 		for _, k := range kids { // on an error, nobody is left running
 			k.stop()
+			k.dump(errw)
 		}
 		// Quit the daemon, bounded: a wedged one is a finding, not a hang.
 		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -462,7 +477,7 @@ func stallMPS(ctx context.Context, exe string, cfg config) (row StallRow, err er
 	}
 	row.ExitedNs, row.ExitMs = spin.exitAt.UnixNano(), nsMs(row.EndNs, spin.exitAt.UnixNano())
 	facts.ServersKilled = shellOut(ctx, sc.mpsQuery)
-	row.Replace, err = stallReplace(ctx, exe, cfg, "mps", pct(cfg.mpsInter))
+	row.Replace, err = stallReplace(ctx, exe, cfg, "mps", errw, pct(cfg.mpsInter))
 	if err != nil {
 		row.ReplaceErr = err.Error()
 	}

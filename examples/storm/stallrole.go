@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
@@ -125,9 +127,9 @@ type stallEvent struct {
 
 // openStall opens the process's pool with the watchdog, its handler
 // sending each report to the channel returned.
-func openStall(ctx context.Context, cfg config, errw io.Writer, cublas bool) (*fcsp.Pool, workKind, chan stallEvent, error) {
+func openStall(ctx context.Context, cfg config, errw io.Writer, cublas bool, bound time.Duration) (*fcsp.Pool, workKind, chan stallEvent, error) {
 	seen := make(chan stallEvent, 16)
-	op := &opener{cfg: cfg, errw: errw, out: errw, extra: []fcsp.Option{fcsp.WithStallTimeout(cfg.stall.bound),
+	op := &opener{cfg: cfg, errw: errw, out: errw, extra: []fcsp.Option{fcsp.WithStallTimeout(bound),
 		fcsp.WithStallHandler(func(r fcsp.StallReport) {
 			select {
 			case seen <- stallEvent{time.Now(), r}:
@@ -148,12 +150,16 @@ func openStall(ctx context.Context, cfg config, errw io.Writer, cublas bool) (*f
 // but through Shutdown: the stuck kernel ends only with the process.
 func stallServer(ctx context.Context, cfg config, out, errw io.Writer) error {
 	sc := cfg.stall
-	pool, wk, seen, err := openStall(ctx, cfg, errw, true)
+	pool, wk, seen, err := openStall(ctx, cfg, errw, true, sc.bound)
 	if err != nil {
 		return err
 	}
 	res := stallResult{Role: "server", Work: wk.String(), Simulated: pool.Device().Simulated, Device: pool.Device().String()}
-	it, err := pool.NewTenant("interactive", fcsp.WithSMs(cfg.interSMs))
+	var own []fcsp.TenantOption // the classes' own bound, where one is given
+	if sc.classBound > 0 {
+		own = append(own, fcsp.WithTenantStallTimeout(sc.classBound))
+	}
+	it, err := pool.NewTenant("interactive", append(own, fcsp.WithSMs(cfg.interSMs))...)
 	if err != nil {
 		return err
 	}
@@ -161,7 +167,7 @@ func stallServer(ctx context.Context, cfg config, out, errw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bt, err := pool.NewTenant("batch", fcsp.WithRestOfSMs())
+	bt, err := pool.NewTenant("batch", append(own, fcsp.WithRestOfSMs())...)
 	if err != nil {
 		return err
 	}
@@ -200,7 +206,7 @@ func stallServer(ctx context.Context, cfg config, out, errw io.Writer) error {
 	if len(hung) == 0 {
 		if err := errors.Join(inter.close(ctx), batch.close(ctx)); err != nil {
 			res.Errors++
-			res.FirstError = cmpOr(res.FirstError, "closing the classes: "+err.Error())
+			res.FirstError = cmp.Or(res.FirstError, "closing the classes: "+err.Error())
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, sc.shutdown)
@@ -208,6 +214,12 @@ func stallServer(ctx context.Context, cfg config, out, errw io.Writer) error {
 	err = pool.Shutdown(sctx)
 	end := time.Now()
 	cancel()
+	// The tenants are the server's until here: a handle the collector
+	// finds unreachable is closed by the SDK, and a stalled tenant's close
+	// takes it out of the pool's list, so Shutdown would no longer name it.
+	runtime.KeepAlive(it)
+	runtime.KeepAlive(stuck)
+	runtime.KeepAlive(bt)
 	res.ShutdownStartNs, res.ShutdownEndNs = start.UnixNano(), end.UnixNano()
 	if err != nil {
 		res.ShutdownErr = err.Error()
@@ -221,13 +233,6 @@ func stallServer(ctx context.Context, cfg config, out, errw io.Writer) error {
 	// left running by Shutdown, with it too).
 	fmt.Fprintf(out, "exiting %d\n", time.Now().UnixNano())
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func printResult(out io.Writer, res stallResult) error {
@@ -355,7 +360,7 @@ func nextCalls(ctx context.Context, t *fcsp.Tenant, fn *fcsp.Function) []NextCal
 // own watchdog's) and next calls, then waits to be killed.
 func stallSpinner(ctx context.Context, cfg config, out, errw io.Writer) error {
 	sc := cfg.stall
-	pool, _, seen, err := openStall(ctx, cfg, errw, false)
+	pool, _, seen, err := openStall(ctx, cfg, errw, false, sc.bound)
 	if err != nil {
 		return err
 	}
@@ -384,6 +389,7 @@ func stallSpinner(ctx context.Context, cfg config, out, errw io.Writer) error {
 	}
 	for in.Scan() { // SIGKILLed here, mid-kernel
 	}
+	runtime.KeepAlive(t) // not closed by the collector meanwhile: held as a server would
 	return nil
 }
 
@@ -391,7 +397,7 @@ func stallSpinner(ctx context.Context, cfg config, out, errw io.Writer) error {
 // from "ready" until its windows come on stdin, then reports them.
 func stallClassRole(ctx context.Context, cfg config, out, errw io.Writer) error {
 	sc := cfg.stall
-	pool, wk, seen, err := openStall(ctx, cfg, errw, true)
+	pool, wk, seen, err := openStall(ctx, cfg, errw, true, cmp.Or(sc.classBound, sc.bound))
 	if err != nil {
 		return err
 	}
@@ -455,7 +461,7 @@ func stallClassRole(ctx context.Context, cfg config, out, errw io.Writer) error 
 // served its first interactive request (checked), then exits.
 func stallReplacement(ctx context.Context, cfg config, out, errw io.Writer) error {
 	fmt.Fprintf(out, "running %d\n", processStart.UnixNano())
-	pool, wk, _, err := openStall(ctx, cfg, errw, true)
+	pool, wk, _, err := openStall(ctx, cfg, errw, true, cmp.Or(cfg.stall.classBound, cfg.stall.bound))
 	if err != nil {
 		return err
 	}
@@ -576,7 +582,8 @@ func startStallLoad(ctx context.Context, inter, batch *class, env *stormEnv, ten
 			})
 		}
 	}
-	l.storm = startStorm(ctx, env, tenants, kindsOf(sc.storm), sc.stormG, sc.pace, l.stop_)
+	kinds, _ := sc.stormKinds() // checked by parse
+	l.storm = startStorm(ctx, env, tenants, kinds, sc.stormG, sc.pace, l.stop_)
 	return l
 }
 
@@ -614,13 +621,13 @@ func (l *stallLoad) failed(hung []string) (n int, first string, _ []string, stor
 	for _, ln := range append(slices.Clone(l.inter), l.batch...) {
 		ln.mu.Lock()
 		n += len(ln.errs)
-		first = cmpOr(first, ln.errText)
+		first = cmp.Or(first, ln.errText)
 		ln.mu.Unlock()
 	}
 	if len(hung) == 0 { // the storm's goroutines have ended: its error is final
 		if err := l.storm.wait(); err != nil {
 			n++
-			first = cmpOr(first, err.Error())
+			first = cmp.Or(first, err.Error())
 		}
 	}
 	var calls int64
@@ -678,7 +685,7 @@ func (w *StallWindow) countErrs(ln *lane, in func(int64) bool) {
 	for _, s := range ln.errs {
 		if in(s.end) {
 			w.Errors++
-			w.FirstError = cmpOr(w.FirstError, ln.errText)
+			w.FirstError = cmp.Or(w.FirstError, ln.errText)
 		}
 	}
 }
@@ -695,6 +702,7 @@ type stallProc struct {
 	exited chan struct{}
 	exitAt time.Time // set before exited closes
 	err    error     // Wait's
+	killed atomic.Bool
 }
 
 func startProc(ctx context.Context, exe, role string, args []string, env ...string) (*stallProc, error) {
@@ -750,8 +758,22 @@ func (p *stallProc) expect(prefix string, d time.Duration) (string, error) {
 // kill sends SIGKILL and says when.
 func (p *stallProc) kill() time.Time {
 	t := time.Now()
+	p.killed.Store(true)
 	_ = p.cmd.Process.Kill()
 	return t
+}
+
+// dump copies the stderr of a process that exited with an error of its
+// own (not a SIGKILL of ours) to w: why it failed.
+func (p *stallProc) dump(w io.Writer) {
+	select {
+	case <-p.exited:
+	default:
+		return
+	}
+	if p.err != nil && !p.killed.Load() {
+		fmt.Fprintf(w, "== the %s process exited: %v; its stderr:\n%s\n== end of the %s process's stderr\n", p.role, p.err, p.stderr.String(), p.role)
+	}
 }
 
 // waitExit waits up to d for the exit.
