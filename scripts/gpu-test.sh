@@ -28,6 +28,9 @@
 #   scripts/gpu-test.sh issue54  # on the GPU machine: what the SDK's objects
 #                                # and a cuBLAS handle hold, and examples/memlimit
 #                                # under a 4 GiB limit, three ways (~3 min)
+#   scripts/gpu-test.sh stall    # on the GPU machine (root): a tenant's kernel
+#                                # that never ends beside the two classes, in
+#                                # a server process and under MPS (~1-2 min)
 #
 # With the device tool: build here, then run `bash scripts/gpu-test.sh run`
 # there with carry [".bin"]. Logs go to $OUT (or .bin/out) and the last lines
@@ -415,6 +418,36 @@ issue54_only() {
   return $rc
 }
 
+# stall_only is the stalled tenant's run (about 1-2 minutes, as root: MPS):
+# examples/storm -stall 2s/2s through scripts/storm-mps.sh, bound 200 ms, in
+# FCSP_STALL_ROUNDS (3) rounds, each the sdk variant (a 16-SM tenant's
+# spin(SpinForever) beside the interactive class on 16 SMs and the batch on
+# the rest in one server process; its report, its refused calls,
+# Pool.Shutdown(1 s), the exit and a replacement serving) and the mps
+# variant (the same kernel in a client at 12% beside the interactive class
+# at 12% and the batch at 88%, the client SIGKILLed after, a new one
+# started, the MPS servers recorded). The checks print PASS/FAIL; exit
+# non-zero for an error or a functional check failed. Output in $OUT:
+# stall.txt, .json, stall-stderr.txt, stall-after.txt (what is left of MPS
+# and on the GPU), stall-mps-logs.tgz (the daemon's control and server logs).
+stall_only() {
+  local ret=${OUT:-}
+  OUT=$PWD/$BIN/out-stall; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+  local summary=() rc=0 r
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+  OUT=$OUT STORM_STALL=${FCSP_STALL:-2s/2s} STORM_ROUNDS=${FCSP_STALL_ROUNDS:-3} STORM_TAG=stall \
+    bash scripts/storm-mps.sh "$BIN/storm" > "$OUT/stall-run.txt" 2>&1
+  r=$?; sed -n '/^### /,$p' "$OUT/stall-run.txt"; [ $r = 0 ] || tail -5 "$OUT/stall-run.txt"
+  summary+=("examples/storm -stall (sdk, mps): $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
+  echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary-stall.txt"
+  if [ -n "$ret" ]; then
+    cp "$OUT"/gpu.txt "$OUT"/stall.txt "$OUT"/stall.json "$OUT"/stall-stderr.txt "$OUT"/stall-after.txt "$OUT"/summary-stall.txt "$ret/" 2>/dev/null
+    tar czf "$ret/stall-mps-logs.tgz" -C "$OUT" mps-logs stall-run.txt 2>/dev/null
+  fi
+  return $rc
+}
+
 sanitize_only() {
   OUT=${OUT:-$PWD/$BIN/out}; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
@@ -451,8 +484,9 @@ case "${1:-all}" in
   issue41) issue41_only ;;
   issue56) issue56_only ;;
   issue54) issue54_only ;;
+  stall) stall_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|issue54]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|issue54|stall]" >&2; exit 2 ;;
 esac

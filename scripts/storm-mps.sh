@@ -18,6 +18,16 @@
 #
 #   STORM_BURST=3s/1s STORM_CYCLES=4 STORM_COLDSTART=1s/2s bash scripts/storm-mps.sh       # ~6 min
 #   STORM_BURST=300ms/100ms STORM_CYCLES=10 STORM_TAG=issue41-fast bash scripts/storm-mps.sh # ~2 min
+#
+# STORM_STALL (before/during, e.g. 2s/2s) runs the stalled tenant instead
+# (-stall): a 16-SM tenant's kernel that never ends beside the two classes
+# in a server process that then shuts down, exits and is replaced (sdk),
+# and the same kernel in an MPS client that is then SIGKILLed (mps),
+# STORM_ROUNDS (3) interleaved rounds, bound STORM_STALL_BOUND (200ms).
+# After it: what is left of MPS and on the GPU ($OUT/$STORM_TAG-after.txt)
+# and the MPS daemon's logs ($OUT/mps-logs/). STORM_TAG: stall. ~1-2 min.
+#
+#   STORM_STALL=2s/2s bash scripts/storm-mps.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STORM=${1:-.bin/storm}; shift || true
@@ -33,6 +43,26 @@ quit_mps # a daemon left by an earlier run would make every layout an MPS client
 sleep 1
 
 MPS=(-mps-start 'nvidia-cuda-mps-control -d' -mps-stop 'echo quit | nvidia-cuda-mps-control')
+if [ -n "${STORM_STALL:-}" ]; then
+  TAG=${STORM_TAG:-stall}
+  rm -f "$CUDA_MPS_LOG_DIRECTORY"/*.log # this run's log only
+  # The MPS servers and each one's clients, recorded around the SIGKILL.
+  QUERY='for s in $(echo get_server_list | nvidia-cuda-mps-control); do echo "server $s clients: $(echo get_client_list $s | nvidia-cuda-mps-control | tr "\n" " ")"; done'
+  "$STORM" -cublas "$CUBLAS" -stall "$STORM_STALL" -stall-bound "${STORM_STALL_BOUND:-200ms}" -stall-variants "${STORM_STALL_VARIANTS:-sdk,mps}" \
+    -rounds "${STORM_ROUNDS:-3}" -warmup "${STORM_WARMUP:-300ms}" "${MPS[@]}" -mps-query "$QUERY" \
+    -json "$OUTDIR/$TAG.json" "$@" 2> "$OUTDIR/$TAG-stderr.txt" | tee "$OUTDIR/$TAG.txt"
+  rc=${PIPESTATUS[0]}
+  [ -s "$OUTDIR/$TAG-stderr.txt" ] && { echo "== stderr (last 20 lines)"; tail -20 "$OUTDIR/$TAG-stderr.txt"; }
+  # MPS left clean? The daemon was quit after each mps variant; quit once
+  # more, then record what is left of it and on the GPU.
+  quit_mps; sleep 1
+  { echo "== MPS processes after the run (none expected)"; pgrep -a nvidia-cuda-mps || echo "none"
+    echo "== GPU compute processes after the run (none expected)"
+    apps=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1); echo "${apps:-none}"
+    echo "== GPU utilisation after the run"; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>&1; } | tee "$OUTDIR/$TAG-after.txt"
+  mkdir -p "$OUTDIR/mps-logs" && cp "$CUDA_MPS_LOG_DIRECTORY"/*.log "$OUTDIR/mps-logs/" 2>/dev/null
+  exit "$rc"
+fi
 if [ -n "${STORM_BURST:-}${STORM_COLDSTART:-}" ]; then
   TAG=${STORM_TAG:-issue41}
   ARGS=()

@@ -33,6 +33,12 @@
 //	storm -burst 3s/1s -cycles 4 [-burst-layouts split16,split32,split48,steer,mps,...] [-chart burst.svg]
 //	storm -coldstart 1s/2s [-cold-variants cold,warmup,doeach]
 //
+// A third measures a tenant whose kernel never ends (fcsp.WithStallTimeout)
+// beside the two classes, in a server process that then shuts down, exits
+// and is replaced, and the same stuck kernel under MPS (stall.go):
+//
+//	storm -stall 2s/2s -stall-bound 200ms [-stall-variants sdk,mps] [-rounds 3]
+//
 // Without cuBLAS (or on the simulator, where there is no GPU) the requests
 // are launches of the chain kernel instead, and the figures say "chain".
 package main
@@ -97,6 +103,7 @@ type config struct {
 
 	bursts burstCfg // -burst: a bursty load instead of the storm matrix
 	cold   coldCfg  // -coldstart: a fresh tenant instead of the storm matrix
+	stall  stallCfg // -stall: a tenant's kernel that never ends, instead of the storm matrix
 
 	mpsRole            string
 	mpsStart, mpsStop  string
@@ -187,6 +194,7 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.StringVar(&c.mpsStop, "mps-stop", "echo quit | nvidia-cuda-mps-control", "shell command that stops it after (empty: none)")
 	fs.IntVar(&c.mpsInter, "mps-inter-pct", 12, "mps: the interactive process's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
 	fs.IntVar(&c.mpsBatch, "mps-batch-pct", 88, "mps: the batch process's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+	c.stall.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -226,6 +234,9 @@ func parse(args []string, usage io.Writer) (config, error) {
 		if c.cold.variants, err = parseNames("cold-variants", *coldVars, coldVariants); err != nil {
 			return c, err
 		}
+	}
+	if err := c.stall.parse(); err != nil {
+		return c, err
 	}
 	if c.layouts, err = parseNames("layouts", *layouts, layoutNames); err != nil {
 		return c, err
@@ -369,6 +380,8 @@ type opener struct {
 	// tap, where set, wraps the pool's log handler: -burst reads each SM
 	// move's debug lines through it.
 	tap func(slog.Handler) slog.Handler
+	// extra are options every pool it opens gets (-stall's watchdog).
+	extra []fcsp.Option
 }
 
 // simulated reports whether the runs will be on the simulator, and why
@@ -401,7 +414,7 @@ func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
 	if o.tap != nil {
 		log = slog.New(o.tap(log.Handler()))
 	}
-	opts := []fcsp.Option{fcsp.WithLogger(log)}
+	opts := append([]fcsp.Option{fcsp.WithLogger(log)}, o.extra...)
 	if o.cfg.wait != "default" {
 		opts = append(opts, fcsp.WithHostWait(o.cfg.spin))
 	}
@@ -446,6 +459,9 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	if cfg.mpsRole != "" {
 		return runRole(ctx, cfg, out, errw)
 	}
+	if cfg.stall.role != "" {
+		return runStallRole(ctx, cfg, out, errw)
+	}
 	if cfg.cpuProfile != "" {
 		f, err := os.Create(cfg.cpuProfile)
 		if err != nil {
@@ -470,7 +486,7 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	state := serverState(cfg.heapMiB)
 	defer runtime.KeepAlive(state)
 	op := &opener{cfg: cfg, errw: errw, out: out}
-	if !cfg.matrixGiven && cfg.bursts.quiet == 0 && cfg.cold.first == 0 {
+	if !cfg.matrixGiven && !cfg.loadMode() {
 		if why, sim := op.simulated(ctx); sim {
 			full := cfg.estimate()
 			cfg = cfg.short()
@@ -482,7 +498,7 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 		}
 	}
 	haveCublas := loadCublas(&cfg, out)
-	if cfg.bursts.quiet > 0 || cfg.cold.first > 0 {
+	if cfg.loadMode() {
 		return runLoadModes(ctx, op, cfg, haveCublas, args, out)
 	}
 	est := cfg.estimate()
@@ -524,17 +540,23 @@ func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	return rep.smError()
 }
 
-// loadModes is what -burst and -coldstart write with -json.
+// loadMode says that a mode of its own (-burst, -coldstart, -stall) runs
+// in place of the storm matrix.
+func (c config) loadMode() bool { return c.bursts.quiet > 0 || c.cold.first > 0 || c.stall.before > 0 }
+
+// loadModes is what -burst, -coldstart and -stall write with -json.
 type loadModes struct {
-	Args      []string   `json:"args"`
-	Bursts    []BurstRow `json:"bursts,omitempty"`
-	ColdStart []ColdRow  `json:"cold_start,omitempty"`
+	Args      []string     `json:"args"`
+	Bursts    []BurstRow   `json:"bursts,omitempty"`
+	ColdStart []ColdRow    `json:"cold_start,omitempty"`
+	Stall     *StallReport `json:"stall,omitempty"`
 
 	// BurstReport is -burst's summary per layout and its checks.
 	BurstReport *BurstReport `json:"burst_report,omitempty"`
 }
 
-// runLoadModes runs -burst's layouts, then -coldstart's variants, as asked.
+// runLoadModes runs -burst's layouts, then -coldstart's variants, then
+// -stall's, as asked.
 func runLoadModes(ctx context.Context, op *opener, cfg config, haveCublas bool, args []string, out io.Writer) error {
 	rep := loadModes{Args: args}
 	var err error
@@ -546,6 +568,12 @@ func runLoadModes(ctx context.Context, op *opener, cfg config, haveCublas bool, 
 			fmt.Fprintln(out)
 		}
 		rep.ColdStart, err = runCold(ctx, op, cfg, haveCublas, out)
+	}
+	if err == nil && cfg.stall.before > 0 {
+		if cfg.bursts.quiet > 0 || cfg.cold.first > 0 {
+			fmt.Fprintln(out)
+		}
+		rep.Stall, err = runStall(ctx, cfg, out, op.errw)
 	}
 	if cfg.jsonPath != "" {
 		js, e := json.MarshalIndent(rep, "", "  ")
