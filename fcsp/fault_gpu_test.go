@@ -40,7 +40,7 @@ func inFaultChild(t *testing.T) bool {
 // error does to a neighbour.
 func rawProbe(t *testing.T, p *Pool, tn *Tenant) {
 	raw := p.drv.(*cuda.Guard).Unwrap()
-	ctx := tn.c.ctx()
+	ctx := tn.c.cctx()
 	ptr, err := raw.MemAlloc(ctx, 1<<20)
 	t.Logf("  raw driver, tenant %q: cuMemAlloc -> %v", tn.Name(), err)
 	if err == nil {

@@ -220,8 +220,8 @@ func (s *streamCore) launchGraph(ctx context.Context, e *GraphExec) error {
 	if tk.Timed() {
 		err = e.x.LaunchTimed(c.pool.dev.Primary(), &tk, s.h())
 	} else {
-		err = c.unscoped(&c.pool.unscoped.launch, func(ctx cuda.Context) error {
-			return e.x.Launch(ctx, s.h())
+		err = c.unscoped(&c.pool.unscoped.launch, func(cc cuda.Context) error {
+			return e.x.Launch(cc, s.h())
 		})
 	}
 	if err != nil {

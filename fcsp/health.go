@@ -70,7 +70,7 @@ func lostError(r fault.Record) error { return new(DeviceLostError(r)) }
 // as a partition's or a pool charge's, held across its driver calls:
 // docs/LOCKS.md), so it only tries them: a name that cannot be had at once
 // is left out rather than waited for.
-func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
+func (p *Pool) whose(cc cuda.Context, s cuda.Stream) string {
 	if !p.mu.TryLock() {
 		return ""
 	}
@@ -83,7 +83,7 @@ func (p *Pool) whose(ctx cuda.Context, s cuda.Stream) string {
 				return name
 			}
 		}
-		if c.place.IsContext(ctx) {
+		if c.place.IsContext(cc) {
 			return name
 		}
 	}

@@ -48,8 +48,8 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 		return nil, err
 	}
 	m := &Module{t: c, params: params}
-	err = c.do(func(ctx cuda.Context) (err error) {
-		if m.h, err = c.pool.dev.LoadModule(ctx, image); err != nil {
+	err = c.do(func(cc cuda.Context) (err error) {
+		if m.h, err = c.pool.dev.LoadModule(cc, image); err != nil {
 			return err
 		}
 		// Listed in the life lock: a Close racing the load waits for it,
@@ -66,13 +66,13 @@ func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
 }
 
 // unload unloads the module.
-func (m *Module) unload(ctx cuda.Context) error { return m.t.pool.dev.UnloadModule(ctx, m.h) }
+func (m *Module) unload(cc cuda.Context) error { return m.t.pool.dev.UnloadModule(cc, m.h) }
 
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{m: m, name: name, params: m.params[name]}
-	err := m.t.do(func(ctx cuda.Context) (err error) {
-		f.h, err = m.t.pool.dev.Function(ctx, m.h, f.name)
+	err := m.t.do(func(cc cuda.Context) (err error) {
+		f.h, err = m.t.pool.dev.Function(cc, m.h, f.name)
 		return err
 	})
 	if err == nil && m.params != nil {

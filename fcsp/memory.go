@@ -43,7 +43,7 @@ func (s *memStream) Idle() bool {
 	}
 	sc := (*streamCore)(s)
 	p := s.t.pool
-	return s.t.unscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.dev.QueryStream(ctx, sc.h()) }) == nil
+	return s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.dev.QueryStream(cc, sc.h()) }) == nil
 }
 
 // Synchronize is streamCore.wait for the engine, whose caller is counted in
@@ -55,7 +55,7 @@ func (s *memStream) Synchronize() error {
 	}
 	sc := (*streamCore)(s)
 	p := s.t.pool
-	err := s.t.unscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, sc.h(), &s.waits, nil) })
+	err := s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, sc.h(), &s.waits, nil) })
 	if err == nil {
 		s.gate.AfterSync() // a latency stream's neighbours are released now
 	} else if s.closed.Load() {

@@ -22,8 +22,8 @@ type placement struct{ place.Placement }
 func greenPlace(p *smpart.Partition) placement { return placement{place.NewGreen(p)} }
 
 func (pl placement) Partitioned() bool               { return place.Partitioned(pl.Placement) }
-func (pl placement) IsContext(ctx cuda.Context) bool { return place.IsContext(pl.Placement, ctx) }
-func (pl placement) DoGreen(f func(ctx cuda.Context) error) error {
+func (pl placement) IsContext(cc cuda.Context) bool { return place.IsContext(pl.Placement, cc) }
+func (pl placement) DoGreen(f func(cc cuda.Context) error) error {
 	return place.DoGreen(pl.Placement, f)
 }
 func (pl placement) Dos() int         { return place.Dos(pl.Placement) }

@@ -307,7 +307,7 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 	// here stays valid, and covers what was queued before), Close does.
 	slot, err := s.t.enterWait()
 	if err == nil {
-		err = s.t.unscoped(&p.unscoped.sync, func(ctx cuda.Context) error { return p.wait(p.drv, ctx, s.h(), &s.waits, done) })
+		err = s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, s.h(), &s.waits, done) })
 		s.t.life.ExitWait(slot)
 	}
 	s.t.class.End(start, err == nil)
@@ -321,10 +321,10 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 // expires its handles, keeps its counters and then releases a
 // primary-context CUstream for reuse; a partition's own streams are
 // released through the partition. Its caller retires it next.
-func (s *streamCore) destroy(ctx cuda.Context) error {
+func (s *streamCore) destroy(cc cuda.Context) error {
 	var shut error
 	if !s.closed.Load() {
-		shut = s.gate.Close(ctx)
+		shut = s.gate.Close(cc)
 	}
 	s.expire(false)
 	c := s.t

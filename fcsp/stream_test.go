@@ -47,7 +47,7 @@ func TestStreamClose(t *testing.T) {
 				// Kept idle (in the partition, or the device's for a
 				// primary-context stream): the next NewStream takes it back
 				// without a driver call.
-				require.NoError(t, drv.StreamSynchronize(tn.c.ctx(), h))
+				require.NoError(t, drv.StreamSynchronize(tn.c.cctx(), h))
 				require.ErrorIs(t, s.Launch(ctx, fn, one, one, 0, &a), ErrClosed)
 				require.ErrorIs(t, s.Synchronize(), ErrClosed)
 				_, err = tn.AllocAsync(s, 1)

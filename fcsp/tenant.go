@@ -299,13 +299,13 @@ func (c *tenantCore) build(cfg *tenantConfig, claimed smpart.Claimed, quota uint
 // made.
 func (c *tenantCore) unbuild() error {
 	var errs [4]error
-	ctx := c.ctx()
+	cc := c.cctx()
 	if c.mem != nil {
-		errs[0] = c.mem.Close(ctx, nil)
+		errs[0] = c.mem.Close(cc, nil)
 	}
 	if len(c.streams) > 0 {
 		first := c.streams[0]
-		errs[1] = errors.Join(first.destroy(ctx), c.releaseShared(first))
+		errs[1] = errors.Join(first.destroy(cc), c.releaseShared(first))
 		first.retire(false)
 		c.streams, c.first = nil, Stream{}
 	}
@@ -397,8 +397,9 @@ func (t *Tenant) Stream() *Stream {
 	return &t.c.first
 }
 
-// ctx is the tenant's context handle.
-func (c *tenantCore) ctx() cuda.Context { return c.place.Context() }
+// cctx is the tenant's CUDA context handle (a cuda.Context is cc, a
+// context.Context ctx, throughout fcsp).
+func (c *tenantCore) cctx() cuda.Context { return c.place.Context() }
 
 // do runs f counted in the tenant's life lock (call) with the device's
 // primary context for the driver calls that need one current. Every
@@ -408,12 +409,12 @@ func (c *tenantCore) ctx() cuda.Context { return c.place.Context() }
 // may be current on any number of threads: none of them waits for a Do.
 // Graph instantiation, whose result keeps the SMs of the context it was
 // made in, takes one of the partition's slots instead (graph.go).
-func (c *tenantCore) do(f func(ctx cuda.Context) error) error {
+func (c *tenantCore) do(f func(cc cuda.Context) error) error {
 	return c.call(func() error { return f(c.pool.dev.Primary()) })
 }
 
 // primary is do's context for a caller counted in the life lock already.
-func (c *tenantCore) primary(f func(ctx cuda.Context) error) error { return f(c.pool.dev.Primary()) }
+func (c *tenantCore) primary(f func(cc cuda.Context) error) error { return f(c.pool.dev.Primary()) }
 
 // SetSMLimit changes the tenant's launch-rate limit (its GPU share under
 // WithGPUShare) within one refill period: the tokens it has saved scale
@@ -658,26 +659,26 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	}
 	p := c.pool
 	var errs [8]error // on the stack: a tenant closed makes no garbage here
-	ctx := c.ctx()
+	cc := c.cctx()
 	leaks := c.acct.Live()
 	// The memory engine lists the streams itself (host.Streams), where
 	// it must wait for them; nothing can add one any more.
-	errs[0], errs[1] = hookErr, c.mem.Close(ctx, leaks)
+	errs[0], errs[1] = hookErr, c.mem.Close(cc, leaks)
 	c.mu.Lock()
 	streams, modules := c.streams, c.modules
 	c.streams, c.modules = nil, nil
 	c.mu.Unlock()
 	for _, s := range streams {
-		errs[2] = errors.Join(errs[2], s.destroy(ctx)) // nil, with no garbage, while both are
+		errs[2] = errors.Join(errs[2], s.destroy(cc)) // nil, with no garbage, while both are
 		errs[2] = errors.Join(errs[2], c.releaseShared(s))
 		s.retire(false) // its handles answer ErrClosed; the core is reused
 	}
-	errs[3] = c.events.Close(p.drv, ctx)
+	errs[3] = c.events.Close(p.drv, cc)
 	if c.graphs != nil { // a capture made it (graphSet)
-		errs[4] = c.graphs.Close(ctx)
+		errs[4] = c.graphs.Close(cc)
 	}
 	for _, m := range modules {
-		errs[5] = errors.Join(errs[5], m.unload(ctx))
+		errs[5] = errors.Join(errs[5], m.unload(cc))
 	}
 	_, errs[6] = c.acct.Close()
 	spare, err := c.place.retire(p)

@@ -15,6 +15,6 @@ type unscopedProbe struct{ launch, sync, pool unscoped.Probe }
 // with the device's primary context (place.Unscoped says how it is
 // chosen); the caller is counted in the life lock, so Close cannot
 // destroy the stream underneath f.
-func (c *tenantCore) unscoped(probe *unscoped.Probe, f func(ctx cuda.Context) error) error {
+func (c *tenantCore) unscoped(probe *unscoped.Probe, f func(cc cuda.Context) error) error {
 	return place.Unscoped(probe, c.place.Placement, c.pool.dev, c.pool.log, f)
 }
