@@ -61,4 +61,10 @@
 // Shared admission adds to the process's own usage, re-reads the sum and
 // rolls back on overshoot; that costs one SharedDevice.Used (with fcsp's
 // region, one load per process, not per tenant).
+//
+// # Locks
+//
+// Tracker.mu (15 in docs/LOCKS.md's order: account ids and the open
+// accounts' registry) is a leaf; the quota and the device counter are
+// atomics, taken with compare-and-swap.
 package memtrack

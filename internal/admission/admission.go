@@ -67,6 +67,17 @@
 // The package sees a stream only as its handle, class and events; it calls
 // the driver through Events, which the pool's guarded driver implements
 // (the fake driver drives the tests). It never imports fcsp.
+//
+// # Locks
+//
+// Their places in docs/LOCKS.md's order:
+//
+//	Pool.mu (16: the latency streams' meters, copied on write)
+//	└── Tenant.mu (17: its metered streams' meters, its Do meter, SetQueueBound)
+//	    └── doMeter.mu (18: the Do runs by OS thread)
+//	        └── meter.mu (19: a metered stream's events and pending work; Ticket.Time holds it across its one launch)
+//	            └── Run.mu (20: a metered Do's brackets)
+//	Tenant.turn (a one-slot channel, outside the ranks: the queue bound's waiters)
 package admission
 
 import (

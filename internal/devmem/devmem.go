@@ -9,6 +9,16 @@
 // stream keeps for it. It never imports the public face (package fcsp);
 // what it needs of the tenant (its life lock, its streams) comes in
 // Config.
+//
+// # Locks
+//
+// Their places in docs/LOCKS.md's order:
+//
+//	Peers.mu (11: the pooled engines, the idle pools kept)
+//	└── Peers.alone (12: one allocation at a time tried alone against the device limit)
+//	    └── charge.mu (13: a pool's charge; pool attribute reads and trims under it)
+//	        └── InfoCache.mu (14: one refresh of the device's figures; Get only tries it)
+//	bins (TryLock first, then waited for: outside the ranks)
 package devmem
 
 import (

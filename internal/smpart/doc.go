@@ -13,4 +13,15 @@
 // an SM: the driver would happily build overlapping green contexts from two
 // separate splits. Each Partition owns a green context and a non-blocking
 // stream, and reads back how many SMs it really got.
+//
+// # Locks
+//
+// Their places in docs/LOCKS.md's order (a goroutine holding one takes
+// only those below it):
+//
+//	Partition.mu (7: layouts, shape, streams, events, closed; Drained and GaveDrained only try it)
+//	└── Split.mu (8: which groups partitions hold; version written under it)
+//	    Device.mu (9: closed, the primary streams kept)
+//	    └── greens.mu (10: the kept green contexts, per driver and device, and the map's claim)
+//	slots.grow, slots.mu, waitLog.mu (leaves, outside the ranks)
 package smpart

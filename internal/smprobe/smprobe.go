@@ -4,6 +4,9 @@
 // work lands on another's partition, the way the H200 measurements of
 // docs/CONTEXTS.md were made. The fake driver models it by name
 // (fake.SMIDKernel).
+//
+// Kernel.mu (3 in docs/LOCKS.md's order) is held across the kernel's load
+// and nothing below the pool's locks is taken under it.
 package smprobe
 
 import (
