@@ -46,22 +46,7 @@
 // modules, graphs) fails with a *TenantError, as a file's call with an
 // *os.PathError: `tenant "batch": Alloc: ` and the cause, each named once.
 //
-// Without a GPU, tests and demos open a simulated one (//
-// # Locks
-//
-// fcsp's places in docs/LOCKS.md's order, with the engines' beside them:
-//
-//	tenantCore.closing (1: the close under way)
-//	└── smmove Engine.move (2: one move of SMs at a time; the one lock a move may hold while it waits for calls)
-//	    └── smprobe Kernel.mu (3)
-//	        └── Pool.mu (4: spare, tenants, closed, stalledSeen; no driver call)
-//	            └── smmove Engine.mu (5)
-//	                └── tenantCore.mu (6: streams, modules, gone, graphs, stop, onClose; no driver call)
-//	                    └── smpart, devmem, memtrack, admission (7-20)
-//
-// A tenant's life lock (internal/life) is hand-built and sits beside them:
-// the move protocol in docs/LOCKS.md says which waits of a move it allows.
-package fcsptest):
+// Without a GPU, tests and demos open a simulated one (package fcsptest):
 //
 //	pool, err := fcsp.Open(ctx, 0, fcsptest.SimulatedH200())
 //
@@ -77,4 +62,19 @@ package fcsptest):
 // the H200 a faulted process's replacement served again 1.2 s after the
 // fault (most of it the new process's Open), and the other process's P99
 // meanwhile was 1.20-1.27x its quiet P99 (examples/faultdomain).
+//
+// # Locks
+//
+// fcsp's places in docs/LOCKS.md's order, with the engines' beside them:
+//
+//	tenantCore.closing (1: the close under way)
+//	└── smmove Engine.move (2: one move of SMs at a time; the one lock a move may hold while it waits for calls)
+//	    └── smprobe Kernel.mu (3)
+//	        └── Pool.mu (4: spare, tenants, closed, stalledSeen; no driver call)
+//	            └── smmove Engine.mu (5)
+//	                └── tenantCore.mu (6: streams, modules, gone, graphs, stop, onClose; no driver call)
+//	                    └── smpart, devmem, memtrack, admission (7-20)
+//
+// A tenant's life lock (internal/life) is hand-built and sits beside them:
+// the move protocol in docs/LOCKS.md says which waits of a move it allows.
 package fcsp

@@ -21,7 +21,7 @@ type placement struct{ place.Placement }
 
 func greenPlace(p *smpart.Partition) placement { return placement{place.NewGreen(p)} }
 
-func (pl placement) Partitioned() bool               { return place.Partitioned(pl.Placement) }
+func (pl placement) Partitioned() bool              { return place.Partitioned(pl.Placement) }
 func (pl placement) IsContext(cc cuda.Context) bool { return place.IsContext(pl.Placement, cc) }
 func (pl placement) DoGreen(f func(cc cuda.Context) error) error {
 	return place.DoGreen(pl.Placement, f)
