@@ -312,8 +312,10 @@ func stallSDK(ctx context.Context, exe string, cfg config, errw io.Writer) (row 
 	if _, err := srv.expect("ready", readyWait); err != nil {
 		return row, err
 	}
-	line, err := srv.expect("result ", cfg.warmup+sc.before+sc.during+sc.shutdown+time.Minute)
+	line, err := srv.expect("result ", cfg.warmup+sc.before+sc.during+sc.shutdown+30*time.Second)
 	if err != nil {
+		// Where it waits, from its goroutines' stacks.
+		fmt.Fprintf(errw, "== the server process's stacks (SIGQUIT after: %v):\n%s\n== end of the server process's stacks\n", err, srv.quit(5*time.Second))
 		return row, err
 	}
 	var res stallResult

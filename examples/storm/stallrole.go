@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/fcsp"
@@ -708,7 +709,7 @@ type stallProc struct {
 func startProc(ctx context.Context, exe, role string, args []string, env ...string) (*stallProc, error) {
 	p := &stallProc{role: role, lines: make(chan string, 256), exited: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, exe, args...)
-	p.cmd.Env = append(append(os.Environ(), selfEnv), env...)
+	p.cmd.Env = append(append(os.Environ(), selfEnv, "GOTRACEBACK=all"), env...) // all: quit's dump names every goroutine
 	p.cmd.Stdout = &lineWriter{ch: p.lines}
 	p.cmd.Stderr = &p.stderr
 	var err error
@@ -753,6 +754,20 @@ func (p *stallProc) expect(prefix string, d time.Duration) (string, error) {
 			return "", fmt.Errorf("%s process: no %q in %v: %s", p.role, strings.TrimSpace(prefix), d, tail(p.stderr.String(), 6))
 		}
 	}
+}
+
+// quit sends SIGQUIT, which makes a Go process print every goroutine's
+// stack to its stderr and exit: where a process that stopped answering
+// waits (a driver call names itself in the cgo frame). It waits up to d
+// for the exit and returns the process's stderr.
+func (p *stallProc) quit(d time.Duration) string {
+	p.killed.Store(true) // the exit is ours: dump does not print it again
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	if !p.waitExit(d) {
+		p.kill()
+		p.waitExit(d)
+	}
+	return p.stderr.String()
 }
 
 // kill sends SIGKILL and says when.
