@@ -218,6 +218,8 @@ type StallRow struct {
 	ShutdownErr     string  `json:"shutdown_error,omitempty"`
 	ShutdownStalled bool    `json:"shutdown_is_err_stalled,omitempty"`
 	ShutdownNamed   bool    `json:"shutdown_names_tenant,omitempty"`
+	DrainMs         float64 `json:"drain_ms,omitempty"`   // sdk: the classes closed before Shutdown
+	DrainLeft       string  `json:"drain_left,omitempty"` // where the drain waited, if past the Shutdown bound
 
 	// The process that held the stuck kernel: from its last word (sdk:
 	// "exiting"; mps: the SIGKILL) to its exit, as waited for here.
@@ -330,6 +332,7 @@ func stallSDK(ctx context.Context, exe string, cfg config, errw io.Writer) (row 
 	row.ShutdownStartNs, row.ShutdownEndNs, row.ShutdownErr = res.ShutdownStartNs, res.ShutdownEndNs, res.ShutdownErr
 	row.ShutdownMs = nsMs(res.ShutdownStartNs, res.ShutdownEndNs)
 	row.ShutdownStalled, row.ShutdownNamed = res.ShutdownStalled, res.ShutdownNamed
+	row.DrainMs, row.DrainLeft = res.DrainMs, res.DrainLeft
 	end, err := srv.expect("exiting ", 10*time.Second)
 	if err == nil {
 		row.EndNs, err = strconv.ParseInt(strings.TrimSpace(end), 10, 64)
@@ -731,6 +734,12 @@ func (rep *StallReport) finish(sc stallCfg) {
 	add(n == 0, "sdk: the neighbours' calls never failed", fmt.Sprintf("%d failed or hung%s", n, firstNonEmpty(sdk, func(r StallRow) string {
 		return strings.TrimSpace(r.NeighbourError + " " + strings.Join(r.Hung, "; "))
 	})))
+	// Reported, not judged: the drain is the server's code and its
+	// libraries', some of whose calls wait for the whole device.
+	dw := worst(func(r StallRow) float64 { return r.DrainMs })
+	rep.Checks = append(rep.Checks, Check{Name: "sdk: the server's drain (its classes' handles and buffers closed) returned within the Shutdown bound", Pass: every(func(r StallRow) bool { return r.DrainLeft == "" }),
+		Got: fmt.Sprintf("worst %.1f ms%s", dw, firstNonEmpty(sdk, func(r StallRow) string { return firstLine(r.DrainLeft, "main.(*class).close") }))})
+	rep.Judged = append(rep.Judged, false)
 	back := every(func(r StallRow) bool {
 		return !r.Killed && r.ExitErr == "" && r.Replace.First > 0 && r.ReplaceErr == ""
 	})
@@ -817,6 +826,11 @@ func (rep *StallReport) write(out io.Writer, sc stallCfg) {
 		fmt.Fprintf(out, "  next calls: %s\n", nextText(r.Next))
 		if r.Variant == "sdk" {
 			fmt.Fprintf(out, "  Pool.Shutdown(%v): %.1f ms: %q\n", sc.shutdown, r.ShutdownMs, r.ShutdownErr)
+			if r.DrainLeft != "" {
+				fmt.Fprintf(out, "  the drain (the classes' handles and buffers closed) had not returned after %.1f ms; left running, where it waited:\n%s\n", r.DrainMs, r.DrainLeft)
+			} else {
+				fmt.Fprintf(out, "  the drain (the classes' handles and buffers closed): %.1f ms\n", r.DrainMs)
+			}
 		}
 		if r.NeighbourErrors > 0 || len(r.Hung) > 0 {
 			fmt.Fprintf(out, "  the neighbours: %d failed calls (first: %s), hung: %v\n", r.NeighbourErrors, r.NeighbourError, r.Hung)
@@ -847,4 +861,25 @@ func firstErr(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
+}
+
+// firstLine is the first line of stack naming a driver or library call
+// (a cgo frame), else the one above the frame that names fn: where a call
+// waits, in one line.
+func firstLine(stack, fn string) string {
+	if stack == "" {
+		return ""
+	}
+	lines := strings.Split(stack, "\n")
+	for _, l := range lines {
+		if strings.Contains(l, "_Cfunc_") {
+			return "; waits in " + strings.TrimSpace(l)
+		}
+	}
+	for i, l := range lines {
+		if strings.Contains(l, fn) && i > 1 {
+			return "; waits in " + strings.TrimSpace(lines[i-2])
+		}
+	}
+	return "; " + strings.TrimSpace(lines[0])
 }

@@ -59,6 +59,25 @@ type stallResult struct {
 	ShutdownErr     string `json:"shutdown_error,omitempty"`
 	ShutdownStalled bool   `json:"shutdown_is_err_stalled,omitempty"`
 	ShutdownNamed   bool   `json:"shutdown_names_tenant,omitempty"`
+
+	// The server's drain before Shutdown: how long, and where it waited
+	// where it did not end within the Shutdown bound (left running).
+	DrainMs   float64 `json:"drain_ms,omitempty"`
+	DrainLeft string  `json:"drain_left,omitempty"`
+}
+
+// stackOf is the stack of the first goroutine whose stack names fn: where
+// a call that never returned waits (a driver call names itself in its cgo
+// frame).
+func stackOf(fn string) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			return g
+		}
+	}
+	return "no goroutine names " + fn
 }
 
 // StallSeen is a stall as its process's watchdog reported it (the
@@ -203,12 +222,25 @@ func stallServer(ctx context.Context, cfg config, out, errw io.Writer) error {
 	res.Errors, res.FirstError, res.Hung, res.StormPerS = load.failed(hung)
 	res.OtherStalls = append(res.OtherStalls, drainStalls(seen)...)
 	// Drained, as a server drains before it replaces itself: the classes'
-	// work and handles closed (not where a call hung: it would wait).
+	// work and handles closed (not where a call hung: it would wait), for
+	// at most the Shutdown bound. After a stall a drain can wait for good:
+	// a library's handle freeing its memory (cublasDestroy's cudaFree)
+	// waits for the whole device, the stuck kernel included. A server
+	// that sees Health().RestartRequired bounds its drain the same way.
 	if len(hung) == 0 {
-		if err := errors.Join(inter.close(ctx), batch.close(ctx)); err != nil {
-			res.Errors++
-			res.FirstError = cmp.Or(res.FirstError, "closing the classes: "+err.Error())
+		start := time.Now()
+		drained := make(chan error, 1)
+		go func() { drained <- errors.Join(inter.close(ctx), batch.close(ctx)) }()
+		select {
+		case err := <-drained:
+			if err != nil {
+				res.Errors++
+				res.FirstError = cmp.Or(res.FirstError, "closing the classes: "+err.Error())
+			}
+		case <-time.After(sc.shutdown):
+			res.DrainLeft = stackOf("main.(*class).close")
 		}
+		res.DrainMs = ms(time.Since(start))
 	}
 	sctx, cancel := context.WithTimeout(ctx, sc.shutdown)
 	start := time.Now()
