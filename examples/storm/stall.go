@@ -873,13 +873,13 @@ func firstLine(stack, fn string) string {
 	lines := strings.Split(stack, "\n")
 	for _, l := range lines {
 		if strings.Contains(l, "_Cfunc_") {
-			return "; waits in " + strings.TrimSpace(l)
+			return "waits in " + strings.TrimSpace(l)
 		}
 	}
 	for i, l := range lines {
 		if strings.Contains(l, fn) && i > 1 {
-			return "; waits in " + strings.TrimSpace(lines[i-2])
+			return "waits in " + strings.TrimSpace(lines[i-2])
 		}
 	}
-	return "; " + strings.TrimSpace(lines[0])
+	return strings.TrimSpace(lines[0])
 }
