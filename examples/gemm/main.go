@@ -28,7 +28,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
 	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 )
@@ -113,12 +112,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer pool.Close()
 	// An explicit -cublas path is used as given; only the default searches.
-	if cfg.cublas != "" {
-		err = cublas.Load(cfg.cublas)
-	} else {
-		cfg.cublas, err = cublas.LoadDefault(gemmjob.DefaultCublas...)
-	}
-	if err != nil {
+	if cfg.cublas, err = gemmjob.LoadCublas(cfg.cublas); err != nil {
 		fmt.Fprintf(out, "no cuBLAS (%v): nothing to measure; give its path with -cublas\n", err)
 		return nil
 	}

@@ -31,7 +31,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
 	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcsptest"
@@ -104,12 +103,7 @@ func open(ctx context.Context, c config, out io.Writer, opts ...fcsp.Option) (p 
 		p, err = fcsp.Open(ctx, 0, append(opts, fcsptest.SimulatedH200())...)
 		return p, false, err
 	}
-	if c.cublas != "" {
-		err = cublas.Load(c.cublas)
-	} else {
-		c.cublas, err = cublas.LoadDefault(gemmjob.DefaultCublas...)
-	}
-	if err != nil {
+	if c.cublas, err = gemmjob.LoadCublas(c.cublas); err != nil {
 		fmt.Fprintf(out, "no cuBLAS (%v): requests take scratch memory from the quota instead of a GEMM\n", err)
 		return p, false, nil
 	}

@@ -59,7 +59,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
 	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/fcsp"
 	"github.com/fcsp-go/fcsp-go/fcsptest"
@@ -439,12 +438,7 @@ func (o *opener) open1(ctx context.Context) (*fcsp.Pool, error) {
 // are chain kernels.
 func loadCublas(cfg *config, out io.Writer) bool {
 	var err error
-	if cfg.cublas != "" {
-		err = cublas.Load(cfg.cublas)
-	} else {
-		cfg.cublas, err = cublas.LoadDefault(gemmjob.DefaultCublas...)
-	}
-	if err != nil {
+	if cfg.cublas, err = gemmjob.LoadCublas(cfg.cublas); err != nil {
 		fmt.Fprintf(out, "no cuBLAS (%v): the requests are chain kernels, not GEMMs\n", err)
 		return false
 	}

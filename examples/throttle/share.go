@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/examples/internal/clocks"
-	"github.com/fcsp-go/fcsp-go/examples/internal/cublas"
 	"github.com/fcsp-go/fcsp-go/examples/internal/gemmjob"
 	"github.com/fcsp-go/fcsp-go/examples/workload"
 	"github.com/fcsp-go/fcsp-go/fcsp"
@@ -124,16 +123,6 @@ func closeAll(ctx context.Context, ws []shareWorkload) error {
 	return errors.Join(errs...)
 }
 
-// loadCublas loads cuBLAS (path as given, or the default places) and says
-// why not where it cannot.
-func loadCublas(path string) error {
-	if path != "" {
-		return cublas.Load(path)
-	}
-	_, err := cublas.LoadDefault(gemmjob.DefaultCublas...)
-	return err
-}
-
 // busyFor launches on s until stop is set, synchronising every 16 launches
 // so the count measures the GPU, not submission; it returns kernels/s and
 // how many it launched.
@@ -195,7 +184,7 @@ func runShare(ctx context.Context, share float64, d time.Duration, simulate, gem
 	case res.Simulated:
 		res.Skipped = append(res.Skipped, "cuBLAS GEMM rows: skipped on the simulator (cuBLAS needs a GPU)")
 	default:
-		if err := loadCublas(cublasPath); err != nil {
+		if _, err := gemmjob.LoadCublas(cublasPath); err != nil {
 			res.Skipped = append(res.Skipped, fmt.Sprintf("cuBLAS GEMM rows: skipped, no cuBLAS (%v); give its path with -cublas", err))
 			break
 		}

@@ -30,6 +30,15 @@ func BF16(f float32) uint16 { return uint16(math.Float32bits(f) >> 16) }
 // the CUDA toolkit's place, then the dynamic loader's search path.
 var DefaultCublas = []string{"/usr/local/cuda/lib64/libcublas.so.13", "libcublas.so.13"}
 
+// LoadCublas loads cuBLAS from path as given, or, where path is empty,
+// from the first of DefaultCublas that loads; it returns the path loaded.
+func LoadCublas(path string) (string, error) {
+	if path != "" {
+		return path, cublas.Load(path)
+	}
+	return cublas.LoadDefault(DefaultCublas...)
+}
+
 // WorkspaceBytes is the cuBLAS workspace each Job takes from its tenant.
 const WorkspaceBytes = 32 << 20
 

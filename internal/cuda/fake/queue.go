@@ -77,6 +77,16 @@ func (d *Driver) submit(st *streamInfo, w *work) error {
 		return nil
 	}
 	seq := d.begin(st)
+	err := d.execute(w)
+	d.end(st, seq)
+	d.mu.Unlock()
+	return err
+}
+
+// execute runs w: its locked part under d.mu, its run outside it, its
+// fault where the run failed. The caller holds d.mu, held again when
+// execute returns.
+func (d *Driver) execute(w *work) error {
 	if w.locked != nil {
 		w.locked()
 	}
@@ -89,8 +99,6 @@ func (d *Driver) submit(st *streamInfo, w *work) error {
 	if err != nil && w.fault != nil {
 		w.fault()
 	}
-	d.end(st, seq)
-	d.mu.Unlock()
 	return err
 }
 
@@ -121,19 +129,8 @@ func (d *Driver) end(st *streamInfo, seq uint64) {
 // The caller (drain) holds d.mu, which it holds again when runHead returns.
 func (d *Driver) runHead(st *streamInfo, w *work) {
 	st.running = true
-	if w.locked != nil {
-		w.locked()
-	}
-	var err error
-	if w.run != nil {
-		d.mu.Unlock()
-		err = w.run(&d.mem)
-		d.mu.Lock()
-	}
+	_ = d.execute(w) // a failure is w's fault's to report
 	st.running = false
-	if err != nil && w.fault != nil {
-		w.fault()
-	}
 	if len(st.queue) > 0 && st.queue[0] == w { // else a reset dropped the queue
 		st.queue[0] = nil
 		st.queue = st.queue[1:]
