@@ -100,15 +100,10 @@ type Watchdog struct {
 
 // watch is the watchdog's state of one stream.
 type watch struct {
-	marks    []mark
-	since    time.Time // the last progress seen, or when its work was first seen
-	launches uint64    // its launches then
-	seen     bool      // listed at this tick
-}
-
-type mark struct {
-	ev cuda.Event
-	at time.Time
+	marks    []cuda.Event // pending, oldest first
+	since    time.Time    // the last progress seen, or when its work was first seen
+	launches uint64       // its launches then
+	seen     bool         // listed at this tick
 }
 
 // New makes a watchdog over drv's streams, its calls made with primary.
@@ -166,8 +161,8 @@ func (w *Watchdog) Close() error {
 	<-w.done
 	var errs []error
 	for _, st := range w.state {
-		for _, m := range st.marks {
-			errs = append(errs, w.drv.EventDestroy(w.primary, m.ev))
+		for _, ev := range st.marks {
+			errs = append(errs, w.drv.EventDestroy(w.primary, ev))
 		}
 	}
 	for _, ev := range w.free {
@@ -244,11 +239,11 @@ func (w *Watchdog) look(t Tenant, bound time.Duration) {
 // a new one recorded behind outstanding work, and whether it is stalled.
 func (w *Watchdog) step(st *watch, s Stream, now time.Time, bound time.Duration) (Report, bool) {
 	for len(st.marks) > 0 {
-		err := w.drv.EventQuery(w.primary, st.marks[0].ev)
+		err := w.drv.EventQuery(w.primary, st.marks[0])
 		if errors.Is(err, cuda.ErrorNotReady) {
 			break
 		}
-		w.free = append(w.free, st.marks[0].ev)
+		w.free = append(w.free, st.marks[0])
 		st.marks = st.marks[1:]
 		if err != nil {
 			return Report{}, false // a lost device is the fault path's
@@ -270,7 +265,7 @@ func (w *Watchdog) step(st *watch, s Stream, now time.Time, bound time.Duration)
 	if len(st.marks) < maxMarks {
 		if ev, err := w.event(); err == nil {
 			if w.drv.EventRecord(w.primary, ev, s.H) == nil {
-				st.marks = append(st.marks, mark{ev, now})
+				st.marks = append(st.marks, ev)
 			} else {
 				w.free = append(w.free, ev)
 			}
@@ -307,8 +302,6 @@ func (w *Watchdog) forget() {
 // release puts st's markers on the free list: an event is recorded again
 // wherever it is needed next, whatever it was behind before.
 func (w *Watchdog) release(st *watch) {
-	for _, m := range st.marks {
-		w.free = append(w.free, m.ev)
-	}
+	w.free = append(w.free, st.marks...)
 	st.marks = st.marks[:0]
 }
