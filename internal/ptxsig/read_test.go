@@ -54,15 +54,6 @@ func check(t *testing.T, what string, sigs map[string]Signature, wants map[strin
 	}
 }
 
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // Real compiler output: clang's PTX of testdata/kernels.cu, nvcc's of the
 // repository's chain kernels, and the hand-written triad.
 func TestCompilerOutput(t *testing.T) {
