@@ -371,6 +371,15 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 	counter := func(d *prometheus.Desc, v float64, l ...string) {
 		emit(prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...))
 	}
+	// histogram emits a cumulative histogram whose le[i] counts the
+	// observations at most bounds[i] (fcsp's WaitBounds, MoveBounds).
+	histogram := func(d *prometheus.Desc, bounds *[12]time.Duration, le [12]uint64, count uint64, total time.Duration, l ...string) {
+		buckets := make(map[float64]uint64, len(le))
+		for i, n := range le {
+			buckets[bounds[i].Seconds()] = n
+		}
+		emit(prometheus.MustNewConstHistogram(d, count, total.Seconds(), buckets, l...))
+	}
 	d := &c.d
 	var taken map[string]bool // the label values given, once a name needs mending
 	for _, s := range ps.Tenants {
@@ -413,11 +422,7 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 			counter(d.gpu, t.Seconds(), s.Name, class.String())
 		}
 		cw := s.ContextWait
-		buckets := make(map[float64]uint64, len(cw.Le))
-		for i, le := range cw.Le {
-			buckets[fcsp.WaitBounds[i].Seconds()] = le
-		}
-		emit(prometheus.MustNewConstHistogram(d.ctxWait, cw.Calls, cw.Total.Seconds(), buckets, s.Name))
+		histogram(d.ctxWait, &fcsp.WaitBounds, cw.Le, cw.Calls, cw.Total, s.Name)
 		counter(d.ctxWaits, float64(cw.Waited), s.Name)
 		bw := s.Bandwidth
 		if bw.BytesPerSecond > 0 {
@@ -438,16 +443,8 @@ func (c *Collector) collect(emit func(prometheus.Metric), ps fcsp.PoolStats) {
 			counter(d.moves, float64(s.SMMovesBy.GrowP99), s.Name, "grow_p99")
 			counter(d.moves, float64(s.SMMovesBy.Shrink), s.Name, "shrink")
 			counter(d.moves, float64(s.SMMovesBy.Trim), s.Name, "trim")
-			for _, h := range []struct {
-				d *prometheus.Desc
-				v fcsp.Histogram
-			}{{d.moveTime, s.SMMoveTime}, {d.recovery, s.BurstRecovery}} {
-				buckets := make(map[float64]uint64, len(h.v.Le))
-				for i, le := range h.v.Le {
-					buckets[fcsp.MoveBounds[i].Seconds()] = le
-				}
-				emit(prometheus.MustNewConstHistogram(h.d, h.v.Count, h.v.Total.Seconds(), buckets, s.Name))
-			}
+			histogram(d.moveTime, &fcsp.MoveBounds, s.SMMoveTime.Le, s.SMMoveTime.Count, s.SMMoveTime.Total, s.Name)
+			histogram(d.recovery, &fcsp.MoveBounds, s.BurstRecovery.Le, s.BurstRecovery.Count, s.BurstRecovery.Total, s.Name)
 		}
 	}
 	gauge(d.poolUsed, float64(ps.MemoryUsed))
