@@ -129,6 +129,11 @@ func processUsed(dev Device, pid int) (uint64, error) {
 	if ret != SUCCESS {
 		return 0, fmt.Errorf("nvml compute processes: %v", ret)
 	}
+	return usedBy(ps, pid)
+}
+
+// usedBy is pid's device memory among the processes NVML listed.
+func usedBy(ps []ProcessInfo, pid int) (uint64, error) {
 	for _, p := range ps {
 		if int(p.Pid) != pid {
 			continue
@@ -217,11 +222,7 @@ func QueryWith(lib Lib, uuid string) (f Facts) {
 		f.ClockReasons = r
 	}
 	if ps, ret := dev.GetComputeRunningProcesses(); ok("process memory", ret) {
-		for _, p := range ps {
-			if int(p.Pid) == os.Getpid() && p.UsedGpuMemory != ValueNotAvailable {
-				f.ProcessMemoryUsed = p.UsedGpuMemory
-			}
-		}
+		f.ProcessMemoryUsed, _ = usedBy(ps, os.Getpid()) // 0 where NVML does not say
 	}
 	return f
 }
