@@ -173,10 +173,12 @@ type Tenant struct {
 
 	// The queue bound (queue.go): the horizon in ns (0: off, one load per
 	// metered admission), the prediction of when the work admitted under
-	// it is done (monotonic ns), and the turn of its waiters (made, under
-	// mu, before the first horizon is stored).
+	// it is done (monotonic ns), the sum of its corrections (queue.go,
+	// own), and the turn of its waiters (made, under mu, before the first
+	// horizon is stored).
 	horizon atomic.Int64
 	qtat    atomic.Int64
+	qshift  atomic.Int64
 	turn    chan struct{}
 }
 

@@ -86,7 +86,8 @@ type Run struct {
 	est    *Estimate
 	c      charge  // what its admission took: settled once its brackets are measured
 	thread int32   // the OS thread it runs on (Start)
-	q      float32 // charged to the queue bound's prediction (queue.go), ns; 0: none. With thread, one word: the Run stays 128 bytes
+	q      float32 // charged to the queue bound's prediction (queue.go), ns; 0: none
+	lead   float64 // its lead there, kept less the corrections then (queue.go, own), ns
 
 	mu     lockorder.Mutex[lockorder.AdmRun]
 	used   []bracketUse // the streams f took, with the bracket each joined
@@ -94,7 +95,7 @@ type Run struct {
 	left   int32        // brackets not yet measured, plus one until f returns
 	gone   bool         // a bracket was lost: neither learn nor correct
 	ended  bool         // f has returned: no stream may be taken any more
-	// (128 bytes: a Run is made per metered Do.)
+	// (136 bytes: a Run is made per metered Do.)
 }
 
 type bracketUse struct {
@@ -135,9 +136,13 @@ func (r *Run) done(tokens float64, lost bool) {
 	if !last || r.gone {
 		return
 	}
-	r.est.add(r.tokens)
+	o := r.tokens
+	if r.q != 0 {
+		o = r.dm.t.own(r.tokens, r.lead)
+	}
+	r.est.add(o)
 	r.c.settle(r.dm.bucket, r.tokens)
-	r.dm.t.settleQueue(float64(r.q), r.tokens)
+	r.dm.t.settleQueue(float64(r.q), o)
 }
 
 // BeginDo admits a Do of f (its code pointer keys the estimate) on a
@@ -167,11 +172,11 @@ func (t *Tenant) BeginDo(ctx context.Context, key uintptr, try bool) (r *Run, ow
 	// The queue bound (queue.go), before the tokens: a Do waiting for
 	// room in the queue holds none.
 	if h := t.horizon.Load(); h > 0 {
-		q, err := t.enqueue(ctx, h, r.est.get(), how, false)
+		q, lead, err := t.enqueue(ctx, h, r.est.get(), how, false)
 		if err != nil {
 			return nil, false, err
 		}
-		r.q = float32(q)
+		r.q, r.lead = float32(q), lead
 	}
 	if t.price.freeDo() {
 		return r, true, nil // metered only

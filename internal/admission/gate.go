@@ -121,12 +121,12 @@ func (g *Gate) admit(ctx context.Context, how take, j job, w *Work, tk *Ticket, 
 		// The queue bound (queue.go); a reservation's is applied when it
 		// is waited for (Reservation.Wait).
 		if h := g.t.horizon.Load(); h > 0 && how != ahead {
-			q, err := g.t.enqueue(ctx, h, j.est.orZero(), how, true)
+			q, lead, err := g.t.enqueue(ctx, h, j.est.orZero(), how, true)
 			if err != nil {
 				*tk = Ticket{}
 				return nil, err
 			}
-			tk.q = q
+			tk.q, tk.lead = q, lead
 		}
 	}
 	if g.bucket == nil {

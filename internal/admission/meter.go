@@ -52,6 +52,7 @@ type timed struct {
 	br         *bracket // non-nil: this is that Do bracket's own entry (est, c unused)
 	bytes      uint64   // declared bytes moved (bandwidth.go)
 	q          float64  // charged to the queue bound's prediction (queue.go), corrected when measured; 0: none
+	lead       float64  // its lead there, kept less the corrections then (queue.go, own)
 }
 
 func (m *meter) h() cuda.Stream { return cuda.Stream(m.hv.Load()) }
@@ -142,8 +143,12 @@ func (m *meter) pollLocked(ctx cuda.Context) error {
 		}
 		m.gpu.Add(int64(ns))
 		t.gpu[m.class].Add(int64(ns))
-		t.settleQueue(p.q, ns)
-		p.est.add(ns)
+		o := ns
+		if p.q != 0 {
+			o = t.own(ns, p.lead)
+		}
+		t.settleQueue(p.q, o)
+		p.est.add(o)
 		m.bw.observe(p.est, p.bytes, ns, &t.bytes)
 		// Launches admitted free (share 1, NCCL) are not limited, so
 		// there is nothing to correct.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -394,5 +395,138 @@ func TestQueueBoundRacesItsSwitchAndClose(t *testing.T) {
 	}
 	if ahead := time.Duration(tn.qtat.Load() - tn.now()); ahead > kernel {
 		t.Errorf("the prediction is %v ahead with one kernel in flight", ahead)
+	}
+}
+
+// gpuSim is a GPU that runs a tenant's work one piece after another, each
+// for kernel, on a clock the test moves (now). A start event completes
+// when recorded (its stream is idle: the work ahead holds the SMs from
+// another stream), an end event once its work has run: work admitted
+// before the work ahead ends measures that wait too, as on the GPU.
+type gpuSim struct {
+	mu     sync.Mutex
+	now    int64
+	next   cuda.Event
+	at     map[cuda.Event]int64 // when each event completes
+	busy   int64                // when the work queued so far ends
+	start  bool                 // the next record is a start event
+	idle   int64                // time the GPU had nothing to run, since counted
+	counts bool
+}
+
+func (g *gpuSim) clock() int64 { g.mu.Lock(); defer g.mu.Unlock(); return g.now }
+
+func (g *gpuSim) EventCreate(cuda.Context, uint32) (cuda.Event, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.next++
+	return g.next, nil
+}
+
+func (g *gpuSim) EventRecord(_ cuda.Context, e cuda.Event, _ cuda.Stream) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.start = !g.start; g.start {
+		g.at[e] = g.now
+		return nil
+	}
+	from := g.now
+	if g.busy > from {
+		from = g.busy
+	} else if g.counts {
+		g.idle += from - g.busy
+	}
+	g.busy = from + int64(kernel)
+	g.at[e] = g.busy
+	return nil
+}
+
+func (g *gpuSim) EventQuery(_ cuda.Context, e cuda.Event) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.at[e] > g.now {
+		return cuda.ErrorNotReady
+	}
+	return nil
+}
+
+func (g *gpuSim) EventElapsedMs(_ cuda.Context, a, b cuda.Event) (float32, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return float32(g.at[b]-g.at[a]) / 1e6, nil
+}
+
+func (g *gpuSim) EventDestroy(cuda.Context, cuda.Event) error { return nil }
+
+// Under the bound a throughput class keeps the GPU busy: its next work
+// goes in about the horizon before the work ahead ends, whatever the host
+// takes to launch it (up to the horizon). The host here looks every
+// microsecond and takes 10 to 30 us from its admission to the work
+// queued; 400 us kernels, a 50 us horizon. Before the estimates learnt
+// the work's own time (own), they learnt its wait behind the kernel ahead
+// too: the next work went in as the one ahead ended, less the host's
+// time, and every launch slower than the last left the GPU idle.
+// And the bound still holds: never more queued ahead than a kernel, the
+// horizon and the host's launch.
+func TestQueueBoundKeepsTheGPUBusy(t *testing.T) {
+	const (
+		h = 50 * time.Microsecond
+		n = 400
+	)
+	sim := &gpuSim{at: map[cuda.Event]int64{}}
+	tn, err := NewTenant(new(Pool), Config{Metered: true, Events: sim, Host: new(host), Clock: sim.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g Gate
+	var hv atomic.Uintptr
+	var sclosed atomic.Bool
+	if err := tn.Init(&g, stream.Default, &hv, &sclosed); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.SetQueueBound(h); err != nil {
+		t.Fatal(err)
+	}
+	var es Estimates
+	advance := func(d time.Duration) { sim.mu.Lock(); sim.now += int64(d); sim.mu.Unlock() }
+	var worst int64
+	var countedFrom int64
+	for i := range n {
+		if i == n/2 { // the first half learns
+			sim.mu.Lock()
+			sim.counts, sim.idle, countedFrom = true, 0, sim.now
+			sim.mu.Unlock()
+		}
+		var tk Ticket
+		w := work(&es)
+		for {
+			err := g.TryAdmit(&w, &tk)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, errs.ErrThrottled) {
+				t.Fatal(err)
+			}
+			advance(time.Microsecond)
+		}
+		advance(time.Duration(10+i*7919%21) * time.Microsecond) // the host's launch: 10-30 us
+		if err := tk.Time(0, queued); err != nil {
+			t.Fatal(err)
+		}
+		sim.mu.Lock()
+		if sim.counts {
+			worst = max(worst, sim.busy-sim.now)
+		}
+		sim.mu.Unlock()
+	}
+	sim.mu.Lock()
+	idle, span := sim.idle, sim.now-countedFrom
+	sim.mu.Unlock()
+	if frac := float64(idle) / float64(span); frac > 0.01 {
+		t.Errorf("the GPU idled %v of %v (%.1f%%) under a %v horizon with launches of 10-30 us, want under 1%%",
+			time.Duration(idle), time.Duration(span), 100*frac, h)
+	}
+	if limit := int64(kernel + h + 30*time.Microsecond); worst > limit {
+		t.Errorf("%v queued ahead at most, want at most a kernel, the horizon and the host's launch (%v)", time.Duration(worst), time.Duration(limit))
 	}
 }

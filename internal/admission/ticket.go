@@ -17,6 +17,7 @@ type Ticket struct {
 	est   *Estimate
 	bytes uint64
 	q     float64 // charged to the queue bound's prediction (queue.go); 0: none
+	lead  float64 // its lead there, kept less the corrections then (queue.go, own)
 	timed bool    // to be queued by Time, and settled when measured
 }
 
@@ -48,7 +49,7 @@ func (tk *Ticket) Time(ctx cuda.Context, queue func() error) error {
 		tk.Cancel()
 		return err
 	}
-	m.pending = append(m.pending, timed{start: start, end: end, est: tk.est, c: tk.c, in: m.open, bytes: tk.bytes, q: tk.q})
+	m.pending = append(m.pending, timed{start: start, end: end, est: tk.est, c: tk.c, in: m.open, bytes: tk.bytes, q: tk.q, lead: tk.lead})
 	m.markBusy() // a latency stream's work in flight counts
 	return nil
 }
@@ -96,12 +97,12 @@ func (r *Reservation) Wait(ctx context.Context) (Ticket, error) {
 	}
 	if tk := &r.tk; tk.timed {
 		if h := tk.g.t.horizon.Load(); h > 0 {
-			q, err := tk.g.t.enqueue(ctx, h, tk.est.orZero(), await, false)
+			q, lead, err := tk.g.t.enqueue(ctx, h, tk.est.orZero(), await, false)
 			if err != nil {
 				tk.Cancel()
 				return Ticket{}, err
 			}
-			tk.q = q
+			tk.q, tk.lead = q, lead
 		}
 	}
 	return r.tk, nil
