@@ -348,8 +348,11 @@ issue41_only() {
 # an H100; storm prints its own estimate first): examples/storm -burst
 # through scripts/storm-mps.sh, every layout the list needs interleaved in
 # each round, MPS 12%/88% among them: split16, split48, steer (the batch's
-# queue bounded, the default horizon), steer-nobound (no bound), steer-rel
-# (a target of 1.2x the class's own P99 at 48 SMs), steer-idle and
+# queue bounded, the default horizon; its target ISSUE56_SPLIT48X, 1.1,
+# times the round's split48 burst P99), steer-nobound (no bound), steer-r48
+# (a target of 1.2x the round's split48 burst P99: the recoveries),
+# steer-rel (1.2x the class's own P99 at 48 SMs, which the pool measures),
+# steer-idle and
 # steer-idle-nobound (no interactive request: the batch alone, with and
 # without the bound) and mps. First 3 s / 1 s, 3 cycles, 1 round (about
 # 2 min), then 300 ms / 100 ms, 10 cycles, 2 rounds (about 2 min). Each
@@ -357,7 +360,7 @@ issue41_only() {
 # 1.2x split48's burst P99, each growth's wait for queued work against
 # the batch's own GEMM time, Stats' move and recovery histograms) and the
 # must-show checks as PASS/FAIL; exit non-zero only for an error.
-# ISSUE56_TARGET (default 300us) is steer's -target; ISSUE56_CYCLES,
+# ISSUE56_TARGET (default 300us) is -target (steer's with ISSUE56_SPLIT48X=0); ISSUE56_CYCLES,
 # ISSUE56_ROUNDS, ISSUE56_FAST_ROUNDS resize it. Output in $OUT (8 files):
 # issue56.txt, .json, .svg, issue56-fast.txt, .json, .svg,
 # issue56-stderr.txt (both runs' pool log: each move and Reshape) and
@@ -367,7 +370,7 @@ issue56_only() {
   OUT=$PWD/$BIN/out-issue56; rm -rf "$OUT"; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
   local summary=() rc=0 r tag
-  local layouts=split16,split48,steer,steer-nobound,steer-rel,steer-idle,steer-idle-nobound,mps
+  local layouts=split16,split48,steer,steer-nobound,steer-r48,steer-rel,steer-idle,steer-idle-nobound,mps
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
   summary+=("card: $(cat "$OUT/gpu.txt")")
   for tag in issue56 issue56-fast; do
@@ -377,7 +380,7 @@ issue56_only() {
       set -- 300ms/100ms 10 "${ISSUE56_FAST_ROUNDS:-2}"
     fi
     OUT=$OUT STORM_BURST=$1 STORM_CYCLES=$2 STORM_ROUNDS=$3 STORM_LAYOUTS=$layouts STORM_TARGET=${ISSUE56_TARGET:-300us} STORM_TAG=$tag \
-      bash scripts/storm-mps.sh "$BIN/storm" -log-moves > "$OUT/$tag-run.txt" 2>&1
+      bash scripts/storm-mps.sh "$BIN/storm" -log-moves -target-split48 "${ISSUE56_SPLIT48X:-1.1}" > "$OUT/$tag-run.txt" 2>&1
     r=$?; head -1 "$OUT/$tag-run.txt"; sed -n '/^### /,$p' "$OUT/$tag-run.txt"; [ $r = 0 ] || tail -5 "$OUT/$tag-run.txt"
     summary+=("issue 56, $1, $2 cycles, $3 round(s): $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
     while IFS= read -r l; do summary+=("  $l"); done < <(grep -E '^(PASS|FAIL|n/a) ' "$OUT/$tag.txt" 2>/dev/null)

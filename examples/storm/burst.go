@@ -26,7 +26,10 @@ import (
 // the pool's controller moves the SMs; the batch's queue bounded by the
 // default horizon while it may), steer-nobound (the same without the
 // bound: fcsp.WithQueueHorizon(fcsp.NoQueueHorizon)), steer-rel
-// (fcsp.WithRelativeLatencyTarget(-target-relative, 16, 48)), steer-idle
+// (fcsp.WithRelativeLatencyTarget(-target-relative, 16, 48): the pool
+// measures the reference), steer-r48 (steer with -target-relative times
+// the round's split48 burst P99 as its target: the storm measures it),
+// steer-idle
 // and steer-idle-nobound (steer and steer-nobound whose interactive class
 // sends nothing: the batch alone, with and without the bound) and mps
 // (each class a process on the plain device under NVIDIA MPS,
@@ -45,7 +48,7 @@ import (
 
 // burstLayoutNames are -burst-layouts' names; the first four are its
 // default.
-var burstLayoutNames = []string{"split16", "split32", "split48", "steer", "mps", "steer-nobound", "steer-rel", "steer-idle", "steer-idle-nobound"}
+var burstLayoutNames = []string{"split16", "split32", "split48", "steer", "mps", "steer-nobound", "steer-rel", "steer-r48", "steer-idle", "steer-idle-nobound"}
 
 // steered reports whether the pool's controller moves layout's SMs.
 func steered(layout string) bool { return strings.HasPrefix(layout, "steer") }
@@ -118,6 +121,7 @@ type burstCfg struct {
 	batchK       int
 	chart        string  // -chart: the SVG file
 	relFactor    float64 // -target-relative
+	split48x     float64 // -target-split48: steer's target as that factor of the round's split48 burst P99; 0: -target
 	idle         bool    // the interactive class sends nothing (steer-idle)
 }
 
@@ -164,18 +168,26 @@ func parseBurst(spec string) (q, b time.Duration, err error) {
 // runBursts runs every burst layout in every round and reports.
 func runBursts(ctx context.Context, op *opener, cfg config, haveCublas bool, out io.Writer) ([]BurstRow, *BurstReport, error) {
 	b := cfg.bursts
-	fmt.Fprintf(out, "storm -burst: %v quiet (1 request goroutine), %v burst (16), %d cycles per cell, layouts %s, target %v (relative: %gx), %d round(s): about %v\n",
-		b.quiet, b.burst, b.cycles, strings.Join(b.layouts, ","), b.target, b.relFactor, cfg.rounds, b.estimate(cfg.warmup, cfg.rounds).Round(time.Second))
+	tgt := b.target.String()
+	if b.split48x > 0 {
+		tgt = fmt.Sprintf("%gx split48's burst P99", b.split48x)
+	}
+	fmt.Fprintf(out, "storm -burst: %v quiet (1 request goroutine), %v burst (16), %d cycles per cell, layouts %s, target %s (relative: %gx), %d round(s): about %v\n",
+		b.quiet, b.burst, b.cycles, strings.Join(b.layouts, ","), tgt, b.relFactor, cfg.rounds, b.estimate(cfg.warmup, cfg.rounds).Round(time.Second))
 	start := time.Now()
 	var rows []BurstRow
 	for round := 1; round <= cfg.rounds; round++ {
+		var p48 time.Duration // this round's split48 burst P99, once it ran
 		for _, l := range b.layouts {
 			var r BurstRow
 			var err error
 			if l == "mps" {
 				r, err = runBurstMPS(ctx, cfg, round)
 			} else {
-				r, err = runBurstLayout(ctx, op, cfg, haveCublas, l, round)
+				r, err = runBurstLayout(ctx, op, cfg, haveCublas, l, round, p48)
+			}
+			if l == "split48" && err == nil {
+				p48 = time.Duration(r.BurstP99 * 1e3)
 			}
 			if err != nil {
 				return rows, nil, fmt.Errorf("round %d, %s: %w", round, l, err)
@@ -206,10 +218,35 @@ func runBursts(ctx context.Context, op *opener, cfg config, haveCublas bool, out
 	return rows, rep, nil
 }
 
-// runBurstLayout runs one in-process layout on a pool of its own.
-func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, layout string, round int) (row BurstRow, err error) {
+// layoutTarget is the target a steered layout states: steer-r48's
+// -target-relative times the round's split48 burst P99 (p48), steer's
+// -target-split48 times it where set, else -target. The target a server
+// derives from a split it measured on the card at hand.
+func (b burstCfg) layoutTarget(layout string, p48 time.Duration) (time.Duration, error) {
+	f := b.split48x
+	if layout == "steer-r48" {
+		f = b.relFactor
+	}
+	if f == 0 || layout == "steer-rel" {
+		return b.target, nil
+	}
+	if p48 <= 0 {
+		return 0, fmt.Errorf("%w: %s's target is %gx split48's burst P99: run split48 before it in -burst-layouts", ErrBadValue, layout, f)
+	}
+	return time.Duration(f * float64(p48)).Round(time.Microsecond), nil
+}
+
+// runBurstLayout runs one in-process layout on a pool of its own; p48 is
+// the round's split48 burst P99 (0: not run yet), which a derived target
+// is a factor of (layoutTarget).
+func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool, layout string, round int, p48 time.Duration) (row BurstRow, err error) {
 	b := cfg.bursts
 	b.idle = idle(layout)
+	if steered(layout) {
+		if b.target, err = b.layoutTarget(layout, p48); err != nil {
+			return row, err
+		}
+	}
 	tap := newMoveTap("interactive")
 	op.tap = tap.wrap
 	pool, err := op.open(ctx)
@@ -228,7 +265,7 @@ func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool
 		opt = fcsp.WithSMs(32)
 	case "split48":
 		opt = fcsp.WithSMs(48)
-	case "steer", "steer-idle":
+	case "steer", "steer-idle", "steer-r48":
 		opt = fcsp.WithLatencyTarget(b.target, 16, 48)
 	case "steer-nobound", "steer-idle-nobound":
 		opt = fcsp.WithLatencyTarget(b.target, 16, 48)

@@ -241,15 +241,19 @@ func burstChecks(rows []BurstRow, rep *BurstReport, b burstCfg) (must, other []C
 		}
 		add(&must, ok, "steer: a growth's wait for queued work (P99 over the run's moves) <= the batch class's own kernel time", got)
 	}
-	if rel, ok := rep.layout("steer-rel"); ok {
+	relName := "steer-r48" // the target 1.2x split48's, as the must-show states it; else the pool's relative one
+	if _, ok := rep.layout(relName); !ok {
+		relName = "steer-rel"
+	}
+	if rel, ok := rep.layout(relName); ok {
 		got := fmt.Sprintf("worst %s, median %s, never %d, over %d bursts", recoveryMs(rel.RecoveryMaxMs), recoveryMs(rel.RecoveryMedianMs), rel.RecoveryNever, rel.Bursts)
 		if rel.SDKRecovery != nil && rel.SDKRecovery.Count > 0 {
 			got += fmt.Sprintf(" (the SDK's BurstRecovery: %d bursts, P99 <= %s ms, against its own target %.0f us)", rel.SDKRecovery.Count, leText(rel.SDKRecovery.P99LeMs), rel.LatencyTargetUs)
 		}
 		add(&must, rel.Bursts > 0 && rel.RecoveryNever == 0 && rel.RecoveryMaxMs <= 20,
-			fmt.Sprintf("steer-rel: every burst's P99 (of its requests since its first) back under %s within 20 ms of its first request", rep.RecoveryTargetIs), got)
+			fmt.Sprintf("%s: every burst's P99 (of its requests since its first) back under %s within 20 ms of its first request", relName, rep.RecoveryTargetIs), got)
 		add(&other, rel.Bursts > 0 && rel.WindowNever == 0 && rel.WindowMaxMs <= 20,
-			fmt.Sprintf("steer-rel: every burst's P99 over a 10 ms window back under %s within 20 ms of its first request", rep.RecoveryTargetIs),
+			fmt.Sprintf("%s: every burst's P99 over a 10 ms window back under %s within 20 ms of its first request", relName, rep.RecoveryTargetIs),
 			fmt.Sprintf("worst %s, median %s, never %d", recoveryMs(rel.WindowMaxMs), recoveryMs(rel.WindowMedianMs), rel.WindowNever))
 	}
 	idleB, okB := rep.layout("steer-idle")
@@ -264,8 +268,8 @@ func burstChecks(rows []BurstRow, rep *BurstReport, b burstCfg) (must, other []C
 	// The controller's own promise: its target, which the trim spends
 	// down to (a target 48 SMs beat by far leaves the bound above to a
 	// split the controller is not trying to match).
-	if st.BurstP99 > 0 {
-		add(&other, st.BurstP99 <= us(b.target), "steer burst P99 within its target", fmt.Sprintf("%.0f us against %v", st.BurstP99, b.target))
+	if tgt := st.LatencyTargetUs; st.BurstP99 > 0 && tgt > 0 {
+		add(&other, st.BurstP99 <= tgt, "steer burst P99 within its target", fmt.Sprintf("%.0f us against %.0f us", st.BurstP99, tgt))
 	}
 	// A floor for any controller: never worse than the smallest split it
 	// starts from (run C2's fast variant: growing onto SMs still busy with

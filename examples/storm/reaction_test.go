@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -346,5 +347,33 @@ func TestBurstReactionOnSimulator(t *testing.T) {
 	if !strings.Contains(c, "recoveries' target") || !strings.Contains(c, "SMs (grow") ||
 		strings.Count(c, "after its first request") != marks || strings.Contains(c, "steer-idle") {
 		t.Errorf("chart: want the recoveries' target, the moves, a mark per burst of each layout with requests, no idle layout:\n%s", c)
+	}
+}
+
+// A steered layout's target: -target, or a factor of the round's split48
+// burst P99, which must have run before it.
+func TestLayoutTarget(t *testing.T) {
+	b := burstCfg{target: 300 * time.Microsecond, relFactor: 1.2}
+	p48 := 500 * time.Microsecond
+	for _, c := range []struct {
+		layout string
+		x48    float64
+		want   time.Duration
+	}{
+		{"steer", 0, 300 * time.Microsecond},
+		{"steer", 1.1, 550 * time.Microsecond},
+		{"steer-nobound", 1.1, 550 * time.Microsecond},
+		{"steer-r48", 0, 600 * time.Microsecond},
+		{"steer-rel", 1.1, 300 * time.Microsecond}, // the pool's own reference; -target unused
+	} {
+		b.split48x = c.x48
+		got, err := b.layoutTarget(c.layout, p48)
+		if err != nil || got != c.want {
+			t.Errorf("%s with -target-split48 %v: %v, %v; want %v", c.layout, c.x48, got, err, c.want)
+		}
+	}
+	b.split48x = 1.1
+	if _, err := b.layoutTarget("steer", 0); !errors.Is(err, ErrBadValue) {
+		t.Errorf("steer before split48 ran: %v, want ErrBadValue", err)
 	}
 }

@@ -1,6 +1,9 @@
 package smctl
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // What a request needs at each size, learnt from the samples (issue 56:
 // "a burst of sixteen requests asks for its size on arrival").
@@ -33,9 +36,38 @@ type model struct {
 	max       int
 	at        []sizeFigures // by (sms - min) / unit
 	// Under a relative target: the P99 at Max under the heaviest load
-	// measured there, and that load; 0: none yet.
+	// measured there, and that load; 0: none yet. It is the median of
+	// the last refSamples such samples, once refFew are in: one sample's
+	// P99 may be a cold start's (on an H100, run G2: a warm-up's 3.6 ms
+	// against the 0.45-0.57 ms of a burst at 48 SMs made a target of 4.3
+	// ms, and the controller trimmed the bursts to 16 SMs).
 	ref     time.Duration
 	refLoad float64
+	refs    [refSamples]time.Duration
+	nrefs   int
+}
+
+// refSamples and refFew: the reference of a relative target is the median
+// of the last refSamples P99s at Max under about the heaviest load, once
+// refFew are in.
+const (
+	refSamples = 5
+	refFew     = 3
+)
+
+// addRef adds a P99 at Max to the reference's samples and takes their
+// median as the reference, once there are enough.
+func (m *model) addRef(p time.Duration) {
+	m.refs[m.nrefs%refSamples] = p
+	m.nrefs++
+	n := min(m.nrefs, refSamples)
+	if n < refFew {
+		m.ref = 0
+		return
+	}
+	s := m.refs
+	slices.Sort(s[:n])
+	m.ref = s[n/2]
 }
 
 type sizeFigures struct {
@@ -94,9 +126,10 @@ func (m *model) observe(s Sample, trusted bool) {
 	// heaviest load seen there; a much heavier one replaces it.
 	if s.SMs == m.max && load > aloneLoad && load >= refNear*m.refLoad {
 		if load > m.refLoad/refNear {
-			m.ref = 0
+			m.nrefs = 0 // a much heavier load: its samples start again
 		}
-		m.ref, m.refLoad = time.Duration(average(float64(m.ref), p)), max(m.refLoad, load)
+		m.refLoad = max(m.refLoad, load)
+		m.addRef(s.P99)
 	}
 }
 

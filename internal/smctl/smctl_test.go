@@ -418,6 +418,10 @@ func TestRelativeTarget(t *testing.T) {
 	require.Equal(t, GrowP99, m.Kind, m.Reason)
 	require.Contains(t, m.Reason, "over the 420µs target")
 	c.Decide(Sample{At: at(600), SMs: 48, InFlight: 40, Load: 40, P99: time.Millisecond, Requests: 500})
+	require.Zero(t, c.Target(), "a load of 40 at Max replaces the 16's: one sample is not enough")
+	for ms := 601; ms < 604; ms++ {
+		c.Decide(Sample{At: at(ms), SMs: 48, InFlight: 40, Load: 40, P99: time.Millisecond, Requests: 500})
+	}
 	require.Equal(t, 1200*time.Microsecond, c.Target(), "a load of 40 at Max replaces the 16's")
 
 	for _, cfg := range []Config{
@@ -428,4 +432,20 @@ func TestRelativeTarget(t *testing.T) {
 		_, err := New(cfg)
 		require.Error(t, err, "%+v", cfg)
 	}
+}
+
+// A relative target's reference is not one sample's: a cold start's P99
+// at Max (on an H100, a warm-up's 3.6 ms beside bursts' 0.45-0.57 ms made
+// a target of 4.3 ms, and the bursts were trimmed to 16 SMs) is outvoted
+// by the bursts after it.
+func TestRelativeTargetIgnoresAColdSample(t *testing.T) {
+	c, err := New(Config{Min: 16, Max: 48, Unit: 8, RelativeTarget: 1.2, FullAt: 16, Hold: 50 * time.Millisecond, MinGap: 2 * time.Millisecond})
+	require.NoError(t, err)
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	c.Decide(Sample{At: at(0), SMs: 48, InFlight: 16, Load: 16, P99: 3600 * time.Microsecond, Requests: 100})
+	require.Zero(t, c.Target(), "one sample at Max")
+	for i, p := range []time.Duration{350, 360, 340} {
+		c.Decide(Sample{At: at(10 * (i + 1)), SMs: 48, InFlight: 16, Load: 16, P99: p * time.Microsecond, Requests: 100})
+	}
+	require.Equal(t, 432*time.Microsecond, c.Target(), "1.2x the median of 3.6 ms, 350, 360 and 340 us")
 }
