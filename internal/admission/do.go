@@ -131,14 +131,14 @@ func (r *Run) done(tokens float64, lost bool) {
 	r.tokens += tokens
 	r.gone = r.gone || lost
 	r.left--
-	last := r.left == 0
+	last, lead := r.left == 0, r.lead
 	r.mu.Unlock()
 	if !last || r.gone {
 		return
 	}
 	o := r.tokens
 	if r.q != 0 {
-		o = r.dm.t.own(r.tokens, r.lead)
+		o = r.dm.t.own(r.tokens, lead)
 	}
 	r.est.add(o)
 	r.c.settle(r.dm.bucket, r.tokens)
@@ -266,6 +266,11 @@ func (r *Run) take(m *meter) error {
 		}
 		br := m.open
 		if br == nil {
+			if len(m.pending) > 0 {
+				r.mu.Lock()
+				r.lead = behind // its start event waits for the stream's work ahead (own)
+				r.mu.Unlock()
+			}
 			e, err := m.record(ctx)
 			if err != nil {
 				return err

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
@@ -229,6 +230,10 @@ func (t *Tenant) settleQueue(q, ns float64) {
 	}
 }
 
+// behind is the lead of work queued behind other work on its stream
+// (own).
+var behind = math.Inf(-1)
+
 // own is the work's own GPU time: ns measured less its lead, the time it
 // was queued while the work before it was predicted to run still. Events
 // time a piece of work from its start event, which completes at once on
@@ -250,8 +255,15 @@ func (t *Tenant) settleQueue(q, ns float64) {
 // time), and the queue would swing a kernel's worth without end. So the
 // lead is kept less the corrections made before the admission (qshift
 // then), and the ones made since are added back here.
+//
+// Work queued behind other work on its own stream has no lead to take
+// off: its start event waits for that work (so what it measured is its
+// own time already). Its lead is behind. (On an H100, run H1: a batch
+// worker's second GEMM of each pair, behind its first, taught the
+// estimate a horizon too little, the prediction ran early and a growth
+// waited for two GEMMs.)
 func (t *Tenant) own(ns, lead float64) float64 {
-	if lead == 0 {
+	if lead == 0 || lead == behind {
 		return ns
 	}
 	l := lead + float64(t.qshift.Load())

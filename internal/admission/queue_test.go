@@ -400,17 +400,19 @@ func TestQueueBoundRacesItsSwitchAndClose(t *testing.T) {
 
 // gpuSim is a GPU that runs a tenant's work one piece after another, each
 // for kernel, on a clock the test moves (now). A start event completes
-// when recorded (its stream is idle: the work ahead holds the SMs from
-// another stream), an end event once its work has run: work admitted
-// before the work ahead ends measures that wait too, as on the GPU.
+// once its stream's work ahead has run (at once on an idle stream, the
+// work ahead on another stream holding the SMs), an end event once its
+// work has run: work admitted before the work ahead ends measures that
+// wait too where it is on another stream, as on the GPU.
 type gpuSim struct {
 	mu     sync.Mutex
 	now    int64
 	next   cuda.Event
-	at     map[cuda.Event]int64 // when each event completes
-	busy   int64                // when the work queued so far ends
-	start  bool                 // the next record is a start event
-	idle   int64                // time the GPU had nothing to run, since counted
+	at     map[cuda.Event]int64  // when each event completes
+	busy   int64                 // when the work queued so far ends
+	last   map[cuda.Stream]int64 // when each stream's work queued so far ends
+	start  map[cuda.Stream]bool  // the stream's next record is a start event
+	idle   int64                 // time the GPU had nothing to run, since counted
 	counts bool
 }
 
@@ -423,21 +425,21 @@ func (g *gpuSim) EventCreate(cuda.Context, uint32) (cuda.Event, error) {
 	return g.next, nil
 }
 
-func (g *gpuSim) EventRecord(_ cuda.Context, e cuda.Event, _ cuda.Stream) error {
+func (g *gpuSim) EventRecord(_ cuda.Context, e cuda.Event, s cuda.Stream) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.start = !g.start; g.start {
-		g.at[e] = g.now
+	if g.start[s] = !g.start[s]; g.start[s] {
+		g.at[e] = max(g.now, g.last[s])
 		return nil
 	}
-	from := g.now
+	from := max(g.now, g.last[s])
 	if g.busy > from {
 		from = g.busy
 	} else if g.counts {
 		g.idle += from - g.busy
 	}
 	g.busy = from + int64(kernel)
-	g.at[e] = g.busy
+	g.at[e], g.last[s] = g.busy, g.busy
 	return nil
 }
 
@@ -462,27 +464,33 @@ func (g *gpuSim) EventDestroy(cuda.Context, cuda.Event) error { return nil }
 // goes in about the horizon before the work ahead ends, whatever the host
 // takes to launch it (up to the horizon). The host here looks every
 // microsecond and takes 10 to 30 us from its admission to the work
-// queued; 400 us kernels, a 50 us horizon. Before the estimates learnt
-// the work's own time (own), they learnt its wait behind the kernel ahead
-// too: the next work went in as the one ahead ended, less the host's
-// time, and every launch slower than the last left the GPU idle.
-// And the bound still holds: never more queued ahead than a kernel, the
-// horizon and the host's launch.
+// queued; 400 us kernels, a 50 us horizon; two streams, each given two
+// pieces in turn (a batch class's workers, each queuing a pair). Before
+// the estimates learnt the work's own time (own), they learnt its wait
+// behind the kernel ahead too: the next work went in as the one ahead
+// ended, less the host's time, and every launch slower than the last left
+// the GPU idle. And the bound still holds: never more queued ahead than a
+// kernel, the horizon and the host's launch; a piece queued behind its
+// stream's last is not taken for one with a lead (its start waits), or
+// the estimate would learn too little and let two kernels in.
 func TestQueueBoundKeepsTheGPUBusy(t *testing.T) {
 	const (
 		h = 50 * time.Microsecond
 		n = 400
 	)
-	sim := &gpuSim{at: map[cuda.Event]int64{}}
+	sim := &gpuSim{at: map[cuda.Event]int64{}, last: map[cuda.Stream]int64{}, start: map[cuda.Stream]bool{}}
 	tn, err := NewTenant(new(Pool), Config{Metered: true, Events: sim, Host: new(host), Clock: sim.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g Gate
-	var hv atomic.Uintptr
-	var sclosed atomic.Bool
-	if err := tn.Init(&g, stream.Default, &hv, &sclosed); err != nil {
-		t.Fatal(err)
+	var gates [2]Gate
+	var hv [2]atomic.Uintptr
+	var sclosed [2]atomic.Bool
+	for i := range gates {
+		hv[i].Store(uintptr(i + 1))
+		if err := tn.Init(&gates[i], stream.Default, &hv[i], &sclosed[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := tn.SetQueueBound(h); err != nil {
 		t.Fatal(err)
@@ -497,6 +505,7 @@ func TestQueueBoundKeepsTheGPUBusy(t *testing.T) {
 			sim.counts, sim.idle, countedFrom = true, 0, sim.now
 			sim.mu.Unlock()
 		}
+		g := &gates[i/2%2]
 		var tk Ticket
 		w := work(&es)
 		for {

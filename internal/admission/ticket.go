@@ -35,6 +35,9 @@ func (tk *Ticket) Time(ctx cuda.Context, queue func() error) error {
 	m := tk.g.meter
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.pending) > 0 {
+		tk.lead = behind // its start event waits for the stream's work ahead (own)
+	}
 	start, err := m.record(ctx)
 	if err != nil {
 		tk.Cancel()
