@@ -348,7 +348,7 @@ issue41_only() {
 # an H100; storm prints its own estimate first): examples/storm -burst
 # through scripts/storm-mps.sh, every layout the list needs interleaved in
 # each round, MPS 12%/88% among them: split16, split48, steer (the batch's
-# queue bounded, the default horizon; its target ISSUE56_SPLIT48X, 1.1,
+# queue bounded, the default horizon; its target ISSUE56_SPLIT48X, 1.13,
 # times the round's split48 burst P99), steer-nobound (no bound), steer-r48
 # (a target of 1.2x the round's split48 burst P99: the recoveries),
 # steer-rel (1.2x the class's own P99 at 48 SMs, which the pool measures),
@@ -380,7 +380,7 @@ issue56_only() {
       set -- 300ms/100ms 10 "${ISSUE56_FAST_ROUNDS:-2}"
     fi
     OUT=$OUT STORM_BURST=$1 STORM_CYCLES=$2 STORM_ROUNDS=$3 STORM_LAYOUTS=$layouts STORM_TARGET=${ISSUE56_TARGET:-300us} STORM_TAG=$tag \
-      bash scripts/storm-mps.sh "$BIN/storm" -log-moves -target-split48 "${ISSUE56_SPLIT48X:-1.1}" > "$OUT/$tag-run.txt" 2>&1
+      bash scripts/storm-mps.sh "$BIN/storm" -log-moves -target-split48 "${ISSUE56_SPLIT48X:-1.13}" > "$OUT/$tag-run.txt" 2>&1
     r=$?; head -1 "$OUT/$tag-run.txt"; sed -n '/^### /,$p' "$OUT/$tag-run.txt"; [ $r = 0 ] || tail -5 "$OUT/$tag-run.txt"
     summary+=("issue 56, $1, $2 cycles, $3 round(s): $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
     while IFS= read -r l; do summary+=("  $l"); done < <(grep -E '^(PASS|FAIL|n/a) ' "$OUT/$tag.txt" 2>/dev/null)

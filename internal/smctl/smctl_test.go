@@ -274,7 +274,8 @@ func TestTrimStopsWhereTheStepWouldMiss(t *testing.T) {
 
 // While a burst still arrives (more in flight each sample), growth on load
 // waits for it, at most settle samples, and then grows once to what the
-// whole burst asks; a P99 over target does not wait.
+// whole burst asks; a P99 over target does not wait, nor a burst that
+// asks for the fit already (the most it may take).
 func TestGrowthWaitsForTheBurstToArrive(t *testing.T) {
 	c := newCtl(t)
 	t0 := time.Unix(0, 0)
@@ -282,10 +283,14 @@ func TestGrowthWaitsForTheBurstToArrive(t *testing.T) {
 	m := c.Decide(Sample{At: at(0), SMs: 16, InFlight: 2, Rising: true})
 	require.Equal(t, 16, m.SMs)
 	require.Equal(t, "the load still rises", m.Reason)
-	m = c.Decide(Sample{At: at(1), SMs: 16, InFlight: 16, Rising: true})
+	m = c.Decide(Sample{At: at(1), SMs: 16, InFlight: 5, Rising: true})
 	require.Equal(t, 16, m.SMs, m.Reason)
 	m = c.Decide(Sample{At: at(2), SMs: 16, InFlight: 16})
 	require.Equal(t, 48, m.SMs, "once, to what the whole burst asks")
+	// Asking for the fit while still rising: at once.
+	c = newCtl(t)
+	m = c.Decide(Sample{At: at(0), SMs: 16, InFlight: 16, Rising: true})
+	require.Equal(t, 48, m.SMs, "the fit asked for: nothing to wait for (%s)", m.Reason)
 	// A count that keeps rising waits settle samples, no more.
 	c = newCtl(t)
 	for ms := range settle {
