@@ -58,16 +58,20 @@ type BurstSummary struct {
 	WindowNever      int     `json:"window_recovery_never"`
 	// The latency class's growths in the measured windows (the pool's
 	// log): their wait for the batch's queued work, and every move's time.
-	Growths          int      `json:"growths"`
-	HandoffWaitP50Ms float64  `json:"handoff_wait_p50_ms"`
-	HandoffWaitP99Ms float64  `json:"handoff_wait_p99_ms"`
-	HandoffWaitMaxMs float64  `json:"handoff_wait_max_ms"`
-	Moves            int      `json:"moves"`
-	MoveTookP50Ms    float64  `json:"move_took_p50_ms"`
-	MoveTookP99Ms    float64  `json:"move_took_p99_ms"`
-	SMMoveTime       *HistRow `json:"sdk_sm_move_time,omitempty"` // Stats', summed over rounds
-	SDKRecovery      *HistRow `json:"sdk_burst_recovery,omitempty"`
-	LatencyTargetUs  float64  `json:"latency_target_us,omitempty"` // Stats', the median
+	Growths          int     `json:"growths"`
+	HandoffWaitP50Ms float64 `json:"handoff_wait_p50_ms"`
+	HandoffWaitP99Ms float64 `json:"handoff_wait_p99_ms"`
+	HandoffWaitMaxMs float64 `json:"handoff_wait_max_ms"`
+	// The largest growth's wait over the batch's kernel time at the SMs
+	// it had then (the kernel time scaled by its SMs, from the batch's
+	// most): a growth from 40 SMs waits for a kernel on 92, not 116.
+	HandoffWaitScaledMax float64  `json:"handoff_wait_scaled_max,omitempty"`
+	Moves                int      `json:"moves"`
+	MoveTookP50Ms        float64  `json:"move_took_p50_ms"`
+	MoveTookP99Ms        float64  `json:"move_took_p99_ms"`
+	SMMoveTime           *HistRow `json:"sdk_sm_move_time,omitempty"` // Stats', summed over rounds
+	SDKRecovery          *HistRow `json:"sdk_burst_recovery,omitempty"`
+	LatencyTargetUs      float64  `json:"latency_target_us,omitempty"` // Stats', the median
 }
 
 // growthWaits is the latency class's growths' waits for queued work, ms.
@@ -161,6 +165,16 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 				}
 			}
 			waits = append(waits, growthWaits(r.MoveLog)...)
+			if len(r.SMs) > 0 && len(r.BatchSMs) > 0 && rep.BatchKernelMs > 0 {
+				total := r.SMs[0][1] + r.BatchSMs[0][1]
+				most := float64(r.BatchSMs[0][1]) // the batch's SMs with the class at its least
+				for _, m := range r.MoveLog {
+					if m.Grows() && total > m.From {
+						k := rep.BatchKernelMs * most / float64(total-m.From)
+						s.HandoffWaitScaledMax = max(s.HandoffWaitScaledMax, m.HandoffWaitMs/k)
+					}
+				}
+			}
 			for _, m := range r.MoveLog {
 				if m.Refused == "" {
 					took = append(took, m.TookMs)
@@ -240,6 +254,10 @@ func burstChecks(rows []BurstRow, rep *BurstReport, b burstCfg) (must, other []C
 			}
 		}
 		add(&must, ok, "steer: a growth's wait for queued work (P99 over the run's moves) <= the batch class's own kernel time", got)
+		if st.Growths > 0 && st.HandoffWaitScaledMax > 0 {
+			add(&other, st.HandoffWaitScaledMax <= 1, "steer: every growth's wait <= the batch's kernel at the SMs it had then (its kernel time scaled by its SMs)",
+				fmt.Sprintf("the largest %.2fx", st.HandoffWaitScaledMax))
+		}
 	}
 	relName := "steer-r48" // the target 1.2x split48's, as the must-show states it; else the pool's relative one
 	if _, ok := rep.layout(relName); !ok {
