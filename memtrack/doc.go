@@ -62,9 +62,20 @@
 // rolls back on overshoot; that costs one SharedDevice.Used (with fcsp's
 // region, one load per process, not per tenant).
 //
-// # Locks
+// # Lock order
 //
-// Tracker.mu (15 in docs/LOCKS.md's order: account ids and the open
-// accounts' registry) is a leaf; the quota and the device counter are
-// atomics, taken with compare-and-swap.
+// This package's slice of docs/LOCKS.md, each lock's level there in
+// parentheses (a lock is taken only under those above it):
+//
+//	devmem charge.mu (13)           a pool's charge against the device limit (ReserveDevice, ReleaseDevice)
+//	  memtrack Tracker.mu (15)      account ids and the open accounts' registry; the leases' drain and sum (exact, reclaim, leased)
+//
+// Tracker.mu is a leaf: nothing is taken under it (fcsp's shared device
+// answers Add, Sub and Used from the region's words, with no lock), and it
+// is never on the hot path:
+// the quota and the device counter are atomics, taken with
+// compare-and-swap. It is taken under whatever its callers hold: an
+// allocation's reservation, devmem's charge, the SDK's own objects'
+// charges (internal/overhead, through the pool's guard: under
+// smprobe's Kernel.mu or smpart's Partition.mu, say) and memwatch's sample.
 package memtrack

@@ -36,29 +36,30 @@ type Option func(*Tracker) error
 // concurrent use.
 type Tracker struct {
 	_     pad
-	local uint64 // device total when not shared; accessed through dev
+	local uint64 // atomic; device total when not shared; accessed through dev
 	_     pad
 
-	limit uint64       // device limit; immutable
-	dev   shm.Counter  // device total when not shared: &local
-	share SharedDevice // WithShared's node-wide total; nil otherwise
+	limit uint64       // set once before sharing; device limit; immutable
+	dev   shm.Counter  // set once before sharing; device total when not shared: &local
+	share SharedDevice // set once before sharing; WithShared's node-wide total; nil otherwise
 
-	records  recordMap
-	spans    spanMap // the records by where they lie (Block)
-	chunk    uint64  // lease chunk (lease.go); 0: no leases
-	chunkSet bool    // WithLeaseChunk given
+	records  recordMap // atomic; the live allocations (a lock-free map)
+	spans    spanMap   // atomic; the records by where they lie (Block)
+	chunk    uint64    // set once before sharing; lease chunk (lease.go); 0: no leases
+	chunkSet bool      // set once before sharing; WithLeaseChunk given
 
 	mu     lockorder.Mutex[lockorder.Tracker] // guards ids and registry changes; never on the hot path
-	free   []uint16                           // recycled account ids
-	accts  []*Account                         // open accounts by id, for reclaim (lease.go)
-	nextID uint16
-	n      atomic.Int64 // number of open accounts
-	closed atomic.Bool  // set by Close, under mu
-	// refills running, which may hold lease bytes or a chunk in no lease
-	// (lease.go); written only when a lease runs short, off the hot path
+	free   []uint16                           // guarded by mu; recycled account ids
+	accts  []*Account                         // guarded by mu; open accounts by id, for reclaim (lease.go)
+	nextID uint16                             // guarded by mu
+	n      atomic.Int64                       // atomic; number of open accounts (changed under mu)
+	closed atomic.Bool                        // atomic; set by Close, under mu
+	// atomic; refills running, which may hold lease bytes or a chunk in no
+	// lease (lease.go); written only when a lease runs short, off the hot
+	// path
 	grabbing atomic.Int64
-	// draining is set while Tracker.exact drains the leases: refills take
-	// no chunk meanwhile (lease.go)
+	// atomic; draining is set while Tracker.exact drains the leases
+	// (under mu): refills take no chunk meanwhile (lease.go)
 	draining atomic.Bool
 }
 

@@ -51,33 +51,33 @@
 // (admission.go, stats.go) is the state the parts share: the chosen
 // pricer and waiter, the GPU-time accounts, the list of meters, the host.
 //
-// Locks, in the order they nest (one is taken only under those before
-// it): fcsp's life lock (Host.Enter), a meter's mu, a Run's mu, then
-// tokenbucket's. A meter's mu is held across the caller's queue in
-// Ticket.Time, which must take none of these. Tenant.mu, Pool.mu and
-// doMeter.mu are taken under no meter's or Run's, and hold none but
-// tokenbucket's (the Do's bucket is made under Tenant.mu). Pool.Refresh
-// only tries a meter's (TryLock). The five are ranked in internal/lockorder
-// (docs/LOCKS.md, levels 17-21: Pool.mu, Tenant.mu, doMeter.mu, a meter's,
-// a Run's), and fcsp's tests run with that order checked. The queue
-// bound's turn (a one-slot channel, queue.go) is taken under none of them
-// and holds one meter's mu at a time while it looks; SetQueueBound takes
-// the meters' under Tenant.mu.
-//
 // The package sees a stream only as its handle, class and events; it calls
 // the driver through Events, which the pool's guarded driver implements
 // (the fake driver drives the tests). It never imports fcsp.
 //
-// # Locks
+// # Lock order
 //
-// Their places in docs/LOCKS.md's order:
+// This package's slice of docs/LOCKS.md, each lock's level there in
+// parentheses (a lock is taken only under those above it):
 //
-//	Pool.mu (16: the latency streams' meters, copied on write)
-//	└── Tenant.mu (17: its metered streams' meters, its Do meter, SetQueueBound)
-//	    └── doMeter.mu (18: the Do runs by OS thread)
-//	        └── meter.mu (19: a metered stream's events and pending work; Ticket.Time holds it across its one launch)
-//	            └── Run.mu (20: a metered Do's brackets)
-//	Tenant.turn (a one-slot channel, outside the ranks: the queue bound's waiters)
+//	smmove Engine.mu (5)            the controller's start bounds the rest's queue (SetQueueBound)
+//	  admission Tenant.mu (17)      the metered streams' meters (copy on write), the Do meter's making, SetQueueBound
+//	    admission meter.mu (19)     SetQueueBound charges each meter's queued work, one meter at a time
+//	      admission Run.mu (20)     a bracket measured or lost (a poll, a stream's close) goes to its runs; Run.take
+//	fcsp tenantCore.mu (6)          Stats and a stream's Close add up its gates (Gate.AddTo)
+//	  admission meter.mu (19)
+//	admission Pool.mu (16)          the latency streams' meters (copy on write); a leaf
+//	admission doMeter.mu (18)       the Do runs by OS thread; a leaf
+//	admission Tenant.turn           outside the ranks (a one-slot channel): the queue bound's waiters
+//
+// Outside the ranks: fcsp's life lock (Host.Enter) is entered before a
+// meter's mu, never under one, and tokenbucket's locks are below all of
+// these (the Do's bucket is made under Tenant.mu). A meter's mu is held
+// across the caller's queue in Ticket.Time, which must take none of
+// these. Pool.Refresh only tries a meter's (TryLock). The queue bound's
+// turn (queue.go) is taken under none of them; its holder enters the life
+// lock and holds one meter's mu at a time while it looks. fcsp's tests run
+// with the ranks checked (internal/lockorder).
 package admission
 
 import (
@@ -154,32 +154,33 @@ type Host interface {
 
 // Tenant is one tenant's admission engine.
 type Tenant struct {
-	cfg  Config
-	pool *Pool
-	// The engine, chosen in NewTenant.
+	cfg  Config // set once before sharing
+	pool *Pool  // set once before sharing
+	// set once before sharing: the engine, chosen in NewTenant.
 	price pricer // what the limit charges (price.go, floor.go)
 	wait  waiter // how an admission waits for it (wait.go)
-	// When a limited Do folds in what completed: before its admission,
-	// or, a partition's, at its end (BeginDo says why).
+	// set once before sharing: when a limited Do folds in what completed:
+	// before its admission, or, a partition's, at its end (BeginDo says
+	// why).
 	pollBefore, pollAfter func(*Tenant) error
 
-	gpu     [classes]atomic.Int64 // ns of completed work per class
-	floored atomic.Uint64         // launches admitted at the floor
-	bytes   atomic.Uint64         // declared bytes of completed launches
-	dm      atomic.Pointer[doMeter]
+	gpu     [classes]atomic.Int64   // atomic; ns of completed work per class
+	floored atomic.Uint64           // atomic; launches admitted at the floor
+	bytes   atomic.Uint64           // atomic; declared bytes of completed launches
+	dm      atomic.Pointer[doMeter] // atomic; the Do meter, stored once under mu (doMeter)
 
 	mu     lockorder.Mutex[lockorder.AdmTenant] // serialises changes of meters, the Do meter's making, and SetQueueBound
-	meters atomic.Pointer[[]*meter]             // the metered streams' meters (copy on write: Poll takes no lock)
+	meters atomic.Pointer[[]*meter]             // atomic; written under mu: the metered streams' meters (copy on write: Poll takes no lock)
 
 	// The queue bound (queue.go): the horizon in ns (0: off, one load per
 	// metered admission), the prediction of when the work admitted under
 	// it is done (monotonic ns), the sum of its corrections (queue.go,
 	// own), and the turn of its waiters (made, under mu, before the first
 	// horizon is stored).
-	horizon atomic.Int64
-	qtat    atomic.Int64
-	qshift  atomic.Int64
-	turn    chan struct{}
+	horizon atomic.Int64  // atomic
+	qtat    atomic.Int64  // atomic
+	qshift  atomic.Int64  // atomic
+	turn    chan struct{} // guarded by mu: made under it, once, before the first horizon is stored; enqueue reads it without mu once it has loaded a horizon > 0
 }
 
 // NewTenant makes a tenant's admission engine from cfg: its pricer and

@@ -17,6 +17,7 @@ const BandwidthWindow = 100 * time.Millisecond
 
 // bandwidthAccount is a stream's decayed sums (under its meter's lock).
 type bandwidthAccount struct {
+	// guarded by meter.mu, as a meter's bw (a GateSums' is its caller's).
 	weight  float64 // GPU ns of recent launches
 	slowSum float64 // their ns x (estimate / lowest estimate)
 	byteNs  float64 // GPU ns of recent launches with declared bytes

@@ -39,17 +39,18 @@ import (
 
 // doMeter is a metered tenant's state for Do, made at its first Do.
 type doMeter struct {
-	t      *Tenant
-	bucket *tokenbucket.Stream // Do's admission (pricer.doStream); nil: Do is not limited
-	// est maps a call site (f's code pointer) to the estimate of its cost.
-	// The code pointer is the func literal's: every closure made by one
-	// literal shares it, and one literal in a server is, in the usual case,
-	// one kind of library work. It costs no allocation and no help from the
-	// caller (BenchmarkDoKey). An explicit key would need an API for a case
-	// the running estimate and the correction already absorb.
-	est  sync.Map // uintptr -> *Estimate
-	mu   lockorder.Mutex[lockorder.AdmDoMeter]
-	runs map[int]*Run // OS thread inside a Do -> its run (a nested Do joins it)
+	t      *Tenant             // set once before sharing
+	bucket *tokenbucket.Stream // set once before sharing; Do's admission (pricer.doStream); nil: Do is not limited
+	// own lock; est maps a call site (f's code pointer) to the estimate of
+	// its cost. The code pointer is the func literal's: every closure made
+	// by one literal shares it, and one literal in a server is, in the
+	// usual case, one kind of library work. It costs no allocation and no
+	// help from the caller (BenchmarkDoKey). An explicit key would need an
+	// API for a case the running estimate and the correction already
+	// absorb.
+	est  sync.Map                              // uintptr -> *Estimate
+	mu   lockorder.Mutex[lockorder.AdmDoMeter] // protects the following field
+	runs map[int]*Run                          // guarded by mu; OS thread inside a Do -> its run (a nested Do joins it)
 }
 
 func (t *Tenant) doMeter() (*doMeter, error) {
@@ -81,20 +82,20 @@ func (dm *doMeter) estimate(key uintptr) *Estimate {
 // Run is one metered call of Do. A nil *Run (an unmetered tenant's) does
 // nothing.
 type Run struct {
-	gctx   cuda.Context // the context the Do made current on its thread: its events use it (no switch)
-	dm     *doMeter     // its tenant's
-	est    *Estimate
-	c      charge  // what its admission took: settled once its brackets are measured
-	thread int32   // the OS thread it runs on (Start)
-	q      float32 // charged to the queue bound's prediction (queue.go), ns; 0: none
-	lead   float64 // its lead there, kept less the corrections then (queue.go, own), ns
+	gctx   cuda.Context // set once before sharing (Start); the context the Do made current on its thread: its events use it (no switch)
+	dm     *doMeter     // set once before sharing; its tenant's
+	est    *Estimate    // set once before sharing
+	c      charge       // set once before sharing; what its admission took: settled once its brackets are measured
+	thread int32        // set once before sharing; the OS thread it runs on (Start)
+	q      float32      // set once before sharing; charged to the queue bound's prediction (queue.go), ns; 0: none
+	lead   float64      // guarded by mu (BeginDo sets it first, before sharing); its lead there, kept less the corrections then (queue.go, own), ns
 
-	mu     lockorder.Mutex[lockorder.AdmRun]
-	used   []bracketUse // the streams f took, with the bracket each joined
-	tokens float64      // measured so far, scaled by class
-	left   int32        // brackets not yet measured, plus one until f returns
-	gone   bool         // a bracket was lost: neither learn nor correct
-	ended  bool         // f has returned: no stream may be taken any more
+	mu     lockorder.Mutex[lockorder.AdmRun] // protects the following fields
+	used   []bracketUse                      // guarded by mu; the streams f took, with the bracket each joined
+	tokens float64                           // guarded by mu (the last done reads it without: no writer is left); measured so far, scaled by class
+	left   int32                             // guarded by mu; brackets not yet measured, plus one until f returns
+	gone   bool                              // guarded by mu (the last done reads it without, as tokens); a bracket was lost: neither learn nor correct
+	ended  bool                              // guarded by mu; f has returned: no stream may be taken any more
 	// (136 bytes: a Run is made per metered Do.)
 }
 
@@ -106,10 +107,10 @@ type bracketUse struct {
 // bracket is a Do's interval on one stream, from the event recorded when f
 // took the stream to the one recorded when the last Do in it returned.
 type bracket struct {
-	start cuda.Event
-	runs  []*Run  // the Dos that took the stream while it was open
-	users int     // of them, those whose f has not returned
-	inner float64 // ns of the SDK's timed launches queued inside (under the meter's lock)
+	start cuda.Event // set once before sharing
+	runs  []*Run     // guarded by meter.mu; the Dos that took the stream while it was open
+	users int        // guarded by meter.mu; of them, those whose f has not returned
+	inner float64    // guarded by meter.mu; ns of the SDK's timed launches queued inside
 }
 
 func (b *bracket) measured(tokens float64) {

@@ -25,15 +25,15 @@ const (
 // Pool is the pool's part of admission: which latency streams are busy,
 // and the engine its plain tenants share. The zero Pool is ready.
 type Pool struct {
-	busy    atomic.Int64                       // LatencyCritical streams with work in flight
+	busy    atomic.Int64                       // atomic; LatencyCritical streams with work in flight
 	mu      lockorder.Mutex[lockorder.AdmPool] // serialises changes of streams
-	streams atomic.Pointer[[]*meter]           // LatencyCritical streams' meters (copy on write)
-	query   atomic.Int32                       // probe: may cuEventQuery run with no context current
-	// idle is closed (and dropped) when busy falls to 0, waking launches
-	// waiting at the floor to be admitted at their full share; made by
-	// the first to wait on it (idleChan).
+	streams atomic.Pointer[[]*meter]           // atomic; written under mu: LatencyCritical streams' meters (copy on write)
+	query   atomic.Int32                       // atomic; probe: may cuEventQuery run with no context current
+	// atomic; idle is closed (and dropped) when busy falls to 0, waking
+	// launches waiting at the floor to be admitted at their full share;
+	// made by the first to wait on it (idleChan).
 	idle atomic.Pointer[chan struct{}]
-	// plain is the engine every plain tenant shares (Config.Plain).
+	// atomic; plain is the engine every plain tenant shares (Config.Plain).
 	plain atomic.Pointer[Tenant]
 }
 

@@ -23,28 +23,30 @@ import (
 // with its stream's gate, and holds what its polls need of the stream: a
 // poll may come from the tenant (Poll, Stats) or a Do (Run.Start).
 type meter struct {
-	t       *Tenant
-	class   stream.Class
-	hv      *atomic.Uintptr     // the stream's CUstream (a Reshape swaps it)
-	sclosed *atomic.Bool        // the stream's Close began
-	bucket  *tokenbucket.Stream // what its charges are settled on; nil: not limited
-	lat     *Pool               // a LatencyCritical stream's pool, which counts it busy (latency.go); nil: not counted
-	// bound: a Do took the handle (Current.Stream), so a library may hold
-	// it and queue on it in any later Do: every later Do times it.
+	t       *Tenant             // set once before sharing
+	class   stream.Class        // set once before sharing
+	hv      *atomic.Uintptr     // set once before sharing; the stream's CUstream (a Reshape swaps it)
+	sclosed *atomic.Bool        // set once before sharing; the stream's Close began
+	bucket  *tokenbucket.Stream // set once before sharing; what its charges are settled on; nil: not limited
+	lat     *Pool               // set once before sharing; a LatencyCritical stream's pool, which counts it busy (latency.go); nil: not counted
+	// atomic; bound: a Do took the handle (Current.Stream), so a library
+	// may hold it and queue on it in any later Do: every later Do times
+	// it.
 	bound atomic.Bool
 
-	mu      lockorder.Mutex[lockorder.AdmMeter]
-	free    []cuda.Event
-	pending []timed          // in stream order
-	gpu     atomic.Int64     // ns of completed work
-	open    *bracket         // the Do bracket open on the stream, if any (do.go)
-	closed  bool             // close ran: no event is made any more
-	busy    bool             // counted in its pool's busy latency streams (latency.go)
-	bw      bandwidthAccount // recent launches' bandwidth figures (bandwidth.go)
+	mu      lockorder.Mutex[lockorder.AdmMeter] // protects the following fields but gpu (atomic)
+	free    []cuda.Event                        // guarded by mu; events done with, for reuse
+	pending []timed                             // guarded by mu; in stream order
+	gpu     atomic.Int64                        // atomic; ns of completed work (added under mu)
+	open    *bracket                            // guarded by mu; the Do bracket open on the stream, if any (do.go)
+	closed  bool                                // guarded by mu; close ran: no event is made any more
+	busy    bool                                // guarded by mu; counted in its pool's busy latency streams (latency.go)
+	bw      bandwidthAccount                    // guarded by mu; recent launches' bandwidth figures (bandwidth.go)
 }
 
 // timed is work queued between two events, not yet seen complete.
 type timed struct {
+	// guarded by meter.mu: a timed lives in its meter's pending list.
 	start, end cuda.Event
 	est        *Estimate
 	c          charge   // what it was charged: settled by the measurement

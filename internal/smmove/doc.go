@@ -49,11 +49,28 @@
 //     inside such a Do it is refused (errs.ErrInsideDo), or, for the
 //     commons' moves that follow a change, left to the next change.
 //
-// # Locks
+// # Lock order
 //
-// Each a place in docs/LOCKS.md's order:
+// This package's slice of docs/LOCKS.md, each lock's level there in
+// parentheses (a lock is taken only under those above it):
 //
-//	Engine.move (lockorder.PoolMove: a Sem; a move may wait for calls under it, holding nothing else)
-//	└── Engine.mu (lockorder.MoveMembers: members, the controller, the latency class; no driver call)
-//	    └── waiters.mu, Class.mu (leaves)
+//	fcsp tenantCore.closing (1)         a tenant's close: Leave takes Engine.mu, then the move lock, under it
+//	  smmove Engine.move (2)            one move at a time (a Sem); the one lock a move holds while it waits for calls
+//	    fcsp Pool.mu (4)                NewTenant's admit and list, inside Change
+//	      smmove Engine.mu (5)          members, leaving, the latency class, the controller, closed; no driver call
+//	        admission Tenant.mu (17)    Join starts the controller, which bounds the rest's queue (Member.QueueBound)
+//	          admission meter.mu (19)   SetQueueBound's look at the rest's queued work
+//	    fcsp tenantCore.mu (6)          Member.Swapper lists a member's streams (the swap itself takes none)
+//	    smpart Partition.mu (7)         Claim, Reshape, Unclaim; the commons' Follow (Drained, GaveDrained: TryLock)
+//	      smpart Split.mu (8)           a growth's claim, a shrink's give
+//	      smpart greens.mu (10)         a layout of the commons built or let go
+//	    smpart Split.mu (8)             Version, Commons, Resources: where the commons goes
+//	smmove waiters.mu                   outside the ranks: the threads waiting for the move lock (inside.Threads.mu under it)
+//	smmove Class.mu                     outside the ranks: a leaf
+//
+// The members' life-lock gates (Hold) are no mutexes: a move holds them
+// under the move lock and takes nothing ranked while it waits for the
+// calls they hold back (rule 1; lockorder.Draining checks it). Warm-ups
+// run after the move lock is let go (rule 6), and the move that follows
+// a partition's close (Released) after its tenant's closing is.
 package smmove

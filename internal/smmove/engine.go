@@ -78,7 +78,8 @@ const (
 
 // Engine moves a pool's SMs. Its methods are safe for concurrent use.
 type Engine struct {
-	// Set by New, then only read (handOff: SetHandOff, before sharing).
+	// set once before sharing: by New, then only read (handOff:
+	// SetHandOff, before sharing).
 	dev     *smpart.Device
 	split   *smpart.Split
 	commons *smpart.Partition // nil without a split
@@ -86,23 +87,20 @@ type Engine struct {
 	log     *slog.Logger
 	handOff time.Duration
 
-	// move is held by the move under way (the protocol: doc.go);
-	// followed, the split's Version the commons last followed, and rewarm,
-	// the members whose warm-up runs once it is let go, are written under
-	// it.
+	// move is held by the move under way (the protocol: doc.go).
 	move     lockorder.Sem[lockorder.PoolMove]
-	waiters  waiters
-	followed atomic.Uint64
-	rewarm   []Member
+	waiters  waiters       // own lock; the OS threads waiting for move (rule 4)
+	followed atomic.Uint64 // atomic; written under move: the split's Version the commons last followed
+	rewarm   []Member      // guarded by move; the members whose warm-up runs once it is let go
 
 	mu      lockorder.Mutex[lockorder.MoveMembers] // protects the following fields; no driver call under it
-	members []Member
-	leaving []Member   // left (Leave), their Close still releasing their streams (Gone)
-	lat     *Class     // the latency class, until it leaves
-	latM    Member     // its member
-	steer   *steerer   // the controller, while the latency class and its rest exist
-	stopped []*steerer // controllers stopped, for Close to wait for
-	closed  bool
+	members []Member                               // guarded by mu
+	leaving []Member                               // guarded by mu; left (Leave), their Close still releasing their streams (Gone)
+	lat     *Class                                 // guarded by mu; the latency class, until it leaves
+	latM    Member                                 // guarded by mu; its member
+	steer   *steerer                               // guarded by mu; the controller, while the latency class and its rest exist
+	stopped []*steerer                             // guarded by mu; controllers stopped, for Close to wait for
+	closed  bool                                   // guarded by mu
 }
 
 // New makes a pool's engine: with a split, its commons over the whole

@@ -27,19 +27,19 @@ var ErrClosed = errs.ErrClosed
 // retained (green contexts retain it too; holding it avoids re-initialising
 // it for every green context).
 type Device struct {
-	drv     cuda.Driver
-	dev     cuda.Device
-	primary atomic.Uintptr // cuda.Context; replaced by ResetPrimary
-	api     int
-	res     cuda.DevResource
-	info    cuda.SMInfo
-	home    home // where its green contexts are kept (greens.go)
-	shelved bool // false: not kept (a driver that cannot name a home)
-	claimed bool // it holds the device's SM map (ClaimMap); set once, before sharing
+	drv     cuda.Driver      // set once before sharing
+	dev     cuda.Device      // set once before sharing
+	primary atomic.Uintptr   // atomic; cuda.Context, stored by Open
+	api     int              // set once before sharing
+	res     cuda.DevResource // set once before sharing
+	info    cuda.SMInfo      // set once before sharing
+	home    home             // set once before sharing; where its green contexts are kept (greens.go)
+	shelved bool             // set once before sharing; false: not kept (a driver that cannot name a home)
+	claimed bool             // set once before sharing; it holds the device's SM map (ClaimMap, under greens.mu)
 
-	mu     lockorder.Mutex[lockorder.Device]
-	closed bool
-	idle   freelist.List[cuda.Stream] // primary-context streams released for reuse (primarystreams.go)
+	mu     lockorder.Mutex[lockorder.Device] // protects closed; held across the device's close
+	closed bool                              // guarded by mu
+	idle   freelist.List[cuda.Stream]        // own lock; primary-context streams released for reuse (primarystreams.go)
 }
 
 // Open retains device ordinal's primary context and reads its SM resource.

@@ -14,14 +14,29 @@
 // separate splits. Each Partition owns a green context and a non-blocking
 // stream, and reads back how many SMs it really got.
 //
-// # Locks
+// # Lock order
 //
-// Their places in docs/LOCKS.md's order (a goroutine holding one takes
-// only those below it):
+// This package's slice of docs/LOCKS.md, each lock's level there in
+// parentheses (a lock is taken only under those above it):
 //
-//	Partition.mu (7: layouts, shape, streams, events, closed; Drained and GaveDrained only try it)
-//	└── Split.mu (8: which groups partitions hold; version written under it)
-//	    Device.mu (9: closed, the primary streams kept)
-//	    └── greens.mu (10: the kept green contexts, per driver and device, and the map's claim)
-//	slots.grow, slots.mu, waitLog.mu (leaves, outside the ranks)
+//	smmove Engine.move (2)            a move: a partition taken (NewTenant), Claim, Reshape, Unclaim; the commons' Follow
+//	  fcsp Pool.mu (4)                NewTenant's admit: the split's free SMs, the spares (Spares is guarded by it)
+//	    smpart Split.mu (8)
+//	  smpart Partition.mu (7)         layouts, shape, the streams' and events' lists, closed, idle, prev, gave; orders Reshape, Claim, Follow and Close
+//	    smpart Split.mu (8)           which groups and remainder partitions hold (used, rest, ...); version written under it
+//	    smpart greens.mu (10)         a kept green context taken (a layout built) or kept (a layout let go)
+//	    memtrack Tracker.mu (15)      at most: the charge of a green context, stream or event made (the pool's guard, internal/overhead)
+//	smpart Device.mu (9)              closed; the device's close (cuDevicePrimaryCtxRelease under it)
+//	  smpart greens.mu (10)           the process's kept green contexts, the Devices open on each, the SM map's claim
+//	smpart slots.grow                 outside the ranks: making a slot (cuGreenCtxCreate)
+//	  smpart greens.mu (10)
+//	smpart slots.mu, waitLog.mu       outside the ranks: leaves
+//
+// Partition.mu is held across the driver calls that make and destroy
+// layouts, streams and events, never while a context is current
+// (slots.go), and across a wait for the device only in Reset and Close,
+// on the streams of a tenant that has closed; Drained and GaveDrained only
+// try it, so that a growth's bounded wait never waits on a Close. Split.mu
+// and greens.mu make no driver call: greens' callers create and destroy
+// green contexts outside it.
 package smpart

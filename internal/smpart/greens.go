@@ -66,17 +66,17 @@ func homeOf(drv cuda.Driver, dev cuda.Device) (h home, ok bool) {
 // shelf is one device's kept green contexts, and whether a Device holds
 // its SM map (ClaimMap).
 type shelf struct {
-	open    int  // Devices open on it
-	claimed bool // a pool (or greenctx.Device) hands out its SMs
-	idle    map[greenKey][]cuda.GreenCtx
-	n       int
+	open    int                          // guarded by greens.mu; Devices open on it
+	claimed bool                         // guarded by greens.mu; a pool (or greenctx.Device) hands out its SMs
+	idle    map[greenKey][]cuda.GreenCtx // guarded by greens.mu
+	n       int                          // guarded by greens.mu
 }
 
 // greens is the process's shelves. Its lock makes no driver call: the
 // callers create and destroy outside it (docs/LOCKS.md).
 var greens struct {
-	mu lockorder.Mutex[lockorder.Greens]
-	by map[home]*shelf
+	mu lockorder.Mutex[lockorder.Greens] // protects the following field
+	by map[home]*shelf                   // guarded by mu
 }
 
 // openShelf counts one more Device open on h.

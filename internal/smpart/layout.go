@@ -15,12 +15,12 @@ import (
 // holds the lane's first k), whether every layout includes the split's
 // remainder, and how many of the lane's groups it holds now.
 type shape struct {
-	split   *Split
-	lane    []int
-	rem     bool
-	held    int
-	claimed int  // held, and those Claim took ahead of a growth: the lane's first claimed are the partition's in the split
-	rest    bool // the partition took the rest (TakeRestLayouts)
+	split   *Split // set once before sharing
+	lane    []int  // set once before sharing
+	rem     bool   // set once before sharing
+	held    int    // guarded by Partition.mu
+	claimed int    // guarded by Partition.mu; held, and those Claim took ahead of a growth: the lane's first claimed are the partition's in the split
+	rest    bool   // set once before sharing; the partition took the rest (TakeRestLayouts)
 }
 
 // TakeLayouts builds a partition that can be reshaped between sizes (SM

@@ -16,9 +16,9 @@ import (
 // green contexts, one per size it may take (its layouts), of which one is
 // current; Reshape switches between them (layout.go).
 type Partition struct {
-	drv cuda.Driver
-	dev *Device
-	cur atomic.Pointer[layout]
+	drv cuda.Driver            // set once before sharing
+	dev *Device                // set once before sharing
+	cur atomic.Pointer[layout] // atomic; stored under mu once shared (handOver)
 
 	// mu guards the lists of layouts, streams and events, and orders
 	// Reshape and Close. It is held across the driver calls that make and
@@ -27,51 +27,51 @@ type Partition struct {
 	// the streams of a tenant that has closed (docs/LOCKS.md): Drained
 	// only tries it.
 	mu      lockorder.Mutex[lockorder.Partition]
-	layouts []*layout // by size, ascending; one for a plain partition
-	shape   *shape    // nil for a plain partition
-	sizes   []int     // a reshapable partition's layouts' sizes: fixed once built, shared by Sizes
-	closed  bool
-	release func()
-	idle    []int // indices of streams closed by their owner, kept for reuse
+	layouts []*layout // guarded by mu; by size, ascending; one for a plain partition (fixed once built but the commons': Layout reads it without mu)
+	shape   *shape    // set once before sharing; nil for a plain partition (its fields: guarded by mu)
+	sizes   []int     // set once before sharing; a reshapable partition's layouts' sizes: fixed once built, shared by Sizes
+	closed  bool      // guarded by mu
+	release func()    // set once before sharing; called by Close, under mu
+	idle    []int     // guarded by mu; indices of streams closed by their owner, kept for reuse
 
-	shut  atomic.Bool   // closed, read without mu on the slots' path
-	done  chan struct{} // closed by Close: slot waiters leave
-	waits waitLog
-	turn  inside.Turn // one DoEach at a time over its slots (Turn)
-	rest  bool        // took the rest of the split (TakeRest, TakeRestLayouts)
-	prev  *layout     // the layout the last switch left, until Drained (under mu)
+	shut  atomic.Bool   // atomic; closed, read without mu on the slots' path
+	done  chan struct{} // set once before sharing; closed by Close: slot waiters leave
+	waits waitLog       // own lock
+	turn  inside.Turn   // own lock; one DoEach at a time over its slots (Turn)
+	rest  bool          // set once before sharing; took the rest of the split (TakeRest, TakeRestLayouts)
+	prev  *layout       // guarded by mu; the layout the last switch left, until Drained
 
 	// A pool's commons (commons.go): layouts built as the split changes,
 	// named by key; epoch counts its switches (Layout); gave, events
 	// recorded at the end of the work its streams held when its last
 	// Follow left SMs, until they are reached (under mu).
-	commons bool
-	epoch   atomic.Int32
-	gave    []cuda.Event
+	commons bool         // set once before sharing
+	epoch   atomic.Int32 // atomic; added to under mu
+	gave    []cuda.Event // guarded by mu
 }
 
 // layout is one green context of a partition, with a stream for each of
 // the partition's streams (slot 0 its first) and, for a reshapable
 // partition, an event per slot to hand the order over at a switch.
 type layout struct {
-	green   cuda.GreenCtx
-	ctx     cuda.Context
-	sms     int
-	groups  int // how many of the lane's groups it holds (layout.go)
-	streams []cuda.Stream
-	events  []cuda.Event
-	slots   slots                         // green contexts over the same SMs (slots.go)
-	retired atomic.Pointer[chan struct{}] // closed when the layout stops being current
+	green   cuda.GreenCtx                 // set once before sharing
+	ctx     cuda.Context                  // set once before sharing
+	sms     int                           // set once before sharing
+	groups  int                           // set once before sharing; how many of the lane's groups it holds (layout.go)
+	streams []cuda.Stream                 // guarded by Partition.mu (Partition.Stream reads the first without it)
+	events  []cuda.Event                  // guarded by Partition.mu
+	slots   slots                         // own lock; green contexts over the same SMs (slots.go)
+	retired atomic.Pointer[chan struct{}] // atomic; closed when the layout stops being current
 
-	gkey greenKey // its SMs, as its green contexts are kept (greens.go)
+	gkey greenKey // set once before sharing; its SMs, as its green contexts are kept (greens.go)
 
 	// The commons' (commons.go): which SMs (CommonsKey, and set's groups),
 	// when it was last made current, and for the whole device's, its one
 	// shared slot.
-	key   string
-	set   SMSet
-	stamp int32
-	any   *Slot
+	key   string // set once before sharing
+	set   SMSet  // set once before sharing
+	stamp int32  // guarded by Partition.mu
+	any   *Slot  // set once before sharing
 }
 
 func newLayout(d *Device, set SMSet) (*layout, error) {

@@ -136,7 +136,8 @@ type Ask struct {
 // c claimed (Spares.Claim) where there is one, else one cut from s; for
 // the rest of the SMs the claimed spares are closed first. It makes the
 // driver calls, so the caller holds no lock of its own around it; the
-// caller serialises the calls that take SMs (a pool's placeMu).
+// caller serialises the calls that take SMs (a pool's move lock,
+// smmove Engine.move).
 func (s *Split) TakeFor(c Claimed, a Ask) (*Partition, error) {
 	switch {
 	case len(a.Sizes) > 0 && a.Rest:

@@ -15,19 +15,20 @@ import (
 // taken from one Split are disjoint, and descriptors built from several of
 // its groups are valid (the driver refuses groups of different splits).
 type Split struct {
+	// set once before sharing: the device and the cut.
 	dev      *Device
 	minCount int
 	flags    uint32
 	groups   []cuda.DevResource
 	rem      cuda.DevResource
 
-	mu      lockorder.Mutex[lockorder.Split]
-	used    []bool
-	remUsed bool   // the remainder is part of a partition
-	rest    []bool // the group is held by a partition of the rest (WithRestOfSMs)
-	remRest bool   // the remainder is, too
+	mu      lockorder.Mutex[lockorder.Split] // protects the following fields
+	used    []bool                           // guarded by mu; the group is part of a partition
+	remUsed bool                             // guarded by mu; the remainder is part of a partition
+	rest    []bool                           // guarded by mu; the group is held by a partition of the rest (WithRestOfSMs)
+	remRest bool                             // guarded by mu; the remainder is, too
 
-	version atomic.Uint64 // counts the changes of used and remUsed (Version)
+	version atomic.Uint64 // atomic; written under mu: counts the changes of used and remUsed (Version)
 }
 
 // Version counts the changes of which SMs partitions hold: a caller that

@@ -14,10 +14,10 @@ import (
 // context, which serves every tenant's streams (docs/CONTEXTS.md). The
 // zero Kernel is ready for use.
 type Kernel struct {
-	mu     lockorder.Mutex[lockorder.PoolProbe]
-	mod    cuda.Module
-	fn     cuda.Function
-	loaded bool
+	mu     lockorder.Mutex[lockorder.PoolProbe] // protects the following fields; held across the load and the unload
+	mod    cuda.Module                          // guarded by mu
+	fn     cuda.Function                        // guarded by mu
+	loaded bool                                 // guarded by mu
 }
 
 // Function is the kernel's handle, loaded into dev on the first call.

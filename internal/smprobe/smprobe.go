@@ -5,8 +5,20 @@
 // docs/CONTEXTS.md were made. The fake driver models it by name
 // (fake.SMIDKernel).
 //
-// Kernel.mu (3 in docs/LOCKS.md's order) is held across the kernel's load
-// and nothing below the pool's locks is taken under it.
+// # Lock order
+//
+// This package's slice of docs/LOCKS.md, each lock's level there in
+// parentheses (a lock is taken only under those above it):
+//
+//	smprobe Kernel.mu (3)           the probe's module and function, loaded once; held across their load and unload
+//	  memtrack Tracker.mu (15)      at most: the module's charge against the device limit (the pool's guard, internal/overhead)
+//
+// Its callers (fcsp's Pool.ProbeSMs, and Pool.Close once its tenants have
+// closed) hold no lock when they take it. Under it are the load's and the
+// unload's driver calls, made through the pool's guard, which charges the
+// module's cost as an allocation's is charged (Tracker.mu at most) and
+// notes it by handle (internal/overhead's Meter.mu, a leaf outside the
+// ranks).
 package smprobe
 
 import (
