@@ -78,9 +78,6 @@ type Pool struct {
 	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm)
 	tenants map[string]*tenantCore
 	closed  bool
-	// stalledSeen is every tenant found stalled (WithStallTimeout), closed
-	// or not: Health names them until the process exits.
-	stalledSeen []StallReport
 }
 
 // Open opens device index (0 for the first GPU). It loads the NVIDIA driver
@@ -167,7 +164,11 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(err)
 	}
 	p.plain = placement{p.moves.Plain()}
-	p.stalls = stall.New(p.drv, p.dev.Primary())
+	var onStall func(stall.Report)
+	if f, ok := cfg.OnStall.(func(StallReport)); ok {
+		onStall = func(r stall.Report) { f(StallReport(r)) }
+	}
+	p.stalls = stall.New(p.drv, p.dev.Primary(), p.log, onStall)
 	if err := p.watchMemory(); err != nil {
 		return fail(err)
 	}

@@ -22,11 +22,7 @@ type StallReport struct {
 }
 
 // err is the tenant's calls' answer once it is stalled.
-func (r *StallReport) err() error {
-	return fmt.Errorf("%w: stream %#x (%s) made no progress from %s for %v (kernel %q last, %d launched since); "+
-		"its work holds its SMs and memory until the process exits", ErrStalled, r.Stream, r.Class, r.Since.Format(time.RFC3339Nano),
-		r.Found.Sub(r.Since).Round(time.Millisecond), r.Kernel, r.Queued)
-}
+func (r *StallReport) err() error { return stall.Report(*r).Err() }
 
 // watchStalls watches the tenant's streams where a stall timeout applies
 // (its own, or the pool's); at NewTenant, once it is listed.
@@ -91,23 +87,16 @@ func (m *member) Streams(f func([]stall.Stream)) bool {
 }
 
 // Stalled marks the tenant stalled (stall.Tenant): its calls are refused
-// with ErrStalled from now on, without waiting for those in flight.
-func (m *member) Stalled(r stall.Report) {
-	c := (*tenantCore)(m)
+// with ErrStalled from now on, without waiting for those in flight. The
+// watchdog then keeps the report (Health names it until the process
+// exits), logs it and hands it to WithStallHandler's function.
+func (m *member) Stalled(r stall.Report) bool {
 	rep := StallReport(r)
-	if !c.stall.CompareAndSwap(nil, &rep) {
-		return
+	if !m.stall.CompareAndSwap(nil, &rep) {
+		return false
 	}
-	c.life.Refuse()
-	c.pool.mu.Lock()
-	c.pool.stalledSeen = append(c.pool.stalledSeen, rep) // Health names it until the process exits
-	c.pool.mu.Unlock()
-	c.pool.log.Warn("tenant stalled: its work made no progress for its stall timeout; its calls are refused, the other tenants serve on; replace the process",
-		"tenant", c.name, "stream", fmt.Sprintf("%#x", r.Stream), "class", r.Class, "since", r.Since, "for", r.Found.Sub(r.Since),
-		"kernel", r.Kernel, "queued", r.Queued)
-	if f, ok := c.pool.cfg.OnStall.(func(StallReport)); ok {
-		go f(rep)
-	}
+	m.life.Refuse()
+	return true
 }
 
 // abandon is a stalled tenant's close: what its stuck work may still use
@@ -139,8 +128,9 @@ func (c *tenantCore) abandon(r *StallReport) error {
 
 // stalled lists the pool's stalled tenants' reports (Health), closed or
 // not: their work holds what it holds until the process exits.
-func (p *Pool) stalled() []StallReport {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]StallReport(nil), p.stalledSeen...)
+func (p *Pool) stalled() (reports []StallReport) {
+	for _, r := range p.stalls.Seen() {
+		reports = append(reports, StallReport(r))
+	}
+	return reports
 }

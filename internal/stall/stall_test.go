@@ -28,7 +28,7 @@ func (t *tenant) Streams(f func([]Stream)) bool {
 	return true
 }
 
-func (t *tenant) Stalled(r Report) { t.stalled <- r }
+func (t *tenant) Stalled(r Report) bool { t.stalled <- r; return true }
 
 func setup(t *testing.T) (*fake.Driver, cuda.Context, *Watchdog, *tenant, cuda.Stream) {
 	t.Helper()
@@ -39,7 +39,7 @@ func setup(t *testing.T) (*fake.Driver, cuda.Context, *Watchdog, *tenant, cuda.S
 	require.NoError(t, err)
 	s, err := drv.StreamCreate(primary, cuda.StreamNonBlocking)
 	require.NoError(t, err)
-	w := New(drv, primary)
+	w := New(drv, primary, nil, nil)
 	tn := &tenant{streams: []Stream{{Key: Key{Core: 1}, H: s, Class: "default"}}, stalled: make(chan Report, 1)}
 	t.Cleanup(func() {
 		require.NoError(t, w.Close())
