@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/config"
@@ -17,7 +16,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/fault"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
-	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/memwatch"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/internal/overhead"
@@ -28,6 +26,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 	"github.com/fcsp-go/fcsp-go/internal/stall"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
+	"github.com/fcsp-go/fcsp-go/internal/tenancy"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -73,11 +72,10 @@ type Pool struct {
 	_        [128]byte
 	prio     admission.Pool // latency tenants in flight (internal/admission)
 	pools    devmem.Peers   // the tenants' memory engines, which trim each other (memory.go)
-
-	mu      lockorder.Mutex[lockorder.PoolMu] // protects the following fields; no driver call under it
-	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm)
-	tenants map[string]*tenantCore
-	closed  bool
+	// tenants is the live tenants by name, the spare partitions and
+	// whether the pool is closed, under the pool's lock, and how a tenant
+	// joins and leaves them (internal/tenancy).
+	tenants *tenancy.Roster[*tenantCore]
 }
 
 // Open opens device index (0 for the first GPU). It loads the NVIDIA driver
@@ -99,7 +97,8 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: smpart.NewSpares(cfg.Prewarm)}
+	spare := smpart.NewSpares(cfg.Prewarm)
+	p := &Pool{cfg: cfg, tenants: tenancy.New[*tenantCore](spare), log: cfg.Logger, closeDone: make(chan struct{})}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
@@ -155,7 +154,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(err)
 	}
 	p.split, p.noSplit, err = smpart.Cut(ctx, p.dev, smpart.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
-		Spare: p.spare, Log: p.log, Device: p.info.String()})
+		Spare: spare, Log: p.log, Device: p.info.String()})
 	if err != nil {
 		return fail(err)
 	}
@@ -169,6 +168,8 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		onStall = func(r stall.Report) { f(StallReport(r)) }
 	}
 	p.stalls = stall.New(p.drv, p.dev.Primary(), p.log, onStall)
+	p.tenants.Use(tenancy.Config{Moves: p.moves, Split: p.split, NoSplit: p.noSplit, Fault: &p.fault, Stalls: p.stalls, Stall: cfg.Stall,
+		WorkQueues: p.info.WorkQueues, Resolve: p.resolveShape, Log: p.log})
 	if err := p.watchMemory(); err != nil {
 		return fail(err)
 	}
@@ -183,10 +184,7 @@ func (p *Pool) Device() DeviceInfo { return p.info }
 // made when asked (measured), with the split flags the pool cuts with
 // (WithoutCoscheduling's). Nothing is provisioned.
 func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err error) {
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
+	if p.tenants.Closed() {
 		return nil, nil, ErrClosed
 	}
 	return smpart.TableOfWith[SplitRow](p.dev, p.cfg.SplitFlag, minCounts...)
@@ -207,16 +205,7 @@ func (p *Pool) MemoryUsed() uint64 {
 func (p *Pool) MemoryLimit() uint64 { return p.mem.Limit() }
 
 // Tenants lists the live tenants' names, sorted.
-func (p *Pool) Tenants() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	names := make([]string, 0, len(p.tenants))
-	for n := range p.tenants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (p *Pool) Tenants() []string { return p.tenants.Names() }
 
 // RegisterStream labels a stream the SDK did not create (the stream an NCCL
 // communicator runs on, say) so that Tenant.Adopt classifies it; call it
@@ -243,22 +232,16 @@ func (p *Pool) Close() error {
 	if err := p.checkNotInsideDo("Pool.Close"); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	cores, spare, first := p.tenants.Close()
+	if !first {
 		<-p.closeDone // a close under way (a Shutdown's, say) finishes first
 		return nil
 	}
-	p.closed = true
 	defer close(p.closeDone)
-	cores := p.cores(nil)
-	spare := p.spare
-	p.spare = smpart.NewSpares(nil) // a closed pool keeps none
-	p.mu.Unlock()
 	// A NewTenant under way holds the move lock across its driver work,
-	// made outside mu: it finishes first, and finds the pool closed when
-	// it lists its tenant (undoing what it built), before anything of the
-	// pool's goes.
+	// made outside the pool's lock: it finishes first, and finds the pool
+	// closed when it lists its tenant (undoing what it built), before
+	// anything of the pool's goes.
 	if p.moves != nil {
 		p.moves.Barrier()
 	}
@@ -280,14 +263,6 @@ func (p *Pool) Close() error {
 	}
 	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
 	return p.fault.Forgive(errors.Join(errs...))
-}
-
-// cores appends the live tenants to into. The caller holds p.mu.
-func (p *Pool) cores(into []*tenantCore) []*tenantCore {
-	for _, c := range p.tenants {
-		into = append(into, c)
-	}
-	return into
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees
@@ -340,10 +315,7 @@ func (p *Pool) NVML() NVMLFacts { return nvmlFacts(nvml.QueryDevice(p.info.UUID,
 // of one of the pool's tenants that would wait for that Do to end; what
 // names the call, and the error the tenant.
 func (p *Pool) checkNotInsideDo(what string) error {
-	p.mu.Lock()
-	cores := p.cores(nil)
-	p.mu.Unlock()
-	for _, c := range cores {
+	for _, c := range p.tenants.List(nil) {
 		if err := c.checkNotInsideDo(); err != nil {
 			return c.fail(what, err)
 		}

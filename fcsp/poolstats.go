@@ -125,11 +125,8 @@ func (p *Pool) ReadStats(s *PoolStats) {
 		Overhead: Overhead(p.over.Read()), DeviceMemory: DeviceMemory(p.watch.Read())}
 	s.Overhead.GreenKept = p.dev.KeptGreenCtxs()
 	list := coreLists.Get().(*[]*tenantCore)
-	p.mu.Lock()
-	s.Closed = p.closed
-	s.FreeSMs = p.split.FreeSMs() + p.spare.SMs()
-	cores := p.cores((*list)[:0])
-	p.mu.Unlock()
+	var cores []*tenantCore
+	cores, s.Closed, s.FreeSMs = p.tenants.Read((*list)[:0])
 	for _, c := range cores {
 		tenants = append(tenants, c.Stats())
 		s.MemoryCached += tenants[len(tenants)-1].MemoryCached
@@ -168,11 +165,8 @@ func (p *Pool) watchMemory() error {
 // counted is what the pool counts of the process's device memory: its
 // tenants' charges and its own objects'.
 func (p *Pool) counted() uint64 {
-	p.mu.Lock()
-	cores := p.cores(nil)
-	p.mu.Unlock()
 	n := p.over.Bytes()
-	for _, c := range cores {
+	for _, c := range p.tenants.List(nil) {
 		n += c.mem.Charged()
 	}
 	return n
@@ -181,10 +175,8 @@ func (p *Pool) counted() uint64 {
 // Tenant returns the live tenant of that name, as NewTenant returned it.
 // ok is false when there is none (never made, closed, or collected).
 func (p *Pool) Tenant(name string) (t *Tenant, ok bool) {
-	p.mu.Lock()
-	c := p.tenants[name]
-	p.mu.Unlock()
-	if c == nil || c.closed.Load() {
+	c, ok := p.tenants.Get(name)
+	if !ok || c.closed.Load() {
 		return nil, false
 	}
 	t = c.handle.Value()

@@ -24,18 +24,6 @@ type StallReport struct {
 // err is the tenant's calls' answer once it is stalled.
 func (r *StallReport) err() error { return stall.Report(*r).Err() }
 
-// watchStalls watches the tenant's streams where a stall timeout applies
-// (its own, or the pool's); at NewTenant, once it is listed.
-func (c *tenantCore) watchStalls(own time.Duration) {
-	bound := own
-	if own == 0 {
-		bound = c.pool.cfg.Stall
-	}
-	if bound > 0 {
-		c.pool.stalls.Watch((*member)(c), bound)
-	}
-}
-
 // Streams lists the tenant's streams for the watchdog (stall.Tenant), in
 // its life lock: a Close waits for the look. A stream under capture is
 // left out (a query or an event would break the capture; Capture waits
@@ -117,11 +105,7 @@ func (c *tenantCore) abandon(r *StallReport) error {
 			}
 		}
 	}
-	p.mu.Lock()
-	if p.tenants[c.name] == c {
-		delete(p.tenants, c.name)
-	}
-	p.mu.Unlock()
+	p.tenants.Forget(c.name, c)
 	return fmt.Errorf("%w; closed without waiting: %d streams, %d bytes of memory and %d SMs (partitioned: %t) kept until the process exits",
 		r.err(), len(streams), c.acct.Used(), c.place.SMs(), c.place.Partitioned())
 }
