@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/memwatch"
@@ -104,11 +103,6 @@ func (p *Pool) Stats() PoolStats {
 	return s
 }
 
-// coreLists are ReadStats's lists of the live tenants, kept for reuse: a
-// list on the stack held 16, and a pool of more (a class per model, a
-// storm's short-lived tenants) grew a new array at every call.
-var coreLists = sync.Pool{New: func() any { l := make([]*tenantCore, 0, 16); return &l }}
-
 // ReadStats is Stats into s, reusing the room s.Tenants has, as
 // runtime.ReadMemStats does: a loop that polls the pool makes no garbage
 // (beyond a metered tenant's GPUTimeByClass), which the collector would
@@ -124,17 +118,11 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit(), LatencyBusy: p.prio.LatencyBusy(),
 		Overhead: Overhead(p.over.Read()), DeviceMemory: DeviceMemory(p.watch.Read())}
 	s.Overhead.GreenKept = p.dev.KeptGreenCtxs()
-	list := coreLists.Get().(*[]*tenantCore)
-	var cores []*tenantCore
-	cores, s.Closed, s.FreeSMs = p.tenants.Read((*list)[:0])
-	for _, c := range cores {
+	s.Closed, s.FreeSMs = p.tenants.Each(func(c *tenantCore) { // a kept list: no garbage
 		tenants = append(tenants, c.Stats())
 		s.MemoryCached += tenants[len(tenants)-1].MemoryCached
 		s.MemoryOwn += c.mem.Charged()
-	}
-	clear(cores) // a pooled list must not keep closed tenants reachable
-	*list = cores[:0]
-	coreLists.Put(list)
+	})
 	slices.SortFunc(tenants, func(a, b Stats) int { return strings.Compare(a.Name, b.Name) })
 	s.Tenants = tenants
 }
@@ -166,9 +154,7 @@ func (p *Pool) watchMemory() error {
 // tenants' charges and its own objects'.
 func (p *Pool) counted() uint64 {
 	n := p.over.Bytes()
-	for _, c := range p.tenants.List(nil) {
-		n += c.mem.Charged()
-	}
+	p.tenants.Each(func(c *tenantCore) { n += c.mem.Charged() })
 	return n
 }
 

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/config"
@@ -89,7 +90,8 @@ type Config struct {
 // Make it with New; Use gives it the pool's engines before a tenant is
 // made.
 type Roster[T comparable] struct {
-	cfg Config // set once before sharing (Use)
+	cfg   Config    // set once before sharing (Use)
+	lists sync.Pool // Each's lists of the live tenants, kept for reuse; safe on its own
 
 	mu      lockorder.Mutex[lockorder.PoolMu] // protects the following fields; no driver call under it
 	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm): guarded by mu
@@ -100,7 +102,9 @@ type Roster[T comparable] struct {
 // New makes a roster, with spare the pool's spare partitions (which the
 // pool's split fills before the roster is shared).
 func New[T comparable](spare *smpart.Spares) *Roster[T] {
-	return &Roster[T]{spare: spare, tenants: map[string]T{}}
+	r := &Roster[T]{spare: spare, tenants: map[string]T{}}
+	r.lists.New = func() any { l := make([]T, 0, 16); return &l }
+	return r
 }
 
 // Use gives the roster the pool's engines; before it is shared.
@@ -352,6 +356,23 @@ func (r *Roster[T]) Read(into []T) (live []T, closed bool, freeSMs int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.appendTo(into), r.closed, r.freeSMs()
+}
+
+// Each calls f with each live tenant, outside the roster's lock (f may
+// make driver calls), and says what Read says. The list it takes under the
+// lock is kept for reuse, so that a loop that polls the pool makes no
+// garbage: a list on the stack held 16, and a pool of more (a class per
+// model, a storm's short-lived tenants) grew a new array at every call.
+func (r *Roster[T]) Each(f func(T)) (closed bool, freeSMs int) {
+	l := r.lists.Get().(*[]T)
+	live, closed, freeSMs := r.Read((*l)[:0])
+	for _, c := range live {
+		f(c)
+	}
+	clear(live) // a kept list must not keep closed tenants reachable
+	*l = live[:0]
+	r.lists.Put(l)
+	return closed, freeSMs
 }
 
 // appendTo is List; the caller holds mu.
