@@ -11,7 +11,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
-	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/fault"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
@@ -123,31 +122,20 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.over.SetGreenLimit(cfg.Greens)
 	guard.SetMaker(&p.over) // and the objects the pool makes are counted (internal/overhead)
 	p.raw, p.drv = p.drv, guard
-	if f := cfg.DRAMetadata(); f != "" { // a DRA claim's device: index counts the claim's (WithDRAMetadata)
-		if index, err = dra.Ordinal(p.drv, f, index); err != nil {
-			return nil, err
-		}
-	}
-	if p.dev, err = smpart.OpenIndex(ctx, p.drv, index); err != nil {
+	// The device (a DRA claim's: WithDRAMetadata), the process's one map
+	// of its SMs, described.
+	var desc smpart.Description
+	if p.dev, desc, err = smpart.OpenPool(ctx, p.drv, smpart.PoolDevice{Index: index, DRA: cfg.DRAMetadata(), Simulated: cfg.Simulated,
+		Queues: queues, Environ: cfg.Environ, Log: p.log}); err != nil {
 		return nil, err
 	}
-	if err := p.dev.ClaimMap(); err != nil { // one pool hands out a device's SMs
-		return nil, errors.Join(err, p.dev.Close())
-	}
+	p.info = DeviceInfo(desc)
 	p.blocker = hostwait.NewBlocker(p.drv, p.dev.Primary())
 	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
 	p.launcher = place.Launcher{Drv: p.drv, Probe: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	desc, err := p.dev.Describe(index, cfg.Simulated, queues, smpart.Caveats(cfg.Environ))
-	p.info = DeviceInfo(desc)
-	for _, c := range p.info.Caveats {
-		p.log.Warn("fcsp pool: partitions may not hold here", "device", index, "why", c)
-	}
-	if err != nil {
-		return fail(err)
-	}
 	p.whole = placement{place.Whole{Dev: p.dev, N: p.info.SMs}}
-	if err := p.newTracker(index); err != nil {
+	if err := p.newTracker(p.info.Index); err != nil {
 		return fail(err)
 	}
 	if err := p.over.Bind(p.mem); err != nil {
