@@ -19,6 +19,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/internal/overhead"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/poolmem"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
@@ -135,7 +136,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.launcher = place.Launcher{Drv: p.drv, Probe: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
 	p.whole = placement{place.Whole{Dev: p.dev, N: p.info.SMs}}
-	if err := p.newTracker(p.info.Index); err != nil {
+	if p.mem, p.shared, err = poolmem.Tracker(&p.cfg, p.env, p.info.Index, p.info.TotalMemory, p.log); err != nil {
 		return fail(err)
 	}
 	if err := p.over.Bind(p.mem); err != nil {
@@ -158,7 +159,8 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.stalls = stall.New(p.drv, p.dev.Primary(), p.log, onStall)
 	p.tenants.Use(tenancy.Config{Moves: p.moves, Split: p.split, NoSplit: p.noSplit, Fault: &p.fault, Stalls: p.stalls, Stall: cfg.Stall,
 		WorkQueues: p.info.WorkQueues, Resolve: p.resolveShape, Log: p.log})
-	if err := p.watchMemory(); err != nil {
+	if p.watch, err = poolmem.Watch(&p.cfg, poolmem.Sampling{Drv: p.drv, UUID: p.info.UUID, Simulated: p.info.Simulated, Tracker: p.mem,
+		Counted: p.counted, Log: p.log, Done: p.closeDone}); err != nil {
 		return fail(err)
 	}
 	return p, nil

@@ -1,13 +1,9 @@
 package fcsp
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/fcsp-go/fcsp-go/internal/memwatch"
-	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // WaitBounds are the upper bounds of WaitStats.Le's buckets, from a
@@ -125,29 +121,6 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	})
 	slices.SortFunc(tenants, func(a, b Stats) int { return strings.Compare(a.Name, b.Name) })
 	s.Tenants = tenants
-}
-
-// watchMemory starts the sampling of the device's view of the process's
-// memory, as the options ask (internal/memwatch), until the pool closes.
-func (p *Pool) watchMemory() error {
-	every := p.cfg.SamplePeriod()
-	if every == 0 {
-		if p.cfg.Headroom || p.cfg.Unaccounted > 0 {
-			return fmt.Errorf("%w: WithUnaccountedHeadroom and WithUnaccountedMemoryBound need the device's figure, which is not sampled (WithMemorySampling(0), or the simulator without WithMemorySampling)", ErrInvalidArgument)
-		}
-		p.watch = memwatch.Off("not sampled (WithMemorySampling)")
-		return nil
-	}
-	var charge *memtrack.Tracker
-	if p.cfg.Headroom {
-		charge = p.mem
-	}
-	open := func() (memwatch.Source, func(), error) {
-		return memwatch.SourceFor(p.drv, p.info.UUID, p.info.Simulated)
-	}
-	p.watch = memwatch.Start(memwatch.Config{Every: every, Open: open, Counted: p.counted, Warn: p.cfg.Unaccounted,
-		Charge: charge, Log: p.log, Done: p.closeDone})
-	return nil
 }
 
 // counted is what the pool counts of the process's device memory: its
