@@ -247,11 +247,8 @@ func (p *Pool) Close() error {
 			errs = append(errs, tenantErr(r.Tenant, "Pool.Close", r.err()))
 		}
 	}
-	errs = append(errs, p.probe.Close(p.dev))
-	if p.moves != nil {
-		errs = append(errs, p.moves.Close())
-	}
-	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
+	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Probe: &p.probe, Moves: p.moves, Spare: spare, Events: &p.events, Peers: &p.pools,
+		Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
 	return p.fault.Forgive(errors.Join(errs...))
 }
 
