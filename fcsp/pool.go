@@ -136,10 +136,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.launcher = place.Launcher{Drv: p.drv, Probe: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
 	p.whole = placement{place.Whole{Dev: p.dev, N: p.info.SMs}}
-	if p.mem, p.shared, err = poolmem.Tracker(&p.cfg, p.env, p.info.Index, p.info.TotalMemory, p.log); err != nil {
-		return fail(err)
-	}
-	if err := p.over.Bind(p.mem); err != nil {
+	if p.mem, p.shared, err = poolmem.Tracker(&p.cfg, p.env, p.info.Index, p.info.TotalMemory, &p.over, p.log); err != nil {
 		return fail(err)
 	}
 	p.split, p.noSplit, err = smpart.Cut(ctx, p.dev, smpart.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,

@@ -3,7 +3,8 @@
 // memory, WithDeviceMemoryLimit or HAMi's CUDA_DEVICE_MEMORY_LIMIT,
 // whichever is smallest: internal/hamienv), counting in the node's shared
 // region beside the other processes' where one is given
-// (WithSharedRegion: internal/shm), and the sampling of the device's own
+// (WithSharedRegion: internal/shm), the SDK's own objects charged against
+// it (internal/overhead), and the sampling of the device's own
 // view of the process's memory beside what the pool counts
 // (internal/memwatch), whose difference is warned of past a bound or
 // charged against the limit. The pool holds what is made here; its Close
@@ -20,17 +21,20 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/memwatch"
+	"github.com/fcsp-go/fcsp-go/internal/overhead"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // Tracker makes a pool's memory tracker for device index, of the device's
-// limit (env's DeviceLimit, of its total bytes and cfg's limit). With a
-// shared region (WithSharedRegion) it joins the region for that device,
-// and counts there too: shared is then the process's membership, nil
-// without one (and returned with an error the tracker met, for the pool's
-// Close to leave).
-func Tracker(cfg *config.Pool, env hamienv.Config, index int, total uint64, log *slog.Logger) (tracker *memtrack.Tracker, shared *shm.Member, err error) {
+// limit (env's DeviceLimit, of its total bytes and cfg's limit), and
+// charges the pool's own objects against it (over, bound: what Open made
+// so far, and every later object). With a shared region
+// (WithSharedRegion) it joins the region for that device, and counts
+// there too: shared is then the process's membership, nil without one.
+// What was made is returned with an error, for the pool's Close to let
+// go.
+func Tracker(cfg *config.Pool, env hamienv.Config, index int, total uint64, over *overhead.Meter, log *slog.Logger) (tracker *memtrack.Tracker, shared *shm.Member, err error) {
 	var opts []memtrack.Option
 	if cfg.Region != "" {
 		m, share, err := shm.JoinDevice(shm.MemberConfig{
@@ -52,8 +56,10 @@ func Tracker(cfg *config.Pool, env hamienv.Config, index int, total uint64, log 
 		}
 		shared, opts = m, []memtrack.Option{memtrack.WithShared(share)}
 	}
-	tracker, err = memtrack.New(env.DeviceLimit(index, total, cfg.MemLimit), opts...)
-	return tracker, shared, err
+	if tracker, err = memtrack.New(env.DeviceLimit(index, total, cfg.MemLimit), opts...); err != nil {
+		return nil, shared, err
+	}
+	return tracker, shared, over.Bind(tracker)
 }
 
 // Sampling is where and beside what a pool's watch samples (Watch).

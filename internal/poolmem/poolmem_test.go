@@ -9,6 +9,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
+	"github.com/fcsp-go/fcsp-go/internal/overhead"
 )
 
 // Without a region the tracker is of the smallest limit and nothing is
@@ -16,7 +17,7 @@ import (
 func TestTrackerOfTheLimit(t *testing.T) {
 	cfg := config.NewPool()
 	require.NoError(t, cfg.SetMemLimit(1<<30))
-	tr, shared, err := Tracker(&cfg, hamienv.Config{}, 0, 4<<30, slog.New(slog.DiscardHandler))
+	tr, shared, err := Tracker(&cfg, hamienv.Config{}, 0, 4<<30, new(overhead.Meter), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.Nil(t, shared)
 	require.Equal(t, uint64(1<<30), tr.Limit())
