@@ -141,9 +141,3 @@ func (p *Pool) Tenant(name string) (t *Tenant, ok bool) {
 	t = c.handle.Value()
 	return t, t != nil
 }
-
-// checkQuota refuses a tenant quota the pool could never grant: more than
-// the device's limit, wherever that limit comes from.
-func (p *Pool) checkQuota(quota uint64) error {
-	return p.env.CheckQuota(p.info.Index, p.info.TotalMemory, p.mem.Limit(), quota)
-}

@@ -23,7 +23,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
-	"github.com/fcsp-go/fcsp-go/internal/tenancy"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -156,21 +155,18 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 }
 
 // Build makes what a tenant is made of (tenancy.Tenant), outside the
-// roster's lock: its placement (a partition built, or a claimed spare),
-// account, admission, first stream and memory engine. On an error the
-// roster undoes what it made (Unbuild).
-func (m *member) Build(cfg *tenantConfig, claimed smpart.Claimed, quota uint64) (err error) {
+// roster's lock: its placement (the partition it is given, else the
+// pool's), account, admission, first stream and memory engine. On an error
+// the roster undoes what it made (Unbuild).
+func (m *member) Build(cfg *tenantConfig, part *smpart.Partition, quota uint64) (err error) {
 	c, p := (*tenantCore)(m), m.pool
 	c.place = p.plainFor(c, cfg)
-	if cfg.Partitioned() {
-		part, err := p.split.TakeFor(claimed, tenancy.AskOf(cfg))
-		if err != nil {
-			return err
-		}
-		part.SetSlots(cmp.Or(cfg.Dos, smpart.DefaultSlots))
+	if part != nil {
 		c.place = greenPlace(part)
 	}
-	if err := p.checkQuota(quota); err != nil {
+	// A quota the pool could never grant: more than the device's limit,
+	// wherever that limit comes from.
+	if err := p.env.CheckQuota(p.info.Index, p.info.TotalMemory, p.mem.Limit(), quota); err != nil {
 		return err
 	}
 	if c.acct, err = p.mem.NewAccount(c.name, quota); err != nil {

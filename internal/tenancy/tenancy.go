@@ -55,10 +55,9 @@ type Tenant interface {
 	stall.Tenant
 	// Build makes what the tenant is made of (its placement, account,
 	// admission, first stream and memory engine), outside the roster's
-	// lock: every driver call of its making is made here. Where cfg asks
-	// for a partition, it is built from claimed (smpart.Spares.Claim),
-	// which Build uses or closes. quota is its memory quota.
-	Build(cfg *config.Tenant, claimed smpart.Claimed, quota uint64) error
+	// lock, as the driver calls of the partition it is given (nil: it is
+	// unpartitioned) were. quota is its memory quota.
+	Build(cfg *config.Tenant, part *smpart.Partition, quota uint64) error
 	// Unbuild undoes what of Build was made, in the order a close lets a
 	// tenant's things go: the tenant was never listed, and no call was
 	// made on it.
@@ -137,7 +136,14 @@ func (r *Roster[T]) Make(c T, t Tenant, cfg *config.Tenant, quota uint64, class 
 				return err
 			}
 		}
-		if err := t.Build(cfg, claimed, quota); err != nil {
+		var part *smpart.Partition
+		if cfg.Partitioned() { // built from what admit claimed of the spares, outside the lock
+			if part, err = r.cfg.Split.TakeFor(claimed, askOf(cfg)); err != nil {
+				return err
+			}
+			part.SetSlots(cmp.Or(cfg.Dos, smpart.DefaultSlots))
+		}
+		if err := t.Build(cfg, part, quota); err != nil {
 			return errors.Join(err, t.Unbuild())
 		}
 		if err := r.list(c, t, cfg, class); err != nil {
@@ -212,12 +218,12 @@ func (r *Roster[T]) admit(name string, cfg *config.Tenant) (claimed smpart.Claim
 	if err := r.cfg.Resolve(cfg); err != nil {
 		return smpart.Claimed{}, err
 	}
-	return r.spare.Claim(AskOf(cfg)), nil
+	return r.spare.Claim(askOf(cfg)), nil
 }
 
-// AskOf is what a partitioned tenant asks of the split, once its shape is
-// resolved (Make).
-func AskOf(cfg *config.Tenant) smpart.Ask {
+// askOf is what a partitioned tenant asks of the split, once admit has
+// resolved its shape.
+func askOf(cfg *config.Tenant) smpart.Ask {
 	return smpart.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes}
 }
 
