@@ -31,47 +31,42 @@ func (r *StallReport) err() error { return stall.Report(*r).Err() }
 func (m *member) Streams(f func([]stall.Stream)) bool {
 	c := (*tenantCore)(m)
 	return c.call(func() error {
-		type core struct {
-			s   *streamCore
-			gen uint64
-		}
 		c.mu.Lock()
-		cores := make([]core, len(c.streams))
+		listed := make([]stall.Listed, len(c.streams))
 		for i, s := range c.streams {
-			cores[i] = core{s, s.gen.Load()} // its life now: a core reused later has another
+			listed[i] = stall.Listed{Pin: (*watched)(s), Gen: s.gen.Load()} // its life now: a core reused later has another
 		}
 		c.mu.Unlock()
-		list := make([]stall.Stream, 0, len(cores))
-		for i := range cores {
-			s := cores[i].s
-			// As acquire does: counted in first, so that a Close's expire
-			// waits for the look, then checked.
-			s.inflight.Add(1)
-			s.watching.Store(true)
-			if s.gen.Load() != cores[i].gen || s.capture.Load() != nil || s.closed.Load() {
-				s.watching.Store(false)
-				s.inflight.Add(-1)
-				cores[i].s = nil
-				continue
-			}
-			name := ""
-			if fn := s.lastFn.Load(); fn != nil {
-				name = fn.name
-			}
-			list = append(list, stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: cores[i].gen}, H: s.h(),
-				Class: s.class.String(), Launches: s.launches.Load(), Kernel: name})
-		}
-		defer func() {
-			for _, k := range cores {
-				if k.s != nil {
-					k.s.watching.Store(false)
-					k.s.release()
-				}
-			}
-		}()
-		f(list)
+		stall.Look(listed, f)
 		return nil
 	}) == nil
+}
+
+// watched is a stream as the watchdog's look takes it (stall.Pin).
+type watched streamCore
+
+// Pin counts the look in as acquire does: counted in first, so that a
+// Close's expire waits for the look, then checked.
+func (w *watched) Pin(gen uint64) (stall.Stream, bool) {
+	s := (*streamCore)(w)
+	s.inflight.Add(1)
+	s.watching.Store(true)
+	if s.gen.Load() != gen || s.capture.Load() != nil || s.closed.Load() {
+		w.Unpin()
+		return stall.Stream{}, false
+	}
+	name := ""
+	if fn := s.lastFn.Load(); fn != nil {
+		name = fn.name
+	}
+	return stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: gen}, H: s.h(), Class: s.class.String(),
+		Launches: s.launches.Load(), Kernel: name}, true
+}
+
+// Unpin ends the look's count.
+func (w *watched) Unpin() {
+	w.watching.Store(false)
+	(*streamCore)(w).release()
 }
 
 // Stalled marks the tenant stalled (stall.Tenant): its calls are refused

@@ -47,6 +47,47 @@ type Stream struct {
 	Kernel   string      // the last of them, for the report
 }
 
+// Pin is one of a tenant's streams as a look takes it (Look).
+type Pin interface {
+	// Pin counts the look in the stream's calls under way, so that the
+	// stream's close waits for the look, and says what the stream is now;
+	// false, with nothing counted, where it is no longer the stream of
+	// life gen (its state reused), is under capture (a query or an event
+	// would break the capture) or is closed.
+	Pin(gen uint64) (Stream, bool)
+	// Unpin ends what Pin counted.
+	Unpin()
+}
+
+// Listed is a stream as its tenant listed it for a look: its pin, and its
+// life then.
+type Listed struct {
+	Pin Pin
+	Gen uint64
+}
+
+// Look calls f with the listed streams that could be pinned, and unpins
+// them once f returns: a tenant's Streams, inside its life lock.
+func Look(listed []Listed, f func([]Stream)) {
+	list := make([]Stream, 0, len(listed))
+	for i, l := range listed {
+		s, ok := l.Pin.Pin(l.Gen)
+		if !ok {
+			listed[i].Pin = nil
+			continue
+		}
+		list = append(list, s)
+	}
+	defer func() {
+		for _, l := range listed {
+			if l.Pin != nil {
+				l.Pin.Unpin()
+			}
+		}
+	}()
+	f(list)
+}
+
 // Key names a stream's life: its state's address and generation (the
 // state is reused by a later stream).
 type Key struct {

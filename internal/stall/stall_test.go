@@ -96,3 +96,32 @@ func TestTickFor(t *testing.T) {
 	require.Equal(t, 2*time.Millisecond, TickFor(40*time.Millisecond))
 	require.Equal(t, 5*time.Millisecond, TickFor(time.Second))
 }
+
+// pin is a stream as a look pins it, counting its pins.
+type pin struct {
+	life, pinned int
+}
+
+func (p *pin) Pin(gen uint64) (Stream, bool) {
+	if gen != uint64(p.life) {
+		return Stream{}, false
+	}
+	p.pinned++
+	return Stream{Key: Key{Gen: gen}}, true
+}
+
+func (p *pin) Unpin() { p.pinned-- }
+
+// A look sees the streams still of the life listed, pinned while f runs,
+// and unpins each it pinned once f returns.
+func TestLookPinsWhileItLooks(t *testing.T) {
+	live, reused := &pin{life: 1}, &pin{life: 2}
+	var seen []Stream
+	Look([]Listed{{Pin: live, Gen: 1}, {Pin: reused, Gen: 1}}, func(s []Stream) {
+		seen = s
+		require.Equal(t, 1, live.pinned, "pinned while f looks")
+		require.Zero(t, reused.pinned, "a state reused since it was listed is not pinned")
+	})
+	require.Len(t, seen, 1)
+	require.Zero(t, live.pinned, "unpinned once f returned")
+}
