@@ -111,9 +111,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.NewDriver != nil {
-		p.drv = cfg.NewDriver()
-	} else if p.drv, err = cuda.Load(); err != nil {
+	if p.drv, err = cfg.Driver(); err != nil {
 		return nil, err
 	}
 	// Every call, internal/smpart's included, goes through the guard: whichever
