@@ -25,7 +25,7 @@
 // Its place in docs/LOCKS.md's order:
 //
 //	Roster.mu (lockorder.PoolMu, 4: the tenants, the spares, closed; no driver call)
-//	└── smmove Engine.mu (5), a tenant's mu (6, whose only tries it), smpart Split.mu (8), stall Watchdog.mu (a leaf)
+//	└── smmove Engine.mu (5), fcsp tenantCore.mu (6: only tried, in TryFind's is), smpart Split.mu (8), stall Watchdog.mu (a leaf)
 package tenancy
 
 import (
@@ -53,10 +53,11 @@ import (
 type Tenant interface {
 	smmove.Member
 	stall.Tenant
-	// Build makes what the tenant is made of (its placement, account,
-	// admission, first stream and memory engine), outside the roster's
-	// lock, as the driver calls of the partition it is given (nil: it is
-	// unpartitioned) were. quota is its memory quota.
+	// Build makes what the tenant is made of on part, the partition made
+	// for it (nil: it is unpartitioned): its placement, account,
+	// admission, first stream and memory engine, with quota its memory
+	// quota. Like the partition's, its driver calls are made outside the
+	// roster's lock.
 	Build(cfg *config.Tenant, part *smpart.Partition, quota uint64) error
 	// Unbuild undoes what of Build was made, in the order a close lets a
 	// tenant's things go: the tenant was never listed, and no call was
