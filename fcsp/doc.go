@@ -70,7 +70,7 @@
 //	tenantCore.closing (1: the close under way)
 //	└── smmove Engine.move (2: one move of SMs at a time; the one lock a move may hold while it waits for calls)
 //	    └── smprobe Kernel.mu (3)
-//	        └── Pool.mu (4: spare, tenants, closed, stalledSeen; no driver call)
+//	        └── tenancy Roster.mu (4: the pool's lock: tenants, spare, closed; no driver call)
 //	            └── smmove Engine.mu (5)
 //	                └── tenantCore.mu (6: streams, modules, gone, graphs, stop, onClose; no driver call)
 //	                    └── smpart, devmem, memtrack, admission (7-20)

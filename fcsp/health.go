@@ -66,26 +66,20 @@ func lostError(r fault.Record) error { return new(DeviceLostError(r)) }
 
 // whose names the tenant that owns stream s, or partition context ctx. It
 // runs inside a driver call's return, on the caller's goroutine, which may
-// hold a lock ranked after Pool.mu and the tenants' mu (an engine's, such
+// hold a lock ranked after the pool's (its roster's, internal/tenancy)
+// and the tenants' mu (an engine's, such
 // as a partition's or a pool charge's, held across its driver calls:
 // docs/LOCKS.md), so it only tries them: a name that cannot be had at once
 // is left out rather than waited for.
 func (p *Pool) whose(cc cuda.Context, s cuda.Stream) string {
-	if !p.mu.TryLock() {
-		return ""
-	}
-	defer p.mu.Unlock()
-	for name, c := range p.tenants {
+	return p.tenants.TryFind(func(c *tenantCore) bool {
 		if s != 0 && c.mu.TryLock() {
 			has := slices.ContainsFunc(c.streams, func(st *streamCore) bool { return st.h() == s })
 			c.mu.Unlock()
 			if has {
-				return name
+				return true
 			}
 		}
-		if c.place.IsContext(cc) {
-			return name
-		}
-	}
-	return ""
+		return c.place.IsContext(cc)
+	})
 }

@@ -118,9 +118,10 @@ func checkLockOrder(t testing.TB) {
 	})
 }
 
-// The check is on in this package: the pool's lock taken under a tenant's
-// (the wrong order: docs/LOCKS.md) is reported, and so is a driver call
-// made under the pool's lock.
+// The check is on in this package: the pool's lock (its roster's,
+// internal/tenancy) taken under a tenant's (the wrong order:
+// docs/LOCKS.md) is reported, and so is a driver call made under the
+// pool's lock.
 func TestLockOrderIsChecked(t *testing.T) {
 	skipUnchecked(t)
 	p, err := openSimErr(0) // not openSim: its check would fail this test
@@ -131,18 +132,18 @@ func TestLockOrderIsChecked(t *testing.T) {
 	heard := captureLockReports(t) // provoked: the test's to read, not stderr's
 	before := lockorder.Violations()
 	tn.c.mu.Lock()
-	p.mu.Lock()
-	p.mu.Unlock()
+	_ = p.Tenants() // under the pool's lock
 	tn.c.mu.Unlock()
-	require.Equal(t, before+1, lockorder.Violations(), "Pool.mu under a tenant's mu")
-	p.mu.Lock()
-	_, err = p.drv.StreamCreate(p.dev.Primary(), cuda.StreamNonBlocking)
-	p.mu.Unlock()
+	require.Equal(t, before+1, lockorder.Violations(), "the pool's lock under a tenant's mu")
+	p.tenants.TryFind(func(*tenantCore) bool { // is runs under the pool's lock
+		_, err = p.drv.StreamCreate(p.dev.Primary(), cuda.StreamNonBlocking)
+		return true
+	})
 	require.NoError(t, err)
-	require.Equal(t, before+2, lockorder.Violations(), "a driver call under Pool.mu")
+	require.Equal(t, before+2, lockorder.Violations(), "a driver call under the pool's lock")
 	reports := heard()
 	require.Len(t, reports, 2)
-	require.Contains(t, reports[0], "lock order: fcsp Pool.mu (rank 4) taken while holding fcsp tenantCore.mu (rank 6)")
-	require.Contains(t, reports[1], "lock order: driver call cuStreamCreate made while holding fcsp Pool.mu")
+	require.Contains(t, reports[0], "lock order: tenancy Roster.mu (rank 4) taken while holding fcsp tenantCore.mu (rank 6)")
+	require.Contains(t, reports[1], "lock order: driver call cuStreamCreate made while holding tenancy Roster.mu")
 	require.Contains(t, reports[0], "goroutine ", "a report carries its stack")
 }

@@ -40,7 +40,7 @@ func TestNewTenantCallsNoDriverUnderThePoolLock(t *testing.T) {
 		require.NoError(t, err, "kind %d", i)
 		require.NoError(t, tn.Stream().Synchronize())
 	}
-	require.Zero(t, lockorder.Violations()-before, "a driver call under Pool.mu (the report is on stderr)")
+	require.Zero(t, lockorder.Violations()-before, "a driver call under the pool's lock, tenancy Roster.mu (the report is on stderr)")
 }
 
 // NewTenant racing the pool's Close or Shutdown, and each other: each

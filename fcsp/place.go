@@ -36,18 +36,6 @@ func (pl placement) Close() error     { return place.Close(pl.Placement) }
 // nothing excludes. WaitStats has smpart.WaitStats's fields.
 func (pl placement) waits() WaitStats { return WaitStats(place.Waits(pl.Placement)) }
 
-// retire keeps a partition for p's spares while p is open and wants its
-// size, else closes it; spare is the caller's to keep or close.
-func (pl placement) retire(p *Pool) (spare *smpart.Partition, err error) {
-	keep := false
-	if pl.Partitioned() {
-		p.mu.Lock()
-		keep = !p.closed && p.spare.Wants(pl.SMs())
-		p.mu.Unlock()
-	}
-	return place.Retire(pl.Placement, keep)
-}
-
 // member is the tenant as the pool's moves of SMs see it (smmove.Member):
 // a conversion of the core's pointer, as host is for the engines.
 type member tenantCore

@@ -6,28 +6,27 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/config"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
-	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/fault"
 	"github.com/fcsp-go/fcsp-go/internal/hamienv"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
-	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/memwatch"
 	"github.com/fcsp-go/fcsp-go/internal/nvml"
 	"github.com/fcsp-go/fcsp-go/internal/overhead"
 	"github.com/fcsp-go/fcsp-go/internal/place"
+	"github.com/fcsp-go/fcsp-go/internal/poolmem"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 	"github.com/fcsp-go/fcsp-go/internal/stall"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
+	"github.com/fcsp-go/fcsp-go/internal/tenancy"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
@@ -73,14 +72,10 @@ type Pool struct {
 	_        [128]byte
 	prio     admission.Pool // latency tenants in flight (internal/admission)
 	pools    devmem.Peers   // the tenants' memory engines, which trim each other (memory.go)
-
-	mu      lockorder.Mutex[lockorder.PoolMu] // protects the following fields; no driver call under it
-	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm)
-	tenants map[string]*tenantCore
-	closed  bool
-	// stalledSeen is every tenant found stalled (WithStallTimeout), closed
-	// or not: Health names them until the process exits.
-	stalledSeen []StallReport
+	// tenants is the live tenants by name, the spare partitions and
+	// whether the pool is closed, under the pool's lock, and how a tenant
+	// joins and leaves them (internal/tenancy).
+	tenants *tenancy.Roster[*tenantCore]
 }
 
 // Open opens device index (0 for the first GPU). It loads the NVIDIA driver
@@ -102,7 +97,8 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if index < 0 {
 		return nil, fmt.Errorf("%w: device index %d; want 0 or more", ErrInvalidArgument, index)
 	}
-	p := &Pool{cfg: cfg, tenants: map[string]*tenantCore{}, log: cfg.Logger, closeDone: make(chan struct{}), spare: smpart.NewSpares(cfg.Prewarm)}
+	spare := smpart.NewSpares(cfg.Prewarm)
+	p := &Pool{cfg: cfg, tenants: tenancy.New[*tenantCore](spare), log: cfg.Logger, closeDone: make(chan struct{})}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler) // formats nothing: NewTenant logs on its fast path
 	}
@@ -115,9 +111,7 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.NewDriver != nil {
-		p.drv = cfg.NewDriver()
-	} else if p.drv, err = cuda.Load(); err != nil {
+	if p.drv, err = cfg.Driver(); err != nil {
 		return nil, err
 	}
 	// Every call, internal/smpart's included, goes through the guard: whichever
@@ -127,38 +121,24 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 	p.over.SetGreenLimit(cfg.Greens)
 	guard.SetMaker(&p.over) // and the objects the pool makes are counted (internal/overhead)
 	p.raw, p.drv = p.drv, guard
-	if f := cfg.DRAMetadata(); f != "" { // a DRA claim's device: index counts the claim's (WithDRAMetadata)
-		if index, err = dra.Ordinal(p.drv, f, index); err != nil {
-			return nil, err
-		}
-	}
-	if p.dev, err = smpart.OpenIndex(ctx, p.drv, index); err != nil {
+	// The device (a DRA claim's: WithDRAMetadata), the process's one map
+	// of its SMs, described.
+	var desc smpart.Description
+	if p.dev, desc, err = smpart.OpenPool(ctx, p.drv, smpart.PoolDevice{Index: index, DRA: cfg.DRAMetadata(), Simulated: cfg.Simulated,
+		Queues: queues, Environ: cfg.Environ, Log: p.log}); err != nil {
 		return nil, err
 	}
-	if err := p.dev.ClaimMap(); err != nil { // one pool hands out a device's SMs
-		return nil, errors.Join(err, p.dev.Close())
-	}
+	p.info = DeviceInfo(desc)
 	p.blocker = hostwait.NewBlocker(p.drv, p.dev.Primary())
 	p.wait = hostwait.For(cfg.HostWaitSet, cfg.HostWait == SpinInDriver, cfg.HostWait, p.blocker)
 	p.launcher = place.Launcher{Drv: p.drv, Probe: &p.unscoped.launch, Dev: p.dev, Log: p.log}
 	fail := func(err error) (*Pool, error) { return nil, errors.Join(err, p.Close()) }
-	desc, err := p.dev.Describe(index, cfg.Simulated, queues, smpart.Caveats(cfg.Environ))
-	p.info = DeviceInfo(desc)
-	for _, c := range p.info.Caveats {
-		p.log.Warn("fcsp pool: partitions may not hold here", "device", index, "why", c)
-	}
-	if err != nil {
-		return fail(err)
-	}
 	p.whole = placement{place.Whole{Dev: p.dev, N: p.info.SMs}}
-	if err := p.newTracker(index); err != nil {
-		return fail(err)
-	}
-	if err := p.over.Bind(p.mem); err != nil {
+	if p.mem, p.shared, err = poolmem.Tracker(&p.cfg, p.env, p.info.Index, p.info.TotalMemory, &p.over, p.log); err != nil {
 		return fail(err)
 	}
 	p.split, p.noSplit, err = smpart.Cut(ctx, p.dev, smpart.CutConfig{Unit: cfg.Unit, Flags: cfg.SplitFlag, Prewarm: cfg.Prewarm,
-		Spare: p.spare, Log: p.log, Device: p.info.String()})
+		Spare: spare, Log: p.log, Device: p.info.String()})
 	if err != nil {
 		return fail(err)
 	}
@@ -167,8 +147,15 @@ func Open(ctx context.Context, index int, opts ...Option) (*Pool, error) {
 		return fail(err)
 	}
 	p.plain = placement{p.moves.Plain()}
-	p.stalls = stall.New(p.drv, p.dev.Primary())
-	if err := p.watchMemory(); err != nil {
+	var onStall func(stall.Report)
+	if f, ok := cfg.OnStall.(func(StallReport)); ok {
+		onStall = func(r stall.Report) { f(StallReport(r)) }
+	}
+	p.stalls = stall.New(p.drv, p.dev.Primary(), p.log, onStall)
+	p.tenants.Use(tenancy.Config{Moves: p.moves, Split: p.split, NoSplit: p.noSplit, Fault: &p.fault, Stalls: p.stalls, Stall: cfg.Stall,
+		WorkQueues: p.info.WorkQueues, Resolve: p.resolveShape, Log: p.log})
+	if p.watch, err = poolmem.Watch(&p.cfg, poolmem.Sampling{Drv: p.drv, UUID: p.info.UUID, Simulated: p.info.Simulated, Tracker: p.mem,
+		Counted: p.counted, Log: p.log, Done: p.closeDone}); err != nil {
 		return fail(err)
 	}
 	return p, nil
@@ -182,10 +169,7 @@ func (p *Pool) Device() DeviceInfo { return p.info }
 // made when asked (measured), with the split flags the pool cuts with
 // (WithoutCoscheduling's). Nothing is provisioned.
 func (p *Pool) SplitTable(minCounts ...int) (predicted, measured []SplitRow, err error) {
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
+	if p.tenants.Closed() {
 		return nil, nil, ErrClosed
 	}
 	return smpart.TableOfWith[SplitRow](p.dev, p.cfg.SplitFlag, minCounts...)
@@ -206,16 +190,7 @@ func (p *Pool) MemoryUsed() uint64 {
 func (p *Pool) MemoryLimit() uint64 { return p.mem.Limit() }
 
 // Tenants lists the live tenants' names, sorted.
-func (p *Pool) Tenants() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	names := make([]string, 0, len(p.tenants))
-	for n := range p.tenants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (p *Pool) Tenants() []string { return p.tenants.Names() }
 
 // RegisterStream labels a stream the SDK did not create (the stream an NCCL
 // communicator runs on, say) so that Tenant.Adopt classifies it; call it
@@ -242,22 +217,16 @@ func (p *Pool) Close() error {
 	if err := p.checkNotInsideDo("Pool.Close"); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	cores, spare, first := p.tenants.Close()
+	if !first {
 		<-p.closeDone // a close under way (a Shutdown's, say) finishes first
 		return nil
 	}
-	p.closed = true
 	defer close(p.closeDone)
-	cores := p.cores(nil)
-	spare := p.spare
-	p.spare = smpart.NewSpares(nil) // a closed pool keeps none
-	p.mu.Unlock()
 	// A NewTenant under way holds the move lock across its driver work,
-	// made outside mu: it finishes first, and finds the pool closed when
-	// it lists its tenant (undoing what it built), before anything of the
-	// pool's goes.
+	// made outside the pool's lock: it finishes first, and finds the pool
+	// closed when it lists its tenant (undoing what it built), before
+	// anything of the pool's goes.
 	if p.moves != nil {
 		p.moves.Barrier()
 	}
@@ -273,20 +242,9 @@ func (p *Pool) Close() error {
 			errs = append(errs, tenantErr(r.Tenant, "Pool.Close", r.err()))
 		}
 	}
-	errs = append(errs, p.probe.Close(p.dev))
-	if p.moves != nil {
-		errs = append(errs, p.moves.Close())
-	}
-	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Spare: spare, Events: &p.events, Peers: &p.pools, Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
+	errs = append(errs, teardown.Pool{Drv: p.drv, Dev: p.dev, Probe: &p.probe, Moves: p.moves, Spare: spare, Events: &p.events, Peers: &p.pools,
+		Blocker: p.blocker, Mem: p.mem, Shared: p.shared}.Close())
 	return p.fault.Forgive(errors.Join(errs...))
-}
-
-// cores appends the live tenants to into. The caller holds p.mu.
-func (p *Pool) cores(into []*tenantCore) []*tenantCore {
-	for _, c := range p.tenants {
-		into = append(into, c)
-	}
-	return into
 }
 
 // NVMLFacts is what NVML reports about a GPU, sampled when asked. NVML sees
@@ -339,10 +297,7 @@ func (p *Pool) NVML() NVMLFacts { return nvmlFacts(nvml.QueryDevice(p.info.UUID,
 // of one of the pool's tenants that would wait for that Do to end; what
 // names the call, and the error the tenant.
 func (p *Pool) checkNotInsideDo(what string) error {
-	p.mu.Lock()
-	cores := p.cores(nil)
-	p.mu.Unlock()
-	for _, c := range cores {
+	for _, c := range p.tenants.List(nil) {
 		if err := c.checkNotInsideDo(); err != nil {
 			return c.fail(what, err)
 		}

@@ -1,14 +1,9 @@
 package fcsp
 
 import (
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/fcsp-go/fcsp-go/internal/memwatch"
-	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
 // WaitBounds are the upper bounds of WaitStats.Le's buckets, from a
@@ -104,11 +99,6 @@ func (p *Pool) Stats() PoolStats {
 	return s
 }
 
-// coreLists are ReadStats's lists of the live tenants, kept for reuse: a
-// list on the stack held 16, and a pool of more (a class per model, a
-// storm's short-lived tenants) grew a new array at every call.
-var coreLists = sync.Pool{New: func() any { l := make([]*tenantCore, 0, 16); return &l }}
-
 // ReadStats is Stats into s, reusing the room s.Tenants has, as
 // runtime.ReadMemStats does: a loop that polls the pool makes no garbage
 // (beyond a metered tenant's GPUTimeByClass), which the collector would
@@ -124,75 +114,30 @@ func (p *Pool) ReadStats(s *PoolStats) {
 	*s = PoolStats{Device: p.info, Health: p.Health(), MemoryUsed: p.MemoryUsed(), MemoryLimit: p.mem.Limit(), LatencyBusy: p.prio.LatencyBusy(),
 		Overhead: Overhead(p.over.Read()), DeviceMemory: DeviceMemory(p.watch.Read())}
 	s.Overhead.GreenKept = p.dev.KeptGreenCtxs()
-	list := coreLists.Get().(*[]*tenantCore)
-	p.mu.Lock()
-	s.Closed = p.closed
-	s.FreeSMs = p.split.FreeSMs() + p.spare.SMs()
-	cores := p.cores((*list)[:0])
-	p.mu.Unlock()
-	for _, c := range cores {
+	s.Closed, s.FreeSMs = p.tenants.Each(func(c *tenantCore) { // a kept list: no garbage
 		tenants = append(tenants, c.Stats())
 		s.MemoryCached += tenants[len(tenants)-1].MemoryCached
 		s.MemoryOwn += c.mem.Charged()
-	}
-	clear(cores) // a pooled list must not keep closed tenants reachable
-	*list = cores[:0]
-	coreLists.Put(list)
+	})
 	slices.SortFunc(tenants, func(a, b Stats) int { return strings.Compare(a.Name, b.Name) })
 	s.Tenants = tenants
-}
-
-// watchMemory starts the sampling of the device's view of the process's
-// memory, as the options ask (internal/memwatch), until the pool closes.
-func (p *Pool) watchMemory() error {
-	every := p.cfg.SamplePeriod()
-	if every == 0 {
-		if p.cfg.Headroom || p.cfg.Unaccounted > 0 {
-			return fmt.Errorf("%w: WithUnaccountedHeadroom and WithUnaccountedMemoryBound need the device's figure, which is not sampled (WithMemorySampling(0), or the simulator without WithMemorySampling)", ErrInvalidArgument)
-		}
-		p.watch = memwatch.Off("not sampled (WithMemorySampling)")
-		return nil
-	}
-	var charge *memtrack.Tracker
-	if p.cfg.Headroom {
-		charge = p.mem
-	}
-	open := func() (memwatch.Source, func(), error) {
-		return memwatch.SourceFor(p.drv, p.info.UUID, p.info.Simulated)
-	}
-	p.watch = memwatch.Start(memwatch.Config{Every: every, Open: open, Counted: p.counted, Warn: p.cfg.Unaccounted,
-		Charge: charge, Log: p.log, Done: p.closeDone})
-	return nil
 }
 
 // counted is what the pool counts of the process's device memory: its
 // tenants' charges and its own objects'.
 func (p *Pool) counted() uint64 {
-	p.mu.Lock()
-	cores := p.cores(nil)
-	p.mu.Unlock()
 	n := p.over.Bytes()
-	for _, c := range cores {
-		n += c.mem.Charged()
-	}
+	p.tenants.Each(func(c *tenantCore) { n += c.mem.Charged() })
 	return n
 }
 
 // Tenant returns the live tenant of that name, as NewTenant returned it.
 // ok is false when there is none (never made, closed, or collected).
 func (p *Pool) Tenant(name string) (t *Tenant, ok bool) {
-	p.mu.Lock()
-	c := p.tenants[name]
-	p.mu.Unlock()
-	if c == nil || c.closed.Load() {
+	c, ok := p.tenants.Get(name)
+	if !ok || c.closed.Load() {
 		return nil, false
 	}
 	t = c.handle.Value()
 	return t, t != nil
-}
-
-// checkQuota refuses a tenant quota the pool could never grant: more than
-// the device's limit, wherever that limit comes from.
-func (p *Pool) checkQuota(quota uint64) error {
-	return p.env.CheckQuota(p.info.Index, p.info.TotalMemory, p.mem.Limit(), quota)
 }

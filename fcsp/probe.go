@@ -45,9 +45,7 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 		return SMReport{}, err
 	}
 	fn := &Function{h: h, name: smprobe.Name}
-	p.mu.Lock()
-	cores := p.cores(nil)
-	p.mu.Unlock()
+	cores := p.tenants.List(nil)
 	r := SMReport{SMs: make(map[string][]int, len(cores))}
 	var errs []error
 	for _, c := range cores {

@@ -1,6 +1,7 @@
 package fcsp
 
-// resolveShape turns a share into an SM count. The caller holds p.mu.
+// resolveShape turns a share into an SM count. The caller holds the
+// pool's lock (tenancy.Config.Resolve).
 func (p *Pool) resolveShape(cfg *tenantConfig) error {
 	if cfg.Shape.Share > 0 {
 		cfg.SMs = p.split.Nearest(cfg.Shape.Share, p.info.SMs)

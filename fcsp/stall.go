@@ -22,23 +22,7 @@ type StallReport struct {
 }
 
 // err is the tenant's calls' answer once it is stalled.
-func (r *StallReport) err() error {
-	return fmt.Errorf("%w: stream %#x (%s) made no progress from %s for %v (kernel %q last, %d launched since); "+
-		"its work holds its SMs and memory until the process exits", ErrStalled, r.Stream, r.Class, r.Since.Format(time.RFC3339Nano),
-		r.Found.Sub(r.Since).Round(time.Millisecond), r.Kernel, r.Queued)
-}
-
-// watchStalls watches the tenant's streams where a stall timeout applies
-// (its own, or the pool's); at NewTenant, once it is listed.
-func (c *tenantCore) watchStalls(own time.Duration) {
-	bound := own
-	if own == 0 {
-		bound = c.pool.cfg.Stall
-	}
-	if bound > 0 {
-		c.pool.stalls.Watch((*member)(c), bound)
-	}
-}
+func (r *StallReport) err() error { return stall.Report(*r).Err() }
 
 // Streams lists the tenant's streams for the watchdog (stall.Tenant), in
 // its life lock: a Close waits for the look. A stream under capture is
@@ -47,67 +31,55 @@ func (c *tenantCore) watchStalls(own time.Duration) {
 func (m *member) Streams(f func([]stall.Stream)) bool {
 	c := (*tenantCore)(m)
 	return c.call(func() error {
-		type core struct {
-			s   *streamCore
-			gen uint64
-		}
 		c.mu.Lock()
-		cores := make([]core, len(c.streams))
+		listed := make([]stall.Listed, len(c.streams))
 		for i, s := range c.streams {
-			cores[i] = core{s, s.gen.Load()} // its life now: a core reused later has another
+			listed[i] = stall.Listed{Pin: (*watched)(s), Gen: s.gen.Load()} // its life now: a core reused later has another
 		}
 		c.mu.Unlock()
-		list := make([]stall.Stream, 0, len(cores))
-		for i := range cores {
-			s := cores[i].s
-			// As acquire does: counted in first, so that a Close's expire
-			// waits for the look, then checked.
-			s.inflight.Add(1)
-			s.watching.Store(true)
-			if s.gen.Load() != cores[i].gen || s.capture.Load() != nil || s.closed.Load() {
-				s.watching.Store(false)
-				s.inflight.Add(-1)
-				cores[i].s = nil
-				continue
-			}
-			name := ""
-			if fn := s.lastFn.Load(); fn != nil {
-				name = fn.name
-			}
-			list = append(list, stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: cores[i].gen}, H: s.h(),
-				Class: s.class.String(), Launches: s.launches.Load(), Kernel: name})
-		}
-		defer func() {
-			for _, k := range cores {
-				if k.s != nil {
-					k.s.watching.Store(false)
-					k.s.release()
-				}
-			}
-		}()
-		f(list)
+		stall.Look(listed, f)
 		return nil
 	}) == nil
 }
 
+// watched is a stream as the watchdog's look takes it (stall.Pin).
+type watched streamCore
+
+// Pin counts the look in as acquire does: counted in first, so that a
+// Close's expire waits for the look, then checked.
+func (w *watched) Pin(gen uint64) (stall.Stream, bool) {
+	s := (*streamCore)(w)
+	s.inflight.Add(1)
+	s.watching.Store(true)
+	if s.gen.Load() != gen || s.capture.Load() != nil || s.closed.Load() {
+		w.Unpin()
+		return stall.Stream{}, false
+	}
+	name := ""
+	if fn := s.lastFn.Load(); fn != nil {
+		name = fn.name
+	}
+	return stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: gen}, H: s.h(), Class: s.class.String(),
+		Launches: s.launches.Load(), Kernel: name}, true
+}
+
+// Unpin ends the look's count.
+func (w *watched) Unpin() {
+	w.watching.Store(false)
+	(*streamCore)(w).release()
+}
+
 // Stalled marks the tenant stalled (stall.Tenant): its calls are refused
-// with ErrStalled from now on, without waiting for those in flight.
-func (m *member) Stalled(r stall.Report) {
-	c := (*tenantCore)(m)
+// with ErrStalled from now on, without waiting for those in flight. The
+// watchdog then keeps the report (Health names it until the process
+// exits), logs it and hands it to WithStallHandler's function.
+func (m *member) Stalled(r stall.Report) bool {
 	rep := StallReport(r)
-	if !c.stall.CompareAndSwap(nil, &rep) {
-		return
+	if !m.stall.CompareAndSwap(nil, &rep) {
+		return false
 	}
-	c.life.Refuse()
-	c.pool.mu.Lock()
-	c.pool.stalledSeen = append(c.pool.stalledSeen, rep) // Health names it until the process exits
-	c.pool.mu.Unlock()
-	c.pool.log.Warn("tenant stalled: its work made no progress for its stall timeout; its calls are refused, the other tenants serve on; replace the process",
-		"tenant", c.name, "stream", fmt.Sprintf("%#x", r.Stream), "class", r.Class, "since", r.Since, "for", r.Found.Sub(r.Since),
-		"kernel", r.Kernel, "queued", r.Queued)
-	if f, ok := c.pool.cfg.OnStall.(func(StallReport)); ok {
-		go f(rep)
-	}
+	m.life.Refuse()
+	return true
 }
 
 // abandon is a stalled tenant's close: what its stuck work may still use
@@ -128,19 +100,16 @@ func (c *tenantCore) abandon(r *StallReport) error {
 			}
 		}
 	}
-	p.mu.Lock()
-	if p.tenants[c.name] == c {
-		delete(p.tenants, c.name)
-	}
-	p.mu.Unlock()
+	p.tenants.Forget(c.name, c)
 	return fmt.Errorf("%w; closed without waiting: %d streams, %d bytes of memory and %d SMs (partitioned: %t) kept until the process exits",
 		r.err(), len(streams), c.acct.Used(), c.place.SMs(), c.place.Partitioned())
 }
 
 // stalled lists the pool's stalled tenants' reports (Health), closed or
 // not: their work holds what it holds until the process exits.
-func (p *Pool) stalled() []StallReport {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]StallReport(nil), p.stalledSeen...)
+func (p *Pool) stalled() (reports []StallReport) {
+	for _, r := range p.stalls.Seen() {
+		reports = append(reports, StallReport(r))
+	}
+	return reports
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -124,14 +123,13 @@ func (p *Pool) NewTenant(name string, opts ...TenantOption) (*Tenant, error) {
 	return t, nil
 }
 
-// makeTenant is NewTenant, its errors bare.
+// makeTenant is NewTenant, its errors bare: the options resolved, the
+// tenant made through the pool's roster (internal/tenancy: admitted,
+// built, listed, a partition handed over), then warmed.
 func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
-	cp := configs.Get().(*tenantConfig)
-	err := config.Apply(cp, opts, tenantApplierOf)
-	cfg := *cp
-	*cp = tenantConfig{}
-	configs.Put(cp)
-	if err != nil {
+	cfg := configs.Get().(*tenantConfig)
+	defer func() { *cfg = tenantConfig{}; configs.Put(cfg) }() // nothing of the tenant's keeps it
+	if err := config.Apply(cfg, opts, tenantApplierOf); err != nil {
 		return nil, err
 	}
 	limit, set := p.env.SMLimit(p.info.Index)
@@ -145,139 +143,30 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	if cfg.Latency.Min > 0 {
 		c.class = &smmove.Class{Min: cfg.Latency.Min, Max: cfg.Latency.Max, Target: cfg.Latency.Target, Relative: cfg.Latency.Relative}
 	}
-	var t *Tenant
-	// Under the move lock (internal/smmove): the shape asked is resolved,
-	// the partition built and listed before another change; an
-	// unpartitioned tenant's commons follows the partitions first (it
-	// does not move while it serves no tenant). A change that gave way to
-	// a caller inside a Do it waited for runs again: nothing is built yet.
-	bg := context.Background()
-	err = p.moves.Change(bg, func() error {
-		if cfg.Rest {
-			if err := p.moves.ForRest(bg); err != nil { // a latency class back on its floor
-				return err
-			}
-		}
-		claimed, err := p.admit(c, &cfg)
-		if err != nil {
-			return err
-		}
-		if !cfg.Partitioned() {
-			if err := p.moves.Follow(true); err != nil {
-				return err
-			}
-		}
-		t, err = p.newTenant(c, &cfg, claimed)
-		return err
-	})
-	if err != nil || !cfg.Partitioned() {
-		return p.warmUp(t, err, &cfg)
-	}
-	// A partition: the unpartitioned tenants leave its SMs, and the work
-	// queued there before runs (smmove.AwaitHandOff), before it is handed
-	// out or warmed.
-	if err := p.moves.FollowNow(bg); err != nil {
-		t.c.cleanup.Stop()
-		return nil, errors.Join(err, t.c.close(teardown.Closed))
-	}
-	_ = p.moves.AwaitHandOff(bg, (*member)(t.c)) // bounded; with no ctx to end it, no error
-	return p.warmUp(t, nil, &cfg)
-}
-
-// admit is what NewTenant checks before any driver call, under Pool.mu:
-// the pool is open and not lost, the name is free, and a partition's ask
-// (its shape, a latency class's sizes) is resolved; claimed is what of the
-// pool's spares its partition will use (Spares.Claim). The caller holds
-// the move lock, which every NewTenant takes, so that the name is still
-// free when the tenant is listed.
-func (p *Pool) admit(c *tenantCore, cfg *tenantConfig) (claimed smpart.Claimed, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return smpart.Claimed{}, ErrClosed
-	}
-	if err := p.fault.Err(); err != nil {
-		return smpart.Claimed{}, err
-	}
-	if _, ok := p.tenants[c.name]; ok {
-		return smpart.Claimed{}, ErrNameTaken
-	}
-	if !cfg.Partitioned() {
-		return smpart.Claimed{}, nil
-	}
-	if err := smpart.CheckWorkQueues(p.info.WorkQueues); err != nil { // a partition on one shared queue would isolate by luck
-		return smpart.Claimed{}, err
-	}
-	switch {
-	case cfg.Latency.Min > 0:
-		if cfg.Shape.Sizes, err = p.moves.LatencySizes(c.name, cfg.Latency.Min, cfg.Latency.Max); err != nil {
-			return smpart.Claimed{}, err
-		}
-		cfg.SMs = cfg.Latency.Min
-	case cfg.Rest && len(cfg.Shape.Sizes) == 0 && p.split != nil:
-		cfg.Shape.Sizes = p.moves.RestSizes(p.split.FreeSMs() + p.spare.SMs())
-		// It trades with a latency class: metered, so that its queue can
-		// be bounded (WithQueueHorizon).
-		cfg.Metered = cfg.Metered || cfg.Shape.Sizes != nil && cfg.Horizon != config.NoQueueHorizon
-	}
-	if p.noSplit != nil {
-		return smpart.Claimed{}, p.noSplit
-	}
-	if err := p.resolveShape(cfg); err != nil {
-		return smpart.Claimed{}, err
-	}
-	return p.spare.Claim(askOf(cfg)), nil
-}
-
-// askOf is what a partitioned tenant asks of the split, once admit has
-// resolved its shape.
-func askOf(cfg *tenantConfig) smpart.Ask {
-	return smpart.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes}
-}
-
-// newTenant makes the tenant admit admitted: its placement, account,
-// admission, first stream and memory engine, with every driver call that
-// takes made outside Pool.mu (docs/LOCKS.md), and then lists it under
-// Pool.mu, undoing what it made if the pool closed, was lost, or a
-// partition would leave the unpartitioned tenants no SMs meanwhile. The
-// caller holds the move lock, which the pool's Close waits for before it lets
-// anything of the pool go.
-func (p *Pool) newTenant(c *tenantCore, cfg *tenantConfig, claimed smpart.Claimed) (*Tenant, error) {
-	quota := cmp.Or(cfg.Quota, p.mem.Limit()) // none asked for: the device's limit
-	if err := c.build(cfg, claimed, quota); err != nil {
-		return nil, errors.Join(err, c.unbuild())
-	}
 	t := &Tenant{c}
 	c.handle = weak.Make(t) // before it is listed: Pool.Tenant reads it
 	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) { _ = c.close("tenant handle garbage-collected without Close") }, c)
-	if err := p.list(c, cfg); err != nil {
+	quota := cmp.Or(cfg.Quota, p.mem.Limit()) // none asked for: the device's limit
+	if err := p.tenants.Make(c, (*member)(c), cfg, quota, c.class); err != nil {
 		c.cleanup.Stop()
-		return nil, errors.Join(err, c.unbuild())
+		return nil, err
 	}
-	if cfg.Ctx != nil {
-		c.closeWhenDone(cfg.Ctx) // last: a ctx already done closes the tenant at once
-	}
-	if p.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments are garbage otherwise
-		p.log.Info("tenant created", createdArgs(c.name, c, quota, cfg)...)
-	}
-	return t, nil
+	return p.warmUp(t, nil, cfg)
 }
 
-// build makes what a tenant is made of, outside Pool.mu: its placement (a
-// partition built, or a claimed spare), account, admission, first stream
-// and memory engine. On an error the caller undoes what it made (unbuild).
-func (c *tenantCore) build(cfg *tenantConfig, claimed smpart.Claimed, quota uint64) (err error) {
-	p := c.pool
+// Build makes what a tenant is made of (tenancy.Tenant), outside the
+// roster's lock: its placement (the partition it is given, else the
+// pool's), account, admission, first stream and memory engine. On an error
+// the roster undoes what it made (Unbuild).
+func (m *member) Build(cfg *tenantConfig, part *smpart.Partition, quota uint64) (err error) {
+	c, p := (*tenantCore)(m), m.pool
 	c.place = p.plainFor(c, cfg)
-	if cfg.Partitioned() {
-		part, err := p.split.TakeFor(claimed, askOf(cfg))
-		if err != nil {
-			return err
-		}
-		part.SetSlots(cmp.Or(cfg.Dos, smpart.DefaultSlots))
+	if part != nil {
 		c.place = greenPlace(part)
 	}
-	if err := p.checkQuota(quota); err != nil {
+	// A quota the pool could never grant: more than the device's limit,
+	// wherever that limit comes from.
+	if err := p.env.CheckQuota(p.info.Index, p.info.TotalMemory, p.mem.Limit(), quota); err != nil {
 		return err
 	}
 	if c.acct, err = p.mem.NewAccount(c.name, quota); err != nil {
@@ -294,11 +183,12 @@ func (c *tenantCore) build(cfg *tenantConfig, claimed smpart.Claimed, quota uint
 	return c.openMemory(cfg, quota)
 }
 
-// unbuild undoes build, what of it was made, in the order close lets a
+// Unbuild undoes Build, what of it was made, in the order close lets a
 // tenant's things go: a tenant that was never listed, on which no call was
 // made.
-func (c *tenantCore) unbuild() error {
+func (m *member) Unbuild() error {
 	var errs [4]error
+	c := (*tenantCore)(m)
 	cc := c.cctx()
 	if c.mem != nil {
 		errs[0] = c.mem.Close(cc, nil)
@@ -319,49 +209,9 @@ func (c *tenantCore) unbuild() error {
 	return c.pool.fault.Forgive(errors.Join(errs[:]...))
 }
 
-// list makes the tenant built one of the pool's, under Pool.mu: unless the
-// pool closed or was lost since admit, or, for a partition, the
-// unpartitioned tenants would be left no SMs.
-func (p *Pool) list(c *tenantCore, cfg *tenantConfig) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return ErrClosed
-	}
-	if err := p.fault.Err(); err != nil {
-		return err
-	}
-	if n := p.moves.PlainCount(); c.place.Partitioned() && n > 0 && !p.moves.CommonsLeft() {
-		return smmove.ErrNoCommons(n)
-	}
-	p.tenants[c.name] = c
-	p.moves.Join((*member)(c), smmove.Role{Latency: c.class, Rest: cfg.Rest, Horizon: cfg.Horizon})
-	c.watchStalls(cfg.Stall)
-	return nil
-}
-
-// createdArgs is what the "tenant created" line says: the limit the
-// tenant has (a GPU share, a floor or a launch-rate limit), not an
-// sm_limit of 0 for a share.
-func createdArgs(name string, c *tenantCore, quota uint64, cfg *tenantConfig) []any {
-	args := []any{"tenant", name, "sms", c.place.SMs(), "partitioned", c.place.Partitioned(), "quota", quota}
-	switch {
-	case cfg.GPUShare > 0:
-		args = append(args, "gpu_share", cfg.GPUShare)
-	case cfg.SMLimit > 0:
-		args = append(args, "sm_limit", cfg.SMLimit)
-	}
-	if cfg.Prio.Floor > 0 {
-		args = append(args, "bandwidth_floor", cfg.Prio.Floor)
-	}
-	if cfg.Prio.Prio == config.LatencyCritical {
-		args = append(args, "priority", "latency-critical")
-	}
-	if cfg.Shape.Share > 0 {
-		args = append(args, "sm_share", cfg.Shape.Share)
-	}
-	return args
-}
+// Close closes a listed tenant whose partition could not be handed over
+// (tenancy.Tenant).
+func (m *member) Close() error { return (*tenantCore)(m).close(teardown.Closed) }
 
 // Pool is the pool the tenant belongs to.
 func (t *Tenant) Pool() *Pool {
@@ -446,8 +296,9 @@ func (c *tenantCore) graphSet() *graphs.Set {
 	return c.graphs
 }
 
-// configs recycles NewTenant's configurations: the options are funcs, so
-// the one they fill escapes, which was an allocation per tenant made.
+// configs recycles NewTenant's configurations: the options are funcs, and
+// the making is the roster's (through tenancy.Tenant), so the one they
+// fill escapes, which was an allocation per tenant made.
 var configs = sync.Pool{New: func() any { return new(tenantConfig) }}
 
 // host is the tenant as its engines see it (admission.Host, devmem.Owner):
@@ -643,16 +494,15 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	if !c.closed.CompareAndSwap(false, true) {
 		return false, nil
 	}
-	c.pool.moves.Leave((*member)(c))    // no move of its SMs from here on
-	c.pool.stalls.Unwatch((*member)(c)) // nor a look at its streams
-	c.adm.Close()                       // launches waiting for tokens return ErrClosed
+	c.pool.tenants.Leaving((*member)(c)) // no move of its SMs from here on, nor a look at its streams
+	c.adm.Close()                        // launches waiting for tokens return ErrClosed
 	if r := c.stall.Load(); r != nil {
 		return true, c.abandon(r) // its calls in flight may never end
 	}
 	c.life.End() // wait for launches and synchronisations in flight
 	hookErr := c.runOnClose()
 	c.mu.Lock()
-	stop := c.stop // written by closeWhenDone, maybe as this close starts
+	stop := c.stop // written by CloseWhenDone, maybe as this close starts
 	c.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -681,31 +531,15 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 		errs[5] = errors.Join(errs[5], m.unload(cc))
 	}
 	_, errs[6] = c.acct.Close()
-	spare, err := c.place.retire(p)
-	errs[7] = err
-	// The tenant leaves the pool's list last, so that a Pool.Close that
-	// starts meanwhile finds it and waits for this close to end.
-	p.mu.Lock()
-	if p.tenants[c.name] == c {
-		delete(p.tenants, c.name)
-	}
-	if spare != nil && !p.closed {
-		// A prewarmed size goes back to the spares: the next tenant of
-		// that size skips green-context creation.
-		p.spare.Add(spare)
-		spare = nil
-	}
-	p.mu.Unlock()
-	if spare != nil { // the pool closed meanwhile
-		errs[7] = errors.Join(errs[7], spare.Close())
-	}
-	p.moves.Gone((*member)(c)) // its streams are released: the commons may let their layouts go
+	errs[7] = p.tenants.Leave(c, (*member)(c)) // its placement retired, off the pool's list last
 	teardown.Reclaimed(p.log, c.name, why, len(leaks))
 	return true, p.fault.Forgive(errors.Join(errs[:]...))
 }
 
-// closeWhenDone closes the tenant when ctx is done (used by WithContext).
-func (c *tenantCore) closeWhenDone(ctx context.Context) {
+// CloseWhenDone closes the tenant when ctx is done (WithContext;
+// tenancy.Tenant).
+func (m *member) CloseWhenDone(ctx context.Context) {
+	c := (*tenantCore)(m)
 	stop := context.AfterFunc(ctx, func() { _ = c.close("context done: " + context.Cause(ctx).Error()) })
 	c.mu.Lock()
 	c.stop = stop

@@ -79,6 +79,19 @@ func (c *Pool) SamplePeriod() time.Duration {
 	return DefaultSample
 }
 
+// Driver is the driver the options chose: a test's (fcsptest's, through
+// withDriver), else libcuda, loaded (cuda.ErrNoDriver where there is none).
+func (c *Pool) Driver() (cuda.Driver, error) {
+	if c.NewDriver != nil {
+		return c.NewDriver(), nil
+	}
+	lib, err := cuda.Load()
+	if err != nil {
+		return nil, err
+	}
+	return lib, nil
+}
+
 // SetGreenLimit is WithGreenContextLimit.
 func (c *Pool) SetGreenLimit(n int) error {
 	if n < 1 {

@@ -65,7 +65,7 @@ var ranks = [nranks]rankDesc{
 	rankTenantClosing: {name: "fcsp tenantCore.closing"},
 	rankPoolMove:      {name: "smmove Engine.move", drains: true},
 	rankPoolProbe:     {name: "smprobe Kernel.mu"},
-	rankPoolMu:        {name: "fcsp Pool.mu", noDriver: true},
+	rankPoolMu:        {name: "tenancy Roster.mu", noDriver: true},
 	rankMoveMembers:   {name: "smmove Engine.mu", noDriver: true},
 	rankTenantMu:      {name: "fcsp tenantCore.mu", noDriver: true},
 	rankPartition:     {name: "smpart Partition.mu"},

@@ -54,7 +54,7 @@ func TestWrongOrderIsReported(t *testing.T) {
 		tenant.Unlock()
 	})
 	require.Len(t, msgs, 1)
-	require.Contains(t, msgs[0], "fcsp Pool.mu (rank 4) taken while holding fcsp tenantCore.mu (rank 6)")
+	require.Contains(t, msgs[0], "tenancy Roster.mu (rank 4) taken while holding fcsp tenantCore.mu (rank 6)")
 	require.Contains(t, msgs[0], "TestWrongOrderIsReported", "the stack of the goroutine that did it")
 
 	var a, b Mutex[TenantMu]
@@ -123,7 +123,7 @@ func TestDriverCallUnderALock(t *testing.T) {
 		pool.Unlock()
 	})
 	require.Len(t, msgs, 1)
-	require.Contains(t, msgs[0], "driver call cuStreamCreate made while holding fcsp Pool.mu")
+	require.Contains(t, msgs[0], "driver call cuStreamCreate made while holding tenancy Roster.mu")
 }
 
 // A Sem is ranked as a Mutex is, and its wait ends with done. A move
@@ -150,7 +150,7 @@ func TestSemAndDraining(t *testing.T) {
 		move.Unlock()
 		pool.Unlock()
 	})
-	require.Len(t, msgs, 1, "the move lock under Pool.mu")
+	require.Len(t, msgs, 1, "the move lock under the pool's lock")
 	msgs = since(func() {
 		require.True(t, move.TryLock())
 		pool.Lock()
@@ -159,7 +159,7 @@ func TestSemAndDraining(t *testing.T) {
 		move.Unlock()
 	})
 	require.Len(t, msgs, 1)
-	require.Contains(t, msgs[0], "a move waits for calls in flight while holding fcsp Pool.mu")
+	require.Contains(t, msgs[0], "a move waits for calls in flight while holding tenancy Roster.mu")
 }
 
 // Every rank has a name for the reports.
@@ -193,7 +193,7 @@ func TestTakenTwiceIsReported(t *testing.T) {
 	msgs := since(func() { check(unsafe.Pointer(&pool), rankPoolMu) })
 	pool.Unlock()
 	require.Len(t, msgs, 1)
-	require.Contains(t, msgs[0], "fcsp Pool.mu taken twice by one goroutine")
+	require.Contains(t, msgs[0], "tenancy Roster.mu taken twice by one goroutine")
 }
 
 // Disabled (production), a Mutex costs what a sync.Mutex does: the check

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/dra"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // What a pool (fcsp.Pool) asks of its device, in the order Open asks it:
-// the device, its description, the split its partitions are cut from with
-// the partitions prewarmed, then each tenant's partition.
+// the device, claimed and described (OpenPool), the split its partitions
+// are cut from with the partitions prewarmed, then each tenant's
+// partition.
 
 // OpenIndex opens device index of drv, refusing an index past the
 // machine's GPUs. ctx is checked before the device's context is made.
@@ -26,6 +28,46 @@ func OpenIndex(ctx context.Context, drv cuda.Driver, index int) (*Device, error)
 		return nil, err
 	}
 	return Open(drv, index)
+}
+
+// PoolDevice is how a pool asks for its device (OpenPool).
+type PoolDevice struct {
+	Index     int          // among the driver's devices, or among a DRA claim's (DRA)
+	DRA       string       // a DRA claim's device metadata file (fcsp's WithDRAMetadata); "": none
+	Simulated bool         // the driver is the simulator
+	Queues    int          // the process's hardware work queues (WorkQueues)
+	Environ   []string     // the pool's environment list, over the process's (Caveats)
+	Log       *slog.Logger // hears each caveat, as a warning
+}
+
+// OpenPool opens a pool's device and describes it: the device a DRA claim
+// got, where one is given (the index then counts the claim's devices),
+// opened (OpenIndex) and made the process's one map of its SMs (ClaimMap:
+// a second pool would hand the same SMs out again), then described, each
+// caveat logged as a warning. On an error nothing stays open.
+func OpenPool(ctx context.Context, drv cuda.Driver, pd PoolDevice) (*Device, Description, error) {
+	index := pd.Index
+	if pd.DRA != "" { // a DRA claim's device: index counts the claim's
+		var err error
+		if index, err = dra.Ordinal(drv, pd.DRA, index); err != nil {
+			return nil, Description{}, err
+		}
+	}
+	d, err := OpenIndex(ctx, drv, index)
+	if err != nil {
+		return nil, Description{}, err
+	}
+	if err := d.ClaimMap(); err != nil { // one pool hands out a device's SMs
+		return nil, Description{}, errors.Join(err, d.Close())
+	}
+	desc, err := d.Describe(index, pd.Simulated, pd.Queues, Caveats(pd.Environ))
+	for _, c := range desc.Caveats {
+		pd.Log.Warn("fcsp pool: partitions may not hold here", "device", index, "why", c)
+	}
+	if err != nil {
+		return nil, Description{}, errors.Join(err, d.Close())
+	}
+	return d, desc, nil
 }
 
 // Description is what a pool knows of its GPU. fcsp's DeviceInfo has the

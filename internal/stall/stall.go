@@ -13,10 +13,12 @@
 // markers complete. A stream whose markers have not moved for the bound
 // (the work queued before the oldest one has run at least that long since
 // the watchdog saw it begin) is stalled, and its tenant with it: the
-// tenant hears it once (Tenant.Stalled). A kernel that legitimately runs
-// longer than the bound is a stall too: the bound is the server's, to be
-// set above the longest kernel (or graph, or library call) its class
-// runs, and the queue it keeps in front of it.
+// tenant hears it once (Tenant.Stalled), and the watchdog keeps it (Seen:
+// the pool's Health names it until the process exits), logs it and hands
+// it to the pool's handler. A kernel that legitimately runs longer than
+// the bound is a stall too: the bound is the server's, to be set above the
+// longest kernel (or graph, or library call) its class runs, and the
+// queue it keeps in front of it.
 //
 // The tick is a twentieth of the smallest bound, within 1 to 5 ms, so a
 // stall is seen within the bound plus two ticks (10 ms) of its work's
@@ -26,10 +28,14 @@ package stall
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Stream is a watched stream as its tenant lists it at a tick.
@@ -39,6 +45,47 @@ type Stream struct {
 	Class    string      // its class, for the report
 	Launches uint64      // kernels launched on it through the SDK so far
 	Kernel   string      // the last of them, for the report
+}
+
+// Pin is one of a tenant's streams as a look takes it (Look).
+type Pin interface {
+	// Pin counts the look in the stream's calls under way, so that the
+	// stream's close waits for the look, and says what the stream is now;
+	// false, with nothing counted, where it is no longer the stream of
+	// life gen (its state reused), is under capture (a query or an event
+	// would break the capture) or is closed.
+	Pin(gen uint64) (Stream, bool)
+	// Unpin ends what Pin counted.
+	Unpin()
+}
+
+// Listed is a stream as its tenant listed it for a look: its pin, and its
+// life then.
+type Listed struct {
+	Pin Pin
+	Gen uint64
+}
+
+// Look calls f with the listed streams that could be pinned, and unpins
+// them once f returns: a tenant's Streams, inside its life lock.
+func Look(listed []Listed, f func([]Stream)) {
+	list := make([]Stream, 0, len(listed))
+	for i, l := range listed {
+		s, ok := l.Pin.Pin(l.Gen)
+		if !ok {
+			listed[i].Pin = nil
+			continue
+		}
+		list = append(list, s)
+	}
+	defer func() {
+		for _, l := range listed {
+			if l.Pin != nil {
+				l.Pin.Unpin()
+			}
+		}
+	}()
+	f(list)
 }
 
 // Key names a stream's life: its state's address and generation (the
@@ -57,8 +104,9 @@ type Tenant interface {
 	// an event would break the capture), and reports whether it could
 	// (false: closed, or stalled already).
 	Streams(f func([]Stream)) bool
-	// Stalled marks it stalled; called once, from the watchdog.
-	Stalled(r Report)
+	// Stalled marks it stalled, its calls refused from now on; called
+	// once, from the watchdog. False: it was marked stalled already.
+	Stalled(r Report) bool
 }
 
 // Report is a stall: which tenant, which stream, since when.
@@ -73,6 +121,14 @@ type Report struct {
 	Kernel string        // the last kernel launched on it ("" : none through the SDK, a Do's or a fill's work)
 }
 
+// Err is the stalled tenant's calls' answer: errs.ErrStalled, and what r
+// says.
+func (r Report) Err() error {
+	return fmt.Errorf("%w: stream %#x (%s) made no progress from %s for %v (kernel %q last, %d launched since); "+
+		"its work holds its SMs and memory until the process exits", errs.ErrStalled, r.Stream, r.Class, r.Since.Format(time.RFC3339Nano),
+		r.Found.Sub(r.Since).Round(time.Millisecond), r.Kernel, r.Queued)
+}
+
 // Per stream, the markers pending at most: enough to see progress within
 // a tick of a queue's draining, few enough that a stalled stream holds
 // few events.
@@ -83,9 +139,14 @@ const maxMarks = 4
 type Watchdog struct {
 	drv     cuda.Driver
 	primary cuda.Context // the context the calls are made with (any thread may have it)
+	log     *slog.Logger // a stall found is logged
+	onStall func(Report) // the pool's handler of a stall found (WithStallHandler), nil for none
 
 	mu      sync.Mutex // a leaf: protects the following fields
 	watched map[Tenant]time.Duration
+	// seen is every stall found, its tenant closed or not: the pool's
+	// Health names them until the process exits.
+	seen    []Report
 	tick    time.Duration
 	started bool
 	closed  bool
@@ -106,10 +167,27 @@ type watch struct {
 	seen     bool         // listed at this tick
 }
 
-// New makes a watchdog over drv's streams, its calls made with primary.
-func New(drv cuda.Driver, primary cuda.Context) *Watchdog {
-	return &Watchdog{drv: drv, primary: primary, watched: map[Tenant]time.Duration{}, state: map[Key]*watch{},
+// New makes a watchdog over drv's streams, its calls made with primary. A
+// stall it finds is logged to log (nil: none) and handed to onStall (nil:
+// none) in a goroutine of its own.
+func New(drv cuda.Driver, primary cuda.Context, log *slog.Logger, onStall func(Report)) *Watchdog {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Watchdog{drv: drv, primary: primary, log: log, onStall: onStall, watched: map[Tenant]time.Duration{}, state: map[Key]*watch{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Seen lists every stall found, its tenant closed or not: their work
+// holds what it holds until the process exits. Nil for a nil watchdog (a
+// pool whose Open failed before it).
+func (w *Watchdog) Seen() []Report {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.seen)
 }
 
 // TickFor is the tick for a smallest bound b.
@@ -231,7 +309,23 @@ func (w *Watchdog) look(t Tenant, bound time.Duration) {
 	})
 	if found != nil {
 		w.Unwatch(t)
-		t.Stalled(*found)
+		if t.Stalled(*found) {
+			w.found(*found)
+		}
+	}
+}
+
+// found records r once its tenant's calls are refused (Seen), says it in
+// the log and hands it to the pool's handler.
+func (w *Watchdog) found(r Report) {
+	w.mu.Lock()
+	w.seen = append(w.seen, r)
+	w.mu.Unlock()
+	w.log.Warn("tenant stalled: its work made no progress for its stall timeout; its calls are refused, the other tenants serve on; replace the process",
+		"tenant", r.Tenant, "stream", fmt.Sprintf("%#x", r.Stream), "class", r.Class, "since", r.Since, "for", r.Found.Sub(r.Since),
+		"kernel", r.Kernel, "queued", r.Queued)
+	if w.onStall != nil {
+		go w.onStall(r)
 	}
 }
 

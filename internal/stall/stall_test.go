@@ -28,7 +28,7 @@ func (t *tenant) Streams(f func([]Stream)) bool {
 	return true
 }
 
-func (t *tenant) Stalled(r Report) { t.stalled <- r }
+func (t *tenant) Stalled(r Report) bool { t.stalled <- r; return true }
 
 func setup(t *testing.T) (*fake.Driver, cuda.Context, *Watchdog, *tenant, cuda.Stream) {
 	t.Helper()
@@ -39,7 +39,7 @@ func setup(t *testing.T) (*fake.Driver, cuda.Context, *Watchdog, *tenant, cuda.S
 	require.NoError(t, err)
 	s, err := drv.StreamCreate(primary, cuda.StreamNonBlocking)
 	require.NoError(t, err)
-	w := New(drv, primary)
+	w := New(drv, primary, nil, nil)
 	tn := &tenant{streams: []Stream{{Key: Key{Core: 1}, H: s, Class: "default"}}, stalled: make(chan Report, 1)}
 	t.Cleanup(func() {
 		require.NoError(t, w.Close())
@@ -95,4 +95,33 @@ func TestTickFor(t *testing.T) {
 	require.Equal(t, time.Millisecond, TickFor(5*time.Millisecond))
 	require.Equal(t, 2*time.Millisecond, TickFor(40*time.Millisecond))
 	require.Equal(t, 5*time.Millisecond, TickFor(time.Second))
+}
+
+// pin is a stream as a look pins it, counting its pins.
+type pin struct {
+	life, pinned int
+}
+
+func (p *pin) Pin(gen uint64) (Stream, bool) {
+	if gen != uint64(p.life) {
+		return Stream{}, false
+	}
+	p.pinned++
+	return Stream{Key: Key{Gen: gen}}, true
+}
+
+func (p *pin) Unpin() { p.pinned-- }
+
+// A look sees the streams still of the life listed, pinned while f runs,
+// and unpins each it pinned once f returns.
+func TestLookPinsWhileItLooks(t *testing.T) {
+	live, reused := &pin{life: 1}, &pin{life: 2}
+	var seen []Stream
+	Look([]Listed{{Pin: live, Gen: 1}, {Pin: reused, Gen: 1}}, func(s []Stream) {
+		seen = s
+		require.Equal(t, 1, live.pinned, "pinned while f looks")
+		require.Zero(t, reused.pinned, "a state reused since it was listed is not pinned")
+	})
+	require.Len(t, seen, 1)
+	require.Zero(t, live.pinned, "unpinned once f returned")
 }

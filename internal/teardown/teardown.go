@@ -17,17 +17,21 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/event"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
 	"github.com/fcsp-go/fcsp-go/internal/shm"
+	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
+	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 )
 
-// Pool is what a pool made besides its tenants. Dev and Mem are nil where
-// the pool's Open failed before making them; Shared is nil without a
-// shared region.
+// Pool is what a pool made besides its tenants. Dev, Moves and Mem are
+// nil where the pool's Open failed before making them; Shared is nil
+// without a shared region.
 type Pool struct {
 	Drv     cuda.Driver
 	Dev     *smpart.Device
-	Spare   *smpart.Spares // the spare partitions, which the pool no longer hands out
+	Probe   *smprobe.Kernel // ProbeSMs's kernel, loaded or not
+	Moves   *smmove.Engine  // the moves of SMs: their controller, the commons
+	Spare   *smpart.Spares  // the spare partitions, which the pool no longer hands out
 	Events  *event.Set
 	Peers   *devmem.Peers
 	Blocker *hostwait.Blocker // the host waits' events; nil where Dev is
@@ -35,12 +39,21 @@ type Pool struct {
 	Shared  *shm.Member
 }
 
-// Close closes p's parts once the pool's tenants are closed: the spare
-// partitions, the events, kept memory pools and host waits' events (with
-// the primary context, before it goes), the tracker, the shared region, and the device. It
-// closes every part whatever the others answer, and joins their errors.
+// Close closes p's parts once the pool's tenants are closed: the probe's
+// module, the move engine (its controller stopped, the commons let go),
+// the spare partitions, the events, kept memory pools and host waits'
+// events (with the primary context, before it goes), the tracker, the
+// shared region, and the device. It closes every part whatever the others
+// answer, and joins their errors.
 func (p Pool) Close() error {
-	errs := []error{p.Spare.Close()}
+	var errs []error
+	if p.Probe != nil {
+		errs = append(errs, p.Probe.Close(p.Dev))
+	}
+	if p.Moves != nil {
+		errs = append(errs, p.Moves.Close())
+	}
+	errs = append(errs, p.Spare.Close())
 	if p.Dev != nil {
 		errs = append(errs, p.Events.Close(p.Drv, p.Dev.Primary()), p.Peers.Close(p.Drv, p.Dev.Primary()), p.Blocker.Close())
 	}
