@@ -56,7 +56,7 @@
 //
 //	fcsp tenantCore.closing (1)         a tenant's close: Leave takes Engine.mu, then the move lock, under it
 //	  smmove Engine.move (2)            one move at a time (a Sem); the one lock a move holds while it waits for calls
-//	    fcsp Pool.mu (4)                NewTenant's admit and list, inside Change
+//	    tenancy Roster.mu (4)           NewTenant's admit and list, inside Change
 //	      smmove Engine.mu (5)          members, leaving, the latency class, the controller, closed; no driver call
 //	        admission Tenant.mu (17)    Join starts the controller, which bounds the rest's queue (Member.QueueBound)
 //	          admission meter.mu (19)   SetQueueBound's look at the rest's queued work

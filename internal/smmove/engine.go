@@ -148,7 +148,7 @@ func (e *Engine) Plain() place.Placement { return e.plain }
 // on (the commons' tenants', where it is unpartitioned). A latency class
 // and the rest tenant that trades with it start the controller once both
 // exist, and the rest's queue is bounded while it runs. The caller may
-// hold Pool.mu.
+// hold the roster's lock (tenancy Roster.mu).
 func (e *Engine) Join(m Member, r Role) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

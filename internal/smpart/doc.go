@@ -20,7 +20,7 @@
 // parentheses (a lock is taken only under those above it):
 //
 //	smmove Engine.move (2)            a move: a partition taken (NewTenant), Claim, Reshape, Unclaim; the commons' Follow
-//	  fcsp Pool.mu (4)                NewTenant's admit: the split's free SMs, the spares (Spares is guarded by it)
+//	  tenancy Roster.mu (4)           NewTenant's admit: the split's free SMs, the spares (Spares is guarded by it)
 //	    smpart Split.mu (8)
 //	  smpart Partition.mu (7)         layouts, shape, the streams' and events' lists, closed, idle, prev, gave; orders Reshape, Claim, Follow and Close
 //	    smpart Split.mu (8)           which groups and remainder partitions hold (used, rest, ...); version written under it

@@ -8,8 +8,8 @@ import "errors"
 // green-context creation. It is not safe for concurrent use: its owner
 // holds its lock around every call.
 type Spares struct {
-	want []int        // guarded by fcsp Pool.mu (its owner's lock); the sizes to keep, one entry per partition
-	have []*Partition // guarded by fcsp Pool.mu (its owner's lock)
+	want []int        // guarded by tenancy Roster.mu (its owner's lock); the sizes to keep, one entry per partition
+	have []*Partition // guarded by tenancy Roster.mu (its owner's lock)
 }
 
 // NewSpares keeps up to one partition per entry of want (sizes in SMs).
