@@ -62,18 +62,15 @@ func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s.t.closed.Load() || s.closed.Load() {
+	if s.t.closed.Load() || s.Closed() {
 		return nil, ErrClosed
 	}
 	c := s.t
 	rec := &capturing{}
-	if !s.capture.CompareAndSwap(nil, rec) {
+	if !s.BeginCapture(rec) { // once the stall watchdog's look, which a capture would break, is over
 		return nil, fmt.Errorf("%w: the stream is capturing already", ErrInvalidArgument)
 	}
-	defer s.capture.Store(nil)
-	for s.watching.Load() { // the stall watchdog's look, which a capture would break, ends first
-		runtime.Gosched()
-	}
+	defer s.EndCapture()
 	// The whole capture counts in the life lock: the tenant's Close waits
 	// for it to end (f's calls on the tenant fail with ErrClosed meanwhile)
 	// instead of synchronising a capturing stream, which the driver refuses
@@ -186,7 +183,7 @@ func (s *streamCore) launchGraph(ctx context.Context, e *GraphExec) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	if s.t.closed.Load() || s.closed.Load() {
+	if s.t.closed.Load() || s.Closed() {
 		return ErrClosed
 	}
 	if e.t != s.t {
@@ -194,52 +191,12 @@ func (s *streamCore) launchGraph(ctx context.Context, e *GraphExec) error {
 	}
 	// Admission and launch in the life lock, as Launch: the tenant's Close
 	// destroys the exec only after this launch has left, and no Reshape
-	// moves the tenant meanwhile. The life lock before e's, as
-	// GraphExec.Close takes them; and e's layout is checked once in it: a
-	// launch that waited at a Reshape's gate finds the new one.
+	// moves the tenant meanwhile (streams.Core.LaunchGraph).
 	c := s.t
 	slot, err := c.enter()
 	if err != nil {
 		return err
 	}
 	defer c.life.Exit(slot)
-	if err := e.x.Enter(); err != nil {
-		return err
-	}
-	defer e.x.Exit()
-	if err := e.onCurrentSMs(); err != nil {
-		return err
-	}
-	// A graph launched into a capture runs later, untimed.
-	tk, err := s.gate.AdmitGraph(ctx, e.x.Work(), s.capture.Load() == nil)
-	if err != nil {
-		return err
-	}
-	// In the life lock already: not entered again, which would wait at a
-	// Reshape's gate while the Reshape waited for the first entry.
-	if tk.Timed() {
-		err = e.x.LaunchTimed(c.pool.dev.Primary(), &tk, s.h())
-	} else {
-		err = c.unscoped(&c.pool.unscoped.launch, func(cc cuda.Context) error {
-			return e.x.Launch(cc, s.h())
-		})
-	}
-	if err != nil {
-		return err
-	}
-	s.launches.Add(uint64(e.x.Kernels()))
-	return nil
-}
-
-// onCurrentSMs refuses e when the tenant's SMs have moved since it was
-// captured (graphs.Exec.Layout says why): a Reshape, or for any placement
-// a new layout number. The caller is in the life lock, so no Reshape
-// moves them until it leaves.
-func (e *GraphExec) onCurrentSMs() error {
-	c := e.t
-	if e.x.Layout() == int32(c.place.Layout()) {
-		return nil
-	}
-	return fmt.Errorf("%w: the tenant's SMs changed since this graph was captured (it has %d now), and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
-		ErrStaleGraph, c.place.SMs())
+	return s.LaunchGraph(ctx, &e.x, int32(c.place.Layout()))
 }

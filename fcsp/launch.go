@@ -2,13 +2,11 @@ package fcsp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 
-	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/ptxsig"
+	"github.com/fcsp-go/fcsp-go/internal/streams"
 )
 
 // Module is code loaded into a tenant's context.
@@ -21,13 +19,8 @@ type Module struct {
 
 // Function is a kernel of a Module.
 type Function struct {
-	m     *Module
-	h     cuda.Function
-	name  string
-	est   admission.Estimates // its GPU time per launch shape, on metered streams
-	bytes atomic.Uint64       // declared bytes per launch (bandwidth.go)
-
-	params ptxsig.Layout // the parameters' layout the PTX declares, checked at each launch (checkArgs)
+	m *Module
+	k streams.Kernel // its handle, name, estimates, declared bytes (bandwidth.go) and parameters' layout
 }
 
 // LoadModule loads PTX (or a cubin) for the tenant's kernels, once, with
@@ -70,9 +63,9 @@ func (m *Module) unload(cc cuda.Context) error { return m.t.pool.dev.UnloadModul
 
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
-	f := &Function{m: m, name: name, params: m.params[name]}
+	f := &Function{m: m, k: streams.Kernel{Name: name, Params: m.params[name]}}
 	err := m.t.do(func(cc cuda.Context) (err error) {
-		f.h, err = m.t.pool.dev.Function(cc, m.h, f.name)
+		f.k.H, err = m.t.pool.dev.Function(cc, m.h, name)
 		return err
 	})
 	if err == nil && m.params != nil {
@@ -89,7 +82,7 @@ func (m *Module) Function(name string) (*Function, error) {
 }
 
 // Name is the kernel's name.
-func (f *Function) Name() string { return f.name }
+func (f *Function) Name() string { return f.k.Name }
 
 // Launch queues f on stream s as grid x block threads with shmem bytes of
 // dynamic shared memory. It first charges the launch to the stream's and
@@ -124,68 +117,5 @@ func (s *streamCore) launch(ctx context.Context, f *Function, grid, block Dim3, 
 		return err
 	}
 	defer c.life.Exit(slot)
-	// A captured kernel is charged when its graph launches; a free gate
-	// (unlimited, unmetered) admits everything.
-	if s.capture.Load().Record(grid.cuda(), block.cuda()) || s.gate.Free() {
-		return s.launchCounted(f, grid, block, shmem, args)
-	}
-	return s.admitAndRun(ctx, f, grid, block, shmem, args, try)
-}
-
-// admitAndRun admits a launch (with try, without waiting) and queues it,
-// timed where the ticket says. The caller is in the life lock.
-func (s *streamCore) admitAndRun(ctx context.Context, f *Function, grid, block Dim3, shmem uint32, args *Args, try bool) error {
-	var tk admission.Ticket
-	var w admission.Work
-	w.Of(grid.cuda(), block.cuda(), &f.est, &f.bytes)
-	var err error
-	if try {
-		err = s.gate.TryAdmit(&w, &tk)
-	} else {
-		err = s.gate.Admit(ctx, &w, &tk)
-	}
-	if err != nil {
-		return err
-	}
-	return s.run(&tk, f, grid, block, shmem, args)
-}
-
-// run queues an admitted launch: with a timed ticket between its events,
-// with the primary context, which serves every green stream
-// (docs/CONTEXTS.md): no green context is taken; else through
-// launchCounted. The caller is in the life lock. Time holds the stream's
-// meter across the launch (internal/admission; docs/LOCKS.md).
-func (s *streamCore) run(tk *admission.Ticket, f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if !tk.Timed() {
-		return s.launchCounted(f, grid, block, shmem, args)
-	}
-	ctx := s.t.pool.dev.Primary()
-	// Time holds the stream's meter from the ticket's start event to its
-	// end event, across this launch: no other timed work comes between.
-	err := tk.Time(ctx, func() error {
-		return s.t.pool.launcher.LaunchIn(ctx, f.h, grid.cuda(), block.cuda(), shmem, s.h(), &args.a)
-	})
-	if err != nil {
-		return fmt.Errorf("kernel %q: %w", f.name, err)
-	}
-	s.launches.Add(1)
-	s.lastFn.Store(f)
-	return nil
-}
-
-// launchCounted queues an admitted launch through the pool's launcher
-// (internal/place), which takes no closure on the usual paths, and counts
-// it; the caller is in the life lock.
-func (s *streamCore) launchCounted(f *Function, grid, block Dim3, shmem uint32, args *Args) error {
-	if err := s.t.pool.launcher.Launch(s.t.place.Placement, f.h, grid.cuda(), block.cuda(), shmem, s.h(), &args.a); err != nil {
-		if errors.Is(err, ErrNotComputed) {
-			s.launches.Add(1) // launched all the same, just not modelled
-		}
-		return fmt.Errorf("kernel %q: %w", f.name, err)
-	}
-	if s.capture.Load() == nil {
-		s.launches.Add(1)
-		s.lastFn.Store(f)
-	}
-	return nil
+	return s.Launch(ctx, &f.k, grid.cuda(), block.cuda(), shmem, &args.a, try)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
+	"github.com/fcsp-go/fcsp-go/internal/streams"
 )
 
 // SMReport is where each tenant's work ran, by a probe kernel whose blocks
@@ -44,7 +45,7 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	if err != nil {
 		return SMReport{}, err
 	}
-	fn := &Function{h: h, name: smprobe.Name}
+	fn := &Function{k: streams.Kernel{H: h, Name: smprobe.Name}}
 	p.mu.Lock()
 	cores := p.cores(nil)
 	p.mu.Unlock()
@@ -111,6 +112,6 @@ func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
 // admitted as nothing: a health check is not the tenant's work.
 func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Args) error {
 	return c.call(func() error {
-		return s.launchCounted(fn, Dim3{X: uint32(blocks), Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, a)
+		return s.Queue(&fn.k, cuda.Dim3{X: uint32(blocks), Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}, 0, &a.a)
 	})
 }

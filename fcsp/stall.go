@@ -54,34 +54,27 @@ func (m *member) Streams(f func([]stall.Stream)) bool {
 		c.mu.Lock()
 		cores := make([]core, len(c.streams))
 		for i, s := range c.streams {
-			cores[i] = core{s, s.gen.Load()} // its life now: a core reused later has another
+			cores[i] = core{s, s.Gen()} // its life now: a core reused later has another
 		}
 		c.mu.Unlock()
 		list := make([]stall.Stream, 0, len(cores))
 		for i := range cores {
 			s := cores[i].s
-			// As acquire does: counted in first, so that a Close's expire
-			// waits for the look, then checked.
-			s.inflight.Add(1)
-			s.watching.Store(true)
-			if s.gen.Load() != cores[i].gen || s.capture.Load() != nil || s.closed.Load() {
-				s.watching.Store(false)
-				s.inflight.Add(-1)
+			if !s.Watch(cores[i].gen) { // counted in, as acquire does, then checked
 				cores[i].s = nil
 				continue
 			}
 			name := ""
-			if fn := s.lastFn.Load(); fn != nil {
-				name = fn.name
+			if k := s.Last(); k != nil {
+				name = k.Name
 			}
 			list = append(list, stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: cores[i].gen}, H: s.h(),
-				Class: s.class.String(), Launches: s.launches.Load(), Kernel: name})
+				Class: s.Class().String(), Launches: s.Launches(), Kernel: name})
 		}
 		defer func() {
 			for _, k := range cores {
 				if k.s != nil {
-					k.s.watching.Store(false)
-					k.s.release()
+					k.s.Unwatch()
 				}
 			}
 		}()
@@ -123,7 +116,7 @@ func (c *tenantCore) abandon(r *StallReport) error {
 	c.mu.Unlock()
 	if !c.place.Partitioned() {
 		for _, s := range streams {
-			if s.owned && s.fromPart {
+			if s.Own() {
 				p.moves.Abandon(s.h())
 			}
 		}

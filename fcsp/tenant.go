@@ -23,6 +23,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
+	"github.com/fcsp-go/fcsp-go/internal/streams"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -92,7 +93,7 @@ type tenantCore struct {
 	mu      lockorder.Mutex[lockorder.TenantMu] // protects the following fields, and the three above the pad; no driver call under it
 	streams []*streamCore                       // first.c among them, first
 	modules []*Module
-	gone    streamTotals // the closed streams' counters, for Stats (stream.go)
+	gone    streams.Totals // the closed streams' counters, for Stats (internal/streams)
 
 	closing lockorder.Mutex[lockorder.TenantClosing] // held by the close under way, across its driver calls: a second close waits for it
 	stall   atomic.Pointer[StallReport]              // set once, by the watchdog, when its work stalls (stall.go)
@@ -290,7 +291,7 @@ func (c *tenantCore) build(cfg *tenantConfig, claimed smpart.Claimed, quota uint
 	if err != nil {
 		return err
 	}
-	c.streams, c.first = append(c.streams, first), Stream{c: first, gen: first.gen.Load()}
+	c.streams, c.first = append(c.streams, first), Stream{c: first, gen: first.Gen()}
 	return c.openMemory(cfg, quota)
 }
 
@@ -597,11 +598,11 @@ func (c *tenantCore) Stats() Stats {
 	var gates admission.GateSums // added up in place: Stats is polled, and a copy of the gates was garbage
 	c.mu.Lock()
 	s.Streams = len(c.streams)
-	s.Launches, gates = c.gone.launches, c.gone.gates // the closed streams': the counters only go up
+	s.Launches, gates = c.gone.Launches, c.gone.Gates // the closed streams': the counters only go up
 	for _, st := range c.streams {
-		s.MemoryCached += st.blocks.Bytes()
-		s.Launches += st.launches.Load()
-		st.gate.AddTo(&gates)
+		s.MemoryCached += st.Blocks().Bytes()
+		s.Launches += st.Launches()
+		st.Gate().AddTo(&gates)
 	}
 	c.mu.Unlock()
 	a := c.adm.Stats(&gates)
