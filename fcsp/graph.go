@@ -3,11 +3,9 @@ package fcsp
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
-	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
 // Graph is work captured from one of a tenant's streams (a decode step, say)
@@ -22,9 +20,6 @@ type GraphExec struct {
 	t *tenantCore
 	x graphs.Exec // the handle, its cost and estimate, the layout it was captured for
 }
-
-// capturing is what a stream records while Capture runs.
-type capturing = graphs.Recording
 
 // Capture records the work f queues on s into a Graph instead of running
 // it: kernels launched on s through the SDK (not charged to the limiter
@@ -51,8 +46,9 @@ func (h *Stream) Capture(ctx context.Context, f func() error) (*Graph, error) {
 	return g, err
 }
 
-// captureGraph is Capture of f (nilF: f was nil) on s, acquired.
-func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool) (g *Graph, err error) {
+// captureGraph is Capture of f (nilF: f was nil) on s, acquired
+// (streams.Core.Capture).
+func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool) (*Graph, error) {
 	if nilF {
 		return nil, errNilFunc
 	}
@@ -66,35 +62,19 @@ func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool
 		return nil, ErrClosed
 	}
 	c := s.t
-	rec := &capturing{}
-	if !s.BeginCapture(rec) { // once the stall watchdog's look, which a capture would break, is over
-		return nil, fmt.Errorf("%w: the stream is capturing already", ErrInvalidArgument)
-	}
-	defer s.EndCapture()
-	// The whole capture counts in the life lock: the tenant's Close waits
-	// for it to end (f's calls on the tenant fail with ErrClosed meanwhile)
-	// instead of synchronising a capturing stream, which the driver refuses
-	// (and which invalidates the capture). Hence begin and end go to the
-	// context directly, not through c.do, which a Close under way refuses.
-	slot, err := c.enter()
-	if err != nil {
-		return nil, err
-	}
-	defer c.life.Exit(slot)
-	// f's calls on the tenant are made on behalf of a call in the life lock,
-	// as a Do's are: pinned and named as one, they pass a Reshape's gate (the
-	// Reshape waits for this capture) and a Close from f is ErrInsideDo.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	thread := osthread.ID()
-	inside := c.dos.Enter(thread)
-	defer c.dos.Exit(inside, thread)
-	g = &Graph{t: c}
-	if err := c.graphSet().Capture(&g.g, c.place.DoGreen, s.h(), rec, int32(c.place.Layout()), f); err != nil {
+	g := &Graph{t: c}
+	if err := s.Capture((*host)(c), &g.g, f); err != nil {
 		return nil, err
 	}
 	return g, nil
 }
+
+// The tenant as a capture of its streams sees it (streams.Capturer).
+func (h *host) Inside(thread int) int                       { return h.dos.Enter(thread) }
+func (h *host) Outside(slot, thread int)                    { h.dos.Exit(slot, thread) }
+func (h *host) DoGreen(f func(cc cuda.Context) error) error { return h.place.DoGreen(f) }
+func (h *host) Layout() int                                 { return h.place.Layout() }
+func (h *host) Graphs() *graphs.Set                         { return (*tenantCore)(h).graphSet() }
 
 // Kernels is how many kernels were launched through the SDK during capture.
 func (g *Graph) Kernels() int { return g.g.Kernels() }

@@ -19,6 +19,7 @@ package streams
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/fcsp-go/fcsp-go/internal/osthread"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/spin"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -249,6 +251,57 @@ type Tenant interface {
 	Enter() (uint32, error)
 	Exit(slot uint32)
 	Primary() cuda.Context
+}
+
+// Capturer is the tenant as a capture of its stream sees it.
+type Capturer interface {
+	Tenant
+	// Inside names the calling OS thread, locked to its goroutine, as one
+	// inside a call in the tenant's life lock, as a Do's thread is;
+	// Outside ends that with Inside's slot.
+	Inside(thread int) int
+	Outside(slot, thread int)
+	// DoGreen runs f in one of the tenant's green contexts (graphs.Do).
+	DoGreen(f func(cuda.Context) error) error
+	// Layout numbers the tenant's layout now.
+	Layout() int
+	// Graphs is the tenant's set of graphs, made at its first capture; it
+	// is asked for in the life lock, which orders it before the tenant's
+	// Close.
+	Graphs() *graphs.Set
+}
+
+// Capture makes g a relaxed capture of the stream, listed in t's set of
+// graphs: the work f queues on the stream is recorded instead of run
+// (graphs.Set.Capture), and the kernels launched through the SDK
+// meanwhile are noted, not charged (Launch). A capture under way refuses
+// a second.
+func (c *Core) Capture(t Capturer, g *graphs.Graph, f func() error) error {
+	rec := &graphs.Recording{}
+	if !c.BeginCapture(rec) {
+		return fmt.Errorf("%w: the stream is capturing already", errs.ErrInvalidArgument)
+	}
+	defer c.EndCapture()
+	// The whole capture counts in the life lock: the tenant's Close waits
+	// for it to end (f's calls on the tenant fail with ErrClosed meanwhile)
+	// instead of synchronising a capturing stream, which the driver refuses
+	// (and which invalidates the capture). Hence begin and end go to the
+	// context directly, not through a call of the tenant's, which a Close
+	// under way refuses.
+	slot, err := t.Enter()
+	if err != nil {
+		return err
+	}
+	defer t.Exit(slot)
+	// f's calls on the tenant are made on behalf of a call in the life lock,
+	// as a Do's are: pinned and named as one, they pass a Reshape's gate (the
+	// Reshape waits for this capture) and a Close from f is ErrInsideDo.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	thread := osthread.ID()
+	inside := t.Inside(thread)
+	defer t.Outside(inside, thread)
+	return t.Graphs().Capture(g, t.DoGreen, c.Handle(), rec, int32(t.Layout()), f)
 }
 
 // Close closes the stream for a caller that acquired it, and releases it:
