@@ -31,7 +31,7 @@ func (s *streamCore) checkShape(f *Function, grid, block Dim3) error {
 }
 
 // checkArgs refuses a nil *Args, and Args that do not lie where the
-// kernel's PTX says it reads its parameters (streams.Kernel.CheckArgs).
+// kernel's PTX says it reads its parameters (modules.Kernel.CheckArgs).
 func checkArgs(f *Function, args *Args) error {
 	if args == nil {
 		return fmt.Errorf("%w: launch of %q with nil *Args; pass &fcsp.Args{} for a kernel without parameters", ErrInvalidArgument, f.k.Name)

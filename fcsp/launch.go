@@ -5,22 +5,19 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/ptxsig"
-	"github.com/fcsp-go/fcsp-go/internal/streams"
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 )
 
 // Module is code loaded into a tenant's context.
 type Module struct {
 	t *tenantCore
-	h cuda.Module
-
-	params map[string]ptxsig.Layout // the kernels' parameters, from PTX text; nil for a cubin
+	m modules.Module // its handle and its kernels' parameters, from PTX text
 }
 
 // Function is a kernel of a Module.
 type Function struct {
 	m *Module
-	k streams.Kernel // its handle, name, estimates, declared bytes (bandwidth.go) and parameters' layout
+	k modules.Kernel // its handle, name, estimates, declared bytes (bandwidth.go) and parameters' layout
 }
 
 // LoadModule loads PTX (or a cubin) for the tenant's kernels, once, with
@@ -36,46 +33,20 @@ type Function struct {
 // A cubin or fatbin goes to the driver as it is, and its kernels' launches
 // are the driver's to check.
 func (c *tenantCore) LoadModule(image []byte) (*Module, error) {
-	params, err := ptxsig.Layouts(image)
-	if err != nil {
+	m := &Module{t: c}
+	if err := m.m.Read(image); err != nil {
 		return nil, err
 	}
-	m := &Module{t: c, params: params}
-	err = c.do(func(cc cuda.Context) (err error) {
-		if m.h, err = c.pool.dev.LoadModule(cc, image); err != nil {
-			return err
-		}
-		// Listed in the life lock: a Close racing the load waits for it,
-		// then unloads the module with the others.
-		c.mu.Lock()
-		c.modules = append(c.modules, m)
-		c.mu.Unlock()
-		return nil
-	})
-	if err != nil {
+	if err := c.do(func(cc cuda.Context) error { return c.modules.Load(&m.m, &c.mu, c.pool.dev, cc, image) }); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// unload unloads the module.
-func (m *Module) unload(cc cuda.Context) error { return m.t.pool.dev.UnloadModule(cc, m.h) }
-
 // Function looks up the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
-	f := &Function{m: m, k: streams.Kernel{Name: name, Params: m.params[name]}}
-	err := m.t.do(func(cc cuda.Context) (err error) {
-		f.k.H, err = m.t.pool.dev.Function(cc, m.h, name)
-		return err
-	})
-	if err == nil && m.params != nil {
-		if _, ok := m.params[name]; !ok {
-			// The driver found a kernel the reader did not: their
-			// readings differ, so the launch check would check nothing.
-			err = fmt.Errorf("%w: the driver has a kernel %q that the module's PTX declares no .entry of", ErrInvalidArgument, name)
-		}
-	}
-	if err != nil {
+	f := &Function{m: m}
+	if err := m.t.do(func(cc cuda.Context) error { return m.m.Kernel(&f.k, m.t.pool.dev, cc, name) }); err != nil {
 		return nil, m.t.fail("Module.Function", fmt.Errorf("kernel %q: %w", name, err))
 	}
 	return f, nil

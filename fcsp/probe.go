@@ -5,9 +5,9 @@ import (
 	"errors"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
-	"github.com/fcsp-go/fcsp-go/internal/streams"
 )
 
 // SMReport is where each tenant's work ran, by a probe kernel whose blocks
@@ -45,7 +45,7 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	if err != nil {
 		return SMReport{}, err
 	}
-	fn := &Function{k: streams.Kernel{H: h, Name: smprobe.Name}}
+	fn := &Function{k: modules.Kernel{H: h, Name: smprobe.Name}}
 	p.mu.Lock()
 	cores := p.cores(nil)
 	p.mu.Unlock()

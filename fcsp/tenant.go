@@ -21,6 +21,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/life"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/streams"
@@ -92,8 +93,8 @@ type tenantCore struct {
 
 	mu      lockorder.Mutex[lockorder.TenantMu] // protects the following fields, and the three above the pad; no driver call under it
 	streams []*streamCore                       // first.c among them, first
-	modules []*Module
-	gone    streams.Totals // the closed streams' counters, for Stats (internal/streams)
+	modules modules.Set                         // the loaded modules (internal/modules)
+	gone    streams.Totals                      // the closed streams' counters, for Stats (internal/streams)
 
 	closing lockorder.Mutex[lockorder.TenantClosing] // held by the close under way, across its driver calls: a second close waits for it
 	stall   atomic.Pointer[StallReport]              // set once, by the watchdog, when its work stalls (stall.go)
@@ -666,8 +667,8 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	// it must wait for them; nothing can add one any more.
 	errs[0], errs[1] = hookErr, c.mem.Close(cc, leaks)
 	c.mu.Lock()
-	streams, modules := c.streams, c.modules
-	c.streams, c.modules = nil, nil
+	streams := c.streams
+	c.streams = nil
 	c.mu.Unlock()
 	for _, s := range streams {
 		errs[2] = errors.Join(errs[2], s.destroy(cc)) // nil, with no garbage, while both are
@@ -678,9 +679,7 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	if c.graphs != nil { // a capture made it (graphSet)
 		errs[4] = c.graphs.Close(cc)
 	}
-	for _, m := range modules {
-		errs[5] = errors.Join(errs[5], m.unload(cc))
-	}
+	errs[5] = c.modules.Close(&c.mu, p.dev, cc)
 	_, errs[6] = c.acct.Close()
 	spare, err := c.place.retire(p)
 	errs[7] = err

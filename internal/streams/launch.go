@@ -4,32 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/internal/place"
-	"github.com/fcsp-go/fcsp-go/internal/ptxsig"
 )
-
-// Kernel is a kernel as a stream's launches need it: fcsp's Function holds
-// one.
-type Kernel struct {
-	H     cuda.Function
-	Name  string
-	Est   admission.Estimates // its GPU time per launch shape, on metered streams
-	Bytes atomic.Uint64       // declared bytes per launch (Function.SetBytesMoved)
-
-	Params ptxsig.Layout // the parameters' layout the PTX declares, checked at each launch (CheckArgs)
-}
-
-// CheckArgs refuses args that do not lie where the kernel's PTX says it
-// reads its parameters (ptxsig.Layout).
-func (k *Kernel) CheckArgs(args *cuda.Args) error {
-	return k.Params.Check(k.Name, args.Offsets(), len(args.Bytes()))
-}
 
 // Launch queues k on the stream as grid x block with shmem bytes of
 // dynamic shared memory; the caller is in its tenant's life lock, so that
@@ -40,7 +22,7 @@ func (k *Kernel) CheckArgs(args *cuda.Args) error {
 // admits everything; any other launch is admitted first (with try,
 // without waiting: errs.ErrThrottled) and timed where its ticket says
 // (Run).
-func (c *Core) Launch(ctx context.Context, k *Kernel, grid, block cuda.Dim3, shmem uint32, args *cuda.Args, try bool) error {
+func (c *Core) Launch(ctx context.Context, k *modules.Kernel, grid, block cuda.Dim3, shmem uint32, args *cuda.Args, try bool) error {
 	if c.capture.Load().Record(grid, block) || c.gate.Free() {
 		return c.Queue(k, grid, block, shmem, args)
 	}
@@ -64,7 +46,7 @@ func (c *Core) Launch(ctx context.Context, k *Kernel, grid, block cuda.Dim3, shm
 // (docs/CONTEXTS.md): no green context is taken; else through Queue. The
 // caller is in the tenant's life lock. Time holds the stream's meter
 // across the launch (internal/admission; docs/LOCKS.md).
-func (c *Core) Run(tk *admission.Ticket, k *Kernel, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
+func (c *Core) Run(tk *admission.Ticket, k *modules.Kernel, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
 	if !tk.Timed() {
 		return c.Queue(k, grid, block, shmem, args)
 	}
@@ -85,7 +67,7 @@ func (c *Core) Run(tk *admission.Ticket, k *Kernel, grid, block cuda.Dim3, shmem
 // Queue queues an admitted launch through the pool's launcher
 // (internal/place), which takes no closure on the usual paths, and counts
 // it; the caller is in the tenant's life lock.
-func (c *Core) Queue(k *Kernel, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
+func (c *Core) Queue(k *modules.Kernel, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
 	if err := c.launcher.Launch(c.place, k.H, grid, block, shmem, c.Handle(), args); err != nil {
 		if errors.Is(err, errs.ErrNotComputed) {
 			c.launches.Add(1) // launched all the same, just not modelled
@@ -101,7 +83,7 @@ func (c *Core) Queue(k *Kernel, grid, block cuda.Dim3, shmem uint32, args *cuda.
 
 // Reserve charges a launch of k as grid x block now, going into debt if
 // the buckets do not hold it (admission.Gate.Reserve).
-func (c *Core) Reserve(k *Kernel, grid, block cuda.Dim3) (admission.Reservation, error) {
+func (c *Core) Reserve(k *modules.Kernel, grid, block cuda.Dim3) (admission.Reservation, error) {
 	var w admission.Work
 	w.Of(grid, block, &k.Est, &k.Bytes)
 	return c.gate.Reserve(&w)

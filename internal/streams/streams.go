@@ -30,6 +30,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/spin"
@@ -45,7 +46,7 @@ type Core struct {
 	owned    bool           // created by the SDK (destroyed on Close); set once before sharing
 	fromPart bool           // the placement's own stream: the placement destroys it; set once before sharing
 	launches atomic.Uint64
-	last     atomic.Pointer[Kernel] // the last kernel launched (a stall's report), beside launches: one line for both
+	last     atomic.Pointer[modules.Kernel] // the last kernel launched (a stall's report), beside launches: one line for both
 	// gen counts the core's lives; a handle names one (Acquire). inflight
 	// counts the calls made through a handle that are under way: a core
 	// is reused only once none is (Retire), so that a call racing the
@@ -198,7 +199,7 @@ func (c *Core) Gate() *admission.Gate { return &c.gate }
 func (c *Core) Launches() uint64 { return c.launches.Load() }
 
 // Last is the last kernel launched on the stream (nil: none yet).
-func (c *Core) Last() *Kernel { return c.last.Load() }
+func (c *Core) Last() *modules.Kernel { return c.last.Load() }
 
 // Waits is how long the stream's waits lasted (internal/hostwait).
 func (c *Core) Waits() *hostwait.History { return &c.waits }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
 
@@ -39,7 +40,7 @@ func TestRetireClearsTheCore(t *testing.T) {
 	c.Set(7, stream.Attention, true, true, nil, nil)
 	gen := c.Gen()
 	c.launches.Add(3)
-	c.last.Store(&Kernel{Name: "k"})
+	c.last.Store(&modules.Kernel{Name: "k"})
 	c.closed.Store(true)
 	require.Equal(t, uint64(7), uint64(c.Handle()))
 	require.True(t, c.Retire(false))
