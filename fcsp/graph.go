@@ -69,7 +69,8 @@ func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool
 	return g, nil
 }
 
-// The tenant as a capture of its streams sees it (streams.Capturer).
+// The tenant as its graphs and the captures of its streams see it
+// (graphs.Tenant, streams.Capturer).
 func (h *host) Inside(thread int) int                       { return h.dos.Enter(thread) }
 func (h *host) Outside(slot, thread int)                    { h.dos.Exit(slot, thread) }
 func (h *host) DoGreen(f func(cc cuda.Context) error) error { return h.place.DoGreen(f) }
@@ -81,46 +82,16 @@ func (g *Graph) Kernels() int { return g.g.Kernels() }
 
 // Instantiate makes the graph launchable (cuGraphInstantiateWithFlags).
 func (g *Graph) Instantiate() (*GraphExec, error) {
-	e, err := g.instantiate()
-	if err != nil {
+	e := &GraphExec{t: g.t}
+	if err := g.g.InstantiateIn((*host)(g.t), &e.x); err != nil {
 		return nil, g.t.fail("Graph.Instantiate", err)
-	}
-	return e, nil
-}
-
-// instantiate is Instantiate, its errors bare.
-func (g *Graph) instantiate() (*GraphExec, error) {
-	c := g.t
-	e := &GraphExec{t: c}
-	// The life lock before the graph's lock, as Close takes them (see
-	// GraphExec.Close).
-	// In one of the tenant's green contexts: an executable graph runs on
-	// the SMs of the context it was instantiated in, whatever the stream.
-	if err := c.call(func() error { return g.g.Instantiate(&e.x, c.place.DoGreen) }); err != nil {
-		return nil, err
 	}
 	return e, nil
 }
 
 // Close destroys the graph (instantiated copies stay usable). Idempotent;
 // the tenant's Close destroys the graphs left.
-func (g *Graph) Close() error { return g.t.fail("Graph.Close", g.t.closeGraph(g.g.Close)) }
-
-// closeGraph runs close, a graph's or an exec's (which takes the graph's
-// own lock around the call it makes through its Do), in the life lock: the
-// life lock first, as launches and instantiations take them. A Close that
-// held its graph's lock while it waited at a Reshape's gate kept a launch
-// from inside a Do, which the Reshape waits for, from that lock. Refused
-// by a closing tenant (ErrClosed), close leaves the graph to the tenant's
-// Close.
-func (c *tenantCore) closeGraph(close func(graphs.Do) error) error {
-	slot, err := c.enter()
-	if err != nil {
-		return close(func(func(cuda.Context) error) error { return err })
-	}
-	defer c.life.Exit(slot)
-	return close(c.primary)
-}
+func (g *Graph) Close() error { return g.t.fail("Graph.Close", graphs.InLife((*host)(g.t), g.g.Close)) }
 
 // SetCost sets the tokens one launch of the graph charges to the stream's
 // and tenant's launch limiter (the same units as a kernel's grid x block
@@ -137,7 +108,9 @@ func (e *GraphExec) SetCost(tokens float64) error {
 
 // Close destroys the instantiated graph once launches in flight are queued.
 // Idempotent.
-func (e *GraphExec) Close() error { return e.t.fail("GraphExec.Close", e.t.closeGraph(e.x.Close)) }
+func (e *GraphExec) Close() error {
+	return e.t.fail("GraphExec.Close", graphs.InLife((*host)(e.t), e.x.Close))
+}
 
 // LaunchGraph queues e on s after admitting it through the stream's and the
 // tenant's launch limiter, like a kernel (see GraphExec.SetCost), waiting

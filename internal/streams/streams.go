@@ -256,14 +256,12 @@ type Tenant interface {
 
 // Capturer is the tenant as a capture of its stream sees it.
 type Capturer interface {
-	Tenant
+	graphs.Tenant
 	// Inside names the calling OS thread, locked to its goroutine, as one
 	// inside a call in the tenant's life lock, as a Do's thread is;
 	// Outside ends that with Inside's slot.
 	Inside(thread int) int
 	Outside(slot, thread int)
-	// DoGreen runs f in one of the tenant's green contexts (graphs.Do).
-	DoGreen(f func(cuda.Context) error) error
 	// Layout numbers the tenant's layout now.
 	Layout() int
 	// Graphs is the tenant's set of graphs, made at its first capture; it
