@@ -63,7 +63,7 @@ func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool
 	}
 	c := s.t
 	g := &Graph{t: c}
-	if err := s.Capture((*host)(c), &g.g, f); err != nil {
+	if err := s.Capture((*host)(c), &c.dos, &g.g, f); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -71,8 +71,6 @@ func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool
 
 // The tenant as its graphs and the captures of its streams see it
 // (graphs.Tenant, streams.Capturer).
-func (h *host) Inside(thread int) int                       { return h.dos.Enter(thread) }
-func (h *host) Outside(slot, thread int)                    { h.dos.Exit(slot, thread) }
 func (h *host) DoGreen(f func(cc cuda.Context) error) error { return h.place.DoGreen(f) }
 func (h *host) Layout() int                                 { return h.place.Layout() }
 func (h *host) Graphs() *graphs.Set                         { return (*tenantCore)(h).graphSet() }

@@ -30,6 +30,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 	"github.com/fcsp-go/fcsp-go/internal/place"
@@ -257,11 +258,6 @@ type Tenant interface {
 // Capturer is the tenant as a capture of its stream sees it.
 type Capturer interface {
 	graphs.Tenant
-	// Inside names the calling OS thread, locked to its goroutine, as one
-	// inside a call in the tenant's life lock, as a Do's thread is;
-	// Outside ends that with Inside's slot.
-	Inside(thread int) int
-	Outside(slot, thread int)
 	// Layout numbers the tenant's layout now.
 	Layout() int
 	// Graphs is the tenant's set of graphs, made at its first capture; it
@@ -274,8 +270,9 @@ type Capturer interface {
 // graphs: the work f queues on the stream is recorded instead of run
 // (graphs.Set.Capture), and the kernels launched through the SDK
 // meanwhile are noted, not charged (Launch). A capture under way refuses
-// a second.
-func (c *Core) Capture(t Capturer, g *graphs.Graph, f func() error) error {
+// a second. dos are the OS threads inside t's Dos, among which f's is
+// named.
+func (c *Core) Capture(t Capturer, dos *inside.Threads, g *graphs.Graph, f func() error) error {
 	rec := &graphs.Recording{}
 	if !c.BeginCapture(rec) {
 		return fmt.Errorf("%w: the stream is capturing already", errs.ErrInvalidArgument)
@@ -298,8 +295,8 @@ func (c *Core) Capture(t Capturer, g *graphs.Graph, f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	thread := osthread.ID()
-	inside := t.Inside(thread)
-	defer t.Outside(inside, thread)
+	in := dos.Enter(thread)
+	defer dos.Exit(in, thread)
 	return t.Graphs().Capture(g, t.DoGreen, c.Handle(), rec, int32(t.Layout()), f)
 }
 
