@@ -69,15 +69,24 @@ func (s *streamCore) retire(own bool) {
 	}
 }
 
-func (c *tenantCore) newStream(class Class, first bool) (*streamCore, error) {
-	s := streamCores.Get().(*streamCore)
-	s.t = c
+// newStream makes a stream of class cl with the tenant's placement
+// (first: the tenant's first stream), its gate opened (openStream).
+func (c *tenantCore) newStream(cl Class, first bool) (*streamCore, error) {
 	h, own, err := c.place.NewStream(first)
-	s.Set(h, class, true, own, &c.pool.launcher, c.place.Placement)
 	if err != nil {
-		s.retire(false)
 		return nil, err
 	}
+	return c.openStream(h, cl, true, own)
+}
+
+// openStream is the core of stream h of class cl (owned and fromPart as
+// streams.Core.Set says), its gate opened; where the gate fails, the
+// stream is destroyed (an adopted one only forgotten) and its core
+// retired.
+func (c *tenantCore) openStream(h cuda.Stream, cl Class, owned, fromPart bool) (*streamCore, error) {
+	s := streamCores.Get().(*streamCore)
+	s.t = c
+	s.Set(h, cl, owned, fromPart, &c.pool.launcher, c.place.Placement)
 	if err := s.Open(c.adm); err != nil {
 		_ = s.destroy(c.pool.dev.Primary())
 		s.retire(false)
@@ -135,17 +144,7 @@ func (c *tenantCore) adopt(handle uintptr, cl Class) (*Stream, error) {
 	if err := checkClass(cl); err != nil {
 		return nil, err // a class's figures are kept in arrays of the defined ones
 	}
-	return c.addStream(func() (*streamCore, error) {
-		s := streamCores.Get().(*streamCore)
-		s.t = c
-		s.Set(cuda.Stream(handle), cl, false, false, &c.pool.launcher, c.place.Placement)
-		if err := s.Open(c.adm); err != nil {
-			_ = s.Gate().Close(c.pool.dev.Primary())
-			s.retire(false)
-			return nil, err
-		}
-		return s, nil
-	})
+	return c.addStream(func() (*streamCore, error) { return c.openStream(cuda.Stream(handle), cl, false, false) })
 }
 
 // addStream lists the stream mk makes and hands out its handle. In the
