@@ -129,11 +129,7 @@ func (r *Reservation) launch(ctx context.Context, shmem uint32, args *Args) erro
 		return err
 	}
 	defer c.life.Exit(slot)
-	if s.Closed() {
-		tk.Cancel()
-		return ErrClosed
-	}
-	return s.Run(&tk, &r.f.k, r.grid.cuda(), r.block.cuda(), shmem, &args.a)
+	return s.RunReserved(&tk, &r.f.k, r.grid.cuda(), r.block.cuda(), shmem, &args.a)
 }
 
 // check is the reserved launch's checkLaunch with args.

@@ -64,6 +64,18 @@ func (c *Core) Run(tk *admission.Ticket, k *modules.Kernel, grid, block cuda.Dim
 	return nil
 }
 
+// RunReserved is Run of a reservation's ticket, tk, once it is due: where
+// the stream's Close began while the reservation waited, the ticket is
+// cancelled (its charge given back) and nothing is launched. The caller
+// is in the tenant's life lock.
+func (c *Core) RunReserved(tk *admission.Ticket, k *modules.Kernel, grid, block cuda.Dim3, shmem uint32, args *cuda.Args) error {
+	if c.closed.Load() {
+		tk.Cancel()
+		return errs.ErrClosed
+	}
+	return c.Run(tk, k, grid, block, shmem, args)
+}
+
 // Queue queues an admitted launch through the pool's launcher
 // (internal/place), which takes no closure on the usual paths, and counts
 // it; the caller is in the tenant's life lock.
