@@ -27,12 +27,9 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) (err error) {
 	return err
 }
 
-// memStream is a Stream as the memory engine sees it.
+// memStream is a Stream as the memory engine sees it (devmem.Stream): its
+// Handle, Blocks and Capturing are its core's (internal/streams).
 type memStream streamCore
-
-func (s *memStream) Handle() cuda.Stream    { return (*streamCore)(s).h() }
-func (s *memStream) Blocks() *devmem.Blocks { return s.Core.Blocks() }
-func (s *memStream) Capturing() bool        { return s.Core.Capturing() }
 
 // Idle queries the stream (cuStreamQuery: no wait) for a caller counted in
 // the life lock; a capturing stream is not queried, which would end its
