@@ -13,8 +13,9 @@
 // before its life has ended (Close, Destroy, Retire keep that order).
 //
 // fcsp composes a Core with its tenant (which decides when, and in which
-// of its locks, each call is made); a Core knows its tenant only as a
-// Tenant, at its Close.
+// of its locks, each call is made); a Core knows its tenant only through
+// two narrow interfaces: at its Close (Tenant) and at a capture
+// (Capturer).
 package streams
 
 import (
@@ -238,8 +239,7 @@ type Totals struct {
 }
 
 // AddTo adds the stream's counters to t as it leaves its tenant's list
-// (the caller holds the tenant's lock): its calls are over. Stats adds the
-// open streams' so too.
+// (the caller holds the tenant's lock): its calls are over.
 func (c *Core) AddTo(t *Totals) {
 	t.Launches += c.launches.Load()
 	c.gate.AddTo(&t.Gates)
