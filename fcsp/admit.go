@@ -18,25 +18,25 @@ func (s *streamCore) checkLaunch(f *Function, grid, block Dim3, args *Args) erro
 
 // checkShape validates a launch of f on s as grid x block.
 func (s *streamCore) checkShape(f *Function, grid, block Dim3) error {
-	if s.t.closed.Load() || s.closed.Load() {
+	if s.t.closed.Load() || s.Closed() {
 		return ErrClosed
 	}
 	if f == nil {
 		return fmt.Errorf("%w: a nil *Function; pass one from Module.Function", ErrInvalidArgument)
 	}
 	if f.m.t != s.t {
-		return fmt.Errorf("%w: kernel %q was loaded by %s; launch it on that tenant's streams", ErrInvalidArgument, f.name, tenantName(f.m.t.name))
+		return fmt.Errorf("%w: kernel %q was loaded by %s; launch it on that tenant's streams", ErrInvalidArgument, f.k.Name, tenantName(f.m.t.name))
 	}
-	return admission.CheckShape(f.name, grid.cuda(), block.cuda())
+	return admission.CheckShape(f.k.Name, grid.cuda(), block.cuda())
 }
 
 // checkArgs refuses a nil *Args, and Args that do not lie where the
-// kernel's PTX says it reads its parameters (ptxsig.Layout).
+// kernel's PTX says it reads its parameters (modules.Kernel.CheckArgs).
 func checkArgs(f *Function, args *Args) error {
 	if args == nil {
-		return fmt.Errorf("%w: launch of %q with nil *Args; pass &fcsp.Args{} for a kernel without parameters", ErrInvalidArgument, f.name)
+		return fmt.Errorf("%w: launch of %q with nil *Args; pass &fcsp.Args{} for a kernel without parameters", ErrInvalidArgument, f.k.Name)
 	}
-	return f.params.Check(f.name, args.a.Offsets(), len(args.a.Bytes()))
+	return f.k.CheckArgs(&args.a)
 }
 
 // TryLaunch is Launch without waiting: if the stream's and the tenant's
@@ -73,9 +73,7 @@ func (h *Stream) Reserve(f *Function, grid, block Dim3) (*Reservation, error) {
 	if err := s.checkShape(f, grid, block); err != nil {
 		return nil, s.t.fail("Stream.Reserve", err)
 	}
-	var w admission.Work
-	w.Of(grid.cuda(), block.cuda(), &f.est, &f.bytes)
-	r, err := s.gate.Reserve(&w)
+	r, err := s.Reserve(&f.k, grid.cuda(), block.cuda())
 	if err != nil {
 		return nil, s.t.fail("Stream.Reserve", err)
 	}
@@ -131,11 +129,7 @@ func (r *Reservation) launch(ctx context.Context, shmem uint32, args *Args) erro
 		return err
 	}
 	defer c.life.Exit(slot)
-	if s.closed.Load() {
-		tk.Cancel()
-		return ErrClosed
-	}
-	return s.run(&tk, r.f, r.grid, r.block, shmem, args)
+	return s.RunReserved(&tk, &r.f.k, r.grid.cuda(), r.block.cuda(), shmem, &args.a)
 }
 
 // check is the reserved launch's checkLaunch with args.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/kernels"
 )
 
@@ -80,7 +81,7 @@ func BenchmarkCheckArgs(b *testing.B) {
 		}
 	})
 	b.Run("nil-check-only", func(b *testing.B) {
-		unchecked := &Function{name: fn.name}
+		unchecked := &Function{k: modules.Kernel{Name: fn.k.Name}}
 		for b.Loop() {
 			if err := checkArgs(unchecked, &a); err != nil {
 				b.Fatal(err)

@@ -46,7 +46,7 @@ type BandwidthStats struct {
 // tenant reports its achieved bandwidth (Stats.Bandwidth.BytesPerSecond).
 // It applies to launches made after the call, whatever their shape; 0
 // stops the declaration.
-func (f *Function) SetBytesMoved(n uint64) { f.bytes.Store(n) }
+func (f *Function) SetBytesMoved(n uint64) { f.k.Bytes.Store(n) }
 
 // BytesMoved is what SetBytesMoved declared.
-func (f *Function) BytesMoved() uint64 { return f.bytes.Load() }
+func (f *Function) BytesMoved() uint64 { return f.k.Bytes.Load() }

@@ -91,7 +91,7 @@ func (cur Current) Stream(h *Stream) (StreamHandle, error) {
 		return StreamHandle{}, cur.t.fail("Current.Stream", err)
 	}
 	defer s.release()
-	if err := cur.run.Take(&s.gate); err != nil {
+	if err := cur.run.Take(s.Gate()); err != nil {
 		return StreamHandle{}, cur.t.fail("Current.Stream", fmt.Errorf("timing the stream: %w", err))
 	}
 	return StreamHandle{s.h()}, nil
@@ -198,7 +198,7 @@ func (w *Workspace) Close() error {
 	}
 	if s, err := w.s.acquire(); err == nil {
 		defer s.release()
-		if !s.closed.Load() {
+		if !s.Closed() {
 			return w.t.fail("Workspace.Close", w.t.free(s, w.p))
 		}
 	}

@@ -96,7 +96,7 @@ func doShares(t *testing.T, p *Pool, dur time.Duration) []float64 {
 				if err != nil {
 					return err
 				}
-				return p.drv.LaunchKernel(tn.c.cctx(), fn.h, grid.cuda(), block.cuda(), 0, h.h, &a.a)
+				return p.drv.LaunchKernel(tn.c.cctx(), fn.k.H, grid.cuda(), block.cuda(), 0, h.h, &a.a)
 			})
 		}
 		full, k := gpuShareBeside(t, p, 1, dur, do)

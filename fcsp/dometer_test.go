@@ -22,7 +22,7 @@ func libLaunch(cur Current, s *Stream, fn *Function, grid Dim3) error {
 	}
 	var a Args
 	a.Uint64(0)
-	return cur.t.pool.drv.LaunchKernel(cur.t.cctx(), fn.h, grid.cuda(), one.cuda(), 0, h.h, &a.a)
+	return cur.t.pool.drv.LaunchKernel(cur.t.cctx(), fn.k.H, grid.cuda(), one.cuda(), 0, h.h, &a.a)
 }
 
 // boundLaunch is what a library that kept a stream handle from an earlier
@@ -31,7 +31,7 @@ func libLaunch(cur Current, s *Stream, fn *Function, grid Dim3) error {
 func boundLaunch(cur Current, h StreamHandle, fn *Function, grid Dim3) error {
 	var a Args
 	a.Uint64(0)
-	return cur.t.pool.drv.LaunchKernel(cur.t.cctx(), fn.h, grid.cuda(), one.cuda(), 0, h.h, &a.a)
+	return cur.t.pool.drv.LaunchKernel(cur.t.cctx(), fn.k.H, grid.cuda(), one.cuda(), 0, h.h, &a.a)
 }
 
 // A library binds a stream once (cuBLAS's cublasSetStream in the Do that
@@ -124,14 +124,14 @@ func TestDoMeteringIsExact(t *testing.T) {
 			// Work on a stream an earlier Do handed out is seen, whatever
 			// handle it is queued by (a library keeps the one it was given).
 			require.NoError(t, tn.Do(ctx, func(cur Current) error {
-				return cur.t.pool.drv.LaunchKernel(cur.t.cctx(), fn.h, us(300).cuda(), one.cuda(), 0, cuda.Stream(att.Handle()), &a.a)
+				return cur.t.pool.drv.LaunchKernel(cur.t.cctx(), fn.k.H, us(300).cuda(), one.cuda(), 0, cuda.Stream(att.Handle()), &a.a)
 			}))
 			require.InDelta(t, float64(3170*time.Microsecond), float64(tn.Stats().GPUTime), 2e3)
 			// Work on a stream no Do ever handed out is not seen.
 			other, err := tn.NewStream(ClassDefault)
 			require.NoError(t, err)
 			require.NoError(t, tn.Do(ctx, func(cur Current) error {
-				return cur.t.pool.drv.LaunchKernel(cur.t.cctx(), fn.h, us(300).cuda(), one.cuda(), 0, cuda.Stream(other.Handle()), &a.a)
+				return cur.t.pool.drv.LaunchKernel(cur.t.cctx(), fn.k.H, us(300).cuda(), one.cuda(), 0, cuda.Stream(other.Handle()), &a.a)
 			}))
 			require.InDelta(t, float64(3170*time.Microsecond), float64(tn.Stats().GPUTime), 2e3)
 		})

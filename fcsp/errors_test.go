@@ -37,7 +37,7 @@ func TestLaunchRacingCloseIsErrClosed(t *testing.T) {
 	one := Dim3{X: 1, Y: 1, Z: 1}
 	s := tn.Stream()
 	require.True(t, tn.c.adm.Limited())
-	require.NoError(t, s.c.gate.Close(0)) // the close got as far as the bucket
+	require.NoError(t, s.c.Gate().Close(0)) // the close got as far as the bucket
 	err = s.Launch(context.Background(), fn, one, one, 0, &a)
 	require.ErrorIs(t, err, ErrClosed)
 

@@ -62,7 +62,7 @@ func (e *Event) Record(s *Stream) error {
 			return e.fail("Event.Record", err)
 		}
 		defer c.release()
-		if c.closed.Load() || c.t.closed.Load() {
+		if c.Closed() || c.t.closed.Load() {
 			return e.fail("Event.Record", ErrClosed) // a pool event's record is in no tenant's life lock: the tenant's Close may be under way
 		}
 		h = c.h()

@@ -3,11 +3,9 @@ package fcsp
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/graphs"
-	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
 // Graph is work captured from one of a tenant's streams (a decode step, say)
@@ -22,9 +20,6 @@ type GraphExec struct {
 	t *tenantCore
 	x graphs.Exec // the handle, its cost and estimate, the layout it was captured for
 }
-
-// capturing is what a stream records while Capture runs.
-type capturing = graphs.Recording
 
 // Capture records the work f queues on s into a Graph instead of running
 // it: kernels launched on s through the SDK (not charged to the limiter
@@ -51,8 +46,9 @@ func (h *Stream) Capture(ctx context.Context, f func() error) (*Graph, error) {
 	return g, err
 }
 
-// captureGraph is Capture of f (nilF: f was nil) on s, acquired.
-func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool) (g *Graph, err error) {
+// captureGraph is Capture of f (nilF: f was nil) on s, acquired
+// (streams.Core.Capture).
+func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool) (*Graph, error) {
 	if nilF {
 		return nil, errNilFunc
 	}
@@ -62,88 +58,38 @@ func (s *streamCore) captureGraph(ctx context.Context, f func() error, nilF bool
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s.t.closed.Load() || s.closed.Load() {
+	if s.t.closed.Load() || s.Closed() {
 		return nil, ErrClosed
 	}
 	c := s.t
-	rec := &capturing{}
-	if !s.capture.CompareAndSwap(nil, rec) {
-		return nil, fmt.Errorf("%w: the stream is capturing already", ErrInvalidArgument)
-	}
-	defer s.capture.Store(nil)
-	for s.watching.Load() { // the stall watchdog's look, which a capture would break, ends first
-		runtime.Gosched()
-	}
-	// The whole capture counts in the life lock: the tenant's Close waits
-	// for it to end (f's calls on the tenant fail with ErrClosed meanwhile)
-	// instead of synchronising a capturing stream, which the driver refuses
-	// (and which invalidates the capture). Hence begin and end go to the
-	// context directly, not through c.do, which a Close under way refuses.
-	slot, err := c.enter()
-	if err != nil {
-		return nil, err
-	}
-	defer c.life.Exit(slot)
-	// f's calls on the tenant are made on behalf of a call in the life lock,
-	// as a Do's are: pinned and named as one, they pass a Reshape's gate (the
-	// Reshape waits for this capture) and a Close from f is ErrInsideDo.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	thread := osthread.ID()
-	inside := c.dos.Enter(thread)
-	defer c.dos.Exit(inside, thread)
-	g = &Graph{t: c}
-	if err := c.graphSet().Capture(&g.g, c.place.DoGreen, s.h(), rec, int32(c.place.Layout()), f); err != nil {
+	g := &Graph{t: c}
+	if err := s.Capture((*host)(c), &c.dos, &g.g, f); err != nil {
 		return nil, err
 	}
 	return g, nil
 }
+
+// The tenant as its graphs and the captures of its streams see it
+// (graphs.Tenant, streams.Capturer).
+func (h *host) DoGreen(f func(cc cuda.Context) error) error { return h.place.DoGreen(f) }
+func (h *host) Layout() int                                 { return h.place.Layout() }
+func (h *host) Graphs() *graphs.Set                         { return (*tenantCore)(h).graphSet() }
 
 // Kernels is how many kernels were launched through the SDK during capture.
 func (g *Graph) Kernels() int { return g.g.Kernels() }
 
 // Instantiate makes the graph launchable (cuGraphInstantiateWithFlags).
 func (g *Graph) Instantiate() (*GraphExec, error) {
-	e, err := g.instantiate()
-	if err != nil {
+	e := &GraphExec{t: g.t}
+	if err := g.g.InstantiateIn((*host)(g.t), &e.x); err != nil {
 		return nil, g.t.fail("Graph.Instantiate", err)
-	}
-	return e, nil
-}
-
-// instantiate is Instantiate, its errors bare.
-func (g *Graph) instantiate() (*GraphExec, error) {
-	c := g.t
-	e := &GraphExec{t: c}
-	// The life lock before the graph's lock, as Close takes them (see
-	// GraphExec.Close).
-	// In one of the tenant's green contexts: an executable graph runs on
-	// the SMs of the context it was instantiated in, whatever the stream.
-	if err := c.call(func() error { return g.g.Instantiate(&e.x, c.place.DoGreen) }); err != nil {
-		return nil, err
 	}
 	return e, nil
 }
 
 // Close destroys the graph (instantiated copies stay usable). Idempotent;
 // the tenant's Close destroys the graphs left.
-func (g *Graph) Close() error { return g.t.fail("Graph.Close", g.t.closeGraph(g.g.Close)) }
-
-// closeGraph runs close, a graph's or an exec's (which takes the graph's
-// own lock around the call it makes through its Do), in the life lock: the
-// life lock first, as launches and instantiations take them. A Close that
-// held its graph's lock while it waited at a Reshape's gate kept a launch
-// from inside a Do, which the Reshape waits for, from that lock. Refused
-// by a closing tenant (ErrClosed), close leaves the graph to the tenant's
-// Close.
-func (c *tenantCore) closeGraph(close func(graphs.Do) error) error {
-	slot, err := c.enter()
-	if err != nil {
-		return close(func(func(cuda.Context) error) error { return err })
-	}
-	defer c.life.Exit(slot)
-	return close(c.primary)
-}
+func (g *Graph) Close() error { return g.t.fail("Graph.Close", graphs.InLife((*host)(g.t), g.g.Close)) }
 
 // SetCost sets the tokens one launch of the graph charges to the stream's
 // and tenant's launch limiter (the same units as a kernel's grid x block
@@ -160,7 +106,9 @@ func (e *GraphExec) SetCost(tokens float64) error {
 
 // Close destroys the instantiated graph once launches in flight are queued.
 // Idempotent.
-func (e *GraphExec) Close() error { return e.t.fail("GraphExec.Close", e.t.closeGraph(e.x.Close)) }
+func (e *GraphExec) Close() error {
+	return e.t.fail("GraphExec.Close", graphs.InLife((*host)(e.t), e.x.Close))
+}
 
 // LaunchGraph queues e on s after admitting it through the stream's and the
 // tenant's launch limiter, like a kernel (see GraphExec.SetCost), waiting
@@ -186,7 +134,7 @@ func (s *streamCore) launchGraph(ctx context.Context, e *GraphExec) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	if s.t.closed.Load() || s.closed.Load() {
+	if s.t.closed.Load() || s.Closed() {
 		return ErrClosed
 	}
 	if e.t != s.t {
@@ -194,52 +142,12 @@ func (s *streamCore) launchGraph(ctx context.Context, e *GraphExec) error {
 	}
 	// Admission and launch in the life lock, as Launch: the tenant's Close
 	// destroys the exec only after this launch has left, and no Reshape
-	// moves the tenant meanwhile. The life lock before e's, as
-	// GraphExec.Close takes them; and e's layout is checked once in it: a
-	// launch that waited at a Reshape's gate finds the new one.
+	// moves the tenant meanwhile (streams.Core.LaunchGraph).
 	c := s.t
 	slot, err := c.enter()
 	if err != nil {
 		return err
 	}
 	defer c.life.Exit(slot)
-	if err := e.x.Enter(); err != nil {
-		return err
-	}
-	defer e.x.Exit()
-	if err := e.onCurrentSMs(); err != nil {
-		return err
-	}
-	// A graph launched into a capture runs later, untimed.
-	tk, err := s.gate.AdmitGraph(ctx, e.x.Work(), s.capture.Load() == nil)
-	if err != nil {
-		return err
-	}
-	// In the life lock already: not entered again, which would wait at a
-	// Reshape's gate while the Reshape waited for the first entry.
-	if tk.Timed() {
-		err = e.x.LaunchTimed(c.pool.dev.Primary(), &tk, s.h())
-	} else {
-		err = c.unscoped(&c.pool.unscoped.launch, func(cc cuda.Context) error {
-			return e.x.Launch(cc, s.h())
-		})
-	}
-	if err != nil {
-		return err
-	}
-	s.launches.Add(uint64(e.x.Kernels()))
-	return nil
-}
-
-// onCurrentSMs refuses e when the tenant's SMs have moved since it was
-// captured (graphs.Exec.Layout says why): a Reshape, or for any placement
-// a new layout number. The caller is in the life lock, so no Reshape
-// moves them until it leaves.
-func (e *GraphExec) onCurrentSMs() error {
-	c := e.t
-	if e.x.Layout() == int32(c.place.Layout()) {
-		return nil
-	}
-	return fmt.Errorf("%w: the tenant's SMs changed since this graph was captured (it has %d now), and a graph runs on the SMs it was captured for; capture it again (Stream.Capture) after a Reshape",
-		ErrStaleGraph, c.place.SMs())
+	return s.LaunchGraph(ctx, &e.x, int32(c.place.Layout()))
 }

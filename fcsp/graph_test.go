@@ -90,7 +90,7 @@ func TestLaunchGraphIsAdmittedByTheLimiter(t *testing.T) {
 	e, err := g.Instantiate()
 	require.NoError(t, err)
 	defer e.Close()
-	require.Greater(t, a.Stream().c.gate.Rate(e.x.Work().Kernels), 0.0, "cost derived from the captured kernel")
+	require.Greater(t, a.Stream().c.Gate().Rate(e.x.Work().Kernels), 0.0, "cost derived from the captured kernel")
 	// A graph dearer than what a short wait earns is not launched.
 	// (The bucket may let one dear launch through on credit; the next
 	// must wait for it to be paid.)

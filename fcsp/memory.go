@@ -27,18 +27,15 @@ func (c *tenantCore) openMemory(cfg *tenantConfig, quota uint64) (err error) {
 	return err
 }
 
-// memStream is a Stream as the memory engine sees it.
+// memStream is a Stream as the memory engine sees it (devmem.Stream): its
+// Handle, Blocks and Capturing are its core's (internal/streams).
 type memStream streamCore
-
-func (s *memStream) Handle() cuda.Stream    { return (*streamCore)(s).h() }
-func (s *memStream) Blocks() *devmem.Blocks { return &s.blocks }
-func (s *memStream) Capturing() bool        { return s.capture.Load() != nil }
 
 // Idle queries the stream (cuStreamQuery: no wait) for a caller counted in
 // the life lock; a capturing stream is not queried, which would end its
 // capture.
 func (s *memStream) Idle() bool {
-	if s.Capturing() || s.closed.Load() {
+	if s.Capturing() || s.Closed() {
 		return false
 	}
 	sc := (*streamCore)(s)
@@ -50,15 +47,15 @@ func (s *memStream) Idle() bool {
 // the tenant's life lock already: it does not count itself in again, which
 // a Reshape's pause between the two entries would make wait for itself.
 func (s *memStream) Synchronize() error {
-	if s.closed.Load() {
+	if s.Closed() {
 		return nil // its Close, racing a Trim, flushes its blocks: nothing to wait for
 	}
 	sc := (*streamCore)(s)
 	p := s.t.pool
-	err := s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, sc.h(), &s.waits, nil) })
+	err := s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, sc.h(), s.Waits(), nil) })
 	if err == nil {
-		s.gate.AfterSync() // a latency stream's neighbours are released now
-	} else if s.closed.Load() {
+		s.Gate().AfterSync() // a latency stream's neighbours are released now
+	} else if s.Closed() {
 		return nil
 	}
 	return err
@@ -91,7 +88,7 @@ func (h *host) Streams() []devmem.Stream {
 	defer h.mu.Unlock()
 	l := make([]devmem.Stream, len(h.streams))
 	for i, s := range h.streams {
-		s.inflight.Add(1)
+		s.Keep()
 		l[i] = (*memStream)(s)
 	}
 	return l
@@ -178,7 +175,7 @@ func (c *tenantCore) ownStream(h *Stream) (*streamCore, error) {
 		s.release()
 		return nil, fmt.Errorf("%w: the stream is %s's; pass one of the tenant's own streams", ErrInvalidArgument, tenantName(other))
 	}
-	if s.closed.Load() {
+	if s.Closed() {
 		s.release()
 		return nil, ErrClosed
 	}
@@ -229,7 +226,7 @@ func (c *tenantCore) cachedBytes() (n uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.streams {
-		n += s.blocks.Bytes()
+		n += s.Blocks().Bytes()
 	}
 	return n
 }

@@ -14,7 +14,7 @@ func (h *Stream) MemsetD16(p DevicePtr, v uint16, n uint64) error {
 		return err
 	}
 	defer s.release()
-	if s.closed.Load() {
+	if s.Closed() {
 		return s.t.fail("Stream.MemsetD16", ErrClosed)
 	}
 	return s.t.fail("Stream.MemsetD16", s.t.memOps.MemsetD16((*memStream)(s), cuda.DevicePtr(p), v, n))
@@ -27,7 +27,7 @@ func (h *Stream) MemsetD32(p DevicePtr, v uint32, n uint64) error {
 		return err
 	}
 	defer s.release()
-	if s.closed.Load() {
+	if s.Closed() {
 		return s.t.fail("Stream.MemsetD32", ErrClosed)
 	}
 	return s.t.fail("Stream.MemsetD32", s.t.memOps.MemsetD32((*memStream)(s), cuda.DevicePtr(p), v, n))

@@ -60,9 +60,7 @@ func (m *member) Swapper() func(old, new cuda.Stream) {
 	m.mu.Unlock()
 	return func(old, new cuda.Stream) {
 		for _, s := range streams {
-			if s.fromPart && cuda.Stream(s.hv.Load()) == old {
-				s.hv.Store(uintptr(new))
-			}
+			s.Swap(old, new)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 )
@@ -44,7 +45,7 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	if err != nil {
 		return SMReport{}, err
 	}
-	fn := &Function{h: h, name: smprobe.Name}
+	fn := &Function{k: modules.Kernel{H: h, Name: smprobe.Name}}
 	cores := p.tenants.List(nil)
 	r := SMReport{SMs: make(map[string][]int, len(cores))}
 	var errs []error
@@ -109,6 +110,6 @@ func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
 // admitted as nothing: a health check is not the tenant's work.
 func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Args) error {
 	return c.call(func() error {
-		return s.launchCounted(fn, Dim3{X: uint32(blocks), Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, a)
+		return s.Queue(&fn.k, cuda.Dim3{X: uint32(blocks), Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}, 0, &a.a)
 	})
 }

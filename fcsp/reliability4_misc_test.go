@@ -22,12 +22,12 @@ func TestSynchronizeOfIdleLongStreamDoesNotSleep(t *testing.T) {
 	require.NoError(t, err)
 	s := tn.Stream()
 	for range 64 {
-		s.c.waits.Add(400 * time.Millisecond)
+		s.c.Waits().Add(400 * time.Millisecond)
 	}
 	start := time.Now()
 	require.NoError(t, s.Synchronize())
 	require.Less(t, time.Since(start), 100*time.Millisecond, "a Synchronize with nothing to wait for (it slept 7/8 of 400 ms before)")
-	require.True(t, s.c.waits.Long(), "a wait that found nothing to wait for pulled the stream's history down")
+	require.True(t, s.c.Waits().Long(), "a wait that found nothing to wait for pulled the stream's history down")
 	runtime.KeepAlive(tn)
 }
 
@@ -40,7 +40,7 @@ func TestLongWaitsSleepWhileWorkOutstanding(t *testing.T) {
 	require.NoError(t, err)
 	s := tn.Stream()
 	for range 32 {
-		s.c.waits.Add(2 * time.Millisecond)
+		s.c.Waits().Add(2 * time.Millisecond)
 	}
 	st, q := drv.Calls("cuStreamSynchronize"), drv.Calls("cuStreamQuery")
 	drv.HoldEvents(true)

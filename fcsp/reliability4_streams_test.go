@@ -85,7 +85,7 @@ func openHold(t *testing.T) (*Pool, *holdDriver) {
 // Close retired it, or is retiring it).
 func waitForNewGen(t *testing.T, h *Stream) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); h.c.gen.Load() == h.gen; time.Sleep(50 * time.Microsecond) {
+	for deadline := time.Now().Add(30 * time.Second); h.c.Gen() == h.gen; time.Sleep(50 * time.Microsecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the stream was never retired")
 		}

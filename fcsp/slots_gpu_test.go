@@ -54,7 +54,7 @@ func TestGPUConcurrentDosStayOnTheirSMs(t *testing.T) {
 			require.NoError(t, tn.Do(ctx, func(cur Current) error {
 				// Stream 0 with no context pushed: the thread's current
 				// context, the slot this Do holds.
-				if err := p.drv.LaunchKernel(0, fn.h, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}, 0, 0, &args.a); err != nil {
+				if err := p.drv.LaunchKernel(0, fn.k.H, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}, 0, 0, &args.a); err != nil {
 					return err
 				}
 				return p.drv.StreamSynchronize(0, 0) // the NULL stream of the current context

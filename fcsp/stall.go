@@ -34,7 +34,7 @@ func (m *member) Streams(f func([]stall.Stream)) bool {
 		c.mu.Lock()
 		listed := make([]stall.Listed, len(c.streams))
 		for i, s := range c.streams {
-			listed[i] = stall.Listed{Pin: (*watched)(s), Gen: s.gen.Load()} // its life now: a core reused later has another
+			listed[i] = stall.Listed{Pin: (*watched)(s), Gen: s.Gen()} // its life now: a core reused later has another
 		}
 		c.mu.Unlock()
 		stall.Look(listed, f)
@@ -46,28 +46,22 @@ func (m *member) Streams(f func([]stall.Stream)) bool {
 type watched streamCore
 
 // Pin counts the look in as acquire does: counted in first, so that a
-// Close's expire waits for the look, then checked.
+// Close's expire waits for the look, then checked (streams.Core.Watch).
 func (w *watched) Pin(gen uint64) (stall.Stream, bool) {
 	s := (*streamCore)(w)
-	s.inflight.Add(1)
-	s.watching.Store(true)
-	if s.gen.Load() != gen || s.capture.Load() != nil || s.closed.Load() {
-		w.Unpin()
+	if !s.Watch(gen) {
 		return stall.Stream{}, false
 	}
 	name := ""
-	if fn := s.lastFn.Load(); fn != nil {
-		name = fn.name
+	if k := s.Last(); k != nil {
+		name = k.Name
 	}
-	return stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: gen}, H: s.h(), Class: s.class.String(),
-		Launches: s.launches.Load(), Kernel: name}, true
+	return stall.Stream{Key: stall.Key{Core: uintptr(unsafe.Pointer(s)), Gen: gen}, H: s.h(), Class: s.Class().String(),
+		Launches: s.Launches(), Kernel: name}, true
 }
 
 // Unpin ends the look's count.
-func (w *watched) Unpin() {
-	w.watching.Store(false)
-	(*streamCore)(w).release()
-}
+func (w *watched) Unpin() { (*streamCore)(w).Unwatch() }
 
 // Stalled marks the tenant stalled (stall.Tenant): its calls are refused
 // with ErrStalled from now on, without waiting for those in flight. The
@@ -95,7 +89,7 @@ func (c *tenantCore) abandon(r *StallReport) error {
 	c.mu.Unlock()
 	if !c.place.Partitioned() {
 		for _, s := range streams {
-			if s.owned && s.fromPart {
+			if s.Own() {
 				p.moves.Abandon(s.h())
 			}
 		}

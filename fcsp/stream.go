@@ -6,15 +6,10 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
-	"github.com/fcsp-go/fcsp-go/internal/devmem"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/hostwait"
-	"github.com/fcsp-go/fcsp-go/internal/spin"
+	"github.com/fcsp-go/fcsp-go/internal/streams"
 )
 
 // Stream is one of a tenant's CUDA streams with its class. Launches on it
@@ -33,35 +28,11 @@ type Stream struct {
 	gen uint64 // the core's life this handle names
 }
 
-// streamCore is a stream: what a Stream names while it is open.
+// streamCore is a stream: what a Stream names while it is open, its
+// state and lives (internal/streams) beside its tenant.
 type streamCore struct {
-	t        *tenantCore
-	hv       atomic.Uintptr // the CUstream; Tenant.Reshape swaps it (reshape.go)
-	class    Class
-	gate     admission.Gate // chosen once, in newStream or Adopt
-	owned    bool           // created by the SDK (destroyed on Close)
-	fromPart bool           // the partition's own stream: the partition destroys it
-	launches atomic.Uint64
-	lastFn   atomic.Pointer[Function] // the last kernel launched (a stall's report), beside launches: one line for both
-	// gen counts the core's lives; a handle names one (acquire). inflight
-	// counts the calls made through a handle that are under way: a core
-	// is reused only once none is (retire), so that a call racing the
-	// stream's Close, which CUDA itself forbids, can still not reach the
-	// stream that reuses it, another tenant's perhaps. Beside launches,
-	// which a launch writes too: one line for both.
-	inflight atomic.Int32
-	gen      atomic.Uint64
-	waits    hostwait.History          // how long its Synchronizes lasted: a long one sleeps
-	blocks   devmem.Blocks             // freed pool blocks for reuse on this stream (memory.go)
-	capture  atomic.Pointer[capturing] // non-nil while Capture runs (graph.go)
-	closed   atomic.Bool
-	// used: the handle was taken (h), for the driver or for the caller, so
-	// work may be queued on it and Close waits for it. A stream made and
-	// closed unused is kept for reuse with no driver call.
-	used atomic.Bool
-	// watching: the stall watchdog looks at the stream now; a capture
-	// begins only once it is done (a query or an event breaks a capture).
-	watching atomic.Bool
+	t *tenantCore
+	streams.Core
 }
 
 // streamCores keeps closed streams' cores for reuse (retire).
@@ -76,85 +47,47 @@ func (h *Stream) acquire() (*streamCore, error) {
 	if h == nil || h.c == nil {
 		return nil, errNoStream
 	}
-	s := h.c
-	s.inflight.Add(1)
-	if s.gen.Load() != h.gen {
-		s.inflight.Add(-1)
+	if !h.c.Acquire(h.gen) {
 		return nil, ErrClosed
 	}
-	return s, nil
+	return h.c, nil
 }
 
 // release ends a call that acquire counted.
-func (s *streamCore) release() { s.inflight.Add(-1) }
+func (s *streamCore) release() { s.Release() }
 
 // handle is a new handle of the core's present life.
-func (s *streamCore) handle() *Stream { return &Stream{c: s, gen: s.gen.Load()} }
+func (s *streamCore) handle() *Stream { return &Stream{c: s, gen: s.Gen()} }
 
-// expire ends the core's life: handles of it answer ErrClosed from now
-// on, and once the calls made through them have left (own: the caller is
-// one of them, acquired, and leaves here) nothing reaches the CUstream
-// through it. It comes before anything the stream holds is released for
-// reuse: a call racing the stream's Close, which CUDA itself forbids, may
-// be past its checks, and must still land on this stream, not on the one
-// that takes its CUstream next (another tenant's, perhaps).
-func (s *streamCore) expire(own bool) {
-	s.gen.Add(1)
-	if own {
-		s.release()
-	}
-	// Calls that acquired before the gen moved are leaving: most within
-	// microseconds, a Synchronize racing the Close when the GPU is done.
-	spin.Until(func() bool { return s.inflight.Load() <= 0 }, 50*time.Microsecond)
-}
-
-// retire ends the core's life (expire) once it is destroyed, clears its
-// fields and puts it back for reuse. Nothing but handles may still name
-// it: the tenant's lists have let it go.
+// retire ends the core's life once it is destroyed and puts it back for
+// reuse (streams.Core.Retire). Nothing but handles may still name it: the
+// tenant's lists have let it go.
 func (s *streamCore) retire(own bool) {
-	s.expire(own) // at once when destroy expired it
-	if s.gate.Listed() {
-		return // a metered gate may still be polled through a list: the collector takes it
+	if s.Retire(own) {
+		s.t = nil
+		streamCores.Put(s)
 	}
-	s.t, s.class, s.owned, s.fromPart = nil, 0, false, false
-	s.gate = admission.Gate{}
-	s.hv.Store(0)
-	s.launches.Store(0)
-	s.lastFn.Store(nil)
-	s.waits.Reset()
-	s.blocks = devmem.Blocks{} // flushed by Close; another tenant's blocks must never be handed out here
-	s.capture.Store(nil)
-	s.closed.Store(false)
-	s.used.Store(false)
-	streamCores.Put(s)
 }
 
-// streamTotals is what a tenant's closed streams counted, kept so that
-// its Stats's counters only go up (a server closes a stream a request).
-type streamTotals struct {
-	launches uint64
-	gates    admission.GateSums
-}
-
-// keepTotals adds s's counters to its tenant's closed streams' as s leaves
-// the tenant's list (the caller holds the tenant's mu): its calls are over.
-func (s *streamCore) keepTotals() {
-	g := &s.t.gone
-	g.launches += s.launches.Load()
-	s.gate.AddTo(&g.gates)
-}
-
-func (c *tenantCore) newStream(class Class, first bool) (*streamCore, error) {
-	s := streamCores.Get().(*streamCore)
-	s.t, s.class, s.owned = c, class, true
+// newStream makes a stream of class cl with the tenant's placement
+// (first: the tenant's first stream), its gate opened (openStream).
+func (c *tenantCore) newStream(cl Class, first bool) (*streamCore, error) {
 	h, own, err := c.place.NewStream(first)
-	s.fromPart = own
-	s.hv.Store(uintptr(h))
 	if err != nil {
-		s.retire(false)
 		return nil, err
 	}
-	if err := c.adm.Init(&s.gate, class, &s.hv, &s.closed); err != nil {
+	return c.openStream(h, cl, true, own)
+}
+
+// openStream is the core of stream h of class cl (owned and fromPart as
+// streams.Core.Set says), its gate opened; where the gate fails, the
+// stream is destroyed (an adopted one only forgotten) and its core
+// retired.
+func (c *tenantCore) openStream(h cuda.Stream, cl Class, owned, fromPart bool) (*streamCore, error) {
+	s := streamCores.Get().(*streamCore)
+	s.t = c
+	s.Set(h, cl, owned, fromPart, &c.pool.launcher, c.place.Placement)
+	if err := s.Open(c.adm); err != nil {
 		_ = s.destroy(c.pool.dev.Primary())
 		s.retire(false)
 		return nil, err
@@ -211,17 +144,7 @@ func (c *tenantCore) adopt(handle uintptr, cl Class) (*Stream, error) {
 	if err := checkClass(cl); err != nil {
 		return nil, err // a class's figures are kept in arrays of the defined ones
 	}
-	return c.addStream(func() (*streamCore, error) {
-		s := streamCores.Get().(*streamCore)
-		s.t, s.class = c, cl
-		s.hv.Store(handle)
-		if err := c.adm.Init(&s.gate, cl, &s.hv, &s.closed); err != nil {
-			_ = s.gate.Close(c.pool.dev.Primary())
-			s.retire(false)
-			return nil, err
-		}
-		return s, nil
-	})
+	return c.addStream(func() (*streamCore, error) { return c.openStream(cuda.Stream(handle), cl, false, false) })
 }
 
 // addStream lists the stream mk makes and hands out its handle. In the
@@ -256,13 +179,8 @@ func (h *Stream) Handle() uintptr {
 	return uintptr(s.h())
 }
 
-// h is the stream's current CUstream.
-func (s *streamCore) h() cuda.Stream {
-	if !s.used.Load() {
-		s.used.Store(true)
-	}
-	return cuda.Stream(s.hv.Load())
-}
+// h is the stream's current CUstream, marked used (streams.Core.Handle).
+func (s *streamCore) h() cuda.Stream { return s.Handle() }
 
 // Class is the stream's class (ClassDefault once the stream is closed).
 func (h *Stream) Class() Class {
@@ -271,7 +189,7 @@ func (h *Stream) Class() Class {
 		return ClassDefault
 	}
 	defer s.release()
-	return s.class
+	return s.Core.Class()
 }
 
 // Launches counts kernels launched on the stream through the SDK (0 once
@@ -282,7 +200,7 @@ func (h *Stream) Launches() uint64 {
 		return 0
 	}
 	defer s.release()
-	return s.launches.Load()
+	return s.Core.Launches()
 }
 
 // Synchronize waits for everything queued on the stream.
@@ -298,7 +216,7 @@ func (h *Stream) Synchronize() error {
 // wait is Synchronize in the pool's host wait (internal/hostwait); done, where
 // not nil, ends a polled wait early with hostwait.ErrEnded.
 func (s *streamCore) wait(done <-chan struct{}) error {
-	if s.closed.Load() {
+	if s.Closed() {
 		return ErrClosed
 	}
 	p := s.t.pool
@@ -307,54 +225,37 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 	// here stays valid, and covers what was queued before), Close does.
 	slot, err := s.t.enterWait()
 	if err == nil {
-		err = s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, s.h(), &s.waits, done) })
+		err = s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, s.h(), s.Waits(), done) })
 		s.t.life.ExitWait(slot)
 	}
 	s.t.class.End(start, err == nil)
 	if err == nil {
-		s.gate.AfterSync() // a latency stream's neighbours are released now
+		s.Gate().AfterSync() // a latency stream's neighbours are released now
 	}
 	return err
 }
 
-// destroy closes the stream's gate (unless its Close did: closed),
-// expires its handles, keeps its counters and then releases a
-// primary-context CUstream for reuse; a partition's own streams are
-// released through the partition. Its caller retires it next.
+// destroy closes the stream's gate (unless its Close did), expires its
+// handles, keeps its counters and then releases a primary-context
+// CUstream for reuse; a partition's own streams are released through the
+// partition. Its caller retires it next.
 func (s *streamCore) destroy(cc cuda.Context) error {
-	var shut error
-	if !s.closed.Load() {
-		shut = s.gate.Close(cc)
-	}
-	s.expire(false)
+	shut := s.Destroy(cc)
 	c := s.t
 	c.mu.Lock()
-	s.keepTotals()
+	s.AddTo(&c.gone)
 	c.mu.Unlock()
-	return errors.Join(shut, s.releaseHandle()) // no garbage when both are nil
+	return errors.Join(shut, s.ReleaseHandle()) // no garbage when both are nil
 }
 
 // releaseShared gives the commons back a closing tenant's stream, which
 // outlives it there (a partition's go with the partition); its calls are
 // over.
 func (c *tenantCore) releaseShared(s *streamCore) error {
-	if c.place.Partitioned() || !s.owned || !s.fromPart { // the whole device's are not owned
+	if c.place.Partitioned() { // the whole device's are not owned
 		return nil
 	}
-	return c.place.DestroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
-}
-
-// releaseHandle gives a primary-context CUstream the SDK made back for
-// reuse; its calls are over (expire).
-func (s *streamCore) releaseHandle() error {
-	if !s.owned || s.fromPart {
-		return nil
-	}
-	h := cuda.Stream(s.hv.Load())
-	if s.used.Load() {
-		return s.t.pool.dev.ReleaseStream(h)
-	}
-	return s.t.pool.dev.ReleaseUnused(h)
+	return s.DestroyOwn()
 }
 
 // Close waits for the stream, gives the blocks on its free list back to the
@@ -375,58 +276,25 @@ func (h *Stream) Close() error {
 	return c.fail("Stream.Close", s.close())
 }
 
-// close is Stream.Close of s, acquired by the caller: it releases s. Its
-// errors are bare.
+// close is Stream.Close of s, acquired by the caller: it releases s
+// (streams.Core.Close says in which order). Its errors are bare.
 func (s *streamCore) close() error {
 	c := s.t
 	if s == c.first.c {
 		s.release()
 		return errFirstStream
 	}
-	// First, in the life lock (so that the tenant's Close waits, and then
-	// finds the stream still listed): the stream refuses new calls and its
-	// gate wakes the launches waiting for tokens.
-	slot, err := c.enter()
-	if errors.Is(err, ErrClosed) {
-		s.release()
-		return nil // the tenant's Close destroys it
-	} else if err != nil {
-		s.release()
-		return err // the device is lost: the stream stays, the tenant's Close destroys it
+	done, err := s.Close((*host)(c), func() error {
+		c.mu.Lock()
+		c.streams = slices.DeleteFunc(c.streams, func(x *streamCore) bool { return x == s })
+		s.AddTo(&c.gone)
+		c.mu.Unlock()
+		return c.mem.Flush((*memStream)(s))
+	})
+	if done {
+		s.retire(false)
 	}
-	if !s.closed.CompareAndSwap(false, true) {
-		c.life.Exit(slot)
-		s.release()
-		return nil // a Close racing this one is under way
-	}
-	shut := s.gate.Close(c.pool.dev.Primary())
-	c.life.Exit(slot)
-	// Then its handles expire and the calls under way leave, outside the
-	// life lock: one may be waiting at a Reshape's gate, and the Reshape
-	// for this Close's slot. Until they have, nothing of the stream is
-	// released.
-	s.expire(true)
-	// Last, in the life lock again, the stream is unlisted and released.
-	// A tenant's Close that began meanwhile found it listed and destroys
-	// it (this Close may not touch it then).
-	if slot, err = c.enter(); err != nil {
-		if errors.Is(err, ErrClosed) {
-			err = nil
-		}
-		return errors.Join(shut, err)
-	}
-	c.mu.Lock()
-	c.streams = slices.DeleteFunc(c.streams, func(x *streamCore) bool { return x == s })
-	s.keepTotals()
-	c.mu.Unlock()
-	flushed := c.mem.Flush((*memStream)(s))
-	released := s.releaseHandle()
-	if s.owned && s.fromPart {
-		released = c.place.DestroyStream(cuda.Stream(s.hv.Load()), !s.used.Load())
-	}
-	c.life.Exit(slot)
-	s.retire(false)
-	return errors.Join(shut, flushed, released) // no garbage when all are nil
+	return err
 }
 
 // errFirstStream answers Stream.Close of the tenant's first stream.

@@ -20,8 +20,10 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/life"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+	"github.com/fcsp-go/fcsp-go/internal/modules"
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
+	"github.com/fcsp-go/fcsp-go/internal/streams"
 	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"github.com/fcsp-go/fcsp-go/memtrack"
 	"github.com/fcsp-go/fcsp-go/stream"
@@ -90,8 +92,8 @@ type tenantCore struct {
 
 	mu      lockorder.Mutex[lockorder.TenantMu] // protects the following fields, and the three above the pad; no driver call under it
 	streams []*streamCore                       // first.c among them, first
-	modules []*Module
-	gone    streamTotals // the closed streams' counters, for Stats (stream.go)
+	modules modules.Set                         // the loaded modules (internal/modules)
+	gone    streams.Totals                      // the closed streams' counters, for Stats (internal/streams)
 
 	closing lockorder.Mutex[lockorder.TenantClosing] // held by the close under way, across its driver calls: a second close waits for it
 	stall   atomic.Pointer[StallReport]              // set once, by the watchdog, when its work stalls (stall.go)
@@ -179,7 +181,7 @@ func (m *member) Build(cfg *tenantConfig, part *smpart.Partition, quota uint64) 
 	if err != nil {
 		return err
 	}
-	c.streams, c.first = append(c.streams, first), Stream{c: first, gen: first.gen.Load()}
+	c.streams, c.first = append(c.streams, first), Stream{c: first, gen: first.Gen()}
 	return c.openMemory(cfg, quota)
 }
 
@@ -448,11 +450,11 @@ func (c *tenantCore) Stats() Stats {
 	var gates admission.GateSums // added up in place: Stats is polled, and a copy of the gates was garbage
 	c.mu.Lock()
 	s.Streams = len(c.streams)
-	s.Launches, gates = c.gone.launches, c.gone.gates // the closed streams': the counters only go up
+	s.Launches, gates = c.gone.Launches, c.gone.Gates // the closed streams': the counters only go up
 	for _, st := range c.streams {
-		s.MemoryCached += st.blocks.Bytes()
-		s.Launches += st.launches.Load()
-		st.gate.AddTo(&gates)
+		s.MemoryCached += st.Blocks().Bytes()
+		s.Launches += st.Launches()
+		st.Gate().AddTo(&gates)
 	}
 	c.mu.Unlock()
 	a := c.adm.Stats(&gates)
@@ -515,8 +517,8 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	// it must wait for them; nothing can add one any more.
 	errs[0], errs[1] = hookErr, c.mem.Close(cc, leaks)
 	c.mu.Lock()
-	streams, modules := c.streams, c.modules
-	c.streams, c.modules = nil, nil
+	streams := c.streams
+	c.streams = nil
 	c.mu.Unlock()
 	for _, s := range streams {
 		errs[2] = errors.Join(errs[2], s.destroy(cc)) // nil, with no garbage, while both are
@@ -527,9 +529,7 @@ func (c *tenantCore) end(why string) (ended bool, err error) {
 	if c.graphs != nil { // a capture made it (graphSet)
 		errs[4] = c.graphs.Close(cc)
 	}
-	for _, m := range modules {
-		errs[5] = errors.Join(errs[5], m.unload(cc))
-	}
+	errs[5] = c.modules.Close(&c.mu, p.dev, cc)
 	_, errs[6] = c.acct.Close()
 	errs[7] = p.tenants.Leave(c, (*member)(c)) // its placement retired, off the pool's list last
 	teardown.Reclaimed(p.log, c.name, why, len(leaks))

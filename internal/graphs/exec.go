@@ -16,6 +16,48 @@ import (
 // decides which context, and under which lock, each call is made in.
 type Do func(f func(cuda.Context) error) error
 
+// Tenant is a graph's tenant as the calls on its graphs see it: the calls
+// it counts in its life lock, its primary context, and its green
+// contexts, in which an executable graph is instantiated.
+type Tenant interface {
+	// Enter counts a call in; its error refuses it (errs.ErrClosed once the
+	// tenant's Close began). Exit ends it.
+	Enter() (uint32, error)
+	Exit(slot uint32)
+	Primary() cuda.Context
+	// DoGreen runs f in one of the tenant's green contexts.
+	DoGreen(f func(cuda.Context) error) error
+}
+
+// InLife runs close, a graph's or an exec's Close (which takes the
+// graph's own lock around the call it makes through its Do), counted in
+// t's life lock, with t's primary context: the life lock first, as
+// launches and instantiations take them. A Close that held its graph's
+// lock while it waited at a Reshape's gate kept a launch from inside a
+// Do, which the Reshape waits for, from that lock. Refused by a closing
+// tenant (errs.ErrClosed), close leaves the graph to the set's Close.
+func InLife(t Tenant, close func(Do) error) error {
+	slot, err := t.Enter()
+	if err != nil {
+		return close(func(func(cuda.Context) error) error { return err })
+	}
+	defer t.Exit(slot)
+	return close(func(f func(cuda.Context) error) error { return f(t.Primary()) })
+}
+
+// InstantiateIn is Instantiate counted in t's life lock (the life lock
+// before the graph's lock, as Close takes them), in one of t's green
+// contexts: an executable graph runs on the SMs of the context it was
+// instantiated in, whatever the stream.
+func (g *Graph) InstantiateIn(t Tenant, e *Exec) error {
+	slot, err := t.Enter()
+	if err != nil {
+		return err
+	}
+	defer t.Exit(slot)
+	return g.Instantiate(e, t.DoGreen)
+}
+
 // Recording is what a stream records while it is captured: the kernels
 // launched on it through the SDK (not charged then: a launch of the graph
 // is).

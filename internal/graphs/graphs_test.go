@@ -75,3 +75,51 @@ func TestEachHandleIsDestroyedOnce(t *testing.T) {
 		t.Fatalf("listed after Close: %v", err)
 	}
 }
+
+// tenant counts the calls made in its life lock; refuse turns them away.
+type tenant struct {
+	ctx    cuda.Context
+	in     int
+	refuse error
+}
+
+func (t *tenant) Enter() (uint32, error) {
+	if t.refuse != nil {
+		return 0, t.refuse
+	}
+	t.in++
+	return 0, nil
+}
+func (t *tenant) Exit(uint32)                              { t.in-- }
+func (t *tenant) Primary() cuda.Context                    { return t.ctx }
+func (t *tenant) DoGreen(f func(cuda.Context) error) error { return f(t.ctx) }
+
+// A graph is instantiated and closed in its tenant's life lock; a close
+// the closing tenant refuses leaves the graph to the set's Close, once.
+func TestInLifeLeavesARefusedCloseToTheSet(t *testing.T) {
+	drv, ctx, s := setUp(t)
+	gs := New(drv)
+	tn := &tenant{ctx: ctx}
+	var g Graph
+	if err := gs.Capture(&g, tn.DoGreen, s, &Recording{}, 0, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var e Exec
+	if err := g.InstantiateIn(tn, &e); err != nil || tn.in != 0 {
+		t.Fatalf("instantiate: %v, %d calls left in the life lock", err, tn.in)
+	}
+	if err := InLife(tn, e.Close); err != nil || tn.in != 0 {
+		t.Fatalf("exec close: %v, %d calls left in the life lock", err, tn.in)
+	}
+	tn.refuse = ErrClosed
+	if err := InLife(tn, g.Close); err != nil {
+		t.Fatalf("a close refused by a closing tenant: %v; want nil, the set's Close destroys it", err)
+	}
+	before := drv.Calls("cuGraphDestroy")
+	if err := gs.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := drv.Calls("cuGraphDestroy") - before; got != 1 {
+		t.Fatalf("the set's Close destroyed %d graphs; want the 1 whose close was refused", got)
+	}
+}
