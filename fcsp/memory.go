@@ -106,10 +106,7 @@ func (h *host) ReleaseStreams(l []devmem.Stream) {
 
 // Alloc is Tenant.Alloc, for the SDK's own callers.
 func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
-	if ctx == nil {
-		return 0, errNilContext
-	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return 0, err
 	}
 	if c.closed.Load() {

@@ -25,10 +25,7 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 	if f == nil {
 		return c.fail("Scope", errNilFunc)
 	}
-	if ctx == nil {
-		return c.fail("Scope", errNilContext)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return c.fail("Scope", err)
 	}
 	if c.closed.Load() {
