@@ -2,7 +2,6 @@ package fcsp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 
@@ -115,19 +114,10 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	return c.alloc(c.first.c, n)
 }
 
-// alloc checks n, and is counted in the tenant's life lock from the quota
-// check to the record, so a Close that races it (a tenant ended by its context while a
-// request allocates) waits, then frees what it recorded: nothing is lost.
+// alloc is devmem.Alloc on s: n checked, counted in the tenant's life
+// lock from the quota check to the record.
 func (c *tenantCore) alloc(s *streamCore, n uint64) (DevicePtr, error) {
-	if n == 0 {
-		return 0, fmt.Errorf("%w: 0 bytes; ask for at least 1", ErrInvalidArgument)
-	}
-	slot, err := c.enter()
-	if err != nil {
-		return 0, err
-	}
-	defer c.life.Exit(slot)
-	p, err := c.mem.Alloc((*memStream)(s), n)
+	p, err := devmem.Alloc(c.mem, (*memStream)(s), n)
 	return DevicePtr(p), err
 }
 
@@ -136,18 +126,9 @@ func (c *tenantCore) Free(p DevicePtr) error {
 	return c.free(c.first.c, p)
 }
 
+// free is devmem.Free on s, counted in the tenant's life lock.
 func (c *tenantCore) free(s *streamCore, p DevicePtr) error {
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.Exit(slot)
-	err = c.mem.Free((*memStream)(s), cuda.DevicePtr(p))
-	if errors.Is(err, ErrUnknownPointer) {
-		// memtrack's words are its accounts'; the caller's are the tenant's.
-		return fmt.Errorf("%w: %v is not a live allocation of this tenant (allocated by another, or freed already)", ErrUnknownPointer, p)
-	}
-	return err
+	return devmem.Free(c.mem, (*memStream)(s), cuda.DevicePtr(p))
 }
 
 // AllocAsync is Tenant.AllocAsync, for the SDK's own callers.
