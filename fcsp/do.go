@@ -2,13 +2,11 @@ package fcsp
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/dorun"
-	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
@@ -74,17 +72,7 @@ func ctxErr(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// checkNotInsideDo is called by what would wait for the tenant's Dos to
-// end (Close, Shutdown, Reshape; the pool's Close and Shutdown) before it
-// begins: from inside one it would wait for itself. Its error is bare: the
-// caller names the call.
-func (c *tenantCore) checkNotInsideDo() error {
-	// Pinned for the look (inside.Threads.Pinned says why).
-	if c.dos.Pinned() {
-		return errInsideOwnDo
-	}
-	return nil
-}
-
-// errInsideOwnDo is checkNotInsideDo's error.
-var errInsideOwnDo = fmt.Errorf("%w (the tenant's own); call it after Do returns", errs.ErrInsideDo)
+// checkNotInsideDo refuses what would wait for the tenant's Dos to end
+// from inside one, where it would wait for itself
+// (inside.Threads.NotInside); its error is bare.
+func (c *tenantCore) checkNotInsideDo() error { return c.dos.NotInside() }

@@ -258,5 +258,4 @@ func TestReexportsAreTheInternalValues(t *testing.T) {
 		require.ErrorIs(t, e, ErrInvalidArgument)
 	}
 	require.ErrorIs(t, errScopeEnded, ErrClosed)
-	require.ErrorIs(t, errInsideOwnDo, ErrInsideDo)
 }
