@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/arena"
-	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Scope is a request-sized arena on a tenant: what is allocated through it
@@ -43,21 +42,12 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 // Alloc allocates n bytes that belong to the scope, under the context
 // given to Tenant.Scope (as an http.Request carries its own).
 func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
-	if s.live.Ended() {
-		return 0, s.t.fail("Scope.Alloc", errScopeEnded)
-	}
-	p, err := s.t.Alloc(s.ctx, n)
+	p, err := s.live.Alloc(func() (DevicePtr, error) { return s.t.Alloc(s.ctx, n) }, s.t.Free)
 	if err != nil {
 		return 0, s.t.fail("Scope.Alloc", err)
 	}
-	if !s.live.Add(p) { // the scope ended while we allocated: not ours to keep
-		return 0, s.t.fail("Scope.Alloc", errors.Join(errScopeEnded, s.t.Free(p)))
-	}
 	return p, nil
 }
-
-// errScopeEnded answers a Scope's call after its function returned.
-var errScopeEnded = fmt.Errorf("%w: the scope has ended (its function returned)", errs.ErrClosed)
 
 // Free frees memory of the scope before it ends.
 func (s *Scope) Free(p DevicePtr) error {

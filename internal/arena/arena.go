@@ -5,7 +5,10 @@ package arena
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Set is the allocations of one scope. Allocations race with its end: one
@@ -38,6 +41,28 @@ func (s *Set[P]) Add(p P) bool {
 	s.live[p] = struct{}{}
 	return true
 }
+
+// Alloc records what alloc allocates as the set's, or is ErrEnded where
+// the set has ended: before alloc runs, or while it ran, when what it
+// allocated is not the set's to keep and is given to free (its error
+// joined).
+func (s *Set[P]) Alloc(alloc func() (P, error), free func(P) error) (P, error) {
+	var none P
+	if s.Ended() {
+		return none, ErrEnded
+	}
+	p, err := alloc()
+	if err != nil {
+		return none, err
+	}
+	if !s.Add(p) {
+		return none, errors.Join(ErrEnded, free(p))
+	}
+	return p, nil
+}
+
+// ErrEnded answers a scope's call after its function returned.
+var ErrEnded = fmt.Errorf("%w: the scope has ended (its function returned)", errs.ErrClosed)
 
 // Remove forgets p, freed before the scope's end; false if p is not the
 // set's (never added, removed already, or the set has ended).
