@@ -194,10 +194,7 @@ func (t *Tenant) Trim() error {
 func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
-	err = c.call(func() (err error) {
-		free, total, err = c.memOps.MemInfo(c.pool.dev.Primary(), c.cachedBytes)
-		return err
-	})
+	free, total, err = c.memOps.MemInfo(c.cachedBytes)
 	return free, total, c.fail("MemGetInfo", err)
 }
 
