@@ -39,29 +39,25 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 	if err := ctxErr(ctx); err != nil {
 		return c.fail(op, err)
 	}
-	return dorun.Do(ctx, (*doer)(c), op, f, try)
+	return dorun.Do(ctx, (*host)(c), op, f, try)
 }
 
 // doOnThread is a Do's run for a caller counted in the life lock already
 // (dorun.OnThread says what it takes and how it names its errors): the
 // tenant's close, running OnClose's functions.
 func (c *tenantCore) doOnThread(ctx context.Context, op string, f func(Current) error, run *admission.Run, ownRun bool) error {
-	return dorun.OnThread(ctx, (*doer)(c), op, f, run, ownRun)
+	return dorun.OnThread(ctx, (*host)(c), op, f, run, ownRun)
 }
 
-// doer is the tenant as its Dos see it (dorun.Tenant): a conversion of the
-// core's pointer, as host is for the other engines.
-type doer tenantCore
-
-func (d *doer) Enter() (uint32, error)          { return (*tenantCore)(d).enter() }
-func (d *doer) Exit(slot uint32)                { d.life.Exit(slot) }
-func (d *doer) Placement() place.Placement      { return d.place.Placement }
-func (d *doer) Threads() *inside.Threads        { return &d.dos }
-func (d *doer) Admission() *admission.Tenant    { return d.adm }
-func (d *doer) Device() *smpart.Device          { return d.pool.dev }
-func (d *doer) Raw() cuda.Driver                { return d.pool.raw }
-func (d *doer) Fail(op string, err error) error { return (*tenantCore)(d).fail(op, err) }
-func (d *doer) Current(in dorun.In) Current     { return Current{t: (*tenantCore)(d), in: in} }
+// The tenant as its Dos see it (dorun.Tenant) is host, the conversion of
+// the core's pointer its other engines see: its Enter and Exit, and these.
+func (h *host) Placement() place.Placement      { return h.place.Placement }
+func (h *host) Threads() *inside.Threads        { return &h.dos }
+func (h *host) Admission() *admission.Tenant    { return h.adm }
+func (h *host) Device() *smpart.Device          { return h.pool.dev }
+func (h *host) Raw() cuda.Driver                { return h.pool.raw }
+func (h *host) Fail(op string, err error) error { return (*tenantCore)(h).fail(op, err) }
+func (h *host) Current(in dorun.In) Current     { return Current{t: (*tenantCore)(h), in: in} }
 
 // ctxErr is what a call given a context checks first: errNilContext for a
 // nil one, else the context's error once it has ended.

@@ -18,7 +18,7 @@ func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
 	if err := c.checkNotInsideDo(); err != nil {
 		return c.fail("DoEach", err) // its runs would wait for the context this Do holds
 	}
-	err := dorun.Each(ctx, (*doer)(c), f)
+	err := dorun.Each(ctx, (*host)(c), f)
 	runtime.KeepAlive(c)
 	return err
 }

@@ -36,7 +36,7 @@ func (p *Pool) plainFor(c *tenantCore, cfg *tenantConfig) placement {
 	if f == nil {
 		return p.plain
 	}
-	return placement{place.NewWarming(p.plain.Placement, warmIDs.Add(1), dorun.RunIn(context.Background(), (*doer)(c), f))}
+	return placement{place.NewWarming(p.plain.Placement, warmIDs.Add(1), dorun.RunIn(context.Background(), (*host)(c), f))}
 }
 
 // warmUp runs a new tenant's warm-up (cfg's) in every context it may serve
@@ -48,7 +48,7 @@ func (p *Pool) warmUp(t *Tenant, err error, cfg *tenantConfig) (*Tenant, error) 
 		return t, err
 	}
 	c := t.c
-	if err := dorun.WarmEvery((*doer)(c), warmupOf(cfg)); errors.Is(err, ErrClosed) && c.closed.Load() {
+	if err := dorun.WarmEvery((*host)(c), warmupOf(cfg)); errors.Is(err, ErrClosed) && c.closed.Load() {
 		return t, nil // closed as it was made (WithContext's ctx was done), as without a warm-up
 	} else if err != nil {
 		c.cleanup.Stop()
