@@ -64,21 +64,16 @@ func (s *memStream) Synchronize() error {
 }
 
 // TryEnter is enter for a neighbour's trim (devmem.Owner): it never waits
-// at a Reshape's gate, where two tenants trimming each other while both
-// reshape would wait for each other; a paused, closing or lost tenant is
-// not trimmed.
+// at a Reshape's gate (life.Lock.TryEnter); a paused, closing or lost
+// tenant is not trimmed.
 func (h *host) TryEnter() (uint32, bool) {
 	c := (*tenantCore)(h)
-	gated := false
-	slot, ok := c.life.Enter(func() bool { gated = true; return true })
-	if !ok {
+	slot, ok := c.life.TryEnter()
+	if ok && (c.closed.Load() || c.pool.fault.Err() != nil) {
+		c.life.Exit(slot)
 		return 0, false
 	}
-	if gated || c.closed.Load() || c.pool.fault.Err() != nil {
-		c.life.Exit(slot) // through the gate for no more than this look
-		return 0, false
-	}
-	return slot, true
+	return slot, ok
 }
 
 // Streams lists the tenant's streams for the memory engine, each kept
