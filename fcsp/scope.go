@@ -32,7 +32,9 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 	}
 	s := &Scope{h: h, t: c, ctx: ctx}
 	defer func() {
-		if e := s.release(); e != nil {
+		// What f left is freed; memory the tenant's Close freed already is
+		// not an error (arena.Set.End).
+		if e := s.live.End(c.Free); e != nil {
 			err = errors.Join(err, c.fail("Scope", fmt.Errorf("freeing what f left allocated: %w", e)))
 		}
 	}()
@@ -62,14 +64,3 @@ func (s *Scope) Context() context.Context { return s.ctx }
 
 // Tenant is the scope's tenant.
 func (s *Scope) Tenant() *Tenant { return s.h }
-
-// release frees what the scope still holds; memory the tenant's Close
-// freed already is not an error.
-func (s *Scope) release() error {
-	return s.live.End(func(p DevicePtr) error {
-		if err := s.t.Free(p); !errors.Is(err, ErrClosed) {
-			return err
-		}
-		return nil
-	})
-}

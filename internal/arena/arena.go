@@ -75,17 +75,19 @@ func (s *Set[P]) Remove(p P) bool {
 }
 
 // End ends the set and frees what it still holds with free, returning
-// free's errors joined. Later calls free nothing.
+// free's errors joined, but errs.ErrClosed's: the owner closed, and its
+// close freed what it held (a tenant's Close frees what is left of its
+// memory). Later calls free nothing.
 func (s *Set[P]) End(free func(P) error) error {
 	s.mu.Lock()
 	live := s.live
 	s.live, s.ended = nil, true
 	s.mu.Unlock()
-	var errs []error
+	var failed []error
 	for p := range live {
-		if err := free(p); err != nil {
-			errs = append(errs, err)
+		if err := free(p); err != nil && !errors.Is(err, errs.ErrClosed) {
+			failed = append(failed, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(failed...)
 }

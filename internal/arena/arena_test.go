@@ -30,9 +30,10 @@ func TestSet(t *testing.T) {
 		if p == 3 {
 			return bad
 		}
-		return nil
+		return errs.ErrClosed // the owner's close freed it: not an error
 	})
 	require.ErrorIs(t, err, bad)
+	require.NotErrorIs(t, err, errs.ErrClosed)
 	slices.Sort(freed)
 	require.Equal(t, []int{1, 3}, freed)
 	require.True(t, s.Ended())
