@@ -3,7 +3,6 @@ package fcsp
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/dorun"
 	"github.com/fcsp-go/fcsp-go/internal/place"
@@ -12,9 +11,6 @@ import (
 // A tenant's contexts are warmed by internal/dorun (its warm.go says
 // which, when); what is chosen for a tenant, and what a failure at
 // NewTenant undoes, is here.
-
-// warmIDs numbers the warm-ups, as the commons' contexts record them.
-var warmIDs atomic.Uint64
 
 // warmupOf is WithWarmup's function, made to say ErrWarmupFailed and to
 // turn a panic into an error (dorun.Warmup); nil without one. The
@@ -36,7 +32,7 @@ func (p *Pool) plainFor(c *tenantCore, cfg *tenantConfig) placement {
 	if f == nil {
 		return p.plain
 	}
-	return placement{place.NewWarming(p.plain.Placement, warmIDs.Add(1), dorun.RunIn(context.Background(), (*host)(c), f))}
+	return placement{place.NewWarming(p.plain.Placement, dorun.RunIn(context.Background(), (*host)(c), f))}
 }
 
 // warmUp runs a new tenant's warm-up (cfg's) in every context it may serve
