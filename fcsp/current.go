@@ -144,12 +144,7 @@ func (c *tenantCore) AllocWorkspace(ctx context.Context, h *Stream, n uint64) (*
 	if h == nil {
 		h = &c.first
 	}
-	s, err := c.ownStream(h)
-	if err != nil {
-		return nil, err
-	}
-	defer s.release()
-	p, err := c.alloc(s, n)
+	p, err := c.AllocAsync(h, n)
 	if err != nil {
 		return nil, err
 	}
