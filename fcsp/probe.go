@@ -40,11 +40,10 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	if ctx == nil {
 		return SMReport{}, errNilContext
 	}
-	h, err := p.probe.Function(p.dev)
+	fn, err := p.probe.Function(p.dev)
 	if err != nil {
 		return SMReport{}, err
 	}
-	fn := &Function{h: h, name: smprobe.Name}
 	p.mu.Lock()
 	cores := p.cores(nil)
 	p.mu.Unlock()
@@ -72,8 +71,9 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	return r, errors.Join(errs...)
 }
 
-// probeSMs runs the probe on a new stream of the tenant's.
-func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
+// probeSMs runs the probe (smprobe.Run) on a new stream of the tenant's,
+// closed after.
+func (c *tenantCore) probeSMs(fn cuda.Function) ([]int, error) {
 	h, err := c.addStream(func() (*streamCore, error) { return c.newStream(ClassDefault, false) })
 	if err != nil {
 		return nil, err
@@ -82,35 +82,24 @@ func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := smprobe.Blocks(c.pool.info.SMs)
-	buf, err := c.alloc(s, uint64(4*blocks))
-	if err != nil {
-		return nil, errors.Join(err, s.close())
-	}
-	err = c.memOps.MemsetD32((*memStream)(s), cuda.DevicePtr(buf), smprobe.Unwritten, uint64(blocks))
-	if err == nil {
-		var a Args
-		a.Ptr(buf).Uint64(smprobe.Cycles)
-		err = c.launchProbe(s, fn, blocks, &a)
-	}
-	if err == nil {
-		err = s.wait(nil)
-	}
-	out := make([]byte, 4*blocks)
-	if err == nil {
-		err = c.memOps.CopyFromDevice(out, cuda.DevicePtr(buf))
-	}
-	err = errors.Join(err, c.free(s, buf))
+	sms, err := smprobe.Run(c.mem, probeStream{(*memStream)(s)}, fn, c.pool.info.SMs)
 	if err = errors.Join(err, s.close()); err != nil {
 		return nil, err
 	}
-	return smprobe.SMs(out), nil
+	return sms, nil
 }
 
-// launchProbe queues the probe on s, counted in the tenant's life lock and
-// admitted as nothing: a health check is not the tenant's work.
-func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Args) error {
-	return c.call(func() error {
-		return s.launchCounted(fn, Dim3{X: uint32(blocks), Y: 1, Z: 1}, Dim3{X: 32, Y: 1, Z: 1}, 0, a)
+// probeStream is the probe's stream (smprobe.Stream): the memory engine's
+// view of it, and the calls the probe makes on it.
+type probeStream struct{ *memStream }
+
+func (s probeStream) Wait() error { return (*streamCore)(s.memStream).wait(nil) }
+
+// Launch queues the probe counted in the tenant's life lock and admitted
+// as nothing: a health check is not the tenant's work.
+func (s probeStream) Launch(fn cuda.Function, grid, block cuda.Dim3, args *cuda.Args) error {
+	sc := (*streamCore)(s.memStream)
+	return sc.t.call(func() error {
+		return sc.launchCounted(&Function{h: fn, name: smprobe.Name}, Dim3(grid), Dim3(block), 0, &Args{a: *args})
 	})
 }

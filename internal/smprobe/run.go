@@ -1,0 +1,51 @@
+package smprobe
+
+import (
+	"errors"
+
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/devmem"
+)
+
+// Stream is a tenant's stream as the probe runs on it: as the tenant's
+// memory engine sees it, and the calls the probe makes on it, each
+// counted in the tenant's life lock as the tenant's own are.
+type Stream interface {
+	devmem.Stream
+	// Launch queues fn on the stream as grid x block, admitted as
+	// nothing: a health check is not the tenant's work.
+	Launch(fn cuda.Function, grid, block cuda.Dim3, args *cuda.Args) error
+	// Wait waits for the work queued on the stream, as the tenant's
+	// Stream.Synchronize does.
+	Wait() error
+}
+
+// Run runs the probe, fn (Kernel.Function's), on s, a stream of a tenant
+// whose memory engine is mem, on a device of sms SMs, and returns the SMs
+// its blocks ran on (SMs): its output, the tenant's memory, is filled
+// with Unwritten, the kernel queued and waited for, the output read back
+// and freed, whatever failed.
+func Run(mem devmem.Allocator, s Stream, fn cuda.Function, sms int) ([]int, error) {
+	blocks := Blocks(sms)
+	buf, err := devmem.Alloc(mem, s, uint64(4*blocks))
+	if err != nil {
+		return nil, err
+	}
+	err = mem.Ops().MemsetD32(s, buf, Unwritten, uint64(blocks))
+	if err == nil {
+		var a cuda.Args
+		a.Ptr(buf).Uint64(Cycles)
+		err = s.Launch(fn, cuda.Dim3{X: uint32(blocks), Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}, &a)
+	}
+	if err == nil {
+		err = s.Wait()
+	}
+	out := make([]byte, 4*blocks)
+	if err == nil {
+		err = mem.Ops().CopyFromDevice(out, buf)
+	}
+	if err = errors.Join(err, devmem.Free(mem, s, buf)); err != nil {
+		return nil, err
+	}
+	return SMs(out), nil
+}
