@@ -47,38 +47,29 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	p.mu.Lock()
 	cores := p.cores(nil)
 	p.mu.Unlock()
-	r := SMReport{SMs: make(map[string][]int, len(cores))}
-	var errs []error
-	for _, c := range cores {
-		if err := ctx.Err(); err != nil {
-			return r, err
-		}
-		sms, err := c.probeSMs(fn)
-		if errors.Is(err, ErrClosed) {
-			continue // closed meanwhile
-		}
-		if err != nil {
-			errs = append(errs, c.fail("Pool.ProbeSMs", err))
-			continue
-		}
-		r.SMs[c.name] = sms
-	}
-	owners := make([]smprobe.Owner, len(cores))
+	tenants := make([]smprobe.Tenant, len(cores))
 	for i, c := range cores {
-		owners[i] = smprobe.Owner{Name: c.name, Partitioned: c.place.Partitioned(), Rest: place.Rest(c.place.Placement)}
+		tenants[i] = (*host)(c)
 	}
-	r.Breaches = smprobe.Breaches(owners, r.SMs, tenantName)
-	return r, errors.Join(errs...)
+	sms, breaches, err := smprobe.Survey(ctx, fn, tenants, "Pool.ProbeSMs", tenantName)
+	return SMReport{SMs: sms, Breaches: breaches}, err
 }
 
-// probeSMs runs the probe (smprobe.Run) on a new stream of the tenant's,
+// The tenant as the probe's survey sees it (smprobe.Tenant) is host too:
+// its Fail (do.go), and these.
+func (h *host) Owner() smprobe.Owner {
+	return smprobe.Owner{Name: h.name, Partitioned: h.place.Partitioned(), Rest: place.Rest(h.place.Placement)}
+}
+
+// Probe runs the probe (smprobe.Run) on a new stream of the tenant's,
 // closed after.
-func (c *tenantCore) probeSMs(fn cuda.Function) ([]int, error) {
-	h, err := c.addStream(func() (*streamCore, error) { return c.newStream(ClassDefault, false) })
+func (h *host) Probe(fn cuda.Function) ([]int, error) {
+	c := (*tenantCore)(h)
+	sh, err := c.addStream(func() (*streamCore, error) { return c.newStream(ClassDefault, false) })
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.acquire()
+	s, err := sh.acquire()
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package smprobe_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,6 +11,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/devmem"
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 	"github.com/fcsp-go/fcsp-go/internal/smprobe"
 	"github.com/fcsp-go/fcsp-go/memtrack"
@@ -68,4 +72,42 @@ func TestRun(t *testing.T) {
 	require.Len(t, sms, 132)
 	require.Zero(t, acct.Used(), "the output is freed")
 	require.Zero(t, o.calls, "each call counted out")
+}
+
+// surveyed is a tenant whose probe answers sms or err.
+type surveyed struct {
+	own smprobe.Owner
+	sms []int
+	err error
+}
+
+func (s *surveyed) Owner() smprobe.Owner               { return s.own }
+func (s *surveyed) Probe(cuda.Function) ([]int, error) { return s.sms, s.err }
+func (s *surveyed) Fail(op string, err error) error {
+	return fmt.Errorf("%s %s: %w", s.own.Name, op, err)
+}
+
+// A survey reports each tenant's SMs and the breaches among them; a tenant
+// closed meanwhile is left out, another's failure named as its own; an
+// ended ctx stops it with what it found.
+func TestSurvey(t *testing.T) {
+	bad := errors.New("bad")
+	tenants := []smprobe.Tenant{
+		&surveyed{own: smprobe.Owner{Name: "a", Partitioned: true}, sms: []int{0, 1, 2}},
+		&surveyed{own: smprobe.Owner{Name: "b"}, sms: []int{2, 3}},
+		&surveyed{own: smprobe.Owner{Name: "gone"}, err: errs.ErrClosed},
+		&surveyed{own: smprobe.Owner{Name: "c"}, err: bad},
+	}
+	name := func(s string) string { return fmt.Sprintf("tenant %q", s) }
+	sms, breaches, err := smprobe.Survey(context.Background(), 0, tenants, "Pool.ProbeSMs", name)
+	require.Equal(t, map[string][]int{"a": {0, 1, 2}, "b": {2, 3}}, sms)
+	require.Equal(t, []string{`tenant "b" ran on 1 SMs of tenant "a"'s partition`}, breaches)
+	require.ErrorIs(t, err, bad)
+	require.EqualError(t, err, "c Pool.ProbeSMs: bad")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sms, breaches, err = smprobe.Survey(ctx, 0, tenants, "Pool.ProbeSMs", name)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, sms)
+	require.Nil(t, breaches)
 }
