@@ -42,6 +42,20 @@ func (c *tenantCore) runDo(ctx context.Context, f func(Current) error, try bool)
 	return dorun.Do(ctx, (*host)(c), op, f, try)
 }
 
+// DoEach is Tenant.DoEach; the runs are internal/dorun's.
+func (c *tenantCore) DoEach(ctx context.Context, f func(Current) error) error {
+	if f == nil {
+		return c.fail("DoEach", errNilFunc)
+	}
+	if err := ctxErr(ctx); err != nil {
+		return c.fail("DoEach", err)
+	}
+	if err := c.checkNotInsideDo(); err != nil {
+		return c.fail("DoEach", err) // its runs would wait for the context this Do holds
+	}
+	return dorun.Each(ctx, (*host)(c), f)
+}
+
 // doOnThread is a Do's run for a caller counted in the life lock already
 // (dorun.OnThread says what it takes and how it names its errors): the
 // tenant's close, running OnClose's functions.

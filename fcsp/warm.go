@@ -8,10 +8,6 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/place"
 )
 
-// A tenant's contexts are warmed by internal/dorun (its warm.go says
-// which, when); what is chosen for a tenant, and what a failure at
-// NewTenant undoes, is here.
-
 // warmupOf is WithWarmup's function, made to say ErrWarmupFailed and to
 // turn a panic into an error (dorun.Warmup); nil without one. The
 // tenant keeps it nowhere but in its placement where it needs it later

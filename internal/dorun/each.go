@@ -2,6 +2,7 @@ package dorun
 
 import (
 	"context"
+	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/inside"
@@ -70,5 +71,6 @@ func Each[C any](ctx context.Context, t Tenant[C], f func(C) error) error {
 	if err == nil {
 		err = WarmOthers(ctx, t, f) // a reshapable tenant's other sizes
 	}
+	runtime.KeepAlive(t) // the tenant's core, until every run has returned
 	return err
 }
