@@ -5,11 +5,7 @@ import (
 	"runtime"
 
 	"github.com/fcsp-go/fcsp-go/internal/admission"
-	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/dorun"
-	"github.com/fcsp-go/fcsp-go/internal/inside"
-	"github.com/fcsp-go/fcsp-go/internal/place"
-	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
 // Do is Tenant.Do.
@@ -65,13 +61,11 @@ func (c *tenantCore) doOnThread(ctx context.Context, op string, f func(Current) 
 
 // The tenant as its Dos see it (dorun.Tenant) is host, the conversion of
 // the core's pointer its other engines see: its Enter and Exit, and these.
-func (h *host) Placement() place.Placement      { return h.place.Placement }
-func (h *host) Threads() *inside.Threads        { return &h.dos }
-func (h *host) Admission() *admission.Tenant    { return h.adm }
-func (h *host) Device() *smpart.Device          { return h.pool.dev }
-func (h *host) Raw() cuda.Driver                { return h.pool.raw }
 func (h *host) Fail(op string, err error) error { return (*tenantCore)(h).fail(op, err) }
 func (h *host) Current(in dorun.In) Current     { return Current{t: (*tenantCore)(h), in: in} }
+func (h *host) Parts() dorun.Parts {
+	return dorun.Parts{Placement: h.place.Placement, Threads: &h.dos, Admission: h.adm, Device: h.pool.dev, Raw: h.pool.raw}
+}
 
 // ctxErr is what a call given a context checks first: errNilContext for a
 // nil one, else the context's error once it has ended.

@@ -37,23 +37,28 @@ type Tenant[C any] interface {
 	// token.
 	Enter() (token uint32, err error)
 	Exit(token uint32)
-	// Placement is where the tenant's work runs: what a Do takes.
-	Placement() place.Placement
-	// Threads are the OS threads inside the tenant's Dos.
-	Threads() *inside.Threads
-	// Admission is the tenant's admission, which meters its Dos where it
-	// is metered.
-	Admission() *admission.Tenant
+	// Parts are what a Do takes of the tenant.
+	Parts() Parts
+	// Fail names err as the tenant's call op's (fcsp.TenantError).
+	Fail(op string, err error) error
+	// Current is what the tenant's function is given for its run at in.
+	// (f is called here, not handed to the tenant: through an interface
+	// call it would escape, and a Do's closure with it.)
+	Current(in In) C
+}
+
+// Parts are what a Do takes of its tenant, handed over at once: one call
+// on a Do's path rather than one for each.
+type Parts struct {
+	Placement place.Placement   // where the tenant's work runs: what a Do takes
+	Threads   *inside.Threads   // the OS threads inside the tenant's Dos
+	Admission *admission.Tenant // meters the tenant's Dos where it is metered
 	// Device is the tenant's device, through the pool's guarded driver;
 	// Raw is the driver past the guard, which puts a thread's context
 	// back (no device work: a lost device must not leave a green context
 	// current).
-	Device() *smpart.Device
-	Raw() cuda.Driver
-	// Fail names err as the tenant's call op's (fcsp.TenantError).
-	Fail(op string, err error) error
-	// Current is what the tenant's function is given for its run at in.
-	Current(in In) C
+	Device *smpart.Device
+	Raw    cuda.Driver
 }
 
 // In is where a run of the tenant's function is: what the value it is
@@ -72,7 +77,7 @@ type In struct {
 }
 
 // Live reports whether the run at in is still going on: threads are the
-// tenant's (Tenant.Threads).
+// tenant's (Parts.Threads).
 func (in In) Live(threads *inside.Threads) bool { return threads.Live(in.Slot, in.Thread) }
 
 // Do runs f as Tenant.Do does (op "Do"), or with try as TryDo: under a
@@ -81,14 +86,15 @@ func (in In) Live(threads *inside.Threads) bool { return threads.Live(in.Slot, i
 // running f. Its own errors are named with op (Tenant.Fail), f's are
 // returned as they are. The caller has checked its arguments.
 func Do[C any](ctx context.Context, t Tenant[C], op string, f func(C) error, try bool) error {
+	p := t.Parts()
 	// Metered: admitted (under a GPU share) before anything is held, so a
 	// Do waiting for tokens holds nothing, and a Reshape that holds new
 	// calls back (its admission's included) waits for no Do of this one.
 	var run *admission.Run
 	ownRun := false
-	if adm := t.Admission(); adm.Metered() { // a call the unmetered Do skips (BenchmarkDo on the H200)
+	if p.Admission.Metered() { // a call the unmetered Do skips (BenchmarkDo on the H200)
 		var err error
-		if run, ownRun, err = adm.BeginDo(ctx, admission.FuncKey(f), try); err != nil {
+		if run, ownRun, err = p.Admission.BeginDo(ctx, admission.FuncKey(f), try); err != nil {
 			return t.Fail(op, err)
 		}
 	}
@@ -102,7 +108,7 @@ func Do[C any](ctx context.Context, t Tenant[C], op string, f func(C) error, try
 		return t.Fail(op, err)
 	}
 	defer t.Exit(slot)
-	return OnThread(ctx, t, op, f, run, ownRun)
+	return onThread(ctx, t, &p, op, f, run, ownRun)
 }
 
 // OnThread is Do from taking the thread on (a place.Frame: lock the
@@ -115,20 +121,26 @@ func Do[C any](ctx context.Context, t Tenant[C], op string, f func(C) error, try
 // (BenchmarkDoCgo). Its own errors are named with op (Tenant.Fail), f's
 // are returned as they are; op "" leaves its own bare too, for a caller
 // that names them (the tenant's close, running OnClose's functions).
-func OnThread[C any](ctx context.Context, t Tenant[C], op string, f func(C) error, run *admission.Run, ownRun bool) (err error) {
+func OnThread[C any](ctx context.Context, t Tenant[C], op string, f func(C) error, run *admission.Run, ownRun bool) error {
+	p := t.Parts()
+	return onThread(ctx, t, &p, op, f, run, ownRun)
+}
+
+// onThread is OnThread with the tenant's parts taken already.
+func onThread[C any](ctx context.Context, t Tenant[C], p *Parts, op string, f func(C) error, run *admission.Run, ownRun bool) (err error) {
 	var fr place.Frame
 	var started *admission.Run // a metered run whose brackets are to close
-	defer unwind(t, op, &fr, &started, &err)
+	defer unwind(t, p.Raw, op, &fr, &started, &err)
 	// A partitioned tenant's Do holds one of its green contexts (a slot,
 	// internal/smpart/slots.go) while that context is current (internal/place);
 	// an unpartitioned tenant's takes the primary context, holding nothing.
-	if err := fr.Take(ctx, t.Placement()); err != nil {
+	if err := fr.Take(ctx, p.Placement); err != nil {
 		if ownRun {
 			run.Abandon()
 		}
 		return fail(t, op, err)
 	}
-	if err := fr.Swap(t.Device(), t.Threads()); err != nil {
+	if err := fr.Swap(p.Device, p.Threads); err != nil {
 		return fail(t, op, err)
 	}
 	if ownRun {
@@ -144,13 +156,13 @@ func OnThread[C any](ctx context.Context, t Tenant[C], op string, f func(C) erro
 // taking, also when f panics: the run's brackets close on this thread with
 // the context still current and the exclusion held; then the frame is left
 // (place.Frame.Leave says in which order).
-func unwind[C any](t Tenant[C], op string, fr *place.Frame, run **admission.Run, err *error) {
+func unwind[C any](t Tenant[C], raw cuda.Driver, op string, fr *place.Frame, run **admission.Run, err *error) {
 	if e := (*run).End(); e != nil {
 		*err = errors.Join(*err, fail(t, op, fmt.Errorf("metering: %w", e)))
 	}
 	// Past the guard (raw): putting the thread's context back is no device
 	// work, and a lost pool must not leave its green context current.
-	if e := fr.Leave(t.Raw()); e != nil {
+	if e := fr.Leave(raw); e != nil {
 		*err = errors.Join(*err, fail(t, op, fmt.Errorf("restoring the thread's context: %w", e)))
 	}
 }

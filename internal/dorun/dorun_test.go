@@ -46,11 +46,9 @@ func (t *tenant) Exit(tok uint32) {
 	}
 	t.calls.Add(-1)
 }
-func (t *tenant) Placement() place.Placement      { return t.pl }
-func (t *tenant) Threads() *inside.Threads        { return &t.threads }
-func (t *tenant) Admission() *admission.Tenant    { return t.adm }
-func (t *tenant) Device() *smpart.Device          { return t.dev }
-func (t *tenant) Raw() cuda.Driver                { return t.drv }
+func (t *tenant) Parts() dorun.Parts {
+	return dorun.Parts{Placement: t.pl, Threads: &t.threads, Admission: t.adm, Device: t.dev, Raw: t.drv}
+}
 func (t *tenant) Fail(op string, err error) error { return fmt.Errorf("%s: %w", op, err) }
 func (t *tenant) Current(in dorun.In) dorun.In    { return in }
 

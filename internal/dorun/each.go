@@ -18,19 +18,19 @@ import (
 // tenant's Dos (its runs would wait for the context that Do holds).
 func Each[C any](ctx context.Context, t Tenant[C], f func(C) error) error {
 	const op = "DoEach"
-	pl := t.Placement()
+	p := t.Parts()
 	// Each run holds its context until all have run (inside.Each), so
 	// nothing else may take part of the contexts meanwhile and wait for
 	// the rest. Another DoEach would, the other unpartitioned tenants'
 	// too where the contexts are the commons': one at a time, a turn per
 	// placement (none where nothing excludes).
-	if turn := place.Turn(pl); turn != nil {
+	if turn := place.Turn(p.Placement); turn != nil {
 		if err := turn.Take(ctx); err != nil {
 			return t.Fail(op, err)
 		}
 		defer turn.Give()
 	}
-	n := place.Dos(pl)
+	n := place.Dos(p.Placement)
 	// Metered: every run admitted before anything is held, as a Do is.
 	var runs []*admission.Run
 	var own []bool
@@ -41,10 +41,10 @@ func Each[C any](ctx context.Context, t Tenant[C], f func(C) error) error {
 			}
 		}
 	}
-	if adm := t.Admission(); adm.Metered() {
+	if p.Admission.Metered() {
 		key := admission.FuncKey(f)
 		for range n {
-			r, o, err := adm.BeginDo(ctx, key, false)
+			r, o, err := p.Admission.BeginDo(ctx, key, false)
 			if err != nil {
 				abandon()
 				return t.Fail(op, err)
@@ -64,9 +64,9 @@ func Each[C any](ctx context.Context, t Tenant[C], f func(C) error) error {
 	defer t.Exit(slot)
 	err = inside.Each(ctx, n, func(ctx context.Context, i int, f func(C) error) error {
 		if runs == nil {
-			return OnThread(ctx, t, op, f, nil, false)
+			return onThread(ctx, t, &p, op, f, nil, false)
 		}
-		return OnThread(ctx, t, op, f, runs[i], own[i])
+		return onThread(ctx, t, &p, op, f, runs[i], own[i])
 	}, f)
 	if err == nil {
 		err = WarmOthers(ctx, t, f) // a reshapable tenant's other sizes

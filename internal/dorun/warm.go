@@ -26,7 +26,7 @@ import (
 // kernels, on a request's path. The caller is in the life lock (Each).
 // Its own errors are named as DoEach's; f's are as f returned them.
 func WarmOthers[C any](ctx context.Context, t Tenant[C], f func(C) error) error {
-	pl := t.Placement()
+	pl := t.Parts().Placement
 	if !place.Reshapable(pl) {
 		return nil
 	}
@@ -49,18 +49,18 @@ func WarmOthers[C any](ctx context.Context, t Tenant[C], f func(C) error) error 
 // hold, as a Do's do), the thread's context put back after.
 func RunIn[C any](ctx context.Context, t Tenant[C], f func(C) error) func(gctx cuda.Context, sms int) error {
 	return func(gctx cuda.Context, sms int) (err error) {
-		prev, thread, err := t.Device().SwapCurrent(gctx)
+		p := t.Parts()
+		prev, thread, err := p.Device.SwapCurrent(gctx)
 		if err != nil {
 			return err
 		}
 		defer func() {
-			if e := smpart.RestoreCurrent(t.Raw(), prev); e != nil {
+			if e := smpart.RestoreCurrent(p.Raw, prev); e != nil {
 				err = errors.Join(err, fmt.Errorf("restoring the thread's context: %w", e))
 			}
 		}()
-		threads := t.Threads()
-		slot := threads.Enter(thread)
-		defer threads.Exit(slot, thread)
+		slot := p.Threads.Enter(thread)
+		defer p.Threads.Exit(slot, thread)
 		return f(t.Current(In{Ctx: ctx, Cur: gctx, Slot: slot, Thread: thread, SMs: sms}))
 	}
 }
@@ -79,7 +79,7 @@ func WarmEvery[C any](t Tenant[C], f func(C) error) error {
 	defer t.Exit(slot)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return t.Placement().Warm(0, RunIn(context.Background(), t, f))
+	return t.Parts().Placement.Warm(0, RunIn(context.Background(), t, f))
 }
 
 // Warmup is a warm-up function (fcsp.WithWarmup's) made to say failed
