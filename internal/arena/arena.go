@@ -55,7 +55,7 @@ func (s *Set[P]) Alloc(alloc func() (P, error), free func(P) error) (P, error) {
 	if err != nil {
 		return none, err
 	}
-	if !s.Add(p) {
+	if !s.Add(p) { // the set ended while alloc ran: not its to keep
 		return none, errors.Join(ErrEnded, free(p))
 	}
 	return p, nil
