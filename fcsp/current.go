@@ -9,6 +9,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/admission"
 	"github.com/fcsp-go/fcsp-go/internal/bytesize"
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/dorun"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
@@ -17,17 +18,8 @@ import (
 // partition holds, and workspace memory from its quota. It is valid during
 // that call of f.
 type Current struct {
-	t    *tenantCore
-	ctx  context.Context
-	run  *admission.Run // the Do's metering; nil: the tenant is not metered
-	gctx cuda.Context   // the context Do made current
-	// The Do's entry in t.dos, and its thread: while the entry names the
-	// thread, the Do is running (t.dos.Live, one atomic load). A Current
-	// kept after its Do must hand out nothing, since what it names may be
-	// gone.
-	slot   int
-	thread int
-	sms    int // a warm-up's size (warm.go); 0: the tenant's
+	t  *tenantCore
+	in dorun.In // where f runs: its context, metering, thread and size (internal/dorun)
 }
 
 // ContextHandle is a CUcontext. In cgo, C.CUcontext(h.Pointer()).
@@ -61,7 +53,7 @@ func (h StreamHandle) String() string { return fmt.Sprintf("%#x", uintptr(h.h)) 
 // SMs, one for each Do in flight, so two Dos may see different contexts:
 // library handles (cuBLAS, cuDNN) made in one Do work in any other of the
 // tenant's Dos, as measured on the H200 (docs/CONTEXTS.md).
-func (cur Current) Context() ContextHandle { return ContextHandle{cur.gctx} }
+func (cur Current) Context() ContextHandle { return ContextHandle{cur.in.Cur} }
 
 // Stream is the handle of one of the tenant's streams. A nil h is not an
 // error (unlike the SDK's other nil arguments): it means the tenant's
@@ -80,7 +72,7 @@ func (cur Current) Stream(h *Stream) (StreamHandle, error) {
 	if cur.t == nil {
 		return StreamHandle{}, errZeroCurrent
 	}
-	if !cur.t.dos.Live(cur.slot, cur.thread) {
+	if !cur.in.Live(&cur.t.dos) {
 		return StreamHandle{}, cur.t.fail("Current.Stream", admission.ErrTakenAfterDo)
 	}
 	if h == nil {
@@ -91,7 +83,7 @@ func (cur Current) Stream(h *Stream) (StreamHandle, error) {
 		return StreamHandle{}, cur.t.fail("Current.Stream", err)
 	}
 	defer s.release()
-	if err := cur.run.Take(s.Gate()); err != nil {
+	if err := cur.in.Run.Take(s.Gate()); err != nil {
 		return StreamHandle{}, cur.t.fail("Current.Stream", fmt.Errorf("timing the stream: %w", err))
 	}
 	return StreamHandle{s.h()}, nil
@@ -103,8 +95,8 @@ func (cur Current) Stream(h *Stream) (StreamHandle, error) {
 // Inside DoEach's runs in the contexts of another size (a reshapable
 // tenant's warm-up), that size's.
 func (cur Current) SMs() int {
-	if cur.sms != 0 {
-		return cur.sms
+	if cur.in.SMs != 0 {
+		return cur.in.SMs
 	}
 	return cur.t.SMs()
 }
@@ -118,10 +110,10 @@ func (cur Current) Workspace(s *Stream, n uint64) (*Workspace, error) {
 	if cur.t == nil {
 		return nil, errZeroCurrent
 	}
-	if !cur.t.dos.Live(cur.slot, cur.thread) {
+	if !cur.in.Live(&cur.t.dos) {
 		return nil, cur.t.fail("Current.Workspace", admission.ErrTakenAfterDo)
 	}
-	w, err := cur.t.AllocWorkspace(cur.ctx, s, n)
+	w, err := cur.t.AllocWorkspace(cur.in.Ctx, s, n)
 	if err != nil {
 		return nil, cur.t.fail("Current.Workspace", err)
 	}
@@ -146,21 +138,13 @@ type Workspace struct {
 
 // AllocWorkspace is Tenant.AllocWorkspace.
 func (c *tenantCore) AllocWorkspace(ctx context.Context, h *Stream, n uint64) (*Workspace, error) {
-	if ctx == nil {
-		return nil, errNilContext
-	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	if h == nil {
 		h = &c.first
 	}
-	s, err := c.ownStream(h)
-	if err != nil {
-		return nil, err
-	}
-	defer s.release()
-	p, err := c.alloc(s, n)
+	p, err := c.AllocAsync(h, n)
 	if err != nil {
 		return nil, err
 	}

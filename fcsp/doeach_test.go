@@ -23,7 +23,7 @@ func TestDoEachVisitsEveryContext(t *testing.T) {
 	seen := map[cuda.Context]int{}
 	require.NoError(t, tn.DoEach(context.Background(), func(cur Current) error {
 		mu.Lock()
-		seen[cur.gctx]++
+		seen[cur.in.Cur]++
 		mu.Unlock()
 		return nil
 	}))

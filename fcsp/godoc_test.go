@@ -257,6 +257,4 @@ func TestReexportsAreTheInternalValues(t *testing.T) {
 	for _, e := range []error{errNilFunc, errNotLimited, errNotReshapable, errNilContext, errZeroCurrent, errNoStream, errFirstStream} {
 		require.ErrorIs(t, e, ErrInvalidArgument)
 	}
-	require.ErrorIs(t, errScopeEnded, ErrClosed)
-	require.ErrorIs(t, errInsideOwnDo, ErrInsideDo)
 }

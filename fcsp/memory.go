@@ -2,7 +2,6 @@ package fcsp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 
@@ -62,21 +61,16 @@ func (s *memStream) Synchronize() error {
 }
 
 // TryEnter is enter for a neighbour's trim (devmem.Owner): it never waits
-// at a Reshape's gate, where two tenants trimming each other while both
-// reshape would wait for each other; a paused, closing or lost tenant is
-// not trimmed.
+// at a Reshape's gate (life.Lock.TryEnter); a paused, closing or lost
+// tenant is not trimmed.
 func (h *host) TryEnter() (uint32, bool) {
 	c := (*tenantCore)(h)
-	gated := false
-	slot, ok := c.life.Enter(func() bool { gated = true; return true })
-	if !ok {
+	slot, ok := c.life.TryEnter()
+	if ok && (c.closed.Load() || c.pool.fault.Err() != nil) {
+		c.life.Exit(slot)
 		return 0, false
 	}
-	if gated || c.closed.Load() || c.pool.fault.Err() != nil {
-		c.life.Exit(slot) // through the gate for no more than this look
-		return 0, false
-	}
-	return slot, true
+	return slot, ok
 }
 
 // Streams lists the tenant's streams for the memory engine, each kept
@@ -103,10 +97,7 @@ func (h *host) ReleaseStreams(l []devmem.Stream) {
 
 // Alloc is Tenant.Alloc, for the SDK's own callers.
 func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
-	if ctx == nil {
-		return 0, errNilContext
-	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return 0, err
 	}
 	if c.closed.Load() {
@@ -115,19 +106,10 @@ func (c *tenantCore) Alloc(ctx context.Context, n uint64) (DevicePtr, error) {
 	return c.alloc(c.first.c, n)
 }
 
-// alloc checks n, and is counted in the tenant's life lock from the quota
-// check to the record, so a Close that races it (a tenant ended by its context while a
-// request allocates) waits, then frees what it recorded: nothing is lost.
+// alloc is devmem.Alloc on s: n checked, counted in the tenant's life
+// lock from the quota check to the record.
 func (c *tenantCore) alloc(s *streamCore, n uint64) (DevicePtr, error) {
-	if n == 0 {
-		return 0, fmt.Errorf("%w: 0 bytes; ask for at least 1", ErrInvalidArgument)
-	}
-	slot, err := c.enter()
-	if err != nil {
-		return 0, err
-	}
-	defer c.life.Exit(slot)
-	p, err := c.mem.Alloc((*memStream)(s), n)
+	p, err := devmem.Alloc(c.mem, (*memStream)(s), n)
 	return DevicePtr(p), err
 }
 
@@ -136,18 +118,9 @@ func (c *tenantCore) Free(p DevicePtr) error {
 	return c.free(c.first.c, p)
 }
 
+// free is devmem.Free on s, counted in the tenant's life lock.
 func (c *tenantCore) free(s *streamCore, p DevicePtr) error {
-	slot, err := c.enter()
-	if err != nil {
-		return err
-	}
-	defer c.life.Exit(slot)
-	err = c.mem.Free((*memStream)(s), cuda.DevicePtr(p))
-	if errors.Is(err, ErrUnknownPointer) {
-		// memtrack's words are its accounts'; the caller's are the tenant's.
-		return fmt.Errorf("%w: %v is not a live allocation of this tenant (allocated by another, or freed already)", ErrUnknownPointer, p)
-	}
-	return err
+	return devmem.Free(c.mem, (*memStream)(s), cuda.DevicePtr(p))
 }
 
 // AllocAsync is Tenant.AllocAsync, for the SDK's own callers.
@@ -213,10 +186,7 @@ func (t *Tenant) Trim() error {
 func (t *Tenant) MemGetInfo() (free, total uint64, err error) {
 	defer runtime.KeepAlive(t)
 	c := t.c
-	err = c.call(func() (err error) {
-		free, total, err = c.memOps.MemInfo(c.pool.dev.Primary(), c.cachedBytes)
-		return err
-	})
+	free, total, err = c.memOps.MemInfo(c.cachedBytes)
 	return free, total, c.fail("MemGetInfo", err)
 }
 

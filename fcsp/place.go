@@ -26,7 +26,6 @@ func (pl placement) IsContext(cc cuda.Context) bool { return place.IsContext(pl.
 func (pl placement) DoGreen(f func(cc cuda.Context) error) error {
 	return place.DoGreen(pl.Placement, f)
 }
-func (pl placement) Dos() int         { return place.Dos(pl.Placement) }
 func (pl placement) Layout() int      { return place.Layout(pl.Placement) }
 func (pl placement) Reshapable() bool { return place.Reshapable(pl.Placement) }
 func (pl placement) Sizes() []int     { return place.Sizes(pl.Placement) }

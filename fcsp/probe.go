@@ -41,75 +41,55 @@ func (p *Pool) ProbeSMs(ctx context.Context) (SMReport, error) {
 	if ctx == nil {
 		return SMReport{}, errNilContext
 	}
-	h, err := p.probe.Function(p.dev)
+	fn, err := p.probe.Function(p.dev)
 	if err != nil {
 		return SMReport{}, err
 	}
-	fn := &Function{k: modules.Kernel{H: h, Name: smprobe.Name}}
 	cores := p.tenants.List(nil)
-	r := SMReport{SMs: make(map[string][]int, len(cores))}
-	var errs []error
-	for _, c := range cores {
-		if err := ctx.Err(); err != nil {
-			return r, err
-		}
-		sms, err := c.probeSMs(fn)
-		if errors.Is(err, ErrClosed) {
-			continue // closed meanwhile
-		}
-		if err != nil {
-			errs = append(errs, c.fail("Pool.ProbeSMs", err))
-			continue
-		}
-		r.SMs[c.name] = sms
-	}
-	owners := make([]smprobe.Owner, len(cores))
+	tenants := make([]smprobe.Tenant, len(cores))
 	for i, c := range cores {
-		owners[i] = smprobe.Owner{Name: c.name, Partitioned: c.place.Partitioned(), Rest: place.Rest(c.place.Placement)}
+		tenants[i] = (*host)(c)
 	}
-	r.Breaches = smprobe.Breaches(owners, r.SMs, tenantName)
-	return r, errors.Join(errs...)
+	sms, breaches, err := smprobe.Survey(ctx, fn, tenants, "Pool.ProbeSMs", tenantName)
+	return SMReport{SMs: sms, Breaches: breaches}, err
 }
 
-// probeSMs runs the probe on a new stream of the tenant's.
-func (c *tenantCore) probeSMs(fn *Function) ([]int, error) {
-	h, err := c.addStream(func() (*streamCore, error) { return c.newStream(ClassDefault, false) })
+// The tenant as the probe's survey sees it (smprobe.Tenant) is host too:
+// its Fail (do.go), and these.
+func (h *host) Owner() smprobe.Owner {
+	return smprobe.Owner{Name: h.name, Partitioned: h.place.Partitioned(), Rest: place.Rest(h.place.Placement)}
+}
+
+// Probe runs the probe (smprobe.Run) on a new stream of the tenant's,
+// closed after.
+func (h *host) Probe(fn cuda.Function) ([]int, error) {
+	c := (*tenantCore)(h)
+	sh, err := c.addStream(func() (*streamCore, error) { return c.newStream(ClassDefault, false) })
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.acquire()
+	s, err := sh.acquire()
 	if err != nil {
 		return nil, err
 	}
-	blocks := smprobe.Blocks(c.pool.info.SMs)
-	buf, err := c.alloc(s, uint64(4*blocks))
-	if err != nil {
-		return nil, errors.Join(err, s.close())
-	}
-	err = c.memOps.MemsetD32((*memStream)(s), cuda.DevicePtr(buf), smprobe.Unwritten, uint64(blocks))
-	if err == nil {
-		var a Args
-		a.Ptr(buf).Uint64(smprobe.Cycles)
-		err = c.launchProbe(s, fn, blocks, &a)
-	}
-	if err == nil {
-		err = s.wait(nil)
-	}
-	out := make([]byte, 4*blocks)
-	if err == nil {
-		err = c.memOps.CopyFromDevice(out, cuda.DevicePtr(buf))
-	}
-	err = errors.Join(err, c.free(s, buf))
+	sms, err := smprobe.Run(c.mem, probeStream{(*memStream)(s)}, fn, c.pool.info.SMs)
 	if err = errors.Join(err, s.close()); err != nil {
 		return nil, err
 	}
-	return smprobe.SMs(out), nil
+	return sms, nil
 }
 
-// launchProbe queues the probe on s, counted in the tenant's life lock and
-// admitted as nothing: a health check is not the tenant's work.
-func (c *tenantCore) launchProbe(s *streamCore, fn *Function, blocks int, a *Args) error {
-	return c.call(func() error {
-		return s.Queue(&fn.k, cuda.Dim3{X: uint32(blocks), Y: 1, Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}, 0, &a.a)
+// probeStream is the probe's stream (smprobe.Stream): the memory engine's
+// view of it, and the calls the probe makes on it.
+type probeStream struct{ *memStream }
+
+func (s probeStream) Wait() error { return (*streamCore)(s.memStream).wait(nil) }
+
+// Launch queues the probe counted in the tenant's life lock and admitted
+// as nothing: a health check is not the tenant's work.
+func (s probeStream) Launch(fn cuda.Function, grid, block cuda.Dim3, args *cuda.Args) error {
+	sc := (*streamCore)(s.memStream)
+	return sc.t.call(func() error {
+		return sc.Queue(&modules.Kernel{H: fn, Name: smprobe.Name}, grid, block, 0, args)
 	})
 }

@@ -7,10 +7,7 @@ import (
 // Reshape is Tenant.Reshape (its doc says what it keeps, waits for and
 // refuses); the steps are the pool's moves' (internal/smmove).
 func (c *tenantCore) Reshape(ctx context.Context, sms int) error {
-	if ctx == nil {
-		return errNilContext
-	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	if err := c.checkNotInsideDo(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/fcsp-go/fcsp-go/internal/arena"
-	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Scope is a request-sized arena on a tenant: what is allocated through it
@@ -25,10 +24,7 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 	if f == nil {
 		return c.fail("Scope", errNilFunc)
 	}
-	if ctx == nil {
-		return c.fail("Scope", errNilContext)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return c.fail("Scope", err)
 	}
 	if c.closed.Load() {
@@ -36,7 +32,9 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 	}
 	s := &Scope{h: h, t: c, ctx: ctx}
 	defer func() {
-		if e := s.release(); e != nil {
+		// What f left is freed; memory the tenant's Close freed already is
+		// not an error (arena.Set.End).
+		if e := s.live.End(c.Free); e != nil {
 			err = errors.Join(err, c.fail("Scope", fmt.Errorf("freeing what f left allocated: %w", e)))
 		}
 	}()
@@ -46,21 +44,12 @@ func (c *tenantCore) scope(h *Tenant, ctx context.Context, f func(s *Scope) erro
 // Alloc allocates n bytes that belong to the scope, under the context
 // given to Tenant.Scope (as an http.Request carries its own).
 func (s *Scope) Alloc(n uint64) (DevicePtr, error) {
-	if s.live.Ended() {
-		return 0, s.t.fail("Scope.Alloc", errScopeEnded)
-	}
-	p, err := s.t.Alloc(s.ctx, n)
+	p, err := s.live.Alloc(func() (DevicePtr, error) { return s.t.Alloc(s.ctx, n) }, s.t.Free)
 	if err != nil {
 		return 0, s.t.fail("Scope.Alloc", err)
 	}
-	if !s.live.Add(p) { // the scope ended while we allocated: not ours to keep
-		return 0, s.t.fail("Scope.Alloc", errors.Join(errScopeEnded, s.t.Free(p)))
-	}
 	return p, nil
 }
-
-// errScopeEnded answers a Scope's call after its function returned.
-var errScopeEnded = fmt.Errorf("%w: the scope has ended (its function returned)", errs.ErrClosed)
 
 // Free frees memory of the scope before it ends.
 func (s *Scope) Free(p DevicePtr) error {
@@ -75,14 +64,3 @@ func (s *Scope) Context() context.Context { return s.ctx }
 
 // Tenant is the scope's tenant.
 func (s *Scope) Tenant() *Tenant { return s.h }
-
-// release frees what the scope still holds; memory the tenant's Close
-// freed already is not an error.
-func (s *Scope) release() error {
-	return s.live.End(func(p DevicePtr) error {
-		if err := s.t.Free(p); !errors.Is(err, ErrClosed) {
-			return err
-		}
-		return nil
-	})
-}

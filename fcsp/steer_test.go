@@ -64,7 +64,7 @@ func TestDoEachWarmsEverySize(t *testing.T) {
 	sizes := map[int]int{}
 	require.NoError(t, a.DoEach(context.Background(), func(cur Current) error {
 		mu.Lock()
-		seen[cur.gctx] = true
+		seen[cur.in.Cur] = true
 		sizes[cur.SMs()]++
 		mu.Unlock()
 		return nil

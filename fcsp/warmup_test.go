@@ -38,7 +38,7 @@ func (l *warmLog) warmup(tenant string) func(Current) error {
 		if l.warmed[tenant] == nil {
 			l.warmed[tenant], l.sizes[tenant] = map[cuda.Context]int{}, map[int]int{}
 		}
-		l.warmed[tenant][cur.gctx]++
+		l.warmed[tenant][cur.in.Cur]++
 		l.sizes[tenant][cur.SMs()]++
 		return nil
 	}
@@ -49,7 +49,7 @@ func (l *warmLog) do(tenant string, hold time.Duration) func(Current) error {
 	return func(cur Current) error {
 		l.mu.Lock()
 		l.dos++
-		if l.warmed[tenant][cur.gctx] == 0 {
+		if l.warmed[tenant][cur.in.Cur] == 0 {
 			l.cold = append(l.cold, tenant)
 		}
 		l.mu.Unlock()

@@ -5,7 +5,10 @@ package arena
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 )
 
 // Set is the allocations of one scope. Allocations race with its end: one
@@ -39,6 +42,28 @@ func (s *Set[P]) Add(p P) bool {
 	return true
 }
 
+// Alloc records what alloc allocates as the set's, or is ErrEnded where
+// the set has ended: before alloc runs, or while it ran, when what it
+// allocated is not the set's to keep and is given to free (its error
+// joined).
+func (s *Set[P]) Alloc(alloc func() (P, error), free func(P) error) (P, error) {
+	var none P
+	if s.Ended() {
+		return none, ErrEnded
+	}
+	p, err := alloc()
+	if err != nil {
+		return none, err
+	}
+	if !s.Add(p) { // the set ended while alloc ran: not its to keep
+		return none, errors.Join(ErrEnded, free(p))
+	}
+	return p, nil
+}
+
+// ErrEnded answers a scope's call after its function returned.
+var ErrEnded = fmt.Errorf("%w: the scope has ended (its function returned)", errs.ErrClosed)
+
 // Remove forgets p, freed before the scope's end; false if p is not the
 // set's (never added, removed already, or the set has ended).
 func (s *Set[P]) Remove(p P) bool {
@@ -50,17 +75,19 @@ func (s *Set[P]) Remove(p P) bool {
 }
 
 // End ends the set and frees what it still holds with free, returning
-// free's errors joined. Later calls free nothing.
+// free's errors joined, but errs.ErrClosed's: the owner closed, and its
+// close freed what it held (a tenant's Close frees what is left of its
+// memory). Later calls free nothing.
 func (s *Set[P]) End(free func(P) error) error {
 	s.mu.Lock()
 	live := s.live
 	s.live, s.ended = nil, true
 	s.mu.Unlock()
-	var errs []error
+	var failed []error
 	for p := range live {
-		if err := free(p); err != nil {
-			errs = append(errs, err)
+		if err := free(p); err != nil && !errors.Is(err, errs.ErrClosed) {
+			failed = append(failed, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(failed...)
 }

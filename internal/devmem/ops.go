@@ -97,12 +97,18 @@ func outOfRange(op string, b memtrack.Allocation, off, n uint64) error {
 // (Free space mapped by its pool is not added: whether a request fits in
 // it depends on the blocks around it.) The device's figure is read through
 // c.Info, which any change the engines make to what they hold renews. The
-// caller is counted in the life lock, whose entry says a closed tenant or
-// a lost device, which the cached figure must not hide; a reading is made
-// with ctx. (cached is the tenant's: Streams would make a list at every
-// call, which a server asking at request rate would pay for.)
-func (c *Config) MemInfo(ctx cuda.Context, cached func() uint64) (free, total uint64, err error) {
-	df, dt, err := c.Info.Get(c.Driver, ctx)
+// call counts itself in the life lock, as the fills and copies do, whose
+// entry says a closed tenant or a lost device, which the cached figure
+// must not hide; a reading is made with the primary context. (cached is
+// the tenant's: Streams would make a list at every call, which a server
+// asking at request rate would pay for.)
+func (c *Config) MemInfo(cached func() uint64) (free, total uint64, err error) {
+	tok, err := c.Enter()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Exit(tok)
+	df, dt, err := c.Info.Get(c.Driver, c.Device.Primary())
 	if err != nil {
 		return 0, 0, err
 	}

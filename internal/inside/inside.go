@@ -5,10 +5,12 @@
 package inside
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
@@ -122,6 +124,21 @@ func (d *Threads) Pinned() bool {
 	defer runtime.UnlockOSThread()
 	return d.Here()
 }
+
+// NotInside is called by what would wait for the tenant's Dos to end
+// (Close, Shutdown, Reshape; the pool's Close and Shutdown) before it
+// begins: from inside one it would wait for itself, and it is refused
+// with ErrOwnDo. Pinned for the look (Pinned says why). The error is
+// bare: the caller names the call.
+func (d *Threads) NotInside() error {
+	if d.Pinned() {
+		return ErrOwnDo
+	}
+	return nil
+}
+
+// ErrOwnDo is NotInside's error.
+var ErrOwnDo = fmt.Errorf("%w (the tenant's own); call it after Do returns", errs.ErrInsideDo)
 
 // Live reports whether the Do that Enter gave slot on thread is still
 // running (one atomic load where it had a slot).

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 )
 
@@ -31,6 +32,24 @@ func TestProbe(t *testing.T) {
 	require.False(t, d.Live(s2, me), "a slot given back")
 	d.Exit(s1, other)
 	require.True(t, d.Idle())
+}
+
+// A call that would wait for the Dos is refused with ErrOwnDo (an
+// ErrInsideDo) from inside one, on its own thread only.
+func TestNotInside(t *testing.T) {
+	var d Threads
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	me := osthread.ID()
+	require.NoError(t, d.NotInside())
+	other := d.Enter(me + 1)
+	require.NoError(t, d.NotInside(), "another thread's Do")
+	slot := d.Enter(me)
+	require.ErrorIs(t, d.NotInside(), ErrOwnDo)
+	require.ErrorIs(t, ErrOwnDo, errs.ErrInsideDo)
+	d.Exit(slot, me)
+	d.Exit(other, me+1)
+	require.NoError(t, d.NotInside())
 }
 
 // Past the slots, Dos are counted in the map: the calling thread is found

@@ -80,6 +80,20 @@ func (l *Lock) array() *slotArray {
 // makes on its own thread, which the reshape is waiting for.
 func (l *Lock) Enter(pass func() bool) (slot uint32, ok bool) { return l.enter(calls, pass) }
 
+// TryEnter is Enter for a call that must never wait at a pause's gate (a
+// neighbour's trim: two tenants trimming each other while both pause
+// would wait for each other): ok is false while a pause holds calls back,
+// as once End has begun.
+func (l *Lock) TryEnter() (slot uint32, ok bool) {
+	gated := false
+	slot, ok = l.enter(calls, func() bool { gated = true; return true })
+	if ok && gated {
+		l.Exit(slot) // through the gate for no more than this look
+		return 0, false
+	}
+	return slot, ok
+}
+
 // Exit counts a call out; its slots stay the lock's until it has left.
 func (l *Lock) Exit(slot uint32) { l.slots.Load()[slot].n[calls].Add(-1) }
 

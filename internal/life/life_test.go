@@ -192,3 +192,25 @@ func TestWaitsPassAPauseOfCalls(t *testing.T) {
 	l.ExitWait(w)
 	<-ended
 }
+
+// TryEnter gets in while no pause holds calls back, and never waits at a
+// held gate: refused, with nothing left counted in, as after End.
+func TestTryEnterNeverWaits(t *testing.T) {
+	var l Lock
+	ctx := context.Background()
+	s, ok := l.TryEnter()
+	require.True(t, ok)
+	require.Equal(t, 1, l.InFlight())
+	l.Exit(s)
+	require.NoError(t, l.PauseCalls(ctx))
+	_, ok = l.TryEnter()
+	require.False(t, ok, "a pause holds calls back")
+	require.Zero(t, l.InFlight())
+	l.Resume()
+	s, ok = l.TryEnter()
+	require.True(t, ok)
+	l.Exit(s)
+	l.End()
+	_, ok = l.TryEnter()
+	require.False(t, ok, "ended")
+}

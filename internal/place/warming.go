@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 )
@@ -51,14 +52,18 @@ func (w Warming) Rewarm() error {
 }
 
 // NewWarming is pl with a warm-up: for the commons, Warming, which runs it
-// in each context before a Do of the tenant there; any other placement is
-// warmed whole when the tenant is made, and is returned as it is.
-func NewWarming(pl Placement, id uint64, run func(ctx cuda.Context, sms int) error) Placement {
+// in each context before a Do of the tenant there, numbered (warmIDs) as
+// the commons' contexts record it; any other placement is warmed whole
+// when the tenant is made, and is returned as it is.
+func NewWarming(pl Placement, run func(ctx cuda.Context, sms int) error) Placement {
 	if c, ok := pl.(Commons); ok {
-		return Warming{Commons: c, ID: id, Run: run}
+		return Warming{Commons: c, ID: warmIDs.Add(1), Run: run}
 	}
 	return pl
 }
+
+// warmIDs numbers the warm-ups, as the commons' contexts record them.
+var warmIDs atomic.Uint64
 
 // Leave forgets the warm-up in every context of the commons, which
 // outlives the tenant (Retire).

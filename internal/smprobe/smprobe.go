@@ -1,9 +1,9 @@
 // Package smprobe is the kernel that says where a context's work runs:
 // each block of smid records the SM it ran on (%smid). A pool runs it on
-// its tenants' streams (fcsp.Pool.ProbeSMs) to check that no tenant's
-// work lands on another's partition, the way the H200 measurements of
-// docs/CONTEXTS.md were made. The fake driver models it by name
-// (fake.SMIDKernel).
+// its tenants' streams (Run, for fcsp.Pool.ProbeSMs) to check that no
+// tenant's work lands on another's partition, the way the H200
+// measurements of docs/CONTEXTS.md were made. The fake driver models it by
+// name (fake.SMIDKernel).
 //
 // # Lock order
 //
