@@ -370,7 +370,7 @@ issue56_only() {
   OUT=$PWD/$BIN/out-issue56; rm -rf "$OUT"; mkdir -p "$OUT"
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
   local summary=() rc=0 r tag
-  local layouts=split16,split48,steer,steer-nobound,steer-r48,steer-rel,steer-idle,steer-idle-nobound,mps
+  local layouts=${ISSUE56_LAYOUTS:-split16,split48,steer,steer-nobound,steer-r48,steer-rel,steer-idle,steer-idle-nobound,mps}
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
   summary+=("card: $(cat "$OUT/gpu.txt")")
   for tag in issue56 issue56-fast; do
