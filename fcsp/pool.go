@@ -33,7 +33,7 @@ import (
 
 // Pool is one GPU shared by tenants. It is safe for concurrent use.
 type Pool struct {
-	// Set by Open, then only read.
+	// set once before sharing: by Open, then only read.
 	drv       cuda.Driver // the guarded driver: every call of the pool's meets the fault state
 	raw       cuda.Driver // the driver under the guard: only to put a thread's context back
 	dev       *smpart.Device
@@ -59,7 +59,8 @@ type Pool struct {
 	stalls  *stall.Watchdog // the tenants' streams watched for work that makes no progress (internal/stall)
 	noSplit error
 
-	// Each safe for concurrent use on its own: a lock inside, or atomics.
+	// own lock: each safe for concurrent use on its own (a lock inside, or
+	// atomics).
 	registry stream.Registry  // NCCL and other foreign streams, labelled by handle
 	events   event.Set        // made by Pool.NewEvent
 	unscoped unscopedProbe    // what the driver takes with no context current (unscoped.go)
@@ -68,13 +69,13 @@ type Pool struct {
 	over     overhead.Meter   // the SDK's own objects' memory, charged against mem (internal/overhead)
 	watch    *memwatch.Watch  // the device's view of the process's memory, sampled (poolstats.go)
 	_        [128]byte
-	fault    fault.State // internal/fault, lost as a *DeviceLostError (health.go): read by every call, so on lines of its own
+	fault    fault.State // own lock: internal/fault, lost as a *DeviceLostError (health.go): read by every call, so on lines of its own
 	_        [128]byte
-	prio     admission.Pool // latency tenants in flight (internal/admission)
-	pools    devmem.Peers   // the tenants' memory engines, which trim each other (memory.go)
-	// tenants is the live tenants by name, the spare partitions and
-	// whether the pool is closed, under the pool's lock, and how a tenant
-	// joins and leaves them (internal/tenancy).
+	prio     admission.Pool // own lock: latency tenants in flight (internal/admission)
+	pools    devmem.Peers   // own lock: the tenants' memory engines, which trim each other (memory.go)
+	// own lock: tenants is the live tenants by name, the spare partitions
+	// and whether the pool is closed, under the pool's lock (Roster.mu),
+	// and how a tenant joins and leaves them (internal/tenancy).
 	tenants *tenancy.Roster[*tenantCore]
 }
 

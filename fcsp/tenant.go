@@ -55,7 +55,7 @@ type Tenant struct {
 // are the Tenant's, wrapped in tenant_api.go where the Tenant does not
 // implement them itself.
 type tenantCore struct {
-	// Set by NewTenant before the tenant is listed, then only read.
+	// set once before sharing: by NewTenant, before the tenant is listed.
 	pool   *Pool
 	name   string
 	place  placement // where its work runs: a partition, or the whole device (internal/place)
@@ -67,8 +67,8 @@ type tenantCore struct {
 	// Hand-built (docs/LOCKS.md): calls in flight, which Close waits for
 	// and Reshape pauses (internal/life); closed is set once, by the close
 	// that holds closing.
-	life   life.Lock
-	closed atomic.Bool
+	life   life.Lock   // own lock
+	closed atomic.Bool // atomic
 
 	// The fields above are read by every call; those after the pad are
 	// written by NewStream, Close and Stats (mu among them): 128 bytes
@@ -78,29 +78,29 @@ type tenantCore struct {
 	// are part of the distance; the pad is the rest (a tenant is made and
 	// closed 150,000 times a second in a server's storm: its size is
 	// garbage).
-	prio    config.Prio          // WithPriority, WithBandwidthFloor (internal/config); set by NewTenant
-	cleanup runtime.Cleanup      // closes a tenant whose handle the GC found unreachable; set by NewTenant
-	handle  weak.Pointer[Tenant] // for Pool.Tenant: weak, so the GC cleanup still runs; set by NewTenant
-	first   Stream               // the first stream (Tenant.Stream); set by NewTenant
-	class   *smmove.Class        // a latency class's requests and moves (internal/smmove), nil for others; set by NewTenant
+	prio    config.Prio          // set once before sharing (NewTenant): WithPriority, WithBandwidthFloor (internal/config)
+	cleanup runtime.Cleanup      // set once before sharing (NewTenant): closes a tenant whose handle the GC found unreachable
+	handle  weak.Pointer[Tenant] // set once before sharing (NewTenant): for Pool.Tenant; weak, so the GC cleanup still runs
+	first   Stream               // set once before sharing (NewTenant): the first stream (Tenant.Stream)
+	class   *smmove.Class        // set once before sharing (NewTenant): a latency class's requests and moves (internal/smmove), nil for others
 
-	// Guarded by mu, below, and kept here for the distance.
-	graphs  *graphs.Set           // live graphs and execs, destroyed by Close; made by graphSet
-	stop    func() bool           // unregisters the context watcher
-	onClose []func(Current) error // OnClose's, run by close on the tenant's context
+	// guarded by mu (below), and kept here for the distance.
+	graphs  *graphs.Set           // guarded by mu: live graphs and execs, destroyed by Close; made by graphSet
+	stop    func() bool           // guarded by mu: unregisters the context watcher
+	onClose []func(Current) error // guarded by mu: OnClose's, run by close on the tenant's context
 	_       [128 - 104]byte
 
 	mu      lockorder.Mutex[lockorder.TenantMu] // protects the following fields, and the three above the pad; no driver call under it
-	streams []*streamCore                       // first.c among them, first
-	modules modules.Set                         // the loaded modules (internal/modules)
-	gone    streams.Totals                      // the closed streams' counters, for Stats (internal/streams)
+	streams []*streamCore                       // guarded by mu: first.c among them, first
+	modules modules.Set                         // guarded by mu: the loaded modules (internal/modules)
+	gone    streams.Totals                      // guarded by mu: the closed streams' counters, for Stats (internal/streams)
 
 	closing lockorder.Mutex[lockorder.TenantClosing] // held by the close under way, across its driver calls: a second close waits for it
-	stall   atomic.Pointer[StallReport]              // set once, by the watchdog, when its work stalls (stall.go)
+	stall   atomic.Pointer[StallReport]              // atomic: set once, by the watchdog, when its work stalls (stall.go)
 
 	// Each with a lock of its own.
-	events event.Set      // the tenant's events (internal/event)
-	dos    inside.Threads // OS threads inside Do (internal/inside)
+	events event.Set      // own lock: the tenant's events (internal/event)
+	dos    inside.Threads // own lock: OS threads inside Do (internal/inside)
 }
 
 // NewTenant makes a tenant. Without WithSMs, WithSMShare, WithRestOfSMs or

@@ -35,8 +35,8 @@ import (
 // the limit had no room for is being tried alone.
 type charge struct {
 	mu                    lockorder.Mutex[lockorder.Charge]
-	held, pending, mapped uint64
-	exact                 bool
+	held, pending, mapped uint64 // guarded by mu
+	exact                 bool   // guarded by mu
 }
 
 // charge is the pool's charge, made on first use.

@@ -232,16 +232,16 @@ func deviceFull(err error) bool {
 // Peers are the pooled engines of one device. Its zero value is empty.
 type Peers struct {
 	mu     lockorder.Mutex[lockorder.Peers]
-	pools  map[*pooled]struct{}
-	idle   []idlePool // emptied pools kept for new tenants (idle.go)
-	closed bool
+	pools  map[*pooled]struct{} // guarded by mu
+	idle   []idlePool           // guarded by mu: emptied pools kept for new tenants (idle.go)
+	closed bool                 // guarded by mu
 	// pressure counts the requests the device limit refused that are
 	// trimming the engines' caches to try again: meanwhile a freed block
 	// goes back to its pool, not onto a list, so that the request's next
 	// trim can give its chunk back; back counts those frees and the
 	// charges given back meanwhile, which are worth another try.
-	pressure atomic.Int32
-	back     atomic.Uint64
+	pressure atomic.Int32  // atomic
+	back     atomic.Uint64 // atomic
 	// alone serialises the allocations the device limit had no room to
 	// charge ahead, which are tried one at a time (charge.go).
 	alone lockorder.Mutex[lockorder.Alone]

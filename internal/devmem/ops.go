@@ -140,8 +140,8 @@ const InfoMaxAge = time.Millisecond
 // hold since it was read; the others read the last figure meanwhile. Its
 // zero value is empty; one per device, and nil does without one.
 type InfoCache struct {
-	last atomic.Pointer[infoReading]
-	gen  atomic.Uint64                   // counts the engines' changes (Changed)
+	last atomic.Pointer[infoReading]     // atomic: written by the refresh under mu
+	gen  atomic.Uint64                   // atomic: counts the engines' changes (Changed)
 	mu   lockorder.Mutex[lockorder.Info] // one refresh at a time
 }
 

@@ -91,10 +91,10 @@ type Config struct {
 // made.
 type Roster[T comparable] struct {
 	cfg   Config    // set once before sharing (Use)
-	lists sync.Pool // Each's lists of the live tenants, kept for reuse; safe on its own
+	lists sync.Pool // own lock: Each's lists of the live tenants, kept for reuse
 
 	mu      lockorder.Mutex[lockorder.PoolMu] // protects the following fields; no driver call under it
-	spare   *smpart.Spares                    // provisioned, not yet owned (WithPrewarm): guarded by mu
+	spare   *smpart.Spares                    // guarded by mu: provisioned, not yet owned (WithPrewarm)
 	tenants map[string]T                      // guarded by mu
 	closed  bool                              // guarded by mu
 }
