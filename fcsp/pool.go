@@ -44,7 +44,7 @@ type Pool struct {
 	mem       *memtrack.Tracker
 	shared    *shm.Member       // nil without WithSharedRegion
 	closeDone chan struct{}     // closed when the first Close has finished
-	launcher  place.Launcher    // kernel launches (launch.go)
+	launcher  place.Launcher    // kernel launches (internal/streams)
 	wait      hostwait.Wait     // Synchronize's HostWait
 	blocker   *hostwait.Blocker // the events of the waits that sleep
 	// whole is the whole device, shared through its primary context;

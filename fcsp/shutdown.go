@@ -3,9 +3,9 @@ package fcsp
 import (
 	"context"
 	"fmt"
-	"github.com/fcsp-go/fcsp-go/internal/teardown"
 
 	"github.com/fcsp-go/fcsp-go/internal/hostwait"
+	"github.com/fcsp-go/fcsp-go/internal/teardown"
 )
 
 // Shutdown is Close with a deadline, as net/http's Server.Shutdown: it

@@ -2,8 +2,9 @@ package fcsp
 
 import (
 	"context"
-	"github.com/fcsp-go/fcsp-go/internal/teardown"
 	"runtime"
+
+	"github.com/fcsp-go/fcsp-go/internal/teardown"
 )
 
 // The Tenant handle's methods. Each delegates to the core the pool tracks
