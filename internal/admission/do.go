@@ -137,13 +137,8 @@ func (r *Run) done(tokens float64, lost bool) {
 	if !last || r.gone {
 		return
 	}
-	o := r.tokens
-	if r.q != 0 {
-		o = r.dm.t.own(r.tokens, lead)
-	}
-	r.est.add(o)
+	r.est.add(r.dm.t.settleQueue(float64(r.q), r.tokens, lead))
 	r.c.settle(r.dm.bucket, r.tokens)
-	r.dm.t.settleQueue(float64(r.q), o)
 }
 
 // BeginDo admits a Do of f (its code pointer keys the estimate) on a

@@ -145,12 +145,7 @@ func (m *meter) pollLocked(ctx cuda.Context) error {
 		}
 		m.gpu.Add(int64(ns))
 		t.gpu[m.class].Add(int64(ns))
-		o := ns
-		if p.q != 0 {
-			o = t.own(ns, p.lead)
-		}
-		t.settleQueue(p.q, o)
-		p.est.add(o)
+		p.est.add(t.settleQueue(p.q, ns, p.lead))
 		m.bw.observe(p.est, p.bytes, ns, &t.bytes)
 		// Launches admitted free (share 1, NCCL) are not limited, so
 		// there is nothing to correct.

@@ -221,13 +221,17 @@ func (t *Tenant) dequeue(q float64) {
 	}
 }
 
-// settleQueue corrects the prediction by what work charged q took: its
-// own time (own).
-func (t *Tenant) settleQueue(q, ns float64) {
-	if q != 0 {
-		t.qtat.Add(int64(ns - q))
-		t.qshift.Add(int64(ns - q))
+// settleQueue corrects the prediction by what work charged q took, ns
+// measured, with lead its lead (own), and returns the time its estimate
+// learns: its own time under the bound, ns where it was not charged.
+func (t *Tenant) settleQueue(q, ns, lead float64) float64 {
+	if q == 0 {
+		return ns
 	}
+	o := t.own(ns, lead)
+	t.qtat.Add(int64(o - q))
+	t.qshift.Add(int64(o - q))
+	return o
 }
 
 // behind is the lead of work queued behind other work on its stream
