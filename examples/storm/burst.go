@@ -48,7 +48,7 @@ import (
 
 // burstLayoutNames are -burst-layouts' names; the first four are its
 // default.
-var burstLayoutNames = []string{"split16", "split32", "split48", "steer", "mps", "steer-nobound", "steer-rel", "steer-r48", "steer-idle", "steer-idle-nobound"}
+var burstLayoutNames = []string{"split16", "split32", "split48", "steer", "mps", "steer-nobound", "steer-rel", "steer-r48", "steer-idle", "steer-idle-nobound", "split40"}
 
 // steered reports whether the pool's controller moves layout's SMs.
 func steered(layout string) bool { return strings.HasPrefix(layout, "steer") }
@@ -119,10 +119,11 @@ type burstCfg struct {
 	layouts      []string
 	target       time.Duration
 	batchK       int
-	chart        string  // -chart: the SVG file
-	relFactor    float64 // -target-relative
-	split48x     float64 // -target-split48: steer's target as that factor of the round's split48 burst P99; 0: -target
-	idle         bool    // the interactive class sends nothing (steer-idle)
+	chart        string        // -chart: the SVG file
+	relFactor    float64       // -target-relative
+	split48x     float64       // -target-split48: steer's target as that factor of the round's split48 burst P99; 0: -target
+	idle         bool          // the interactive class sends nothing (steer-idle)
+	horizon      time.Duration // -queue-horizon: the bounded layouts' horizon; 0: the SDK's default
 }
 
 // fast says whether the load is the short variant (bursts under half a
@@ -172,8 +173,12 @@ func runBursts(ctx context.Context, op *opener, cfg config, haveCublas bool, out
 	if b.split48x > 0 {
 		tgt = fmt.Sprintf("%gx split48's burst P99", b.split48x)
 	}
-	fmt.Fprintf(out, "storm -burst: %v quiet (1 request goroutine), %v burst (16), %d cycles per cell, layouts %s, target %s (relative: %gx), %d round(s): about %v\n",
-		b.quiet, b.burst, b.cycles, strings.Join(b.layouts, ","), tgt, b.relFactor, cfg.rounds, b.estimate(cfg.warmup, cfg.rounds).Round(time.Second))
+	hz := "the default"
+	if b.horizon > 0 {
+		hz = b.horizon.String()
+	}
+	fmt.Fprintf(out, "storm -burst: %v quiet (1 request goroutine), %v burst (16), %d cycles per cell, layouts %s, target %s (relative: %gx), queue horizon %s, %d round(s): about %v\n",
+		b.quiet, b.burst, b.cycles, strings.Join(b.layouts, ","), tgt, b.relFactor, hz, cfg.rounds, b.estimate(cfg.warmup, cfg.rounds).Round(time.Second))
 	start := time.Now()
 	var rows []BurstRow
 	for round := 1; round <= cfg.rounds; round++ {
@@ -263,6 +268,8 @@ func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool
 		opt = fcsp.WithSMs(16)
 	case "split32":
 		opt = fcsp.WithSMs(32)
+	case "split40":
+		opt = fcsp.WithSMs(40)
 	case "split48":
 		opt = fcsp.WithSMs(48)
 	case "steer", "steer-idle", "steer-r48":
@@ -272,6 +279,9 @@ func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool
 		restOpts = append(restOpts, fcsp.WithQueueHorizon(fcsp.NoQueueHorizon))
 	case "steer-rel":
 		opt = fcsp.WithRelativeLatencyTarget(b.relFactor, 16, 48)
+	}
+	if b.horizon > 0 && steered(layout) && !strings.HasSuffix(layout, "-nobound") {
+		restOpts = append(restOpts, fcsp.WithQueueHorizon(b.horizon))
 	}
 	it, err := pool.NewTenant("interactive", opt)
 	if err != nil {

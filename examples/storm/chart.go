@@ -20,7 +20,7 @@ import (
 // are left out. SVG is text, so the example draws it with the standard
 // library (as examples/day94 does) and stays on the SDK's public API.
 
-var layoutColors = map[string]string{"split16": "#1f77b4", "split32": "#2ca02c", "split48": "#9467bd", "steer": "#d62728", "mps": "#ff7f0e",
+var layoutColors = map[string]string{"split16": "#1f77b4", "split32": "#2ca02c", "split40": "#17becf", "split48": "#9467bd", "steer": "#d62728", "mps": "#ff7f0e",
 	"steer-nobound": "#8c564b", "steer-rel": "#e377c2"}
 
 const (

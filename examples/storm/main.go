@@ -182,9 +182,10 @@ func parse(args []string, usage io.Writer) (config, error) {
 	fs.BoolVar(&c.maxConn, "maxconn", true, "also run the partitioned layout (K=1, no storm) once in a child process with CUDA_DEVICE_MAX_CONNECTIONS=1 and report what the SDK says")
 	burst := fs.String("burst", "", "quiet/burst durations (e.g. 3s/1s): run a bursty interactive class (1 request goroutine, then 16) beside the batch class in the -burst-layouts instead of the storm matrix")
 	fs.IntVar(&c.bursts.cycles, "cycles", 4, "-burst: quiet+burst cycles per cell")
-	burstLayouts := fs.String("burst-layouts", strings.Join(burstLayoutNames[:4], ","), "-burst: layouts, comma-separated: split16, split32, split48 (the interactive class on that many SMs, the batch on the rest), steer (WithLatencyTarget(-target, 16, 48), the batch's queue bounded by the default horizon), steer-nobound (the same with WithQueueHorizon(NoQueueHorizon)), steer-rel (WithRelativeLatencyTarget(-target-relative, 16, 48)), steer-r48 (WithLatencyTarget(-target-relative x the round's split48 burst P99, 16, 48)), steer-idle and steer-idle-nobound (steer and steer-nobound with no interactive request: the batch alone), mps (each class a process under MPS at -mps-inter-pct / -mps-batch-pct, the daemon started by -mps-start)")
+	burstLayouts := fs.String("burst-layouts", strings.Join(burstLayoutNames[:4], ","), "-burst: layouts, comma-separated: split16, split32, split40, split48 (the interactive class on that many SMs, the batch on the rest), steer (WithLatencyTarget(-target, 16, 48), the batch's queue bounded by the default horizon), steer-nobound (the same with WithQueueHorizon(NoQueueHorizon)), steer-rel (WithRelativeLatencyTarget(-target-relative, 16, 48)), steer-r48 (WithLatencyTarget(-target-relative x the round's split48 burst P99, 16, 48)), steer-idle and steer-idle-nobound (steer and steer-nobound with no interactive request: the batch alone), mps (each class a process under MPS at -mps-inter-pct / -mps-batch-pct, the daemon started by -mps-start)")
 	fs.DurationVar(&c.bursts.target, "target", 300*time.Microsecond, "-burst: the interactive class's P99 target (steer's, and every layout's recovery)")
 	fs.Float64Var(&c.bursts.split48x, "target-split48", 0, "-burst: steer's (and steer-nobound's) target as this factor of the same round's split48 burst P99, in place of -target (split48 runs before them); 0: -target")
+	fs.DurationVar(&c.bursts.horizon, "queue-horizon", 0, "-burst: the batch's queue bound in the bounded steer layouts (WithQueueHorizon); 0: the SDK's default")
 	fs.Float64Var(&c.bursts.relFactor, "target-relative", 1.2, "-burst: steer-rel's factor (WithRelativeLatencyTarget), and the recoveries' target as that factor of split48's burst P99 where split48 runs")
 	fs.StringVar(&c.bursts.chart, "chart", "", "-burst: draw the first round's SMs per class and interactive P99 over time into this SVG file")
 	coldstart := fs.String("coldstart", "", "first/steady durations (e.g. 1s/2s): run a cold start (16 request goroutines on a fresh tenant beside the batch class, the first window against the steady one after it) in the -cold-variants instead of the storm matrix")
@@ -227,6 +228,9 @@ func parse(args []string, usage io.Writer) (config, error) {
 		}
 		if !(c.bursts.relFactor >= 1 && c.bursts.relFactor <= 1000) {
 			return c, fmt.Errorf("%w: -target-relative %v: want a factor from 1 to 1000", ErrBadValue, c.bursts.relFactor)
+		}
+		if h := c.bursts.horizon; h < 0 || h > time.Second {
+			return c, fmt.Errorf("%w: -queue-horizon %v: want 0 (the SDK's default) or a horizon up to 1s", ErrBadValue, h)
 		}
 		c.bursts.batchK = max(c.batchK, 2)
 	}

@@ -58,7 +58,7 @@ type layout struct {
 	ctx     cuda.Context                  // set once before sharing
 	sms     int                           // set once before sharing
 	groups  int                           // set once before sharing; how many of the lane's groups it holds (layout.go)
-	streams []cuda.Stream                 // guarded by Partition.mu (Partition.Stream reads the first without it)
+	streams []cuda.Stream                 // guarded by Partition.mu
 	events  []cuda.Event                  // guarded by Partition.mu
 	slots   slots                         // own lock; green contexts over the same SMs (slots.go)
 	retired atomic.Pointer[chan struct{}] // atomic; closed when the layout stops being current
@@ -162,8 +162,16 @@ func (p *Partition) Context() cuda.Context { return p.cur.Load().ctx }
 func (p *Partition) GreenCtx() cuda.GreenCtx { return p.cur.Load().green }
 
 // Stream is the partition's own non-blocking stream (in the current
-// layout).
-func (p *Partition) Stream() cuda.Stream { return p.cur.Load().streams[0] }
+// layout); 0 where it has none (the commons'). It takes the lock: the
+// list it reads grows, shrinks and is handed over under it.
+func (p *Partition) Stream() cuda.Stream {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.cur.Load().streams; len(s) > 0 {
+		return s[0]
+	}
+	return 0
+}
 
 // NewStream creates another non-blocking stream on the partition (one in
 // each of its layouts, and their events) and returns the current layout's;
