@@ -187,15 +187,22 @@ sanitize_pkgs() {
   return $ret
 }
 
+# only_start NAME begins each *_only run: its logs in $BIN/out-NAME, emptied
+# ($OUT; the device tool's own $OUT kept in the caller's local ret, to copy
+# the run's files back into), and the driver's libraries on the path.
+only_start() {
+  ret=${OUT:-}
+  OUT=$PWD/$BIN/out-$1; rm -rf "$OUT"; mkdir -p "$OUT"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+}
+
 # lag_only is issue 17's short GPU run (about 50 s): GPU shares at 0.25 for
 # chain kernels and cuBLAS GEMMs with the lag after a change of share both
 # ways (examples/throttle -mode share), TestGPUShareChangeLag, and the
 # loadgen's partitioned P99 against alone in three interleaved rounds.
 lag_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-lag; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r
+  local ret summary=() rc=0 r
+  only_start lag
   "$BIN/throttle" -mode share -limit 0.25 -duration "${FCSP_SHARE_DURATION:-2s}" > "$OUT/throttle-share.txt" 2>&1
   r=$?; cat "$OUT/throttle-share.txt"
   summary+=("throttle -mode share: $([ $r = 0 ] && echo ok || echo "FAILED (exit $r; 2: a fraction or a lag missed its goal)")"); [ $r = 0 ] || rc=1
@@ -216,10 +223,8 @@ lag_only() {
 # own unlimited rate, band 0.2375..0.2625), and BenchmarkDo (Do's overhead
 # against a raw cgo call, unmetered and metered; BenchmarkDoKey).
 meter_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-meter; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r
+  local ret summary=() rc=0 r
+  only_start meter
   (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPU(Do|Graph)Share$' -test.timeout 90s) > "$OUT/fcsp-meter.log" 2>&1
   r=$?; grep -E 'fraction|^(--- |ok|FAIL|PASS)|Error' "$OUT/fcsp-meter.log"
   summary+=("TestGPUDoShare, TestGPUGraphShare: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
@@ -237,10 +242,8 @@ meter_only() {
 # that Do's overhead (do minus raw, the raw cgo call of the same run beside
 # it) is a range, not one sample.
 dofast_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-dofast; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r
+  local ret summary=() rc=0 r
+  only_start dofast
   (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUDo(SwapsAndRestoresTheThreadsContext|MakesTheGreenContextCurrent)$' -test.timeout 60s) > "$OUT/fcsp-dofast.log" 2>&1
   r=$?; grep -E '^(--- |ok|FAIL|PASS)|Error' "$OUT/fcsp-dofast.log"
   summary+=("TestGPUDoSwapsAndRestoresTheThreadsContext, TestGPUDoMakesTheGreenContextCurrent: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
@@ -256,10 +259,8 @@ dofast_only() {
 # the GPU test that the slowdown shows and the floor buys latency back, then
 # examples/bandwidth's table (its JSON in $OUT/bandwidth.json).
 bandwidth_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-bandwidth; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0
+  local ret summary=() rc=0
+  only_start bandwidth
   (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run 'TestGPUBandwidth' -test.timeout 120s) > "$OUT/bandwidth-test.log" 2>&1
   local r=$?
   grep -E '^(--- |ok|FAIL|PASS)|bandwidth_gpu_test' "$OUT/bandwidth-test.log" | tail -20
@@ -280,10 +281,8 @@ bandwidth_only() {
 # 2 interleaved repeats of FCSP_CLOCKS_DURATION (2s) each, with NVML's SM
 # clock, power and clock reasons per row ($OUT/sweep.json, sweep.png).
 clocks_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-clocks; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r
+  local ret summary=() rc=0 r
+  only_start clocks
   (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUNVMLClocksAndPower$' -test.timeout 60s) > "$OUT/fcsp-nvml.log" 2>&1
   r=$?; grep -E 'nvml_gpu_test|^(--- |ok|FAIL|PASS)' "$OUT/fcsp-nvml.log"
   summary+=("TestGPUNVMLClocksAndPower: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
@@ -306,10 +305,8 @@ clocks_only() {
 # sets that meet in the partitioned layout; the must-show checks print
 # PASS/FAIL. Output in $OUT/storm.txt and storm.json.
 storm_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-storm; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r
+  local ret summary=() rc=0 r
+  only_start storm
   OUT=$OUT bash scripts/storm-mps.sh "$BIN/storm" ${FCSP_STORM_ARGS:-} > "$OUT/storm-run.txt" 2>&1
   r=$?; sed -n '/^### Interactive latency/,$p' "$OUT/storm-run.txt"; [ $r = 0 ] || tail -5 "$OUT/storm-run.txt"
   summary+=("examples/storm (storm-mps.sh): $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
@@ -326,10 +323,8 @@ storm_only() {
 # PASS/FAIL; exit non-zero only for an error. Output in $OUT:
 # issue41.txt, .json, .svg and issue41-fast.*.
 issue41_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-issue41; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r
+  local ret summary=() rc=0 r
+  only_start issue41
   OUT=$OUT STORM_BURST=3s/1s STORM_CYCLES=4 STORM_COLDSTART=1s/2s STORM_ROUNDS=2 STORM_TAG=issue41 \
     bash scripts/storm-mps.sh "$BIN/storm" > "$OUT/issue41-run.txt" 2>&1
   r=$?; sed -n '/^### /,$p' "$OUT/issue41-run.txt"; [ $r = 0 ] || tail -5 "$OUT/issue41-run.txt"
@@ -366,10 +361,8 @@ issue41_only() {
 # issue56-stderr.txt (both runs' pool log: each move and Reshape) and
 # summary-issue56.txt (the checks of both).
 issue56_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-issue56; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r tag
+  local ret summary=() rc=0 r tag
+  only_start issue56
   local layouts=${ISSUE56_LAYOUTS:-split16,split48,steer,steer-nobound,steer-r48,steer-rel,steer-idle,steer-idle-nobound,mps}
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
   summary+=("card: $(cat "$OUT/gpu.txt")")
@@ -400,10 +393,8 @@ issue56_only() {
 # cuBLAS's own workspaces, and those with the headroom folded in. Output in
 # $OUT: objects.log, handle.txt, memlimit*.txt.
 issue54_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-issue54; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r lim=${FCSP_MEMLIMIT_MIB:-4096} dur=${FCSP_MEMLIMIT_DURATION:-10s}
+  local ret summary=() rc=0 r lim=${FCSP_MEMLIMIT_MIB:-4096} dur=${FCSP_MEMLIMIT_DURATION:-10s}
+  only_start issue54
   (cd fcsp && "$ROOT/$BIN/fcsp.test" -test.v -test.count=1 -test.run '^TestGPUObjectCosts$' -test.timeout 120s) > "$OUT/objects.log" 2>&1
   r=$?; grep -E 'overhead_gpu_test|^(--- |ok|FAIL|PASS)' "$OUT/objects.log"
   summary+=("TestGPUObjectCosts: $([ $r = 0 ] && echo ok || echo FAILED)"); [ $r = 0 ] || rc=1
@@ -434,10 +425,8 @@ issue54_only() {
 # stall.txt, .json, stall-stderr.txt, stall-after.txt (what is left of MPS
 # and on the GPU), stall-mps-logs.tgz (the daemon's control and server logs).
 stall_only() {
-  local ret=${OUT:-}
-  OUT=$PWD/$BIN/out-stall; rm -rf "$OUT"; mkdir -p "$OUT"
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
-  local summary=() rc=0 r
+  local ret summary=() rc=0 r
+  only_start stall
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
   OUT=$OUT STORM_STALL=${FCSP_STALL:-2s/2s} STORM_ROUNDS=${FCSP_STALL_ROUNDS:-3} STORM_TAG=stall \
     bash scripts/storm-mps.sh "$BIN/storm" > "$OUT/stall-run.txt" 2>&1
