@@ -49,9 +49,7 @@ func (s *memStream) Synchronize() error {
 	if s.Closed() {
 		return nil // its Close, racing a Trim, flushes its blocks: nothing to wait for
 	}
-	sc := (*streamCore)(s)
-	p := s.t.pool
-	err := s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, sc.h(), s.Waits(), nil) })
+	err := (*streamCore)(s).hostWait(nil)
 	if err == nil {
 		s.Gate().AfterSync() // a latency stream's neighbours are released now
 	} else if s.Closed() {

@@ -219,13 +219,12 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 	if s.Closed() {
 		return ErrClosed
 	}
-	p := s.t.pool
 	start := s.t.class.Begin() // a latency class's requests steer its SMs; others' class is nil
 	// Counted as a wait: a Reshape does not wait for it (the handle read
 	// here stays valid, and covers what was queued before), Close does.
 	slot, err := s.t.enterWait()
 	if err == nil {
-		err = s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, s.h(), s.Waits(), done) })
+		err = s.hostWait(done)
 		s.t.life.ExitWait(slot)
 	}
 	s.t.class.End(start, err == nil)
@@ -233,6 +232,15 @@ func (s *streamCore) wait(done <-chan struct{}) error {
 		s.Gate().AfterSync() // a latency stream's neighbours are released now
 	}
 	return err
+}
+
+// hostWait waits for the stream's work in the pool's host wait, outside
+// any tenant's context (unscoped): the one driver wait of Synchronize and
+// of the memory engine's (memStream.Synchronize), which count it each
+// their own way.
+func (s *streamCore) hostWait(done <-chan struct{}) error {
+	p := s.t.pool
+	return s.t.unscoped(&p.unscoped.sync, func(cc cuda.Context) error { return p.wait(p.drv, cc, s.h(), s.Waits(), done) })
 }
 
 // destroy closes the stream's gate (unless its Close did), expires its
