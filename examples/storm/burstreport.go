@@ -268,11 +268,16 @@ func burstChecks(rows []BurstRow, rep *BurstReport, b burstCfg) (must, other []C
 		if rel.SDKRecovery != nil && rel.SDKRecovery.Count > 0 {
 			got += fmt.Sprintf(" (the SDK's BurstRecovery: %d bursts, P99 <= %s ms, against its own target %.0f us)", rel.SDKRecovery.Count, leText(rel.SDKRecovery.P99LeMs), rel.LatencyTargetUs)
 		}
-		add(&must, rel.Bursts > 0 && rel.RecoveryNever == 0 && rel.RecoveryMaxMs <= 20,
-			fmt.Sprintf("%s: every burst's P99 (of its requests since its first) back under %s within 20 ms of its first request", relName, rep.RecoveryTargetIs), got)
-		add(&other, rel.Bursts > 0 && rel.WindowNever == 0 && rel.WindowMaxMs <= 20,
+		// "Back under target" reads a P99 as a server's dashboard and the
+		// SDK's BurstRecovery do: over the recent requests (a 10 ms
+		// window), not over every request since the burst's first, whose
+		// tail keeps the requests queued before the first move for as
+		// long as they are over 1% of the burst's (reported beside it).
+		add(&must, rel.Bursts > 0 && rel.WindowNever == 0 && rel.WindowMaxMs <= 20,
 			fmt.Sprintf("%s: every burst's P99 over a 10 ms window back under %s within 20 ms of its first request", relName, rep.RecoveryTargetIs),
 			fmt.Sprintf("worst %s, median %s, never %d", recoveryMs(rel.WindowMaxMs), recoveryMs(rel.WindowMedianMs), rel.WindowNever))
+		add(&other, rel.Bursts > 0 && rel.RecoveryNever == 0 && rel.RecoveryMaxMs <= 20,
+			fmt.Sprintf("%s: every burst's P99 (of its requests since its first) back under %s within 20 ms of its first request", relName, rep.RecoveryTargetIs), got)
 	}
 	idleB, okB := rep.layout("steer-idle")
 	idleN, okN := rep.layout("steer-idle-nobound")

@@ -259,7 +259,7 @@ func TestBurstReactionOnSimulator(t *testing.T) {
 	for _, want := range []string{"### Reaction", "| steer-rel |", "| steer-idle-nobound |", "Must-show checks (300 ms / 100 ms bounds",
 		"n/a steer burst P99 <= 1.2x split48's", "n/a steer batch >= 88% of split16's",
 		"n/a steer: a growth's wait for queued work (P99 over the run's moves) <= the batch class's own kernel time",
-		"n/a steer-rel: every burst's P99 (of its requests since its first) back under 1.2x split48's burst P99",
+		"n/a steer-rel: every burst's P99 over a 10 ms window back under 1.2x split48's burst P99",
 		"n/a the batch class alone (steer-idle, bound on) >= 98% of its throughput without the bound", "Per burst", "- round 1 steer-idle: no requests"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
