@@ -25,6 +25,10 @@
 #                                # variants, the batch alone with and without
 #                                # the bound, 3 s / 1 s and 300 ms / 100 ms,
 #                                # recoveries and moves, charts (~4-5 min)
+#   scripts/gpu-test.sh moves    # on the GPU machine: issues 52's and 56's
+#                                # must-shows in one call: issue56, the GPU
+#                                # tests, a horizon variant, Reshape and
+#                                # NewTenant against a base build (<= 585 s)
 #   scripts/gpu-test.sh issue54  # on the GPU machine: what the SDK's objects
 #                                # and a cuBLAS handle hold, and examples/memlimit
 #                                # under a 4 GiB limit, three ways (~3 min)
@@ -385,6 +389,55 @@ issue56_only() {
   return $rc
 }
 
+# moves_only is issues 52's and 56's GPU must-shows in one call of at most
+# MOVES_CAP seconds (default 585; the device tool allows 600): issue 56's
+# storm (issue56_only, MOVES_LAYOUTS, 2 cycles, 1 fast round, at most
+# MOVES_STORM s), then each package's GPU tests (MOVES_TESTS, pkg:seconds,
+# fcsp first), then while time lasts the fast variant again at
+# -queue-horizon MOVES_HORIZON (150us; empty: skipped) and, where
+# .bin/fcsp-base.test was built at an earlier commit, Reshape and NewTenant
+# against it (scripts/bench-compare.sh). Output in $OUT (or .bin/out-moves):
+# summary.txt, i56.tgz (.bin/out-issue56), hz.txt, tests.tgz (each
+# package's log, the bench's).
+moves_only() {
+  local ret summary=() rc=0 p t n rel t0 t1 left pt
+  only_start moves
+  local R=${ret:-$OUT} cap=${MOVES_CAP:-585}
+  t0=$(date +%s)
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$R/summary.txt"
+  OUT= ISSUE56_LAYOUTS=${MOVES_LAYOUTS:-split16,split40,split48,steer,steer-r48,steer-idle,steer-idle-nobound,mps} ISSUE56_CYCLES=2 ISSUE56_FAST_ROUNDS=1 \
+    timeout "${MOVES_STORM:-215}" bash "$ROOT/scripts/gpu-test.sh" issue56 > "$R/i56.txt" 2>&1
+  echo "storm: rc=$? $(( $(date +%s) - t0 )) s" >> "$R/summary.txt"
+  tar czf "$R/i56.tgz" -C "$BIN" out-issue56 2>/dev/null
+  sed -n '/== summary/,$p' "$R/i56.txt" >> "$R/summary.txt"
+  for pt in ${MOVES_TESTS:-fcsp:100 internal/smpart:40 greenctx:30 tokenbucket:25 examples/gemm:40}; do
+    p=${pt%%:*}; t=${pt##*:}; n=${p//\//-}
+    local pat=GPU; [ "$p" = examples/gemm ] && pat='GPU|WithoutDevice'
+    t1=$(date +%s)
+    (cd "$p" && FCSP_PROBE_OUT="$R" timeout "$t" "$ROOT/$BIN/$n.test" -test.v -test.count=1 -test.run "$pat" -test.timeout $((t-5))s) > "$R/t-$n.log" 2>&1
+    echo "go test $p (GPU): rc=$? $(( $(date +%s) - t1 )) s, $(grep -c '^--- PASS' "$R/t-$n.log") pass, $(grep -c '^--- FAIL' "$R/t-$n.log") fail, $(grep -c '^--- SKIP' "$R/t-$n.log") skip" >> "$R/summary.txt"
+    grep '^--- FAIL' "$R/t-$n.log" >> "$R/summary.txt"
+  done
+  left=$(( cap - ($(date +%s) - t0) ))
+  if [ -n "${MOVES_HORIZON-150us}" ] && [ $left -gt 40 ]; then
+    t1=$(date +%s)
+    timeout $(( left < 60 ? left : 60 )) "$BIN/storm" -cublas /usr/local/cuda/lib64/libcublas.so.13 -burst 300ms/100ms -cycles 10 \
+      -burst-layouts split16,split48,steer,steer-idle,steer-idle-nobound -queue-horizon "${MOVES_HORIZON-150us}" -target-split48 1.13 -rounds 1 -warmup 300ms > "$R/hz.txt" 2>&1
+    echo "horizon ${MOVES_HORIZON-150us}, 300 ms / 100 ms: rc=$? $(( $(date +%s) - t1 )) s" >> "$R/summary.txt"
+    grep -E '^(PASS|FAIL|n/a) ' "$R/hz.txt" | sed 's/^/  /' >> "$R/summary.txt"
+  fi
+  left=$(( cap - ($(date +%s) - t0) ))
+  if [ -x "$BIN/fcsp-base.test" ] && [ $left -gt 25 ]; then
+    t1=$(date +%s)
+    BENCHTIME=200ms timeout $left bash scripts/bench-compare.sh "$ROOT/$BIN/fcsp-base.test" "$ROOT/$BIN/fcsp.test" 3 '^Benchmark(Reshape|NewTenant|NewTenantAlone)$' > "$R/t-bench.log" 2>&1
+    echo "bench-compare against fcsp-base.test: rc=$? $(( $(date +%s) - t1 )) s" >> "$R/summary.txt"
+    sed -n '/== median/,$p' "$R/t-bench.log" >> "$R/summary.txt"
+  fi
+  (cd "$R" && tar czf tests.tgz t-*.log && rm -f t-*.log)
+  cat "$R/summary.txt"
+  return $rc
+}
+
 # issue54_only is issue 54's run (about 3 minutes): TestGPUObjectCosts (what
 # a stream, event, module and green context hold, the pool's count against
 # the driver's), what a cuBLAS handle takes with and without a workspace
@@ -475,10 +528,11 @@ case "${1:-all}" in
   storm) storm_only ;;
   issue41) issue41_only ;;
   issue56) issue56_only ;;
+  moves) moves_only ;;
   issue54) issue54_only ;;
   stall) stall_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|issue54|stall]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|moves|issue54|stall]" >&2; exit 2 ;;
 esac
