@@ -464,16 +464,30 @@ func writeBurstReport(out io.Writer, rows []BurstRow, rep *BurstReport, b burstC
 			printCheck(out, c, judged)
 		}
 	}
-	// What a controller that held split48's SMs through each burst and
+	// What a controller that held a split's SMs through each burst and
 	// split16's between would give: split16's quiet rate for the quiet
-	// phases, split48's burst rate for the bursts.
+	// phases, that split's burst rate for the bursts; beside it the
+	// split's burst P99 against split48's. Both of the must-show's bounds
+	// (burst P99, batch) met by one split says a controller can meet them
+	// on this card; neither split meeting both says the SMs' unit cannot.
 	q16 := med("split16", func(r BurstRow) float64 { return r.BatchQuietTFLOP })
-	b48 := med("split48", func(r BurstRow) float64 { return r.BatchBurstTFLOP })
 	st, ok := rep.layout("steer")
-	if s16, ok16 := rep.layout("split16"); ok && ok16 && q16 > 0 && b48 > 0 && s16.BatchTFLOP > 0 {
-		mix := (q16*b.quiet.Seconds() + b48*b.burst.Seconds()) / b.period().Seconds()
-		fmt.Fprintf(out, "  split16's quiet rate with split48's burst rate: %.1f TFLOP/s, %.1f%% of split16's; steer %.1f%% of that mix\n",
-			mix, 100*mix/s16.BatchTFLOP, 100*st.BatchTFLOP/mix)
+	s16, ok16 := rep.layout("split16")
+	s48, ok48 := rep.layout("split48")
+	for _, l := range []string{"split32", "split40", "split48"} {
+		bl := med(l, func(r BurstRow) float64 { return r.BatchBurstTFLOP })
+		if !ok16 || q16 <= 0 || bl <= 0 || s16.BatchTFLOP <= 0 {
+			continue
+		}
+		mix := (q16*b.quiet.Seconds() + bl*b.burst.Seconds()) / b.period().Seconds()
+		fmt.Fprintf(out, "  split16's quiet rate with %s's burst rate: %s TFLOP/s, %.1f%% of split16's", l, tflops(mix), 100*mix/s16.BatchTFLOP)
+		if sl, okl := rep.layout(l); okl && ok48 && s48.BurstP99 > 0 {
+			fmt.Fprintf(out, "; %s's burst P99 %.2fx split48's", l, sl.BurstP99/s48.BurstP99)
+		}
+		if ok {
+			fmt.Fprintf(out, "; steer %.1f%% of that mix", 100*st.BatchTFLOP/mix)
+		}
+		fmt.Fprintln(out)
 	}
 	if rep.WallSeconds > 0 {
 		fmt.Fprintf(out, "\nwall time %.0f s\n", rep.WallSeconds)
