@@ -237,8 +237,9 @@ func TestLatencyClassMovesAreItsOwn(t *testing.T) {
 	p, _ := openSim(t)
 	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
 	require.NoError(t, err)
-	_, err = p.NewTenant("batch", WithRestOfSMs())
+	batch, err := p.NewTenant("batch", WithRestOfSMs()) // kept: a collected handle is closed
 	require.NoError(t, err)
+	defer runtime.KeepAlive(batch)
 	stop := burstOf(t, lat)
 	require.Eventually(t, func() bool { return lat.Stats().SMMoves > 0 }, 5*time.Second, time.Millisecond)
 	stop()

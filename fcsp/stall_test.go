@@ -139,6 +139,7 @@ func TestProgressIsNoStall(t *testing.T) {
 	drv := simFake(p)
 	tn, err := p.NewTenant("batch", WithSMs(16))
 	require.NoError(t, err)
+	defer runtime.KeepAlive(tn) // a collected handle is closed, and its stall never reported
 	fn := spinKernel(t, tn)
 	var a Args
 	a.Uint64(0)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -347,9 +348,14 @@ func TestRelativeLatencyTarget(t *testing.T) {
 	p, drv := openSim(t)
 	lat, err := p.NewTenant("interactive", WithRelativeLatencyTarget(1.2, 16, 48))
 	require.NoError(t, err)
-	_, err = p.NewTenant("batch", WithRestOfSMs())
+	// Kept: a tenant whose handle is garbage-collected is closed, and the
+	// controller with it (a discarded handle here stopped it in 5 runs of
+	// 60 under -race).
+	batch, err := p.NewTenant("batch", WithRestOfSMs())
 	require.NoError(t, err)
+	defer runtime.KeepAlive(batch)
 	require.Zero(t, lat.Stats().LatencyTarget)
+	require.True(t, p.moves.Steering(), "the controller runs")
 	// Requests the controller times: a Synchronize of a stream whose work
 	// takes 200 µs (held that long), 16 in flight.
 	stop := sync.OnceFunc(doLoop(16, func() {
@@ -362,9 +368,29 @@ func TestRelativeLatencyTarget(t *testing.T) {
 		require.NoError(t, s.Synchronize())
 	}))
 	defer stop()
-	require.Eventually(t, func() bool { return lat.SMs() == 48 }, 5*time.Second, time.Millisecond, "a burst takes the most while the target is unknown")
-	require.Eventually(t, func() bool { return lat.Stats().LatencyTarget > 0 }, 5*time.Second, time.Millisecond, "measured at 48 SMs")
+	// On a failure, what the controller did and why.
+	waitFor := func(cond func() bool, what string) {
+		t.Helper()
+		if !waitUntil(5*time.Second, cond) {
+			s := lat.Stats()
+			t.Fatalf("%s: not within 5 s; SMs %d, %d moves (%+v), the last: %q; target %v", what, lat.SMs(), s.SMMoves, s.SMMovesBy, s.SMMoveReason, s.LatencyTarget)
+		}
+	}
+	waitFor(func() bool { return lat.SMs() == 48 }, "a burst takes the most while the target is unknown")
+	waitFor(func() bool { return lat.Stats().LatencyTarget > 0 }, "measured at 48 SMs")
 	stop()
 	_, err = p.NewTenant("bad", WithRelativeLatencyTarget(0.5, 16, 48))
 	require.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+// waitUntil polls cond every millisecond for at most d.
+func waitUntil(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
 }

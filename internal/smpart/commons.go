@@ -175,6 +175,7 @@ func (p *Partition) markGave(old *layout) error {
 			return errors.Join(err, cerr) // GaveDrained answers for those made
 		}
 		p.gave = append(p.gave, e)
+		p.setPend()
 		err = errors.Join(err, p.drv.EventRecord(primary, e, st))
 	}
 	return err

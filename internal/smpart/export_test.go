@@ -7,3 +7,13 @@ func SetMaxIdleGreens(n int) func() {
 	maxIdleGreens = n
 	return func() { maxIdleGreens = old }
 }
+
+// TryLockForTest reports whether the partition's lock is free (taking and
+// letting it go at once).
+func (p *Partition) TryLockForTest() bool {
+	if !p.mu.TryLock() {
+		return false
+	}
+	p.mu.Unlock()
+	return true
+}

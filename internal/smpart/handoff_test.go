@@ -2,6 +2,7 @@ package smpart_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -132,4 +133,28 @@ func TestClaimTakesAGrowthsGroupsAhead(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.Equal(t, all, free(), "Close gave the claim back with the rest")
 	require.ErrorIs(t, p.Claim(32), smpart.ErrClosed)
+}
+
+// Drained answers without the partition's lock where nothing is left to
+// drain: a call holding the lock (here a Close waiting for a stream's
+// work; in a server, the NewStream and Close of a class that makes a
+// stream per request) must not make a partition never reshaped read as
+// draining, which holds every decision of the pool's controller back (in
+// fcsp's TestRelativeLatencyTarget under -race, 5 runs in 60 never grew).
+func TestDrainedNeedsNoLockWithNothingToDrain(t *testing.T) {
+	drv, _, s := fakeSplit(t, 8)
+	p, err := s.TakeLayouts(16, []int{16, 32})
+	require.NoError(t, err)
+	release, err := drv.HoldStream(p.Stream())
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }() // holds the lock until the stream's work ends
+	require.Eventually(t, func() bool { return !p.TryLockForTest() }, 5*time.Second, time.Millisecond, "Close holds the lock")
+	for _, f := range []func() (bool, error){p.Drained, p.GaveDrained} {
+		done, err := f()
+		require.NoError(t, err)
+		require.True(t, done, "never reshaped: nothing to drain, whoever holds the lock")
+	}
+	release()
+	require.NoError(t, <-closed)
 }

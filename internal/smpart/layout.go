@@ -3,6 +3,7 @@ package smpart
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -321,6 +322,7 @@ func (p *Partition) handOver(old, next *layout, swap func(old, new cuda.Stream))
 	fresh := make(chan struct{})
 	next.retired.Store(&fresh)
 	p.prev = old
+	p.setPend()
 	p.cur.Store(next)
 	close(*old.retired.Load()) // slot waiters on the old layout move to the new one
 	if swap != nil {
@@ -330,6 +332,10 @@ func (p *Partition) handOver(old, next *layout, swap func(old, new cuda.Stream))
 	}
 	return nil
 }
+
+// setPend records whether prev or gave holds work to wait for. The caller
+// holds p.mu.
+func (p *Partition) setPend() { p.pend.Store(p.prev != nil || len(p.gave) > 0) }
 
 // Drained reports whether the work queued on the layout the last Reshape
 // left has run to its end (its hand-over events reached): until then that
@@ -341,13 +347,29 @@ func (p *Partition) Drained() (bool, error) { return p.drained(false) }
 // still holds, which no other partition can take). For the commons, the
 // SMs its last Follow left, which a partition holds now.
 //
-// Both answer false while another call holds the partition (a Close that
-// waits for its streams holds it as long as their work takes): the caller
-// asks again rather than waiting on that call.
+// Where nothing is left to drain both answer true without the partition's
+// lock. Else they take it, trying a few times: while another call holds it
+// for long (a Close that waits for its streams holds it as long as their
+// work takes) they answer false, and the caller asks again rather than
+// waiting on that call.
 func (p *Partition) GaveDrained() (bool, error) { return p.drained(true) }
 
+// drainTries is how many times drained tries the partition's lock, letting
+// the holder run between tries: a class that makes and closes a stream per
+// request holds it often, briefly (on the simulator under -race, one try
+// found it held at every tick of the controller for seconds).
+const drainTries = 16
+
 func (p *Partition) drained(gaveOnly bool) (bool, error) {
-	if !p.mu.TryLock() {
+	if !p.pend.Load() {
+		return true, nil
+	}
+	locked := p.mu.TryLock()
+	for i := 1; !locked && i < drainTries; i++ {
+		runtime.Gosched()
+		locked = p.mu.TryLock()
+	}
+	if !locked {
 		return false, nil // a Close or Reset waiting for the streams, or a Reshape: ask again
 	}
 	defer p.mu.Unlock()
@@ -355,7 +377,9 @@ func (p *Partition) drained(gaveOnly bool) (bool, error) {
 		if done, err := p.reached(p.gave); !done || err != nil {
 			return false, err
 		}
-		return true, p.dropGave()
+		err := p.dropGave()
+		p.setPend()
+		return true, err
 	}
 	if p.prev == nil || p.closed || gaveOnly && p.prev.groups <= p.cur.Load().groups {
 		return true, nil
@@ -364,6 +388,7 @@ func (p *Partition) drained(gaveOnly bool) (bool, error) {
 		return false, err
 	}
 	p.prev = nil
+	p.setPend()
 	return true, nil
 }
 

@@ -40,6 +40,9 @@ type Partition struct {
 	turn  inside.Turn   // own lock; one DoEach at a time over its slots (Turn)
 	rest  bool          // set once before sharing; took the rest of the split (TakeRest, TakeRestLayouts)
 	prev  *layout       // guarded by mu; the layout the last switch left, until Drained
+	// pend says prev or gave holds work to wait for (setPend), so that
+	// Drained answers without mu where none is left.
+	pend atomic.Bool // atomic; stored under mu
 
 	// A pool's commons (commons.go): layouts built as the split changes,
 	// named by key; epoch counts its switches (Layout); gave, events
