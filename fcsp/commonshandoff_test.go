@@ -3,6 +3,7 @@ package fcsp
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -38,8 +39,9 @@ func TestNewPartitionWaitsForThePlainTenantsWork(t *testing.T) {
 	})
 	t.Run("bounded", func(t *testing.T) {
 		p, drv := openSim(t)
-		_, err := p.NewTenant("plain")
+		plain, err := p.NewTenant("plain")
 		require.NoError(t, err)
+		defer runtime.KeepAlive(plain) // a collected handle is closed: nothing would be left to wait for
 		drv.HoldEvents(true)
 		t.Cleanup(func() { drv.HoldEvents(false) })
 		began := time.Now()
