@@ -336,8 +336,9 @@ func WithReshapeSizes(sms ...int) TenantOption {
 // of one moment, is a stall of the host that SMs do not cure), taking the SMs from the tenant made
 // WithRestOfSMs after it (the throughput class, which gets the sizes it
 // needs for that by itself), and gives back what the load no longer asks
-// for, in one move, once it has asked for less for 50 ms and the P99 is
-// within p99 (or no request is in flight). It takes no more than the target
+// for, in one move, once it has asked for less for 50 ms (15 ms where it
+// asks for minSMs: the burst is over) and the P99 is within p99 (or no
+// request is in flight). It takes no more than the target
 // needs: while a full load's P99 is within 85% of p99 and would stay within
 // p99 if it grew as the SMs fall (64 requests or more, none over, 50 ms
 // after the last move), it gives a step back, and bursts

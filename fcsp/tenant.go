@@ -418,7 +418,7 @@ var MoveBounds = [12]time.Duration{
 type SMMoveCounts struct {
 	GrowLoad uint64 // more requests in flight than its SMs were sized for
 	GrowP99  uint64 // its recent P99 over target, two requests or more over it, further apart than a host stall
-	Shrink   uint64 // the load asked for less for 50 ms, the P99 within target or nothing in flight
+	Shrink   uint64 // the load asked for less for 50 ms (for the floor, 15 ms), the P99 within target or nothing in flight
 	Trim     uint64 // a full load's P99 within 85% of target, and within it scaled to a step less, 50 ms after the last move: one step less for bursts
 }
 

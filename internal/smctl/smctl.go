@@ -45,6 +45,12 @@
 //     for less for Hold and the P99 is within target (or nothing is in
 //     flight): a lull between requests gives nothing back, and a burst
 //     that ended gives everything back a Hold later, not a step a Hold.
+//     A load that asks for the floor (one request in flight at most: the
+//     burst is over) waits IdleHold instead, where set: the throughput
+//     class runs on fewer SMs meanwhile (on an H100, run H1, a 50 ms hold
+//     cost the batch about 7% of each 300 ms quiet phase), while a load
+//     that still asks for more than the floor keeps the longer Hold, so
+//     that a burst's own ebb and flow does not move SMs back and forth.
 //   - Trim what a full load was given but does not need: while the load
 //     asks for all the class may grow to (its fit, Max at first), the
 //     last move is a Hold old, and the recent P99 of enough requests is
@@ -81,6 +87,7 @@ type Config struct {
 	RelativeTarget float64
 	FullAt         int           // requests in flight that ask for Max before anything is measured (a class's concurrency)
 	Hold           time.Duration // how long less must be asked before a shrink
+	IdleHold       time.Duration // how long the floor must be asked before a shrink to it: a burst that ended (0: Hold)
 	MinGap         time.Duration // the least time between two moves
 }
 
@@ -164,6 +171,15 @@ const (
 	retryFirst   = time.Second
 	retryMax     = 30 * time.Second
 )
+
+// hold is how long less must be asked before a shrink to want: IdleHold
+// to the floor where set, else Hold.
+func (cfg Config) hold(want int) time.Duration {
+	if want == cfg.Min && cfg.IdleHold > 0 {
+		return cfg.IdleHold
+	}
+	return cfg.Hold
+}
 
 // Controller keeps what the rules need between samples. Not safe for
 // concurrent use: the pool's one controller goroutine calls it.
@@ -347,10 +363,10 @@ func (c *Controller) Decide(s Sample) Move {
 		c.lastMove = s.At
 		return Move{SMs: c.fit, Kind: Trim, Reason: fmt.Sprintf("trim: P99 %v of %d requests within %.0f%% of the %v target at %d SMs, %v scaled to %d, %d requests in flight",
 			s.P99.Round(time.Microsecond), s.Requests, 100*trimBelow, target.Round(time.Microsecond), s.SMs, scaled(s.P99, s.SMs, c.fit).Round(time.Microsecond), c.fit, s.InFlight)}
-	case want < s.SMs && !over && s.At.Sub(c.lowSince) >= cfg.Hold:
+	case want < s.SMs && !over && s.At.Sub(c.lowSince) >= cfg.hold(want):
 		c.lastMove = s.At
 		c.lowSince = s.At // the next step waits a Hold again
-		return Move{SMs: want, Reason: fmt.Sprintf("shrink: %d requests in flight for %v, P99 %v", s.InFlight, cfg.Hold, s.P99.Round(time.Microsecond)), Kind: Shrink}
+		return Move{SMs: want, Reason: fmt.Sprintf("shrink: %d requests in flight for %v, P99 %v", s.InFlight, cfg.hold(want), s.P99.Round(time.Microsecond)), Kind: Shrink}
 	}
 	stay.Reason = "holds"
 	return stay

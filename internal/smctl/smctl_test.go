@@ -454,3 +454,36 @@ func TestRelativeTargetIgnoresAColdSample(t *testing.T) {
 	}
 	require.Equal(t, 432*time.Microsecond, c.Target(), "1.2x the median of 3.6 ms, 350, 360 and 340 us")
 }
+
+// A burst that ended (the floor asked) gives its SMs back IdleHold after,
+// while a load that still asks for more than the floor waits the Hold: a
+// burst's own ebb and flow moves nothing (on an H100, run H1, the 50 ms
+// hold cost the batch about 7% of each 300 ms quiet phase).
+func TestIdleHoldGivesAnEndedBurstBackSooner(t *testing.T) {
+	c, err := New(Config{Min: 16, Max: 48, Unit: 8, Target: 300 * time.Microsecond, FullAt: 16,
+		Hold: 50 * time.Millisecond, IdleHold: 15 * time.Millisecond, MinGap: 2 * time.Millisecond})
+	require.NoError(t, err)
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	in := func(ms, sms, n int) Move { return c.Decide(Sample{At: at(ms), SMs: sms, InFlight: n}) }
+	require.Equal(t, 48, in(0, 16, 16).SMs)
+	// The burst ebbs to 8 in flight: what 8 ask, a Hold later.
+	for ms := 10; ms < 60; ms++ {
+		require.Equal(t, 48, in(ms, 48, 8).SMs, "at %d ms: within the Hold", ms)
+	}
+	m := in(60, 48, 8)
+	require.Equal(t, Shrink, m.Kind, m.Reason)
+	require.Less(t, m.SMs, 48)
+	require.Greater(t, m.SMs, 16)
+	sms := m.SMs
+	for ms := 61; ms < 70; ms++ {
+		require.Equal(t, sms, in(ms, sms, 8).SMs, "at %d ms: what 8 ask", ms)
+	}
+	// It ends: the floor, IdleHold later.
+	for ms := 70; ms < 85; ms++ {
+		require.Equal(t, sms, in(ms, sms, 1).SMs, "at %d ms: within IdleHold", ms)
+	}
+	m = in(85, sms, 1)
+	require.Equal(t, Shrink, m.Kind, m.Reason)
+	require.Equal(t, 16, m.SMs)
+	require.Contains(t, m.Reason, "for 15ms")
+}

@@ -30,16 +30,16 @@ import (
 // flight) and the giver's queued work.
 
 // Controller timing: sampled every tick; a P99 over window; shrinks after
-// hold; moves at least gap apart. The hold is what an ended burst keeps
-// its SMs for, and the rest tenant runs on fewer meanwhile: on an H100
-// (run H1) a 50 ms hold cost the batch about 7% of each 300 ms quiet
-// phase. Requests in flight are the most of steerPeak ticks, so a lull
-// between a burst's requests does not read as its end.
+// hold, to the floor after idleHold (a burst that ended: on an H100, run
+// H1, the 50 ms hold cost the batch about 7% of each 300 ms quiet phase;
+// requests in flight are the most of steerPeak ticks, so a lull between a
+// burst's requests does not read as its end); moves at least gap apart.
 const (
-	steerTick   = time.Millisecond
-	steerWindow = 20 * time.Millisecond
-	SteerHold   = 15 * time.Millisecond
-	steerGap    = 2 * time.Millisecond
+	steerTick     = time.Millisecond
+	steerWindow   = 20 * time.Millisecond
+	SteerHold     = 50 * time.Millisecond
+	steerIdleHold = 15 * time.Millisecond
+	steerGap      = 2 * time.Millisecond
 	// steerPeak samples: a class's requests in flight are the most seen
 	// over the last few ticks, since one instant undercounts them (a
 	// request between its Do and its Synchronize, or held by a Reshape,
@@ -348,7 +348,7 @@ type steerer struct {
 // 0: DefaultHorizon; negative: none). The caller holds e.mu.
 func (e *Engine) startSteer(lat, rest Member, class *Class, horizon time.Duration) *steerer {
 	ctl, err := smctl.New(smctl.Config{Min: class.Min, Max: class.Max, Unit: e.split.GroupSMs(), Target: class.Target,
-		RelativeTarget: class.Relative, FullAt: place.Dos(lat.Place()), Hold: SteerHold, MinGap: steerGap})
+		RelativeTarget: class.Relative, FullAt: place.Dos(lat.Place()), Hold: SteerHold, IdleHold: steerIdleHold, MinGap: steerGap})
 	if err != nil {
 		return nil // the bounds were checked by LatencySizes, the target by the option
 	}
