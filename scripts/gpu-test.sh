@@ -398,7 +398,9 @@ issue56_only() {
 # .bin/fcsp-base.test was built at an earlier commit, Reshape and NewTenant
 # against it (scripts/bench-compare.sh). Output in $OUT (or .bin/out-moves):
 # summary.txt, i56.tgz (.bin/out-issue56), hz.txt, tests.tgz (each
-# package's log, the bench's).
+# package's log, the bench's). It needs of .bin only the five test
+# binaries, storm, fcsp-base.test and the scripts build copies (47 MiB);
+# a whole build holds every example too, over the device tool's 64 MiB.
 moves_only() {
   local ret summary=() rc=0 p t n rel t0 t1 left pt
   only_start moves
