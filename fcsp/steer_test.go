@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fcsp-go/fcsp-go/internal/smmove"
@@ -371,7 +372,7 @@ func TestRelativeLatencyTarget(t *testing.T) {
 	// On a failure, what the controller did and why.
 	waitFor := func(cond func() bool, what string) {
 		t.Helper()
-		if !waitUntil(5*time.Second, cond) {
+		if !assert.Eventually(t, cond, 5*time.Second, time.Millisecond, what) {
 			s := lat.Stats()
 			t.Fatalf("%s: not within 5 s; SMs %d, %d moves (%+v), the last: %q; target %v", what, lat.SMs(), s.SMMoves, s.SMMovesBy, s.SMMoveReason, s.LatencyTarget)
 		}
@@ -381,16 +382,4 @@ func TestRelativeLatencyTarget(t *testing.T) {
 	stop()
 	_, err = p.NewTenant("bad", WithRelativeLatencyTarget(0.5, 16, 48))
 	require.ErrorIs(t, err, ErrInvalidArgument)
-}
-
-// waitUntil polls cond every millisecond for at most d.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-	}
 }
