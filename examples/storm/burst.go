@@ -263,6 +263,7 @@ func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool
 	wk := workFor(pool, haveCublas)
 	var opt fcsp.TenantOption
 	restOpts := []fcsp.TenantOption{fcsp.WithRestOfSMs()}
+	horizon := b.horizon // the rest's queue bound where steered; 0: the SDK's default
 	switch layout {
 	case "split16":
 		opt = fcsp.WithSMs(16)
@@ -276,12 +277,12 @@ func runBurstLayout(ctx context.Context, op *opener, cfg config, haveCublas bool
 		opt = fcsp.WithLatencyTarget(b.target, 16, 48)
 	case "steer-nobound", "steer-idle-nobound":
 		opt = fcsp.WithLatencyTarget(b.target, 16, 48)
-		restOpts = append(restOpts, fcsp.WithQueueHorizon(fcsp.NoQueueHorizon))
+		horizon = fcsp.NoQueueHorizon
 	case "steer-rel":
 		opt = fcsp.WithRelativeLatencyTarget(b.relFactor, 16, 48)
 	}
-	if b.horizon > 0 && steered(layout) && !strings.HasSuffix(layout, "-nobound") {
-		restOpts = append(restOpts, fcsp.WithQueueHorizon(b.horizon))
+	if horizon != 0 && steered(layout) {
+		restOpts = append(restOpts, fcsp.WithQueueHorizon(horizon))
 	}
 	it, err := pool.NewTenant("interactive", opt)
 	if err != nil {

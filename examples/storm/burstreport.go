@@ -474,20 +474,22 @@ func writeBurstReport(out io.Writer, rows []BurstRow, rep *BurstReport, b burstC
 	st, ok := rep.layout("steer")
 	s16, ok16 := rep.layout("split16")
 	s48, ok48 := rep.layout("split48")
-	for _, l := range []string{"split32", "split40", "split48"} {
-		bl := med(l, func(r BurstRow) float64 { return r.BatchBurstTFLOP })
-		if !ok16 || q16 <= 0 || bl <= 0 || s16.BatchTFLOP <= 0 {
-			continue
+	if ok16 && q16 > 0 && s16.BatchTFLOP > 0 { // a quiet rate to mix with
+		for _, l := range []string{"split32", "split40", "split48"} {
+			bl := med(l, func(r BurstRow) float64 { return r.BatchBurstTFLOP })
+			if bl <= 0 {
+				continue
+			}
+			mix := (q16*b.quiet.Seconds() + bl*b.burst.Seconds()) / b.period().Seconds()
+			fmt.Fprintf(out, "  split16's quiet rate with %s's burst rate: %s TFLOP/s, %.1f%% of split16's", l, tflops(mix), 100*mix/s16.BatchTFLOP)
+			if sl, okl := rep.layout(l); okl && ok48 && s48.BurstP99 > 0 {
+				fmt.Fprintf(out, "; %s's burst P99 %.2fx split48's", l, sl.BurstP99/s48.BurstP99)
+			}
+			if ok {
+				fmt.Fprintf(out, "; steer %.1f%% of that mix", 100*st.BatchTFLOP/mix)
+			}
+			fmt.Fprintln(out)
 		}
-		mix := (q16*b.quiet.Seconds() + bl*b.burst.Seconds()) / b.period().Seconds()
-		fmt.Fprintf(out, "  split16's quiet rate with %s's burst rate: %s TFLOP/s, %.1f%% of split16's", l, tflops(mix), 100*mix/s16.BatchTFLOP)
-		if sl, okl := rep.layout(l); okl && ok48 && s48.BurstP99 > 0 {
-			fmt.Fprintf(out, "; %s's burst P99 %.2fx split48's", l, sl.BurstP99/s48.BurstP99)
-		}
-		if ok {
-			fmt.Fprintf(out, "; steer %.1f%% of that mix", 100*st.BatchTFLOP/mix)
-		}
-		fmt.Fprintln(out)
 	}
 	if rep.WallSeconds > 0 {
 		fmt.Fprintf(out, "\nwall time %.0f s\n", rep.WallSeconds)
