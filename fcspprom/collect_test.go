@@ -131,7 +131,7 @@ func TestCollectSMMoves(t *testing.T) {
 		t.Fatalf("lint: %v %v", err, problems)
 	}
 	want := `
-# HELP fcsp_tenant_sm_moves_total Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target, two requests or more over it, further apart than a host stall), shrink (the load asked for less for 50 ms, the P99 within target), trim (a full load's P99 within 85% of target, and within it scaled to a step less: one step less for bursts). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.
+# HELP fcsp_tenant_sm_moves_total Moves of a latency class's SMs (WithLatencyTarget) by the pool's controller, by the rule that made each: grow_load (more requests in flight than its SMs were sized for), grow_p99 (its recent P99 over target, two requests or more over it, further apart than a host stall), shrink (the load asked for less for 50 ms, 15 ms for the floor once the burst is over, the P99 within target or nothing in flight), trim (a full load's P99 within 85% of target, and within it scaled to a step less: one step less for bursts). Only for a latency class; fcsp_tenant_sms says where its SMs and the rest tenant's are now.
 # TYPE fcsp_tenant_sm_moves_total counter
 fcsp_tenant_sm_moves_total{class="interactive",reason="grow_load"} 4
 fcsp_tenant_sm_moves_total{class="interactive",reason="grow_p99"} 1
