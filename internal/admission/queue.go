@@ -9,6 +9,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/nap"
 )
 
 // The queue bound (issue 56): how much work a throughput class may have
@@ -44,12 +45,13 @@ import (
 // instead of queuing ahead, and work it runs side by side on several
 // streams is counted as if run one after another, so it overlaps less.
 // With a horizon above the host's reaction time (the wait wakes on its
-// own prediction, about 50 us late on a timer, then spins) the GPU is
+// own prediction, a thread's timer slack late, then spins) the GPU is
 // meant not to idle between its kernels; it does a little (on an H100,
 // runs I1-I3: two streams of 8192^3 GEMMs at 96.4-97.3% of their rate
-// unbounded at 50 us) and more at a longer horizon (83.5% at 150 us),
-// which says the wait or the prediction is late by about the horizon:
-// not yet found. Off (the default) it costs an admission
+// unbounded at 50 us). At 150 us it ran at 83.5%: each wait over
+// spinBelow slept on a Go timer, which wakes a millisecond late in a
+// process whose processors are idle (internal/nap); it now sleeps the
+// thread, not yet measured on a GPU. Off (the default) it costs an admission
 // one atomic load, on metered tenants only; the bound needs the tenant's
 // work timed (metered).
 //
@@ -61,12 +63,16 @@ import (
 // for that launch. The turn is taken under no lock of this package and
 // holds meter.mu (one at a time) while it looks.
 
-// minPause and spinBelow bound the wait's sleeps: it sleeps on a timer,
-// waking timerSlack early, and spins (yielding) the last spinBelow.
+// minPause and spinBelow bound the wait's sleeps: it sleeps (internal/nap
+// up to nap.Long, a Go timer past it), waking napSlack or timerSlack
+// early, and spins (yielding) the last spinBelow. A Go timer wakes about a
+// millisecond late in a process whose processors are idle (internal/nap),
+// which is what a horizon over spinBelow once paid on every kernel.
 const (
 	minPause   = 5 * time.Microsecond
 	spinBelow  = 60 * time.Microsecond
-	timerSlack = 50 * time.Microsecond
+	napSlack   = 50 * time.Microsecond
+	timerSlack = 1200 * time.Microsecond
 )
 
 // SetQueueBound bounds the work the tenant queues ahead of the GPU to a
@@ -324,12 +330,18 @@ func (t *Tenant) lookIn(ctx cuda.Context) (lb float64, idle bool, err error) {
 	return lb - oldest, idle, nil
 }
 
-// pause waits about d: on a timer, waking early, for a long wait; yielding
-// the processor in a loop for a short one (a timer wakes tens of
-// microseconds late, and the GPU would idle meanwhile).
+// pause waits about d, waking early rather than late (the GPU would idle
+// meanwhile): up to nap.Long it sleeps the thread (nap.Sleep, late by the
+// thread's timer slack, deaf to ctx that long at most); past it on a Go
+// timer, woken by ctx, which may wake a millisecond late; a short wait
+// yields the processor in a loop.
 func pause(ctx context.Context, d time.Duration) error {
 	d = max(d, minPause)
-	if d > spinBelow {
+	if d > spinBelow && d <= nap.Long {
+		nap.Sleep(d - napSlack)
+		return ctx.Err()
+	}
+	if d > nap.Long {
 		tm := time.NewTimer(d - timerSlack)
 		defer tm.Stop()
 		select {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/nap"
 )
 
 // Lock lets calls on a tenant run concurrently while it lives and lets
@@ -160,7 +161,7 @@ func (l *Lock) drain(ctx context.Context, withWaits bool) bool {
 			} else if ctx.Err() != nil {
 				return false
 			} else {
-				time.Sleep(50 * time.Microsecond)
+				nap.Sleep(50 * time.Microsecond) // not a Go timer's millisecond (internal/nap)
 			}
 		}
 	}

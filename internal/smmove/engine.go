@@ -16,6 +16,7 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/life"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
+	"github.com/fcsp-go/fcsp-go/internal/nap"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
@@ -339,7 +340,7 @@ func (e *Engine) hold(ctx context.Context, ms []Member, what life.Hold) ([]Membe
 		if spins < 100 {
 			runtime.Gosched()
 		} else {
-			time.Sleep(50 * time.Microsecond)
+			nap.Sleep(50 * time.Microsecond) // not a Go timer's millisecond (internal/nap)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/life"
+	"github.com/fcsp-go/fcsp-go/internal/nap"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 )
 
@@ -134,7 +135,7 @@ func (e *Engine) AwaitHandOff(ctx context.Context, m Member) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		time.Sleep(handOffPoll)
+		nap.Sleep(handOffPoll) // a Go timer would poll every millisecond (internal/nap)
 		gs = slices.DeleteFunc(gs, gaveDrained)
 		commons = commons && !e.commonsGaveDrained()
 	}

@@ -7,6 +7,8 @@ package spin
 import (
 	"runtime"
 	"time"
+
+	"github.com/fcsp-go/fcsp-go/internal/nap"
 )
 
 // yields is how many times Until yields before it naps: the calls it
@@ -14,13 +16,13 @@ import (
 const yields = 100
 
 // Until returns once done reports true: it yields the processor at first,
-// then sleeps nap between looks.
-func Until(done func() bool, nap time.Duration) {
+// then sleeps d between looks.
+func Until(done func() bool, d time.Duration) {
 	for spins := 0; !done(); spins++ {
 		if spins < yields {
 			runtime.Gosched()
 		} else {
-			time.Sleep(nap)
+			nap.Sleep(d) // not a Go timer's millisecond (internal/nap)
 		}
 	}
 }

@@ -1,0 +1,21 @@
+// Package nap sleeps for short times, tens of microseconds to a few
+// milliseconds, without the Go timer's floor.
+//
+// A Go timer (time.Sleep, time.NewTimer) in a process whose processors are
+// idle wakes about a millisecond late whatever it was asked: the runtime
+// then waits in its network poller, whose timeout is whole milliseconds.
+// On the development VM a 50 µs time.Sleep took 1.09 ms at the median
+// (BenchmarkSleep). The SDK's short waits (the queue bound's admission
+// waiting for the kernel ahead to near its end, a growth polling for the
+// work queued on its SMs) poll at tens of microseconds, and a millisecond
+// late there is a millisecond of idle GPU or of a burst's wait. On Linux
+// Sleep asks the kernel itself (nanosleep, which blocks the OS thread,
+// not the processor: the runtime hands the processor on), which wakes
+// within the thread's timer slack, 50 µs by default.
+package nap
+
+import "time"
+
+// Long is the longest sleep that should use Sleep: past it a Go timer's
+// millisecond is small, and a Go timer can be woken by a context.
+const Long = 2 * time.Millisecond
