@@ -379,7 +379,7 @@ func WithRelativeLatencyTarget(factor float64, minSMs, maxSMs int) TenantOption 
 // Synchronize, and work it runs side by side on several streams is
 // counted as queued one after another. Measured on an H100 (8192^3 GEMMs
 // on two streams, no latency request): 96.4-97.3% of the rate without the
-// bound at 50 µs, and 83.5% at 150 µs; a longer horizon is not cheaper.
+// bound at 50 µs.
 func WithQueueHorizon(d time.Duration) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetQueueHorizon(d) }}
 }
