@@ -136,6 +136,30 @@ func BenchmarkAccuracy(b *testing.B) {
 	}
 }
 
+// BenchmarkAccuracySlow is BenchmarkAccuracy's burst=1 case at 2,000 tokens a
+// second (500 µs a token): waits a Go timer would serve, which wakes about
+// a millisecond late in a process whose processors are idle (internal/nap).
+func BenchmarkAccuracySlow(b *testing.B) {
+	const slowRate = 2_000
+	const window = 200 * time.Millisecond
+	b.Run("impl=tokenbucket", func(b *testing.B) {
+		for b.Loop() {
+			tb, _ := NewBucket(slowRate, 1)
+			tb.TryAcquire(1) // drain
+			n := countFor(window, func(ctx context.Context) error { return tb.Wait(ctx, 1) })
+			b.ReportMetric(float64(n)/(slowRate*window.Seconds()), "ratio")
+		}
+	})
+	b.Run("impl=xrate", func(b *testing.B) {
+		for b.Loop() {
+			xr := rate.NewLimiter(slowRate, 1)
+			xr.AllowN(time.Now(), 1) // drain
+			n := countFor(window, func(ctx context.Context) error { return xr.WaitN(ctx, 1) })
+			b.ReportMetric(float64(n)/(slowRate*window.Seconds()), "ratio")
+		}
+	})
+}
+
 // countFor calls wait until window has passed and returns how many calls
 // succeeded within it.
 func countFor(window time.Duration, wait func(context.Context) error) int {
