@@ -3,9 +3,10 @@
 //
 // A Go timer (time.Sleep, time.NewTimer) in a process whose processors are
 // idle wakes about a millisecond late whatever it was asked: the runtime
-// then waits in its network poller, whose timeout is whole milliseconds.
-// On the development VM a 50 µs time.Sleep took 1.09 ms at the median
-// (BenchmarkSleep). The SDK's short waits (the queue bound's admission
+// then waits in its network poller (once one is in use, as in any server),
+// and on Linux that wait's timeout is whole milliseconds, at least one
+// (runtime/netpoll_epoll.go). On the development VM a 50 µs time.Sleep
+// took 1.09 ms at the median (BenchmarkSleep). The SDK's short waits (the queue bound's admission
 // waiting for the kernel ahead to near its end, a growth polling for the
 // work queued on its SMs) poll at tens of microseconds, and a millisecond
 // late there is a millisecond of idle GPU or of a burst's wait. On Linux
