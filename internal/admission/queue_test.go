@@ -10,6 +10,7 @@ import (
 
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
+	"github.com/fcsp-go/fcsp-go/internal/nap"
 	"github.com/fcsp-go/fcsp-go/stream"
 )
 
@@ -537,5 +538,32 @@ func TestQueueBoundKeepsTheGPUBusy(t *testing.T) {
 	}
 	if limit := int64(kernel + h + 30*time.Microsecond); worst > limit {
 		t.Errorf("%v queued ahead at most, want at most a kernel, the horizon and the host's launch (%v)", time.Duration(worst), time.Duration(limit))
+	}
+}
+
+// The bound's wait has three ways to wait (a spin, the thread's sleep, a Go
+// timer past nap.Long): each waits at least what it was asked less its
+// slack, and each gives ctx's error once ctx is done.
+func TestPauseWaysWaitAndHonourCtx(t *testing.T) {
+	for _, d := range []time.Duration{40 * time.Microsecond, 300 * time.Microsecond, 3 * time.Millisecond} {
+		slack := time.Duration(0)
+		switch {
+		case d > nap.Long:
+			slack = timerSlack
+		case d > spinBelow:
+			slack = napSlack
+		}
+		start := time.Now()
+		if err := pause(context.Background(), d); err != nil {
+			t.Fatalf("pause(%v): %v", d, err)
+		}
+		if took := time.Since(start); took < d-slack {
+			t.Errorf("pause(%v) returned after %v, before %v less its %v slack", d, took, d, slack)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := pause(ctx, d); !errors.Is(err, context.Canceled) {
+			t.Errorf("pause(%v) with ctx done: %v, want context.Canceled", d, err)
+		}
 	}
 }
