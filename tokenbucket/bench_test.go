@@ -116,22 +116,7 @@ func BenchmarkAccuracy(b *testing.B) {
 	for _, burst := range []float64{1, 100} {
 		for _, window := range []time.Duration{time.Second, 10 * time.Millisecond} {
 			name := fmt.Sprintf("burst=%g/window=%v", burst, window)
-			b.Run(name+"/impl=tokenbucket", func(b *testing.B) {
-				for b.Loop() {
-					tb, _ := NewBucket(accuracyRate, burst)
-					tb.TryAcquire(burst) // drain
-					n := countFor(window, func(ctx context.Context) error { return tb.Wait(ctx, 1) })
-					b.ReportMetric(float64(n)/(accuracyRate*window.Seconds()), "ratio")
-				}
-			})
-			b.Run(name+"/impl=xrate", func(b *testing.B) {
-				for b.Loop() {
-					xr := rate.NewLimiter(accuracyRate, int(burst))
-					xr.AllowN(time.Now(), int(burst)) // drain
-					n := countFor(window, func(ctx context.Context) error { return xr.WaitN(ctx, 1) })
-					b.ReportMetric(float64(n)/(accuracyRate*window.Seconds()), "ratio")
-				}
-			})
+			b.Run(name, func(b *testing.B) { accuracy(b, accuracyRate, burst, window) })
 		}
 	}
 }
@@ -140,22 +125,27 @@ func BenchmarkAccuracy(b *testing.B) {
 // second (500 µs a token): waits a Go timer would serve, which wakes about
 // a millisecond late in a process whose processors are idle (internal/nap).
 func BenchmarkAccuracySlow(b *testing.B) {
-	const slowRate = 2_000
-	const window = 200 * time.Millisecond
+	accuracy(b, 2_000, 1, 200*time.Millisecond)
+}
+
+// accuracy runs the bucket and x/time/rate at r tokens a second with the
+// given burst, drained, each waiting for one token at a time for window,
+// and reports admitted/configured as "ratio".
+func accuracy(b *testing.B, r, burst float64, window time.Duration) {
 	b.Run("impl=tokenbucket", func(b *testing.B) {
 		for b.Loop() {
-			tb, _ := NewBucket(slowRate, 1)
-			tb.TryAcquire(1) // drain
+			tb, _ := NewBucket(r, burst)
+			tb.TryAcquire(burst) // drain
 			n := countFor(window, func(ctx context.Context) error { return tb.Wait(ctx, 1) })
-			b.ReportMetric(float64(n)/(slowRate*window.Seconds()), "ratio")
+			b.ReportMetric(float64(n)/(r*window.Seconds()), "ratio")
 		}
 	})
 	b.Run("impl=xrate", func(b *testing.B) {
 		for b.Loop() {
-			xr := rate.NewLimiter(slowRate, 1)
-			xr.AllowN(time.Now(), 1) // drain
+			xr := rate.NewLimiter(rate.Limit(r), int(burst))
+			xr.AllowN(time.Now(), int(burst)) // drain
 			n := countFor(window, func(ctx context.Context) error { return xr.WaitN(ctx, 1) })
-			b.ReportMetric(float64(n)/(slowRate*window.Seconds()), "ratio")
+			b.ReportMetric(float64(n)/(r*window.Seconds()), "ratio")
 		}
 	})
 }
