@@ -10,13 +10,12 @@ package life
 import (
 	"context"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/errs"
-	"github.com/fcsp-go/fcsp-go/internal/nap"
+	"github.com/fcsp-go/fcsp-go/internal/spin"
 )
 
 // Lock lets calls on a tenant run concurrently while it lives and lets
@@ -156,13 +155,10 @@ func (l *Lock) drain(ctx context.Context, withWaits bool) bool {
 	}
 	for i := range a {
 		for spins := 0; a[i].n[calls].Load() != 0 || (withWaits && a[i].n[waits].Load() != 0); spins++ {
-			if spins < 100 {
-				runtime.Gosched()
-			} else if ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return false
-			} else {
-				nap.Sleep(50 * time.Microsecond) // not a Go timer's millisecond (internal/nap)
 			}
+			spin.Step(spins, 50*time.Microsecond)
 		}
 	}
 	return true

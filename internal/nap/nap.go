@@ -14,12 +14,14 @@
 // not the processor: the runtime hands the processor on), which wakes
 // within the thread's timer slack, 50 µs by default.
 //
-// A sleeping thread is an OS thread held, so Sleep is for waits that few
+// A sleeping thread is an OS thread held, and its processor until the
+// runtime takes it back, so Sleep is for waits on the GPU that few
 // goroutines make at once: the queue bound's one waiter per tenant (its
-// turn), a move's polls under the move lock, a close's wait for calls. The
-// token bucket's waiters, as many as the goroutines a server throttles,
-// keep the Go timer (tokenbucket's BenchmarkAccuracySlow: 500 µs waits
-// admit 0.89-0.91 of the rate there, as x/time/rate's do).
+// turn), a growth's poll under the move lock. Waits for other goroutines'
+// calls to leave keep the Go timer (internal/spin.Step), as do the token
+// bucket's waiters, as many as the goroutines a server throttles
+// (tokenbucket's BenchmarkAccuracySlow: 500 µs waits admit 0.89-0.91 of
+// the rate there, as x/time/rate's do).
 package nap
 
 import "time"

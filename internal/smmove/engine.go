@@ -16,10 +16,10 @@ import (
 	"github.com/fcsp-go/fcsp-go/internal/inside"
 	"github.com/fcsp-go/fcsp-go/internal/life"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
-	"github.com/fcsp-go/fcsp-go/internal/nap"
 	"github.com/fcsp-go/fcsp-go/internal/osthread"
 	"github.com/fcsp-go/fcsp-go/internal/place"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
+	"github.com/fcsp-go/fcsp-go/internal/spin"
 )
 
 // Member is a pool's tenant as a move sees it. The face implements it;
@@ -337,11 +337,7 @@ func (e *Engine) hold(ctx context.Context, ms []Member, what life.Hold) ([]Membe
 			e.unlock() // a waiting sender is served as it is let go
 			return nil, errAgain
 		}
-		if spins < 100 {
-			runtime.Gosched()
-		} else {
-			nap.Sleep(50 * time.Microsecond) // not a Go timer's millisecond (internal/nap)
-		}
+		spin.Step(spins, 50*time.Microsecond)
 	}
 }
 
