@@ -374,12 +374,15 @@ func WithRelativeLatencyTarget(factor float64, minSMs, maxSMs int) TenantOption 
 // estimated time (metered on the GPU: such a rest tenant is metered) is
 // under d, so that a growth of the class waits for about the kernel
 // already running on each SM it takes rather than the queue behind it.
-// The default is 50 µs; NoQueueHorizon turns the bound off. What the rest
-// gives up for it: its goroutines wait in admission instead of in
+// The default is 150 µs; NoQueueHorizon turns the bound off. What the
+// rest gives up for it: its goroutines wait in admission instead of in
 // Synchronize, and work it runs side by side on several streams is
 // counted as queued one after another. Measured on an H100 (8192^3 GEMMs
-// on two streams, no latency request): 96.4-97.3% of the rate without the
-// bound at 50 µs.
+// on two streams, no latency request; docs/BENCHMARKS.md, run J1): 98.6-98.8%
+// of the rate without the bound at 150 µs, 96.9-97.7% at 50 µs. A shorter
+// horizon makes a growth less likely to wait for a second kernel (it
+// does where it comes in the horizon before the running one ends) and
+// the GPU likelier to idle between the rest's kernels.
 func WithQueueHorizon(d time.Duration) TenantOption {
 	return TenantOption{func(c *tenantConfig) error { return c.SetQueueHorizon(d) }}
 }

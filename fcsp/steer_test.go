@@ -311,7 +311,7 @@ func TestMoveBoundsAreTheEngines(t *testing.T) {
 	require.Equal(t, smmove.MoveBounds, MoveBounds)
 }
 
-// Issue 56: the rest tenant's queue is bounded (WithQueueHorizon, 50 µs by
+// Issue 56: the rest tenant's queue is bounded (WithQueueHorizon, 150 µs by
 // default) while a latency class may take its SMs, and not otherwise: a
 // rest with no class beside it, one made with NoQueueHorizon, and the rest
 // once the class has closed keep theirs unbounded.

@@ -47,11 +47,11 @@ import (
 // With a horizon above the host's reaction time (the wait wakes on its
 // own prediction, a thread's timer slack late, then spins) the GPU is
 // meant not to idle between its kernels; it does a little (on an H100,
-// runs I1-I3: two streams of 8192^3 GEMMs at 96.4-97.3% of their rate
-// unbounded at 50 us). At 150 us it ran at 83.5%: each wait over
-// spinBelow slept on a Go timer, which wakes a millisecond late in a
-// process whose processors are idle (internal/nap); it now sleeps the
-// thread, not yet measured on a GPU. Off (the default) it costs an admission
+// run J1: two streams of 8192^3 GEMMs at 98.6-98.8% of their rate
+// unbounded at 150 us, 96.9-97.7% at 50 us). Before the wait slept the
+// thread (nap), 150 us ran at 83.5% (run I1): each wait over spinBelow
+// slept on a Go timer, which wakes a millisecond late in a process whose
+// processors are idle (internal/nap). Off (the default) it costs an admission
 // one atomic load, on metered tenants only; the bound needs the tenant's
 // work timed (metered).
 //
