@@ -65,13 +65,18 @@ type BurstSummary struct {
 	// The largest growth's wait over the batch's kernel time at the SMs
 	// it had then (the kernel time scaled by its SMs, from the batch's
 	// most): a growth from 40 SMs waits for a kernel on 92, not 116.
-	HandoffWaitScaledMax float64  `json:"handoff_wait_scaled_max,omitempty"`
-	Moves                int      `json:"moves"`
-	MoveTookP50Ms        float64  `json:"move_took_p50_ms"`
-	MoveTookP99Ms        float64  `json:"move_took_p99_ms"`
-	SMMoveTime           *HistRow `json:"sdk_sm_move_time,omitempty"` // Stats', summed over rounds
-	SDKRecovery          *HistRow `json:"sdk_burst_recovery,omitempty"`
-	LatencyTargetUs      float64  `json:"latency_target_us,omitempty"` // Stats', the median
+	HandoffWaitScaledMax float64 `json:"handoff_wait_scaled_max,omitempty"`
+	// The same waits by where the growth started: from the class's floor
+	// (a burst's first growth, the batch on its most SMs) and from above it
+	// (a regrowth after a trim, waiting for a kernel on fewer SMs).
+	FromFloor       *WaitStats `json:"growths_from_floor,omitempty"`
+	FromAbove       *WaitStats `json:"growths_from_above,omitempty"`
+	Moves           int        `json:"moves"`
+	MoveTookP50Ms   float64    `json:"move_took_p50_ms"`
+	MoveTookP99Ms   float64    `json:"move_took_p99_ms"`
+	SMMoveTime      *HistRow   `json:"sdk_sm_move_time,omitempty"` // Stats', summed over rounds
+	SDKRecovery     *HistRow   `json:"sdk_burst_recovery,omitempty"`
+	LatencyTargetUs float64    `json:"latency_target_us,omitempty"` // Stats', the median
 }
 
 // growthWaits is the latency class's growths' waits for queued work, ms.
@@ -83,6 +88,38 @@ func growthWaits(moves []MoveRow) []float64 {
 		}
 	}
 	return out
+}
+
+// WaitStats is a set of growths' waits for queued work, ms.
+type WaitStats struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// waitStats summarises w; nil for none.
+func waitStats(w []float64) *WaitStats {
+	if len(w) == 0 {
+		return nil
+	}
+	return &WaitStats{N: len(w), P50: sortedPct(w, 0.5), P99: sortedPct(w, 0.99), Max: slices.Max(w)}
+}
+
+func (w *WaitStats) String() string {
+	if w == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d, %.2f / %.2f / %.2f ms", w.N, w.P50, w.P99, w.Max)
+}
+
+// floorOf is the latency class's SMs at the row's start (its floor), 0
+// where the row has no SM timeline.
+func floorOf(r BurstRow) int {
+	if len(r.SMs) == 0 {
+		return 0
+	}
+	return r.SMs[0][1]
 }
 
 // sortedPct is the nearest-rank q-quantile of v (sorted here).
@@ -153,7 +190,7 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 			return x / base
 		}
 		s.BurstToSplit48, s.QuietToSplit16, s.BatchToSplit16 = ratio(s.BurstP99, q48), ratio(s.QuietP99, q16), ratio(s.BatchTFLOP, tf16)
-		var rec, win, waits, took []float64
+		var rec, win, waits, took, floorW, aboveW []float64
 		for _, r := range rows {
 			if r.Layout != l {
 				continue
@@ -165,6 +202,17 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 				}
 			}
 			waits = append(waits, growthWaits(r.MoveLog)...)
+			if floor := floorOf(r); floor > 0 {
+				for _, m := range r.MoveLog {
+					switch {
+					case !m.Grows():
+					case m.From <= floor:
+						floorW = append(floorW, m.HandoffWaitMs)
+					default:
+						aboveW = append(aboveW, m.HandoffWaitMs)
+					}
+				}
+			}
 			if len(r.SMs) > 0 && len(r.BatchSMs) > 0 && rep.BatchKernelMs > 0 {
 				total := r.SMs[0][1] + r.BatchSMs[0][1]
 				most := float64(r.BatchSMs[0][1]) // the batch's SMs with the class at its least
@@ -188,6 +236,7 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 		if s.Growths = len(waits); len(waits) > 0 {
 			s.HandoffWaitP50Ms, s.HandoffWaitP99Ms, s.HandoffWaitMaxMs = sortedPct(waits, 0.5), sortedPct(waits, 0.99), slices.Max(waits)
 		}
+		s.FromFloor, s.FromAbove = waitStats(floorW), waitStats(aboveW)
 		if s.Moves = len(took); len(took) > 0 {
 			s.MoveTookP50Ms, s.MoveTookP99Ms = sortedPct(took, 0.5), sortedPct(took, 0.99)
 		}
@@ -437,14 +486,26 @@ func writeBurstReport(out io.Writer, rows []BurstRow, rep *BurstReport, b burstC
 		if len(parts) == 0 {
 			line = fmt.Sprintf("- round %d %s: no requests", r.Round, r.Layout)
 		}
-		if w := growthWaits(r.MoveLog); len(w) > 0 {
-			var ws []string
-			for _, x := range w {
-				ws = append(ws, fmt.Sprintf("%.2f", x))
+		var ws []string
+		for _, m := range r.MoveLog {
+			if !m.Grows() {
+				continue
 			}
+			w := fmt.Sprintf("%.2f", m.HandoffWaitMs)
+			if floor := floorOf(r); floor > 0 && m.From > floor {
+				w += fmt.Sprintf(" (from %d)", m.From)
+			}
+			ws = append(ws, w)
+		}
+		if len(ws) > 0 {
 			line += "; growths " + strings.Join(ws, ", ")
 		}
 		fmt.Fprintln(out, line)
+	}
+	for _, s := range rep.Layouts {
+		if s.FromFloor != nil || s.FromAbove != nil {
+			fmt.Fprintf(out, "- %s's growths' waits (n, P50 / P99 / max): from the floor %s; from above it (after a trim) %s\n", s.Layout, s.FromFloor, s.FromAbove)
+		}
 	}
 
 	judged := len(rows) == 0 || !rows[0].Simulated

@@ -377,3 +377,40 @@ func TestLayoutTarget(t *testing.T) {
 		t.Errorf("steer before split48 ran: %v, want ErrBadValue", err)
 	}
 }
+
+// A growth's wait is told apart by where it started: from the class's
+// floor (a burst's first growth) or from above it (a regrowth after a
+// trim, which waits for the batch's kernel on fewer SMs); a shrink or a
+// trim is no growth.
+func TestGrowthWaitsByWhereTheyStarted(t *testing.T) {
+	rows := []BurstRow{{Round: 1, Layout: "steer", SMs: [][2]int{{0, 16}}, BatchSMs: [][2]int{{0, 116}}, MoveLog: []MoveRow{
+		{From: 16, To: 48, Kind: "grow_load", TookMs: 1.1, HandoffWaitMs: 1.0, Grower: "interactive"},
+		{From: 48, To: 40, Kind: "trim", TookMs: 0.1, HandoffWaitMs: 0.01, Grower: "batch"},
+		{From: 40, To: 48, Kind: "grow_p99", TookMs: 2.6, HandoffWaitMs: 2.5, Grower: "interactive"},
+		{From: 48, To: 16, Kind: "shrink", TookMs: 0.1, Grower: "batch"},
+		{From: 16, To: 40, Kind: "grow_load", TookMs: 0.6, HandoffWaitMs: 0.5, Grower: "interactive"},
+		{From: 16, To: 48, Kind: "grow_load", Refused: "closed"},
+	}}}
+	b := burstCfg{relFactor: 1.2, layouts: []string{"steer"}}
+	rep := finishBursts(rows, b)
+	var st *BurstSummary
+	for i := range rep.Layouts {
+		if rep.Layouts[i].Layout == "steer" {
+			st = &rep.Layouts[i]
+		}
+	}
+	if st == nil {
+		t.Fatalf("no steer summary in %+v", rep.Layouts)
+	}
+	if st.Growths != 3 || st.FromFloor == nil || st.FromFloor.N != 2 || st.FromFloor.Max != 1.0 ||
+		st.FromAbove == nil || st.FromAbove.N != 1 || st.FromAbove.P99 != 2.5 {
+		t.Fatalf("growths %d, from the floor %v, from above it %v: want 3, 2 (max 1.00) and 1 (2.50)", st.Growths, st.FromFloor, st.FromAbove)
+	}
+	var out bytes.Buffer
+	writeBurstReport(&out, rows, rep, b)
+	for _, want := range []string{"growths 1.00, 2.50 (from 40), 0.50", "steer's growths' waits (n, P50 / P99 / max): from the floor 2, ", "from above it (after a trim) 1, 2.50 / 2.50 / 2.50 ms"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
