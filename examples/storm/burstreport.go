@@ -307,6 +307,10 @@ func burstChecks(rows []BurstRow, rep *BurstReport, b burstCfg) (must, other []C
 			add(&other, st.HandoffWaitScaledMax <= 1, "steer: every growth's wait <= the batch's kernel at the SMs it had then (its kernel time scaled by its SMs)",
 				fmt.Sprintf("the largest %.2fx", st.HandoffWaitScaledMax))
 		}
+		if f := st.FromFloor; f != nil && rep.BatchKernelMs > 0 {
+			add(&other, f.P99 <= rep.BatchKernelMs, "steer: a burst's first growth's wait (from the floor, P99) <= the batch class's own kernel time",
+				fmt.Sprintf("P99 %.2f ms (median %.2f) over %d against %.2f ms, %.2fx", f.P99, f.P50, f.N, rep.BatchKernelMs, f.P99/rep.BatchKernelMs))
+		}
 	}
 	relName := "steer-r48" // the target 1.2x split48's, as the must-show states it; else the pool's relative one
 	if _, ok := rep.layout(relName); !ok {

@@ -390,8 +390,8 @@ func TestGrowthWaitsByWhereTheyStarted(t *testing.T) {
 		{From: 48, To: 16, Kind: "shrink", TookMs: 0.1, Grower: "batch"},
 		{From: 16, To: 40, Kind: "grow_load", TookMs: 0.6, HandoffWaitMs: 0.5, Grower: "interactive"},
 		{From: 16, To: 48, Kind: "grow_load", Refused: "closed"},
-	}}}
-	b := burstCfg{relFactor: 1.2, layouts: []string{"steer"}}
+	}}, {Round: 1, Layout: "steer-idle", BatchGEMMms: 1.45}}
+	b := burstCfg{relFactor: 1.2, layouts: []string{"steer", "steer-idle"}}
 	rep := finishBursts(rows, b)
 	var st *BurstSummary
 	for i := range rep.Layouts {
@@ -405,6 +405,10 @@ func TestGrowthWaitsByWhereTheyStarted(t *testing.T) {
 	if st.Growths != 3 || st.FromFloor == nil || st.FromFloor.N != 2 || st.FromFloor.Max != 1.0 ||
 		st.FromAbove == nil || st.FromAbove.N != 1 || st.FromAbove.P99 != 2.5 {
 		t.Fatalf("growths %d, from the floor %v, from above it %v: want 3, 2 (max 1.00) and 1 (2.50)", st.Growths, st.FromFloor, st.FromAbove)
+	}
+	first := slices.IndexFunc(rep.OtherChecks, func(c Check) bool { return strings.Contains(c.Name, "first growth's wait (from the floor") })
+	if first < 0 || !rep.OtherChecks[first].Pass || !strings.Contains(rep.OtherChecks[first].Got, "over 2 against 1.45 ms") {
+		t.Errorf("other checks %+v: want a first growths' check, passed, over 2 growths against the 1.45 ms kernel", rep.OtherChecks)
 	}
 	var out bytes.Buffer
 	writeBurstReport(&out, rows, rep, b)
