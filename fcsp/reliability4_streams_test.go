@@ -257,10 +257,14 @@ func TestAdoptRefusesBadClassesAndTheNullStream(t *testing.T) {
 // Issue 39 #13: Stats summed the launch and throttle counters over the open
 // streams, so they went down when a stream closed (Prometheus saw a
 // counter reset at every request). A closed stream's figures stay the
-// tenant's.
+// tenant's. The limiter's clock stands still between the two launches, so
+// that the second waits however long the host takes to launch it (on the
+// wall clock a host busy for a refill period let it in at once: CI, 2
+// cores, the race detector's run beside the storm's).
 func TestStatsCountersOutliveTheirStream(t *testing.T) {
 	p, _ := openSim(t, WithLimiterTuning(LimiterTuning{ThrottlePenalty: NoThrottlePenalty}))
-	a, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01), WithGPUMetering())
+	var clk simClock
+	a, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01), WithGPUMetering(), withClock(clk.now))
 	require.NoError(t, err)
 	fn := spinKernel(t, a)
 	ctx := context.Background()
@@ -270,7 +274,18 @@ func TestStatsCountersOutliveTheirStream(t *testing.T) {
 	s, err := a.NewStream(ClassDefault)
 	require.NoError(t, err)
 	require.NoError(t, s.Launch(ctx, fn, Dim3{X: 20000, Y: 1, Z: 1}, one, 0, &args)) // empties the buckets
-	require.NoError(t, s.Launch(ctx, fn, Dim3{X: 100, Y: 1, Z: 1}, one, 0, &args))   // waits for tokens
+	second := make(chan error, 1)
+	go func() { second <- s.Launch(ctx, fn, Dim3{X: 100, Y: 1, Z: 1}, one, 0, &args) }() // waits for tokens
+	requireNoneWithin(t, second, 20*time.Millisecond, "the second launch went in with the buckets empty and the clock still")
+	for waiting := true; waiting; {
+		select {
+		case err := <-second:
+			require.NoError(t, err)
+			waiting = false
+		case <-time.After(100 * time.Microsecond):
+			clk.advance(time.Millisecond)
+		}
+	}
 	before := a.Stats()
 	require.EqualValues(t, 2, before.Launches)
 	require.NotZero(t, before.Throttled, "the second launch waited: the test proves nothing otherwise")
@@ -284,6 +299,7 @@ func TestStatsCountersOutliveTheirStream(t *testing.T) {
 	require.Equal(t, before.Streams-1, after.Streams)
 
 	// And a stream made and closed again adds its own.
+	clk.advance(time.Minute) // the buckets refill: the clock stands still otherwise
 	s, err = a.NewStream(ClassDefault)
 	require.NoError(t, err)
 	require.NoError(t, s.Launch(ctx, fn, one, one, 0, &args))
