@@ -131,8 +131,10 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
 	p, drv := openSim(t, WithLimiterTuning(LimiterTuning{ThrottlePenalty: NoThrottlePenalty}))
 	// 1% of 8 SMs x 2048 threads: 164 tokens a ms into buckets that start
-	// full (16384 tokens).
-	tn, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01))
+	// full (16384 tokens); on a clock that stands still, none: the second
+	// launch waits however long the host takes to get it there.
+	var clk simClock
+	tn, err := p.NewTenant("a", WithSMs(8), WithSMLimit(0.01), withClock(clk.now))
 	require.NoError(t, err)
 	fn := spinKernel(t, tn)
 	var a Args
@@ -149,7 +151,7 @@ func TestCloseWaitsForALaunchInAdmission(t *testing.T) {
 		var b Args
 		b.Uint64(0)
 		close(started)
-		err := s.Launch(ctx, fn, Dim3{X: 10000, Y: 1, Z: 1}, one, 0, &b) // ~60 ms more of tokens: Close comes first, even under -race
+		err := s.Launch(ctx, fn, Dim3{X: 10000, Y: 1, Z: 1}, one, 0, &b) // no tokens come: Close comes first
 		returned.Store(true)
 		errc <- err
 	}()
