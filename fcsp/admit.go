@@ -118,7 +118,9 @@ func (r *Reservation) launch(ctx context.Context, shmem uint32, args *Args) erro
 	if err != nil {
 		// The stream closed while the reservation waited: its bucket went
 		// with it, and the ticket's gate may serve another stream by now,
-		// so nothing is given back (tk.Cancel would give it to that one).
+		// so its tokens are not given back (tk.Cancel would give them to
+		// that one); its place in the tenant's queue bound is.
+		tk.Drop()
 		return err
 	}
 	defer s.release()

@@ -180,6 +180,7 @@ type Tenant struct {
 	horizon atomic.Int64  // atomic
 	qtat    atomic.Int64  // atomic
 	qshift  atomic.Int64  // atomic
+	transit atomic.Int64  // atomic; admissions charged to qtat that no meter has seen yet (queue.go, land)
 	turn    chan struct{} // guarded by mu: made under it, once, before the first horizon is stored; enqueue reads it without mu once it has loaded a horizon > 0
 }
 

@@ -96,6 +96,7 @@ type Run struct {
 	left   int32                             // guarded by mu; brackets not yet measured, plus one until f returns
 	gone   bool                              // guarded by mu (the last done reads it without, as tokens); a bracket was lost: neither learn nor correct
 	ended  bool                              // guarded by mu; f has returned: no stream may be taken any more
+	landed bool                              // guarded by mu; its admission's transit ended (land)
 	// (136 bytes: a Run is made per metered Do.)
 }
 
@@ -217,7 +218,23 @@ func (r *Run) Abandon() {
 	if r.c.total() > 0 {
 		r.c.cancel(r.dm.bucket)
 	}
-	r.dm.t.dequeue(float64(r.q))
+	if r.q != 0 {
+		r.dm.t.giveBack(float64(r.q))
+	}
+	r.land()
+}
+
+// land ends the run's admission's transit (Tenant.land), once: at its
+// first bracket (the work in a meter), or where it ends or is abandoned
+// with none (its charge settled or given back).
+func (r *Run) land() {
+	r.mu.Lock()
+	first := !r.landed
+	r.landed = true
+	r.mu.Unlock()
+	if first && r.q != 0 {
+		r.dm.t.land()
+	}
 }
 
 // Take opens, or joins, g's bracket for the run: called when f takes the
@@ -281,6 +298,7 @@ func (r *Run) take(m *meter) error {
 		r.used = append(r.used, bracketUse{m, br})
 		r.left++
 		r.mu.Unlock()
+		r.land() // its bracket is open, which a look sees
 		return nil
 	})
 }
@@ -305,6 +323,7 @@ func (r *Run) End() error {
 		errList = append(errList, u.m.closeBracket(u.br, r.gctx))
 	}
 	r.done(0, false) // f returned
+	r.land()         // where f took no stream: after its charge is settled (done), or a look between could reset the prediction with it in
 	// A partition's streams are polled now (see BeginDo).
 	if err := r.dm.t.pollAfter(r.dm.t); err != nil {
 		errList = append(errList, err)

@@ -168,15 +168,19 @@ func (t *Tenant) enqueue(ctx context.Context, h int64, est float64, how take, in
 		}
 	}()
 	for {
+		// Read before the look: work admitted and not yet queued is in no
+		// meter (land), and a prediction moved meanwhile is not reset.
+		tr, tat0 := t.transit.Load(), t.qtat.Load()
 		lb, idle, err := t.look(inLife)
 		if err != nil {
 			return 0, 0, err
 		}
 		at := t.now()
 		tat := t.qtat.Load()
-		if idle && tat > at {
-			// Nothing in flight: the GPU ran ahead of the prediction.
-			if t.qtat.CompareAndSwap(tat, at) {
+		if idle && tr == 0 && tat > at {
+			// Nothing in flight, nothing on its way: the GPU ran ahead
+			// of the prediction.
+			if tat == tat0 && t.qtat.CompareAndSwap(tat, at) {
 				t.qshift.Add(at - tat)
 			}
 			continue
@@ -184,6 +188,7 @@ func (t *Tenant) enqueue(ctx context.Context, h int64, est float64, how take, in
 		q := max(float64(tat-at), lb)
 		if q < float64(h) {
 			if t.qtat.CompareAndSwap(tat, max(tat, at)+int64(est)) {
+				t.transit.Add(1) // until its work is in a meter, or given back (land)
 				// The lead, less the corrections so far: the work's
 				// own time takes it with those made until it is
 				// measured (own).
@@ -223,13 +228,29 @@ func (e *Estimate) orZero() float64 {
 }
 
 // dequeue gives back q charged to the prediction by work that did not
-// run.
+// run, and lands it: nothing of it will be queued.
 func (t *Tenant) dequeue(q float64) {
 	if q != 0 {
-		t.qtat.Add(-int64(q))
-		t.qshift.Add(-int64(q))
+		t.giveBack(q)
+		t.land()
 	}
 }
+
+// giveBack takes q off the prediction.
+func (t *Tenant) giveBack(q float64) {
+	t.qtat.Add(-int64(q))
+	t.qshift.Add(-int64(q))
+}
+
+// land ends one admission's transit: its work is in a meter now (a
+// ticket's events recorded, a Do's bracket open), or will never be.
+// Between its admission and then the work is in no meter, and a look that
+// found every meter empty took the GPU for idle and brought the
+// prediction back to now, erasing the work's charge: the next work went
+// in at once, two kernels queued where the bound means one (on an H100,
+// run J1: growths that waited 2.3-2.6 ms, a 1.45 ms kernel and most of
+// the next). Each admission that charged the prediction lands once.
+func (t *Tenant) land() { t.transit.Add(-1) }
 
 // settleQueue corrects the prediction by what work charged q took, ns
 // measured, with lead its lead (own), and returns the time its estimate

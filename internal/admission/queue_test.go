@@ -270,6 +270,25 @@ func TestQueueBoundHoldsDos(t *testing.T) {
 	if !do() {
 		t.Fatal("Do refused once the queue completed")
 	}
+	// A Do whose f takes no stream, and one abandoned before f ran, land
+	// too: what stays in transit stops the prediction's reset for good.
+	r, _, err := tn.BeginDo(context.Background(), key, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.End(); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err = tn.BeginDo(context.Background(), key, false); err != nil {
+		t.Fatal(err)
+	}
+	r.Abandon()
+	if n := tn.transit.Load(); n != 0 {
+		t.Fatalf("%d Dos' admissions still in transit", n)
+	}
 }
 
 // The bound's argument is checked, and it needs the tenant's work timed.
@@ -386,6 +405,9 @@ func TestQueueBoundRacesItsSwitchAndClose(t *testing.T) {
 		if n, _ := queuedOn(g); n != 0 {
 			t.Fatalf("%d still queued after all completed", n)
 		}
+	}
+	if n := tn.transit.Load(); n != 0 {
+		t.Fatalf("%d admissions still in transit (land) after every one was queued, refused or given back", n)
 	}
 	h.closed.Store(false)
 	if err := tn.SetQueueBound(horizon); err != nil {
@@ -538,6 +560,73 @@ func TestQueueBoundKeepsTheGPUBusy(t *testing.T) {
 	}
 	if limit := int64(kernel + h + 30*time.Microsecond); worst > limit {
 		t.Errorf("%v queued ahead at most, want at most a kernel, the horizon and the host's launch (%v)", time.Duration(worst), time.Duration(limit))
+	}
+	if n := tn.transit.Load(); n != 0 {
+		t.Errorf("%d admissions still in transit after every one was queued", n)
+	}
+}
+
+// Work admitted but not yet queued (the host between its admission and its
+// launch, 10-30 us for a launch, a library's setup inside a Do) is in no
+// meter: a look that then finds every meter empty took the GPU for idle
+// and brought the prediction back to now, erasing that work's charge, and
+// the next work went in at once: two kernels queued where the bound means
+// one (on an H100, run J1: growths that waited 2.3-2.6 ms, a 1.45 ms
+// kernel and most of the next). Here: a 400 us kernel runs; the next is
+// admitted 50 us before it ends and launched only after it has ended; a
+// third asked for meanwhile must wait for the second's prediction.
+func TestQueueBoundCountsWorkAdmittedNotYetQueued(t *testing.T) {
+	const h = 50 * time.Microsecond
+	sim := &gpuSim{at: map[cuda.Event]int64{}, last: map[cuda.Stream]int64{}, start: map[cuda.Stream]bool{}}
+	tn, err := NewTenant(new(Pool), Config{Metered: true, Events: sim, Host: new(host), Clock: sim.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gates [2]Gate
+	var hv [2]atomic.Uintptr
+	var sclosed [2]atomic.Bool
+	for i := range gates {
+		hv[i].Store(uintptr(i + 1))
+		if err := tn.Init(&gates[i], stream.Default, &hv[i], &sclosed[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tn.SetQueueBound(h); err != nil {
+		t.Fatal(err)
+	}
+	var es Estimates
+	w := work(&es)
+	es.For(w.Grid, w.Block).add(float64(kernel))
+	advance := func(d time.Duration) { sim.mu.Lock(); sim.now += int64(d); sim.mu.Unlock() }
+	var first, second, third Ticket
+	if err := gates[0].TryAdmit(&w, &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Time(0, queued); err != nil {
+		t.Fatal(err)
+	}
+	advance(kernel - h + time.Microsecond) // the first ends within the horizon
+	if err := gates[1].TryAdmit(&w, &second); err != nil {
+		t.Fatalf("the second, %v before the first ends: %v", h, err)
+	}
+	advance(h) // the first has ended; the second is not launched yet
+	if err := gates[0].TryAdmit(&w, &third); !errors.Is(err, errs.ErrThrottled) {
+		t.Fatalf("a third while the second, admitted, is not queued yet: %v, want ErrThrottled (the second's %v still ahead)", err, kernel)
+	}
+	if err := second.Time(0, queued); err != nil {
+		t.Fatal(err)
+	}
+	advance(kernel - h)
+	if err := gates[0].TryAdmit(&w, &third); err != nil {
+		t.Fatalf("the third, %v before the second ends: %v", h, err)
+	}
+	third.Cancel()
+	advance(time.Second)
+	if err := tn.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if n := tn.transit.Load(); n != 0 {
+		t.Fatalf("%d admissions left in transit after every piece was queued or cancelled", n)
 	}
 }
 

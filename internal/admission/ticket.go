@@ -53,8 +53,22 @@ func (tk *Ticket) Time(ctx cuda.Context, queue func() error) error {
 		return err
 	}
 	m.pending = append(m.pending, timed{start: start, end: end, est: tk.est, c: tk.c, in: m.open, bytes: tk.bytes, q: tk.q, lead: tk.lead})
+	if tk.q != 0 {
+		tk.g.t.land() // in the meter now, which a look sees
+		tk.q = 0      // the pending entry carries the charge
+	}
 	m.markBusy() // a latency stream's work in flight counts
 	return nil
+}
+
+// Drop gives back the ticket's charge to the tenant's queue bound only:
+// its work will not run, and its stream closed while it waited, so its
+// tokens are not given back (the gate may serve another stream by now).
+func (tk *Ticket) Drop() {
+	if tk.q != 0 {
+		tk.g.t.dequeue(tk.q)
+		tk.q = 0
+	}
 }
 
 // Cancel gives back what the ticket charged: its work did not run.
@@ -62,10 +76,7 @@ func (tk *Ticket) Cancel() {
 	if tk.c.total() > 0 {
 		tk.c.cancel(tk.g.bucket)
 	}
-	if tk.q != 0 {
-		tk.g.t.dequeue(tk.q)
-		tk.q = 0
-	}
+	tk.Drop()
 }
 
 // Reservation is a launch admitted ahead of time (Reserve).

@@ -141,6 +141,9 @@ func onThread[C any](ctx context.Context, t Tenant[C], p *Parts, op string, f fu
 		return fail(t, op, err)
 	}
 	if err := fr.Swap(p.Device, p.Threads); err != nil {
+		if ownRun {
+			run.Abandon() // f never ran: its charge and its queue bound's go back
+		}
 		return fail(t, op, err)
 	}
 	if ownRun {
