@@ -28,7 +28,8 @@ import (
 //     estimate (the horizon's worth before the first measurement), each
 //     completion corrects it by the work's own time (its measured time
 //     less its lead: own) less that estimate, and a look that finds
-//     nothing in flight brings it back to now. It says how far the kernel
+//     nothing in flight and nothing on its way (admitted, not yet in a
+//     meter: land) brings it back to now. It says how far the kernel
 //     running has got, which no event does, so the next work goes in the
 //     horizon before it ends and the GPU is kept busy.
 //   - seen: the estimates of the work the events have not seen complete,
