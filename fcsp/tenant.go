@@ -147,7 +147,13 @@ func (p *Pool) makeTenant(name string, opts []TenantOption) (*Tenant, error) {
 	}
 	t := &Tenant{c}
 	c.handle = weak.Make(t) // before it is listed: Pool.Tenant reads it
-	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) { _ = c.close("tenant handle garbage-collected without Close") }, c)
+	// On a goroutine of its own: the runtime runs cleanups one at a time
+	// on one goroutine, and a close waits for the tenant's calls and for
+	// the moves it starts (the commons onto its SMs), which wait for other
+	// tenants' calls: the process's other cleanups would wait behind them.
+	c.cleanup = runtime.AddCleanup(t, func(c *tenantCore) {
+		go func() { _ = c.close("tenant handle garbage-collected without Close") }()
+	}, c)
 	quota := cmp.Or(cfg.Quota, p.mem.Limit()) // none asked for: the device's limit
 	if err := p.tenants.Make(c, (*member)(c), cfg, quota, c.class); err != nil {
 		c.cleanup.Stop()
