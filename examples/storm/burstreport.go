@@ -491,12 +491,13 @@ func writeBurstReport(out io.Writer, rows []BurstRow, rep *BurstReport, b burstC
 			line = fmt.Sprintf("- round %d %s: no requests", r.Round, r.Layout)
 		}
 		var ws []string
+		floor := floorOf(r)
 		for _, m := range r.MoveLog {
 			if !m.Grows() {
 				continue
 			}
 			w := fmt.Sprintf("%.2f", m.HandoffWaitMs)
-			if floor := floorOf(r); floor > 0 && m.From > floor {
+			if floor > 0 && m.From > floor {
 				w += fmt.Sprintf(" (from %d)", m.From)
 			}
 			ws = append(ws, w)

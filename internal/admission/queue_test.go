@@ -483,6 +483,32 @@ func (g *gpuSim) EventElapsedMs(_ cuda.Context, a, b cuda.Event) (float32, error
 
 func (g *gpuSim) EventDestroy(cuda.Context, cuda.Event) error { return nil }
 
+func (g *gpuSim) advance(d time.Duration) { g.mu.Lock(); g.now += int64(d); g.mu.Unlock() }
+
+// simBounded is a metered tenant on sim's clock, its work run by sim, its
+// queue bounded at h, and the gates of two of its Default streams.
+func simBounded(t *testing.T, h time.Duration) (*gpuSim, *Tenant, *[2]Gate) {
+	t.Helper()
+	sim := &gpuSim{at: map[cuda.Event]int64{}, last: map[cuda.Stream]int64{}, start: map[cuda.Stream]bool{}}
+	tn, err := NewTenant(new(Pool), Config{Metered: true, Events: sim, Host: new(host), Clock: sim.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates := new([2]Gate)
+	hv := new([2]atomic.Uintptr)
+	sclosed := new([2]atomic.Bool)
+	for i := range gates {
+		hv[i].Store(uintptr(i + 1))
+		if err := tn.Init(&gates[i], stream.Default, &hv[i], &sclosed[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tn.SetQueueBound(h); err != nil {
+		t.Fatal(err)
+	}
+	return sim, tn, gates
+}
+
 // Under the bound a throughput class keeps the GPU busy: its next work
 // goes in about the horizon before the work ahead ends, whatever the host
 // takes to launch it (up to the horizon). The host here looks every
@@ -501,25 +527,8 @@ func TestQueueBoundKeepsTheGPUBusy(t *testing.T) {
 		h = 50 * time.Microsecond
 		n = 400
 	)
-	sim := &gpuSim{at: map[cuda.Event]int64{}, last: map[cuda.Stream]int64{}, start: map[cuda.Stream]bool{}}
-	tn, err := NewTenant(new(Pool), Config{Metered: true, Events: sim, Host: new(host), Clock: sim.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gates [2]Gate
-	var hv [2]atomic.Uintptr
-	var sclosed [2]atomic.Bool
-	for i := range gates {
-		hv[i].Store(uintptr(i + 1))
-		if err := tn.Init(&gates[i], stream.Default, &hv[i], &sclosed[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tn.SetQueueBound(h); err != nil {
-		t.Fatal(err)
-	}
+	sim, tn, gates := simBounded(t, h)
 	var es Estimates
-	advance := func(d time.Duration) { sim.mu.Lock(); sim.now += int64(d); sim.mu.Unlock() }
 	var worst int64
 	var countedFrom int64
 	for i := range n {
@@ -539,9 +548,9 @@ func TestQueueBoundKeepsTheGPUBusy(t *testing.T) {
 			if !errors.Is(err, errs.ErrThrottled) {
 				t.Fatal(err)
 			}
-			advance(time.Microsecond)
+			sim.advance(time.Microsecond)
 		}
-		advance(time.Duration(10+i*7919%21) * time.Microsecond) // the host's launch: 10-30 us
+		sim.advance(time.Duration(10+i*7919%21) * time.Microsecond) // the host's launch: 10-30 us
 		if err := tk.Time(0, queued); err != nil {
 			t.Fatal(err)
 		}
@@ -577,27 +586,10 @@ func TestQueueBoundKeepsTheGPUBusy(t *testing.T) {
 // third asked for meanwhile must wait for the second's prediction.
 func TestQueueBoundCountsWorkAdmittedNotYetQueued(t *testing.T) {
 	const h = 50 * time.Microsecond
-	sim := &gpuSim{at: map[cuda.Event]int64{}, last: map[cuda.Stream]int64{}, start: map[cuda.Stream]bool{}}
-	tn, err := NewTenant(new(Pool), Config{Metered: true, Events: sim, Host: new(host), Clock: sim.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gates [2]Gate
-	var hv [2]atomic.Uintptr
-	var sclosed [2]atomic.Bool
-	for i := range gates {
-		hv[i].Store(uintptr(i + 1))
-		if err := tn.Init(&gates[i], stream.Default, &hv[i], &sclosed[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tn.SetQueueBound(h); err != nil {
-		t.Fatal(err)
-	}
+	sim, tn, gates := simBounded(t, h)
 	var es Estimates
 	w := work(&es)
 	es.For(w.Grid, w.Block).add(float64(kernel))
-	advance := func(d time.Duration) { sim.mu.Lock(); sim.now += int64(d); sim.mu.Unlock() }
 	var first, second, third Ticket
 	if err := gates[0].TryAdmit(&w, &first); err != nil {
 		t.Fatal(err)
@@ -605,23 +597,23 @@ func TestQueueBoundCountsWorkAdmittedNotYetQueued(t *testing.T) {
 	if err := first.Time(0, queued); err != nil {
 		t.Fatal(err)
 	}
-	advance(kernel - h + time.Microsecond) // the first ends within the horizon
+	sim.advance(kernel - h + time.Microsecond) // the first ends within the horizon
 	if err := gates[1].TryAdmit(&w, &second); err != nil {
 		t.Fatalf("the second, %v before the first ends: %v", h, err)
 	}
-	advance(h) // the first has ended; the second is not launched yet
+	sim.advance(h) // the first has ended; the second is not launched yet
 	if err := gates[0].TryAdmit(&w, &third); !errors.Is(err, errs.ErrThrottled) {
 		t.Fatalf("a third while the second, admitted, is not queued yet: %v, want ErrThrottled (the second's %v still ahead)", err, kernel)
 	}
 	if err := second.Time(0, queued); err != nil {
 		t.Fatal(err)
 	}
-	advance(kernel - h)
+	sim.advance(kernel - h)
 	if err := gates[0].TryAdmit(&w, &third); err != nil {
 		t.Fatalf("the third, %v before the second ends: %v", h, err)
 	}
 	third.Cancel()
-	advance(time.Second)
+	sim.advance(time.Second)
 	if err := tn.Poll(); err != nil {
 		t.Fatal(err)
 	}
