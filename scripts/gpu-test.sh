@@ -29,6 +29,10 @@
 #                                # must-shows in one call: issue56, the GPU
 #                                # tests, a horizon variant, Reshape and
 #                                # NewTenant against a base build (<= 585 s)
+#   scripts/gpu-test.sh growprio # on the GPU machine: testdata/probes/growprio.cu
+#                                # built with nvcc and run: a growth that does
+#                                # not wait for the drain, with and without
+#                                # stream priority across green contexts (~20 s)
 #   scripts/gpu-test.sh issue54  # on the GPU machine: what the SDK's objects
 #                                # and a cuBLAS handle hold, and examples/memlimit
 #                                # under a 4 GiB limit, three ways (~3 min)
@@ -392,15 +396,16 @@ issue56_only() {
 # moves_only is issues 52's and 56's GPU must-shows in one call of at most
 # MOVES_CAP seconds (default 585; the device tool allows 600): issue 56's
 # storm (issue56_only, MOVES_LAYOUTS, 2 cycles, 1 fast round, at most
-# MOVES_STORM s), then each package's GPU tests (MOVES_TESTS, pkg:seconds,
-# fcsp first), then while time lasts the fast variant again at
-# -queue-horizon MOVES_HORIZON (150us; empty: skipped) and, where
-# .bin/fcsp-base.test was built at an earlier commit, Reshape and NewTenant
-# against it (scripts/bench-compare.sh). Output in $OUT (or .bin/out-moves):
-# summary.txt, i56.tgz (.bin/out-issue56), hz.txt, tests.tgz (each
-# package's log, the bench's). It needs of .bin only the five test
-# binaries, storm, fcsp-base.test and the scripts build copies (47 MiB);
-# a whole build holds every example too, over the device tool's 64 MiB.
+# MOVES_STORM s), the growprio probe (growprio_only, about 20 s), then each
+# package's GPU tests (MOVES_TESTS, pkg:seconds, fcsp first), then while
+# time lasts the fast variant again at -queue-horizon MOVES_HORIZON (150us;
+# empty: skipped) and, where .bin/fcsp-base.test was built at an earlier
+# commit, Reshape and NewTenant against it (scripts/bench-compare.sh).
+# Output in $OUT (or .bin/out-moves): summary.txt, i56.tgz
+# (.bin/out-issue56), growprio.tsv, hz.txt, tests.tgz (each package's log,
+# the bench's). It needs of .bin only the five test binaries, storm,
+# fcsp-base.test and the scripts build copies (47 MiB); a whole build holds
+# every example too, over the device tool's 64 MiB.
 moves_only() {
   local ret summary=() rc=0 p t n rel t0 t1 left pt
   only_start moves
@@ -412,6 +417,10 @@ moves_only() {
   echo "storm: rc=$? $(( $(date +%s) - t0 )) s" >> "$R/summary.txt"
   tar czf "$R/i56.tgz" -C "$BIN" out-issue56 2>/dev/null
   sed -n '/== summary/,$p' "$R/i56.txt" >> "$R/summary.txt"
+  t1=$(date +%s)
+  growprio_only "$R" > "$R/growprio-summary.txt" 2>&1
+  echo "growprio probe: rc=$? $(( $(date +%s) - t1 )) s" >> "$R/summary.txt"
+  cat "$R/growprio-summary.txt" >> "$R/summary.txt"
   for pt in ${MOVES_TESTS:-fcsp:100 internal/smpart:40 greenctx:30 tokenbucket:25 examples/gemm:40}; do
     p=${pt%%:*}; t=${pt##*:}; n=${p//\//-}
     local pat=GPU; [ "$p" = examples/gemm ] && pat='GPU|WithoutDevice'
@@ -438,6 +447,24 @@ moves_only() {
   (cd "$R" && tar czf tests.tgz t-*.log && rm -f t-*.log)
   cat "$R/summary.txt"
   return $rc
+}
+
+# growprio_only builds testdata/probes/growprio.cu with nvcc and runs it
+# (GROWPRIO_REPS repetitions, 15) into $1 (or $OUT): growprio.tsv (a row per
+# repetition, the summary on # lines, which it prints) and
+# growprio-stderr.txt. About 20 s with the build.
+growprio_only() {
+  local R=${1:-${OUT:-$PWD/$BIN/out}} r
+  mkdir -p "$R"
+  command -v nvcc >/dev/null || { echo "growprio: no nvcc here"; return 1; }
+  nvcc -O2 -arch=sm_90 -o "$BIN/growprio" testdata/probes/growprio.cu -lcuda -lcublas \
+    -Xlinker -rpath,/usr/local/cuda/lib64 > "$R/growprio-build.txt" 2>&1 \
+    || { echo "growprio: nvcc failed"; cat "$R/growprio-build.txt"; return 1; }
+  timeout 120 "$BIN/growprio" "${GROWPRIO_REPS:-15}" > "$R/growprio.tsv" 2> "$R/growprio-stderr.txt"
+  r=$?
+  grep '^#' "$R/growprio.tsv"
+  [ $r = 0 ] || { echo "growprio: exit $r"; cat "$R/growprio-stderr.txt"; }
+  return $r
 }
 
 # issue54_only is issue 54's run (about 3 minutes): TestGPUObjectCosts (what
@@ -531,10 +558,11 @@ case "${1:-all}" in
   issue41) issue41_only ;;
   issue56) issue56_only ;;
   moves) moves_only ;;
+  growprio) growprio_only ;;
   issue54) issue54_only ;;
   stall) stall_only ;;
   build) build ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|moves|issue54|stall]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|moves|growprio|issue54|stall]" >&2; exit 2 ;;
 esac
