@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fcsp-go/fcsp-go/internal/smmove"
-
 	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
+	"github.com/fcsp-go/fcsp-go/internal/smmove"
 )
 
 // Issue 41 on the simulator: a latency class beside a rest tenant grows
@@ -278,6 +278,40 @@ func TestGrowthWaitsForTheRestsWorkToDrain(t *testing.T) {
 		drv.HoldEvents(false)
 		require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 }, 5*time.Second, time.Millisecond)
 	}
+}
+
+// A growth at once (smmove.GrowAtOnce, the A/B's variant): the latency
+// class switches onto the SMs the rest gave while the work the rest queued
+// there still runs, where a drained growth waits for it (the test above);
+// and the class's streams, in every layout, are made at the device's
+// greatest priority, the rest's at the default, so that on a GPU the
+// class's blocks go first as the rest's leave those SMs.
+func TestGrowthAtOnceDoesNotWaitForTheRestsWork(t *testing.T) {
+	p, drv := openSim(t)
+	p.moves.SetHandOff(time.Minute) // a drained growth would wait this long for the held work
+	p.moves.SetGrowAtOnce(true)
+	lat, err := p.NewTenant("interactive", WithLatencyTarget(300*time.Microsecond, 16, 48))
+	require.NoError(t, err)
+	rest, err := p.NewTenant("batch", WithRestOfSMs())
+	require.NoError(t, err)
+	prio := func(tn *Tenant) int {
+		t.Helper()
+		n, ok := drv.StreamPriority(cuda.Stream(tn.Stream().Handle()))
+		require.True(t, ok, "a stream the driver does not know")
+		return n
+	}
+	require.Equal(t, fake.GreatestPriority, prio(lat), "the latency class's stream")
+	require.Zero(t, prio(rest), "the rest's stream")
+	drv.HoldEvents(true) // the work queued before a Reshape never ends
+	t.Cleanup(func() { drv.HoldEvents(false) })
+	stop := burstOf(t, lat)
+	require.Eventually(t, func() bool { return lat.SMs() > 16 && lat.SMs()+rest.SMs() == 132 && lat.Stats().SMMoves > 0 },
+		5*time.Second, time.Millisecond, "grown while the rest's queued work still runs")
+	require.Equal(t, fake.GreatestPriority, prio(lat), "the grown layout's stream")
+	stop()
+	drv.HoldEvents(false)
+	require.Eventually(t, func() bool { return lat.SMs() == 16 && rest.SMs() == 116 }, 5*time.Second, time.Millisecond)
+	require.Zero(t, prio(rest), "the rest's stream, grown back")
 }
 
 // A latency class closed while a move waits for the rest's queued work

@@ -3,6 +3,7 @@
 # machine with an NVIDIA driver. One call does both where both are possible:
 #
 #   scripts/gpu-test.sh build   # on the CPU machine: cross-build into .bin/
+#   scripts/gpu-test.sh build-moves # on the CPU machine: only what moves needs
 #   scripts/gpu-test.sh run     # on the GPU machine: run what .bin/ holds
 #   scripts/gpu-test.sh         # build, then run if a GPU is present
 #   scripts/gpu-test.sh hot     # issue 19's admission figures only (~30 s, CPU)
@@ -61,6 +62,7 @@ build() {
     e=${e%/}; n=$(basename "$e")
     [ -f "$e/main.go" ] && go build -ldflags="-s -w" -o "$BIN/$n" "./$e"
   done
+  build_atonce
   # The C++ yardstick, built and run on the GPU machine beside our examples.
   if [ -f ../shared/reference/day94_reference.cu ]; then
     mkdir -p "$BIN/ref" && cp ../shared/reference/day94_reference.cu "$BIN/ref/"
@@ -70,6 +72,37 @@ build() {
   cp scripts/storm-mps.sh "$BIN/"
   set +e
   echo "built into $BIN: $(ls "$BIN" | tr '\n' ' ')"
+}
+
+# build_atonce builds storm-atonce: examples/storm whose latency class
+# grows at once (internal/smmove's growth, chosen at link time), the A/B's
+# variant that moves_only runs beside the default.
+build_atonce() {
+  go build -ldflags="-s -w -X github.com/fcsp-go/fcsp-go/internal/smmove.growth=at-once" -o "$BIN/storm-atonce" ./examples/storm
+}
+
+# build_moves builds what moves_only needs and nothing else (about 50 MiB),
+# so that .bin and the tree travel within the device tool's 64 MiB: the
+# GPU test binaries, storm, storm-atonce and the files the scripts copy.
+# It empties .bin first (a .bin/fcsp-base.test kept aside is put back
+# only where the whole still fits: MOVES_KEEP_BASE=1).
+build_moves() {
+  set -e
+  local base=""
+  if [ "${MOVES_KEEP_BASE:-0}" = 1 ] && [ -f "$BIN/fcsp-base.test" ]; then
+    base=$(mktemp); cp "$BIN/fcsp-base.test" "$base"
+  fi
+  rm -rf "$BIN"; mkdir -p "$BIN"
+  export CGO_ENABLED=1 GOOS=linux GOARCH=amd64
+  for p in "${PKGS[@]}"; do
+    [ -d "$p" ] && go test -c -ldflags="-s -w" -o "$BIN/${p//\//-}.test" "./$p"
+  done
+  go build -ldflags="-s -w" -o "$BIN/storm" ./examples/storm
+  build_atonce
+  cp kernels/chain.cu scripts/mps-compare.sh scripts/storm-mps.sh "$BIN/"
+  [ -n "$base" ] && mv "$base" "$BIN/fcsp-base.test" && chmod +x "$BIN/fcsp-base.test"
+  set +e
+  echo "built into $BIN ($(du -sh "$BIN" | cut -f1)): $(ls "$BIN" | tr '\n' ' ')"
 }
 
 run() {
@@ -367,10 +400,12 @@ issue41_only() {
 # ISSUE56_ROUNDS, ISSUE56_FAST_ROUNDS resize it. Output in $OUT (8 files):
 # issue56.txt, .json, .svg, issue56-fast.txt, .json, .svg,
 # issue56-stderr.txt (both runs' pool log: each move and Reshape) and
-# summary-issue56.txt (the checks of both).
+# summary-issue56.txt (the checks of both). ISSUE56_STORM names another
+# storm binary (storm-atonce), ISSUE56_DIR the folder under .bin for its
+# output (out-issue56).
 issue56_only() {
-  local ret summary=() rc=0 r tag
-  only_start issue56
+  local ret summary=() rc=0 r tag storm=${ISSUE56_STORM:-$BIN/storm}
+  only_start "${ISSUE56_DIR:-issue56}"
   local layouts=${ISSUE56_LAYOUTS:-split16,split48,steer,steer-nobound,steer-r48,steer-rel,steer-idle,steer-idle-nobound,mps}
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
   summary+=("card: $(cat "$OUT/gpu.txt")")
@@ -381,7 +416,7 @@ issue56_only() {
       set -- 300ms/100ms 10 "${ISSUE56_FAST_ROUNDS:-2}"
     fi
     OUT=$OUT STORM_BURST=$1 STORM_CYCLES=$2 STORM_ROUNDS=$3 STORM_LAYOUTS=$layouts STORM_TARGET=${ISSUE56_TARGET:-300us} STORM_TAG=$tag \
-      bash scripts/storm-mps.sh "$BIN/storm" -log-moves -target-split48 "${ISSUE56_SPLIT48X:-1.13}" > "$OUT/$tag-run.txt" 2>&1
+      bash scripts/storm-mps.sh "$storm" -log-moves -target-split48 "${ISSUE56_SPLIT48X:-1.13}" > "$OUT/$tag-run.txt" 2>&1
     r=$?; head -1 "$OUT/$tag-run.txt"; sed -n '/^### /,$p' "$OUT/$tag-run.txt"; [ $r = 0 ] || tail -5 "$OUT/$tag-run.txt"
     summary+=("issue 56, $1, $2 cycles, $3 round(s): $([ $r = 0 ] && echo ok || echo "FAILED (exit $r)")"); [ $r = 0 ] || rc=1
     while IFS= read -r l; do summary+=("  $l"); done < <(grep -E '^(PASS|FAIL|n/a) ' "$OUT/$tag.txt" 2>/dev/null)
@@ -396,16 +431,18 @@ issue56_only() {
 # moves_only is issues 52's and 56's GPU must-shows in one call of at most
 # MOVES_CAP seconds (default 585; the device tool allows 600): issue 56's
 # storm (issue56_only, MOVES_LAYOUTS, 2 cycles, 1 fast round, at most
-# MOVES_STORM s), the growprio probe (growprio_only, about 20 s), then each
+# MOVES_STORM s), the growprio probe (growprio_only, about 20 s), each
 # package's GPU tests (MOVES_TESTS, pkg:seconds, fcsp first), then while
-# time lasts the fast variant again at -queue-horizon MOVES_HORIZON (150us;
-# empty: skipped) and, where .bin/fcsp-base.test was built at an earlier
-# commit, Reshape and NewTenant against it (scripts/bench-compare.sh).
-# Output in $OUT (or .bin/out-moves): summary.txt, i56.tgz
-# (.bin/out-issue56), growprio.tsv, hz.txt, tests.tgz (each package's log,
-# the bench's). It needs of .bin only the five test binaries, storm,
-# fcsp-base.test and the scripts build copies (47 MiB); a whole build holds
-# every example too, over the device tool's 64 MiB.
+# time lasts the A/B: issue 56's storm again with storm-atonce (the latency
+# class's growth at once; MOVES_ATONCE_LAYOUTS, split16, split48, steer and
+# steer-r48 by default) and, where .bin/fcsp-base.test was built at an
+# earlier commit, Reshape and NewTenant against it
+# (scripts/bench-compare.sh). Output in $OUT (or .bin/out-moves):
+# summary.txt, i56.tgz (.bin/out-issue56), atonce.tgz
+# (.bin/out-issue56-atonce), logs.tgz (each package's log, the bench's,
+# the storms' output, growprio.tsv and its build's).
+# Build its .bin with `scripts/gpu-test.sh build-moves` (about 50 MiB: a
+# whole build holds every example too, over the device tool's 64 MiB).
 moves_only() {
   local ret summary=() rc=0 p t n rel t0 t1 left pt
   only_start moves
@@ -430,12 +467,13 @@ moves_only() {
     grep '^--- FAIL' "$R/t-$n.log" >> "$R/summary.txt"
   done
   left=$(( cap - ($(date +%s) - t0) ))
-  if [ -n "${MOVES_HORIZON-150us}" ] && [ $left -gt 40 ]; then
+  if [ -x "$BIN/storm-atonce" ] && [ $left -gt 60 ]; then
     t1=$(date +%s)
-    timeout $(( left < 60 ? left : 60 )) "$BIN/storm" -cublas /usr/local/cuda/lib64/libcublas.so.13 -burst 300ms/100ms -cycles 10 \
-      -burst-layouts split16,split48,steer,steer-idle,steer-idle-nobound -queue-horizon "${MOVES_HORIZON-150us}" -target-split48 1.13 -rounds 1 -warmup 300ms > "$R/hz.txt" 2>&1
-    echo "horizon ${MOVES_HORIZON-150us}, 300 ms / 100 ms: rc=$? $(( $(date +%s) - t1 )) s" >> "$R/summary.txt"
-    grep -E '^(PASS|FAIL|n/a) ' "$R/hz.txt" | sed 's/^/  /' >> "$R/summary.txt"
+    OUT= ISSUE56_STORM="$BIN/storm-atonce" ISSUE56_DIR=issue56-atonce ISSUE56_LAYOUTS=${MOVES_ATONCE_LAYOUTS:-split16,split48,steer,steer-r48} \
+      ISSUE56_CYCLES=2 ISSUE56_FAST_ROUNDS=1 timeout $(( left - 5 )) bash "$ROOT/scripts/gpu-test.sh" issue56 > "$R/atonce.txt" 2>&1
+    echo "growth at once (storm-atonce, the A/B): rc=$? $(( $(date +%s) - t1 )) s" >> "$R/summary.txt"
+    tar czf "$R/atonce.tgz" -C "$BIN" out-issue56-atonce 2>/dev/null
+    sed -n '/== summary/,$p' "$R/atonce.txt" >> "$R/summary.txt"
   fi
   left=$(( cap - ($(date +%s) - t0) ))
   if [ -x "$BIN/fcsp-base.test" ] && [ $left -gt 25 ]; then
@@ -444,7 +482,9 @@ moves_only() {
     echo "bench-compare against fcsp-base.test: rc=$? $(( $(date +%s) - t1 )) s" >> "$R/summary.txt"
     sed -n '/== median/,$p' "$R/t-bench.log" >> "$R/summary.txt"
   fi
-  (cd "$R" && tar czf tests.tgz t-*.log && rm -f t-*.log)
+  # The device tool returns at most 8 files: the logs go back in one.
+  (cd "$R" && tar czf logs.tgz t-*.log i56.txt atonce.txt growprio*.txt growprio.tsv 2>/dev/null \
+    && rm -f t-*.log i56.txt atonce.txt growprio*.txt growprio.tsv)
   cat "$R/summary.txt"
   return $rc
 }
@@ -562,7 +602,8 @@ case "${1:-all}" in
   issue54) issue54_only ;;
   stall) stall_only ;;
   build) build ;;
+  build-moves) build_moves ;;
   run) run ;;
   all) build && { command -v nvidia-smi >/dev/null && run || echo "no GPU here: built only"; } ;;
-  *) echo "usage: $0 [build|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|moves|growprio|issue54|stall]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|build-moves|run|sanitize|hot|lag|meter|dofast|bandwidth|clocks|storm|issue41|issue56|moves|growprio|issue54|stall]" >&2; exit 2 ;;
 esac

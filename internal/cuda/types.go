@@ -83,6 +83,12 @@ const (
 	EventDisableTiming      uint32 = 0x2 // CU_EVENT_DISABLE_TIMING: for ordering only (branch whole)
 )
 
+// StreamPriorityGreatest asks cuGreenCtxStreamCreate for the device's
+// greatest stream priority: lower numbers are greater, the range is the
+// device's (cuCtxGetStreamPriorityRange), and the driver clamps a number
+// past either end to that end.
+const StreamPriorityGreatest = -1 << 16
+
 // ResourceType is a CUdevResourceType.
 type ResourceType int32
 

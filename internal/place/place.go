@@ -386,7 +386,7 @@ func (g Green) NewStream(first bool) (cuda.Stream, bool, error) {
 	if first {
 		return g.Part.Stream(), true, nil
 	}
-	h, err := g.Part.NewStream(0)
+	h, err := g.Part.NewStream()
 	return h, true, err
 }
 
@@ -454,7 +454,7 @@ func (c Commons) AnyThread() cuda.Context {
 // NewStream makes the tenant a stream of its own, its first included (the
 // commons' first stream is no tenant's).
 func (c Commons) NewStream(bool) (cuda.Stream, bool, error) {
-	h, err := c.Part.NewStream(0)
+	h, err := c.Part.NewStream()
 	return h, true, err
 }
 

@@ -79,14 +79,15 @@ const (
 
 // Engine moves a pool's SMs. Its methods are safe for concurrent use.
 type Engine struct {
-	// set once before sharing: by New, then only read (handOff:
-	// SetHandOff, before sharing).
+	// set once before sharing: by New, then only read (handOff, atOnce:
+	// SetHandOff, SetGrowAtOnce, before sharing).
 	dev     *smpart.Device
 	split   *smpart.Split
 	commons *smpart.Partition // nil without a split
 	plain   place.Placement   // every unpartitioned tenant's: the commons, or the whole device
 	log     *slog.Logger
 	handOff time.Duration
+	atOnce  bool // the latency class's growth in a trade switches without waiting for the hand-over (growth)
 
 	// move is held by the move under way (the protocol: doc.go).
 	move     lockorder.Sem[lockorder.PoolMove]
@@ -107,7 +108,7 @@ type Engine struct {
 // New makes a pool's engine: with a split, its commons over the whole
 // device (no partition holds an SM yet).
 func New(cfg Config) (*Engine, error) {
-	e := &Engine{dev: cfg.Dev, split: cfg.Split, log: cfg.Log, handOff: cfg.HandOff}
+	e := &Engine{dev: cfg.Dev, split: cfg.Split, log: cfg.Log, handOff: cfg.HandOff, atOnce: growth == GrowAtOnce}
 	if e.handOff == 0 {
 		e.handOff = HandOffMax
 	}
@@ -129,6 +130,33 @@ func New(cfg Config) (*Engine, error) {
 // SetHandOff changes the bound of a growth's wait (HandOffMax); call it
 // before the engine is shared (a test that races the wait lengthens it).
 func (e *Engine) SetHandOff(d time.Duration) { e.handOff = d }
+
+// growth is how the latency class's growth in a trade takes the SMs the
+// rest gave: GrowDrained (the default) or GrowAtOnce. It is chosen at link
+// time, for an A/B on a GPU, and read once by New: scripts/gpu-test.sh
+// builds storm-atonce with -ldflags "-X
+// github.com/fcsp-go/fcsp-go/internal/smmove.growth=at-once".
+var growth = GrowDrained
+
+// The growths: GrowDrained waits, at most the engine's bound, for the work
+// the rest (and the commons) queued on the SMs taken (AwaitHandOff), and
+// the class's work meanwhile runs on the SMs it held; GrowAtOnce switches
+// the class at once, and each SM taken passes to it as the blocks queued
+// there before leave it: the class's streams are made at the device's
+// greatest priority (tenancy), so that its blocks go before the rest's
+// still waiting, if the block scheduler honours priority across green
+// contexts (testdata/probes/growprio.cu asks the GPU). On an H100 (run
+// C2, 2026-12-06, before the queue bound and with no priority) a growth
+// at once onto two queued batch GEMMs took the 300 ms / 100 ms bursts'
+// P99 from 496 to 599 µs.
+const (
+	GrowDrained = "drain"
+	GrowAtOnce  = "at-once"
+)
+
+// SetGrowAtOnce makes the latency class's growth in a trade GrowAtOnce
+// (true) or GrowDrained; call it before the engine is shared.
+func (e *Engine) SetGrowAtOnce(on bool) { e.atOnce = on }
 
 // Commons is the pool's commons (nil without a split), for probes and
 // tests that ask which contexts are its.

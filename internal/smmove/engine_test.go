@@ -145,7 +145,7 @@ func (r *rig) part(t *testing.T, name string, initial int, sizes ...int) *fakeMe
 	t.Helper()
 	var m *fakeMember
 	require.NoError(t, r.e.Change(context.Background(), func() error {
-		p, err := r.split.TakeLayouts(initial, sizes)
+		p, err := r.split.TakeLayouts(initial, sizes, 0)
 		if err != nil {
 			return err
 		}
@@ -366,7 +366,7 @@ func TestASteeredTenantIsNotReshapedByHand(t *testing.T) {
 	require.NoError(t, err)
 	var lat, rest *fakeMember
 	require.NoError(t, r.e.Change(context.Background(), func() error {
-		p, err := r.split.TakeLayouts(16, sizes)
+		p, err := r.split.TakeLayouts(16, sizes, 0)
 		if err != nil {
 			return err
 		}
@@ -455,4 +455,18 @@ func overlap(a, b []int) []int {
 		}
 	}
 	return out
+}
+
+// The growth is chosen once, by New, from the link-time variable (the
+// A/B's storm-atonce is built with -X ...smmove.growth=at-once); anything
+// but GrowAtOnce drains, as the default does.
+func TestGrowthChosenAtLinkTime(t *testing.T) {
+	defer func(was string) { growth = was }(growth)
+	for _, c := range []struct {
+		v      string
+		atOnce bool
+	}{{GrowDrained, false}, {GrowAtOnce, true}, {"", false}, {"at once", false}} {
+		growth = c.v
+		require.Equal(t, c.atOnce, newRig(t).e.atOnce, "growth=%q", c.v)
+	}
 }

@@ -30,7 +30,7 @@ func (e *Engine) Reshape(ctx context.Context, m Member, sms int) error {
 		if e.steered(m) {
 			return fmt.Errorf("%w: %s", errs.ErrInvalidArgument, ErrSteered)
 		}
-		return e.reshape(ctx, m, sms)
+		return e.reshape(ctx, m, sms, true)
 	})
 }
 
@@ -41,8 +41,9 @@ func (e *Engine) steered(m Member) bool {
 	return e.steer != nil && (e.steer.lat == m || e.steer.rest == m)
 }
 
-// reshape is Reshape's step, under the move lock (errAgain: let go).
-func (e *Engine) reshape(ctx context.Context, m Member, sms int) (err error) {
+// reshape is Reshape's step, under the move lock (errAgain: let go). A
+// growth waits for the hand-over (AwaitHandOff) where wait says so.
+func (e *Engine) reshape(ctx context.Context, m Member, sms int, wait bool) (err error) {
 	pl := m.Place()
 	from := pl.SMs()
 	start := time.Now()
@@ -62,8 +63,10 @@ func (e *Engine) reshape(ctx context.Context, m Member, sms int) (err error) {
 		if err := e.follow(ctx, false); err != nil {
 			return err
 		}
-		if err := e.AwaitHandOff(ctx, m); err != nil {
-			return err
+		if wait { // else GrowAtOnce: each SM passes as the work queued there leaves it
+			if err := e.AwaitHandOff(ctx, m); err != nil {
+				return err
+			}
 		}
 	}
 	handed := time.Now()

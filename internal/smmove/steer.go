@@ -23,7 +23,8 @@ import (
 // after the last move ended, whether the last move still drains) and asks
 // internal/smctl what it should hold; a trade reshapes the two tenants,
 // the one giving SMs first, then the other, whose growth takes them once
-// the work the giver queued before has run (AwaitHandOff). Both were made
+// the work the giver queued before has run (AwaitHandOff; the class's at
+// once under GrowAtOnce). Both were made
 // with every size the controller may choose (their green contexts built
 // at NewTenant; DoEach or WithWarmup warms them), so a trade costs two
 // Reshapes (a few microseconds, plus the wait for each tenant's calls in
@@ -332,7 +333,7 @@ func (e *Engine) ForRest(ctx context.Context) error {
 	if !waits || m.Place().SMs() <= lat.Min {
 		return nil
 	}
-	return e.reshape(ctx, m, lat.Min)
+	return e.reshape(ctx, m, lat.Min, true)
 }
 
 // steerer is the controller of one latency class and its rest.
@@ -449,7 +450,8 @@ func later(a, b time.Time) time.Time {
 
 // trade reshapes the latency class from from to to SMs and the rest to
 // what is left of total: the one giving SMs first, then the other, whose
-// growth takes them once the work the giver queued before has run. Where
+// growth takes them once the work the giver queued before has run (the
+// class's at once where the engine grows so: GrowAtOnce). Where
 // the taker fails the giver takes back what it gave (a trade begun is
 // ended or undone, whatever ctx says; its waits give way as any move's).
 // ErrClosed, joined, where ctx ended (the controller stopped).
@@ -458,15 +460,16 @@ func (e *Engine) trade(ctx context.Context, lat, rest Member, from, to, total in
 	if to < from {
 		give, take, giveFrom, giveTo, takeTo = lat, rest, from, to, total-to
 	}
-	if err := e.run(ctx, func() error { return e.reshape(ctx, give, giveTo) }); err != nil {
+	if err := e.run(ctx, func() error { return e.reshape(ctx, give, giveTo, true) }); err != nil {
 		return err
 	}
-	err := e.run(ctx, func() error { return e.reshape(ctx, take, takeTo) })
+	wait := take != lat || !e.atOnce // the rest's growth always waits: the class's tail runs there
+	err := e.run(ctx, func() error { return e.reshape(ctx, take, takeTo, wait) })
 	if err == nil {
 		return nil
 	}
 	bg := context.Background()
-	undo := e.run(bg, func() error { return e.reshape(bg, give, giveFrom) })
+	undo := e.run(bg, func() error { return e.reshape(bg, give, giveFrom, true) })
 	if ctx.Err() != nil {
 		return errors.Join(errs.ErrClosed, undo)
 	}

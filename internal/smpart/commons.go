@@ -125,7 +125,7 @@ func (p *Partition) buildCommons(key string, set SMSet, n int) (*layout, error) 
 	var err error
 	if key == wholeKey {
 		l = p.wholeLayout()
-	} else if l, err = newLayout(p.dev, set); err == nil {
+	} else if l, err = newLayout(p.dev, set, 0); err == nil {
 		l.key, l.set = key, set
 		l.slots.max.Store(MaxSlots) // its tenants share them; made on demand
 		// newLayout made a first stream; the commons' streams are all

@@ -50,7 +50,7 @@ func greenRoundHeld(t *testing.T, drv cuda.Driver, h *held) {
 	require.NoError(t, err)
 	a, err := s.Take(16)
 	require.NoError(t, err)
-	b, err := s.TakeLayouts(16, []int{16, 32})
+	b, err := s.TakeLayouts(16, []int{16, 32}, 0)
 	require.NoError(t, err)
 	require.Equal(t, 16, a.SMs())
 	require.Equal(t, 16, b.SMs())

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
+	"github.com/fcsp-go/fcsp-go/internal/cuda/fake"
 	"github.com/fcsp-go/fcsp-go/internal/smpart"
 )
 
@@ -15,7 +17,7 @@ import (
 // waits for either.
 func TestGaveDrainedIsAboutTheSMsGivenUp(t *testing.T) {
 	drv, _, s := fakeSplit(t, 8)
-	p, err := s.TakeLayouts(16, []int{16, 32})
+	p, err := s.TakeLayouts(16, []int{16, 32}, 0)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close()) }()
 	state := func() (gave, all bool) {
@@ -51,7 +53,7 @@ func TestCommonsGaveDrainedAfterItLeftSMs(t *testing.T) {
 	c, err := d.NewCommons()
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.Close()) }()
-	_, err = c.NewStream(0) // a tenant's: work queued on it before a move
+	_, err = c.NewStream() // a tenant's: work queued on it before a move
 	require.NoError(t, err)
 	follow := func() {
 		t.Helper()
@@ -68,7 +70,7 @@ func TestCommonsGaveDrainedAfterItLeftSMs(t *testing.T) {
 
 	drv.HoldEvents(true)
 	defer drv.HoldEvents(false)
-	p, err := s.TakeLayouts(16, []int{16, 32})
+	p, err := s.TakeLayouts(16, []int{16, 32}, 0)
 	require.NoError(t, err)
 	follow() // the whole device to the SMs p does not hold
 	require.False(t, gave(), "left the partition's SMs with its work still queued")
@@ -106,7 +108,7 @@ func TestClaimTakesAGrowthsGroupsAhead(t *testing.T) {
 		return len(idx)
 	}
 	all := free()
-	p, err := s.TakeLayouts(16, []int{16, 32})
+	p, err := s.TakeLayouts(16, []int{16, 32}, 0)
 	require.NoError(t, err)
 	require.Equal(t, all-2, free())
 	require.NoError(t, p.Claim(32))
@@ -143,7 +145,7 @@ func TestClaimTakesAGrowthsGroupsAhead(t *testing.T) {
 // fcsp's TestRelativeLatencyTarget under -race, 5 runs in 60 never grew).
 func TestDrainedNeedsNoLockWithNothingToDrain(t *testing.T) {
 	drv, _, s := fakeSplit(t, 8)
-	p, err := s.TakeLayouts(16, []int{16, 32})
+	p, err := s.TakeLayouts(16, []int{16, 32}, 0)
 	require.NoError(t, err)
 	release, err := drv.HoldStream(p.Stream())
 	require.NoError(t, err)
@@ -157,4 +159,36 @@ func TestDrainedNeedsNoLockWithNothingToDrain(t *testing.T) {
 	}
 	release()
 	require.NoError(t, <-closed)
+}
+
+// A reshapable partition's streams, in every layout, its first and those
+// made later, are made at the priority it was taken at; another's at the
+// default. The driver clamps what is past its range (the fake's: 0 to
+// fake.GreatestPriority).
+func TestLayoutsStreamsKeepThePartitionsPriority(t *testing.T) {
+	drv, _, s := fakeSplit(t, 8)
+	prio := func(h cuda.Stream) int {
+		t.Helper()
+		n, ok := drv.StreamPriority(h)
+		require.True(t, ok, "a stream the driver does not know")
+		return n
+	}
+	for _, c := range []struct {
+		asked, want int
+	}{{0, 0}, {cuda.StreamPriorityGreatest, fake.GreatestPriority}, {-2, -2}} {
+		p, err := s.TakeLayouts(16, []int{16, 32}, c.asked)
+		require.NoError(t, err)
+		first := p.Stream()
+		more, err := p.NewStream()
+		require.NoError(t, err)
+		require.Equal(t, c.want, prio(first), "the first stream, asked %d", c.asked)
+		require.Equal(t, c.want, prio(more), "a stream made later, asked %d", c.asked)
+		var swapped int
+		require.NoError(t, p.Reshape(32, func(_, h cuda.Stream) {
+			swapped++
+			require.Equal(t, c.want, prio(h), "the grown layout's stream, asked %d", c.asked)
+		}))
+		require.Equal(t, 2, swapped)
+		require.NoError(t, p.Close())
+	}
 }

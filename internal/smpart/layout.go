@@ -22,6 +22,7 @@ type shape struct {
 	held    int    // guarded by Partition.mu
 	claimed int    // guarded by Partition.mu; held, and those Claim took ahead of a growth: the lane's first claimed are the partition's in the split
 	rest    bool   // set once before sharing; the partition took the rest (TakeRestLayouts)
+	prio    int    // set once before sharing; its streams' priority (TakeLayouts)
 }
 
 // TakeLayouts builds a partition that can be reshaped between sizes (SM
@@ -29,8 +30,9 @@ type shape struct {
 // sizes), holding that many groups; the green contexts of the other sizes
 // are built now, from groups that follow its own (free ones first), so
 // that Reshape costs no driver work beyond an event and a wait per stream.
-// Growing needs the extra groups to be free at the time.
-func (s *Split) TakeLayouts(initial int, sizes []int) (*Partition, error) {
+// Growing needs the extra groups to be free at the time. Its streams are
+// made at priority prio (cuGreenCtxStreamCreate's; 0 the default).
+func (s *Split) TakeLayouts(initial int, sizes []int, prio int) (*Partition, error) {
 	g := s.GroupSMs()
 	sizes = withSize(sizes, initial)
 	for _, n := range sizes {
@@ -64,7 +66,7 @@ func (s *Split) TakeLayouts(initial int, sizes []int) (*Partition, error) {
 	}
 	s.mu.Unlock()
 	lane = append(lane, append(free, taken...)[:most-need]...)
-	return s.buildLayouts(&shape{split: s, lane: lane, held: need, claimed: need}, sizes)
+	return s.buildLayouts(&shape{split: s, lane: lane, held: need, claimed: need, prio: prio}, sizes)
 }
 
 // TakeRestLayouts is TakeRest for a partition that can shrink: it takes
@@ -123,7 +125,7 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 	if sh.rem {
 		extra = s.Remainder()
 	}
-	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{}), rest: sh.rest}
+	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{}), rest: sh.rest, prio: sh.prio}
 	fail := func(err error) (*Partition, error) {
 		for _, l := range p.layouts {
 			err = errors.Join(err, l.destroy(s.dev))
@@ -133,7 +135,7 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 	}
 	for _, n := range sizes {
 		k := (n - extra) / max(s.GroupSMs(), 1)
-		l, err := newLayout(s.dev, s.resources(sh.lane[:k], sh.rem))
+		l, err := newLayout(s.dev, s.resources(sh.lane[:k], sh.rem), sh.prio)
 		if err != nil {
 			return fail(fmt.Errorf("building the %d-SM layout: %w", n, err))
 		}

@@ -39,6 +39,7 @@ type Partition struct {
 	waits waitLog       // own lock
 	turn  inside.Turn   // own lock; one DoEach at a time over its slots (Turn)
 	rest  bool          // set once before sharing; took the rest of the split (TakeRest, TakeRestLayouts)
+	prio  int           // set once before sharing; its streams' priority (TakeLayouts), 0 the default
 	prev  *layout       // guarded by mu; the layout the last switch left, until Drained
 	// pend says prev or gave holds work to wait for (setPend), so that
 	// Drained answers without mu where none is left.
@@ -77,7 +78,7 @@ type layout struct {
 	any   *Slot  // set once before sharing
 }
 
-func newLayout(d *Device, set SMSet) (*layout, error) {
+func newLayout(d *Device, set SMSet, prio int) (*layout, error) {
 	drv := d.drv
 	desc, err := drv.DevResourceGenerateDesc(set.res)
 	if err != nil {
@@ -95,7 +96,7 @@ func newLayout(d *Device, set SMSet) (*layout, error) {
 		return fail(err)
 	}
 	l.initSlots(desc)
-	s, err := drv.GreenCtxStreamCreate(g, cuda.StreamNonBlocking, 0)
+	s, err := drv.GreenCtxStreamCreate(g, cuda.StreamNonBlocking, prio)
 	if err != nil {
 		return fail(err)
 	}
@@ -145,7 +146,7 @@ type SMSet struct {
 }
 
 func newPartition(d *Device, set SMSet) (*Partition, error) {
-	l, err := newLayout(d, set)
+	l, err := newLayout(d, set, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -177,15 +178,15 @@ func (p *Partition) Stream() cuda.Stream {
 }
 
 // NewStream creates another non-blocking stream on the partition (one in
-// each of its layouts, and their events) and returns the current layout's;
-// it is destroyed with the partition.
-func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
+// each of its layouts, and their events), at the partition's priority, and
+// returns the current layout's; it is destroyed with the partition.
+func (p *Partition) NewStream() (cuda.Stream, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return 0, ErrClosed
 	}
-	if n := len(p.idle); n > 0 && priority == 0 {
+	if n := len(p.idle); n > 0 {
 		// A stream an earlier owner closed, idle since: no driver call.
 		i := p.idle[n-1]
 		p.idle = p.idle[:n-1]
@@ -207,7 +208,7 @@ func (p *Partition) NewStream(priority int) (cuda.Stream, error) {
 		return 0, err
 	}
 	for i, l := range p.layouts {
-		if made[i], err = p.layoutStream(l, priority); err != nil {
+		if made[i], err = p.layoutStream(l, p.prio); err != nil {
 			return undo(err)
 		}
 	}

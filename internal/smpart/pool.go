@@ -172,6 +172,10 @@ type Ask struct {
 	Rest      bool  // every SM free now (WithRestOfSMs)
 	Remainder bool  // the split's leftover SMs
 	Sizes     []int // the layouts of a reshapable partition, starting at SMs or Rest
+	// Priority is a reshapable partition's streams' (cuGreenCtxStreamCreate's:
+	// lower is greater, 0 the default; a latency class's is
+	// cuda.StreamPriorityGreatest).
+	Priority int
 }
 
 // TakeFor finds or builds a partition for a: the spare of its size that
@@ -186,7 +190,7 @@ func (s *Split) TakeFor(c Claimed, a Ask) (*Partition, error) {
 		_ = c.close()
 		return s.TakeRestLayouts(a.Sizes)
 	case len(a.Sizes) > 0 && a.SMs > 0:
-		return s.TakeLayouts(a.SMs, a.Sizes)
+		return s.TakeLayouts(a.SMs, a.Sizes, a.Priority)
 	case len(a.Sizes) > 0:
 		return nil, fmt.Errorf("%w: WithReshapeSizes needs a size to start at (WithSMs, WithSMShare or WithRestOfSMs)", errs.ErrInvalidArgument)
 	case a.Remainder:

@@ -22,7 +22,7 @@ import (
 // reshape moves waiters to the new layout; Close destroys what was made.
 func TestSlots(t *testing.T) {
 	drv, dev, s := fakeSplit(t, 8)
-	p, err := s.TakeLayouts(8, []int{16})
+	p, err := s.TakeLayouts(8, []int{16}, 0)
 	require.NoError(t, err)
 	p.SetSlots(3)
 
@@ -144,15 +144,15 @@ func TestIdleStreamsAreReused(t *testing.T) {
 	drv, _, s := fakeSplit(t, 8)
 	p, err := s.Take(16)
 	require.NoError(t, err)
-	a, err := p.NewStream(0)
+	a, err := p.NewStream()
 	require.NoError(t, err)
 	require.NoError(t, p.DestroyStream(a))
-	b, err := p.NewStream(0)
+	b, err := p.NewStream()
 	require.NoError(t, err)
 	require.Equal(t, a, b, "the idle stream is reused")
 	var made []cuda.Stream
 	for range 12 {
-		x, err := p.NewStream(0)
+		x, err := p.NewStream()
 		require.NoError(t, err)
 		made = append(made, x)
 	}
@@ -162,7 +162,7 @@ func TestIdleStreamsAreReused(t *testing.T) {
 	}
 	require.Equal(t, before-4, drv.Live().Streams, "8 kept idle, 4 destroyed")
 	for range 8 {
-		_, err := p.NewStream(0)
+		_, err := p.NewStream()
 		require.NoError(t, err)
 	}
 	require.Equal(t, before-4, drv.Live().Streams, "8 reused, none made")
@@ -203,7 +203,7 @@ func TestSlotRefusedByTheBoundWaits(t *testing.T) {
 			defer func() { require.NoError(t, d.Close()) }()
 			s, err := d.Split(8)
 			require.NoError(t, err)
-			p, err := s.TakeLayouts(8, nil)
+			p, err := s.TakeLayouts(8, nil, 0)
 			require.NoError(t, err)
 			defer func() { require.NoError(t, p.Close()) }()
 			p.SetSlots(4)
@@ -230,11 +230,11 @@ func TestSlotRefusedByTheBoundWaits(t *testing.T) {
 			b.Release()
 
 			drv.left.Store(0)
-			q, err := s.TakeLayouts(8, nil)
+			q, err := s.TakeLayouts(8, nil, 0)
 			require.ErrorIs(t, err, refusal, "a partition's own context refused: its making fails")
 			require.Nil(t, q)
 			drv.left.Store(1)
-			q, err = s.TakeLayouts(8, nil)
+			q, err = s.TakeLayouts(8, nil, 0)
 			require.NoError(t, err)
 			defer func() { require.NoError(t, q.Close()) }()
 			q.SetSlots(4)

@@ -181,12 +181,12 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		if s.Groups() < 4 {
 			t.Skipf("%d groups: too few for layouts of 1, 2 and 4", s.Groups())
 		}
-		small, err := s.TakeLayouts(g, []int{2 * g, 4 * g})
+		small, err := s.TakeLayouts(g, []int{2 * g, 4 * g}, 0)
 		require.NoError(t, err)
 		defer small.Close()
 		require.Equal(t, []int{g, 2 * g, 4 * g}, small.Sizes())
 		require.Equal(t, g, small.SMs())
-		extra, err := small.NewStream(0)
+		extra, err := small.NewStream()
 		require.NoError(t, err)
 		rest, err := s.TakeRestLayouts([]int{(s.Groups()-4)*g + s.Remainder()})
 		require.NoError(t, err)
@@ -230,7 +230,7 @@ func exerciseDevice(t *testing.T, drv cuda.Driver) {
 		p, err := s.Take(s.GroupSMs())
 		require.NoError(t, err)
 		defer p.Close()
-		st, err := p.NewStream(0)
+		st, err := p.NewStream()
 		require.NoError(t, err)
 		require.NoError(t, p.DestroyStream(st))
 		require.Error(t, p.DestroyStream(st), "destroyed twice")

@@ -15,7 +15,7 @@ import (
 // a failed run is not recorded; Forget drops the record.
 func TestWarmRunsOncePerContext(t *testing.T) {
 	_, dev, s := fakeSplit(t, 8)
-	p, err := s.TakeLayouts(8, []int{16})
+	p, err := s.TakeLayouts(8, []int{16}, 0)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close()) }()
 	p.SetSlots(3)

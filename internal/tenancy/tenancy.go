@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/fcsp-go/fcsp-go/internal/config"
+	"github.com/fcsp-go/fcsp-go/internal/cuda"
 	"github.com/fcsp-go/fcsp-go/internal/errs"
 	"github.com/fcsp-go/fcsp-go/internal/fault"
 	"github.com/fcsp-go/fcsp-go/internal/lockorder"
@@ -225,7 +226,14 @@ func (r *Roster[T]) admit(name string, cfg *config.Tenant) (claimed smpart.Claim
 // askOf is what a partitioned tenant asks of the split, once admit has
 // resolved its shape.
 func askOf(cfg *config.Tenant) smpart.Ask {
-	return smpart.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes}
+	a := smpart.Ask{SMs: cfg.SMs, Rest: cfg.Rest, Remainder: cfg.Shape.Remainder, Sizes: cfg.Shape.Sizes}
+	if cfg.Latency.Min > 0 {
+		// A latency class's blocks go first wherever they and another's
+		// wait for the same SMs: a growth at once (smmove.GrowAtOnce)
+		// takes SMs whose queued work still runs.
+		a.Priority = cuda.StreamPriorityGreatest
+	}
+	return a
 }
 
 // list makes the tenant built one of the pool's, under the roster's lock:

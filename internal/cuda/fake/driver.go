@@ -91,6 +91,7 @@ type descInfo struct {
 
 type streamInfo struct {
 	ctx      cuda.Context
+	prio     int // its priority, clamped to the device's range (StreamPriority)
 	launches int
 	gpu      time.Duration // modelled GPU time of its launches (SetKernelDuration)
 	capture  *capture      // entry points added for lib: non-nil while capturing
@@ -1147,8 +1148,25 @@ func (d *Driver) GreenCtxStreamCreate(h cuda.GreenCtx, flags uint32, priority in
 		return 0, cuda.Check(op, cuda.ErrorInvalidValue)
 	}
 	s := cuda.Stream(d.handle())
-	d.streams[s] = &streamInfo{ctx: g.ctx}
+	d.streams[s] = &streamInfo{ctx: g.ctx, prio: min(max(priority, GreatestPriority), 0)}
 	return s, nil
+}
+
+// GreatestPriority is the simulated device's greatest stream priority, its
+// least 0 (a range assumed, not measured: testdata/probes/growprio.cu
+// prints a GPU's). The driver clamps a priority outside it to its end.
+const GreatestPriority = -5
+
+// StreamPriority is the priority stream s was made at, as the driver
+// clamped it; false for a stream it does not know.
+func (d *Driver) StreamPriority(s cuda.Stream) (int, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := d.streams[s]
+	if st == nil {
+		return 0, false
+	}
+	return st.prio, true
 }
 
 func (d *Driver) GreenCtxGetDevResource(h cuda.GreenCtx, t cuda.ResourceType) (cuda.DevResource, error) {
