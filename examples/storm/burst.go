@@ -91,7 +91,11 @@ type BurstRow struct {
 	// since then is back within RecoveryTargetUs for good
 	// (recoverySinceFirst), and until the first 10 ms window of them
 	// within it; -1: never.
-	BurstFirstMs         []float64 `json:"burst_first_ms"`
+	BurstFirstMs []float64 `json:"burst_first_ms"`
+	// BurstHeadP99 is the P99 of the requests that started in the first
+	// headWindow of their burst, every burst's together: the burst's part
+	// a growth's hand-over serves.
+	BurstHeadP99         float64   `json:"burst_head_p99_us,omitempty"`
 	RecoveryTargetUs     float64   `json:"recovery_target_us"`
 	RecoverySinceFirstMs []float64 `json:"recovery_since_first_ms"`
 	RecoveryWindowMs     []float64 `json:"recovery_window_ms"`

@@ -44,6 +44,10 @@ type BurstSummary struct {
 	BatchGEMM  float64 `json:"batch_gemm_ms,omitempty"`
 	// Medians against the same run's splits (0: that split did not run).
 	BurstToSplit48 float64 `json:"burst_p99_to_split48,omitempty"`
+	// The P99 of the bursts' heads (BurstRow.BurstHeadP99), against
+	// split48's: what a growth's hand-over costs the class.
+	HeadP99        float64 `json:"burst_head_p99_us,omitempty"`
+	HeadToSplit48  float64 `json:"burst_head_p99_to_split48,omitempty"`
 	QuietToSplit16 float64 `json:"quiet_p99_to_split16,omitempty"`
 	BatchToSplit16 float64 `json:"batch_to_split16,omitempty"`
 	// Every burst of every round (those with requests): the worst and the
@@ -149,8 +153,10 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 		r.RecoveryTargetUs = rep.RecoveryTargetUs
 		r.BurstFirstMs, r.RecoverySinceFirstMs, r.RecoveryWindowMs = nil, nil, nil
 		if len(r.reqs) > 0 {
+			var head []float64
 			for c := range b.cycles {
 				q := burstReqs(r.reqs, b, c)
+				head = headTimes(head, q)
 				if len(q) == 0 {
 					r.BurstFirstMs = append(r.BurstFirstMs, -1)
 					r.RecoverySinceFirstMs = append(r.RecoverySinceFirstMs, -1)
@@ -160,6 +166,10 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 				r.BurstFirstMs = append(r.BurstFirstMs, ms(q[0].at))
 				r.RecoverySinceFirstMs = append(r.RecoverySinceFirstMs, recoverySinceFirst(q, rep.RecoveryTargetUs))
 				r.RecoveryWindowMs = append(r.RecoveryWindowMs, recoveryWindow(q, time.Duration(c+1)*b.period(), rep.RecoveryTargetUs))
+			}
+			if len(head) > 0 {
+				slices.Sort(head)
+				r.BurstHeadP99 = pct(head, 0.99)
 			}
 		}
 		r.reqs = nil
@@ -171,6 +181,7 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 		}
 	}
 	q48, q16 := med("split48", func(r BurstRow) float64 { return r.BurstP99 }), med("split16", func(r BurstRow) float64 { return r.QuietP99 })
+	h48 := med("split48", func(r BurstRow) float64 { return r.BurstHeadP99 })
 	tf16 := med("split16", func(r BurstRow) float64 { return r.BatchTFLOP })
 	for _, l := range b.layouts {
 		if !ran(l) {
@@ -179,6 +190,7 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 		s := BurstSummary{Layout: l,
 			QuietP99:        med(l, func(r BurstRow) float64 { return r.QuietP99 }),
 			BurstP99:        med(l, func(r BurstRow) float64 { return r.BurstP99 }),
+			HeadP99:         med(l, func(r BurstRow) float64 { return r.BurstHeadP99 }),
 			BatchTFLOP:      med(l, func(r BurstRow) float64 { return r.BatchTFLOP }),
 			BatchGEMM:       med(l, func(r BurstRow) float64 { return r.BatchGEMMms }),
 			LatencyTargetUs: med(l, func(r BurstRow) float64 { return r.LatencyTargetUs }),
@@ -190,6 +202,7 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 			return x / base
 		}
 		s.BurstToSplit48, s.QuietToSplit16, s.BatchToSplit16 = ratio(s.BurstP99, q48), ratio(s.QuietP99, q16), ratio(s.BatchTFLOP, tf16)
+		s.HeadToSplit48 = ratio(s.HeadP99, h48)
 		var rec, win, waits, took, floorW, aboveW []float64
 		for _, r := range rows {
 			if r.Layout != l {
@@ -437,8 +450,8 @@ func writeBurstReport(out io.Writer, rows []BurstRow, rep *BurstReport, b burstC
 	}
 
 	fmt.Fprintf(out, "\n### Reaction: against the splits, each burst's recovery (target %.0f us: %s), each growth's wait\n\n", rep.RecoveryTargetUs, rep.RecoveryTargetIs)
-	fmt.Fprintln(out, "| layout | burst P99 / split48 | quiet P99 / split16 | batch / split16 | recovery since the first request: worst / median ms (never) | 10 ms windows: worst / median ms | growths | growth's wait for queued work P50 / P99 / max ms | move time P50 / P99 ms | Stats.SMMoveTime: n, mean, P99 <= ms | Stats.BurstRecovery: n, P99 <= ms | Stats.LatencyTarget us |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(out, "| layout | burst P99 / split48 | first %v of each burst: P99 us (/ split48's) | quiet P99 / split16 | batch / split16 | recovery since the first request: worst / median ms (never) | 10 ms windows: worst / median ms | growths | growth's wait for queued work P50 / P99 / max ms | move time P50 / P99 ms | Stats.SMMoveTime: n, mean, P99 <= ms | Stats.BurstRecovery: n, P99 <= ms | Stats.LatencyTarget us |\n", headWindow)
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rep.Layouts {
 		rec, win := "-", "-"
 		if s.Bursts > 0 {
@@ -464,8 +477,12 @@ func writeBurstReport(out io.Writer, rows []BurstRow, rep *BurstReport, b burstC
 			}
 			return fmt.Sprintf("%d, %s", h.Count, leText(h.P99LeMs))
 		}
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", s.Layout,
-			ratio(s.BurstToSplit48), ratio(s.QuietToSplit16), dash("%.1f%%", 100*s.BatchToSplit16), rec, win, s.Growths, waits, took,
+		head := dash("%.0f", s.HeadP99)
+		if s.HeadToSplit48 > 0 {
+			head += " (" + ratio(s.HeadToSplit48) + ")"
+		}
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", s.Layout,
+			ratio(s.BurstToSplit48), head, ratio(s.QuietToSplit16), dash("%.1f%%", 100*s.BatchToSplit16), rec, win, s.Growths, waits, took,
 			hist(s.SMMoveTime, true), hist(s.SDKRecovery, false), dash("%.0f", s.LatencyTargetUs))
 	}
 	if rep.BatchKernelMs > 0 {

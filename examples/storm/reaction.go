@@ -29,6 +29,22 @@ type reqRec struct {
 	us float64
 }
 
+// headWindow is a burst's head, from its first request: its growth and
+// the hand-over (a kernel or two of the batch's) with room to spare.
+const headWindow = 10 * time.Millisecond
+
+// headTimes appends to dst the times (µs) of the requests of r, a burst's
+// sorted by start, that started within headWindow of its first.
+func headTimes(dst []float64, r []reqRec) []float64 {
+	for _, q := range r {
+		if q.at-r[0].at >= headWindow {
+			break
+		}
+		dst = append(dst, q.us)
+	}
+	return dst
+}
+
 // burstReqs is burst c's requests (those that started in its phase) of
 // reqs, which are sorted by start.
 func burstReqs(reqs []reqRec, b burstCfg, c int) []reqRec {

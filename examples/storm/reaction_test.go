@@ -418,3 +418,42 @@ func TestGrowthWaitsByWhereTheyStarted(t *testing.T) {
 		}
 	}
 }
+
+// A burst's head is the requests that started within headWindow of its
+// first, every burst's together: its P99 (a growth's hand-over is served
+// there) is reported beside split48's, and a slow head shows though the
+// burst's P99 over all its requests does not move.
+func TestBurstHeadP99(t *testing.T) {
+	b := burstCfg{quiet: 100 * time.Millisecond, burst: 100 * time.Millisecond, cycles: 2, relFactor: 1.2, layouts: []string{"split48", "steer"}}
+	row := func(layout string, headUs, restUs float64) BurstRow {
+		var reqs []reqRec
+		for c := range b.cycles {
+			first := time.Duration(c)*b.period() + b.quiet + 2*time.Millisecond
+			for i := range 400 { // one every 100 µs: 100 in the head, 300 after it
+				at := first + time.Duration(i)*100*time.Microsecond
+				us := restUs
+				if at-first < headWindow {
+					us = headUs
+				}
+				reqs = append(reqs, reqRec{at: at, us: us})
+			}
+		}
+		return BurstRow{Round: 1, Layout: layout, BurstP99: restUs, reqs: reqs}
+	}
+	rows := []BurstRow{row("split48", 300, 300), row("steer", 900, 310)}
+	rep := finishBursts(rows, b)
+	if rows[0].BurstHeadP99 != 300 || rows[1].BurstHeadP99 != 900 {
+		t.Fatalf("heads' P99 %v and %v us: want 300 (split48) and 900 (steer)", rows[0].BurstHeadP99, rows[1].BurstHeadP99)
+	}
+	i := slices.IndexFunc(rep.Layouts, func(s BurstSummary) bool { return s.Layout == "steer" })
+	if i < 0 || rep.Layouts[i].HeadP99 != 900 || rep.Layouts[i].HeadToSplit48 != 3 {
+		t.Fatalf("steer's summary %+v: want a head P99 of 900 us, 3x split48's", rep.Layouts)
+	}
+	var out bytes.Buffer
+	writeBurstReport(&out, rows, rep, b)
+	for _, want := range []string{"first 10ms of each burst: P99 us (/ split48's)", "| steer | 1.03x | 900 (3.00x) |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
