@@ -26,12 +26,15 @@ type BurstReport struct {
 	// The batch class's own GEMM time in this run: the FLOPs of one over
 	// its rate where it ran alone with the bound (steer-idle), else beside
 	// split16.
-	BatchKernelMs   float64        `json:"batch_kernel_ms"`
-	BatchKernelFrom string         `json:"batch_kernel_from"`
-	Layouts         []BurstSummary `json:"layouts"`
-	Checks          []Check        `json:"checks"`       // the must-show list
-	OtherChecks     []Check        `json:"other_checks"` // the controller's own promises and floors
-	WallSeconds     float64        `json:"wall_seconds"`
+	BatchKernelMs   float64 `json:"batch_kernel_ms"`
+	BatchKernelFrom string  `json:"batch_kernel_from"`
+	// Growth is the SDK's growth this binary was linked with (growth.go):
+	// "at-once" for the A/B's variant, empty for the default.
+	Growth      string         `json:"growth,omitempty"`
+	Layouts     []BurstSummary `json:"layouts"`
+	Checks      []Check        `json:"checks"`       // the must-show list
+	OtherChecks []Check        `json:"other_checks"` // the controller's own promises and floors
+	WallSeconds float64        `json:"wall_seconds"`
 }
 
 // BurstSummary is one layout over its rounds.
@@ -137,7 +140,8 @@ func sortedPct(v []float64, q float64) float64 {
 // times split48's burst P99 where split48 ran (else -target), and the
 // report: the summaries and the checks.
 func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
-	rep := &BurstReport{Quiet: b.quiet.String(), Burst: b.burst.String(), Cycles: b.cycles, TargetUs: us(b.target), RelativeFactor: b.relFactor}
+	rep := &BurstReport{Quiet: b.quiet.String(), Burst: b.burst.String(), Cycles: b.cycles, TargetUs: us(b.target), RelativeFactor: b.relFactor,
+		Growth: linkedGrowth()}
 	med := func(l string, f func(BurstRow) float64) float64 {
 		return medianOf(rows, func(r BurstRow) bool { return r.Layout == l }, f)
 	}
@@ -315,6 +319,9 @@ func burstChecks(rows []BurstRow, rep *BurstReport, b burstCfg) (must, other []C
 				got += fmt.Sprintf("; steer-nobound's P99 %.2f ms", nb.HandoffWaitP99Ms)
 			}
 		}
+		if rep.Growth == growthAtOnce {
+			got += "; a growth at once: its wait is the switch's alone, and the SMs pass as the batch's blocks leave them (the bursts' first 10 ms show what that costs)"
+		}
 		add(&must, ok, "steer: a growth's wait for queued work (P99 over the run's moves) <= the batch class's own kernel time", got)
 		if st.Growths > 0 && st.HandoffWaitScaledMax > 0 {
 			add(&other, st.HandoffWaitScaledMax <= 1, "steer: every growth's wait <= the batch's kernel at the SMs it had then (its kernel time scaled by its SMs)",
@@ -431,6 +438,9 @@ func writeBurstReport(out io.Writer, rows []BurstRow, rep *BurstReport, b burstC
 		return fmt.Sprintf(format, x)
 	}
 	fmt.Fprintln(out, "\n### Bursty interactive class beside the batch class (medians over rounds)")
+	if rep.Growth == growthAtOnce {
+		fmt.Fprintln(out, "\nThis binary's latency class grows at once (linked with internal/smmove's growth=at-once, the A/B's variant): a growth does not wait for the batch's queued work; each SM passes to the class as the batch's blocks leave it, the class's streams at the greatest priority.")
+	}
 	if len(rows) > 0 && rows[0].Simulated {
 		fmt.Fprintln(out, "\nSimulated: the fake driver's timings, not a GPU's; the figures show the machinery runs, not what it achieves.")
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -455,5 +456,44 @@ func TestBurstHeadP99(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The growth a binary was linked with is read from its build settings
+// (storm-atonce's -ldflags), and a growth at once says, beside its waits,
+// that they measure the switch alone.
+func TestLinkedGrowth(t *testing.T) {
+	for _, c := range []struct {
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{nil, ""},
+		{[]debug.BuildSetting{{Key: "-ldflags", Value: "-s -w"}}, ""},
+		{[]debug.BuildSetting{{Key: "-ldflags", Value: "-s -w -X github.com/fcsp-go/fcsp-go/internal/smmove.growth=at-once"}}, growthAtOnce},
+		{[]debug.BuildSetting{{Key: "-ldflags", Value: "-X github.com/fcsp-go/fcsp-go/internal/smmove.growth=drain"}}, ""},
+		{[]debug.BuildSetting{{Key: "-tags", Value: "internal/smmove.growth=at-once"}}, ""},
+	} {
+		if got := growthOf(c.settings); got != c.want {
+			t.Errorf("growthOf(%v) = %q, want %q", c.settings, got, c.want)
+		}
+	}
+	if g := linkedGrowth(); g != "" {
+		t.Errorf("the test binary, linked without -X, reads as %q", g)
+	}
+	rows := []BurstRow{{Round: 1, Layout: "steer", SMs: [][2]int{{0, 16}}, BatchSMs: [][2]int{{0, 116}}, MoveLog: []MoveRow{
+		{From: 16, To: 48, Kind: "grow_load", TookMs: 0.01, HandoffWaitMs: 0.001, Grower: "interactive"},
+	}}, {Round: 1, Layout: "steer-idle", BatchGEMMms: 1.45}}
+	b := burstCfg{relFactor: 1.2, layouts: []string{"steer", "steer-idle"}}
+	rep := finishBursts(rows, b)
+	rep.Growth = growthAtOnce
+	rep.Checks, rep.OtherChecks = burstChecks(rows, rep, b)
+	i := slices.IndexFunc(rep.Checks, func(c Check) bool { return strings.Contains(c.Name, "a growth's wait for queued work") })
+	if i < 0 || !strings.Contains(rep.Checks[i].Got, "a growth at once: its wait is the switch's alone") {
+		t.Errorf("checks %+v: want the growth's wait check to say a growth at once measures the switch alone", rep.Checks)
+	}
+	var out bytes.Buffer
+	writeBurstReport(&out, rows, rep, b)
+	if !strings.Contains(out.String(), "This binary's latency class grows at once") {
+		t.Errorf("report does not say the binary grows at once:\n%s", out.String())
 	}
 }
