@@ -483,8 +483,11 @@ moves_only() {
     sed -n '/== median/,$p' "$R/t-bench.log" >> "$R/summary.txt"
   fi
   # The device tool returns at most 8 files: the logs go back in one.
-  (cd "$R" && tar czf logs.tgz t-*.log i56.txt atonce.txt growprio*.txt growprio.tsv 2>/dev/null \
-    && rm -f t-*.log i56.txt atonce.txt growprio*.txt growprio.tsv)
+  local f logs=()
+  for f in "$R"/t-*.log "$R"/i56.txt "$R"/atonce.txt "$R"/growprio*.txt "$R"/growprio.tsv; do
+    [ -f "$f" ] && logs+=("${f##*/}")
+  done
+  [ ${#logs[@]} -gt 0 ] && (cd "$R" && tar czf logs.tgz "${logs[@]}" && rm -f "${logs[@]}")
   cat "$R/summary.txt"
   return $rc
 }
