@@ -7,7 +7,12 @@
 // batch's blocks leave it). Built and run on the GPU machine:
 //
 //	nvcc -O2 -arch=sm_90 -o growprio testdata/probes/growprio.cu -lcuda -lcublas
-//	./growprio [reps]
+//	CUDA_DEVICE_MAX_CONNECTIONS=32 ./growprio [reps]
+//
+// (as many hardware work queues as the SDK asks for: streams sharing one
+// would queue the class behind the batch whatever the SMs). It stops
+// before measuring where its %smid map of a context disagrees with the
+// SMs the driver says it holds.
 //
 // Green contexts over groups of 8 SMs: L (the class at its floor, 2 groups),
 // T (the 4 groups it grows onto), Lb = L+T (the class grown), Bb = T+A (the
@@ -81,34 +86,43 @@ static void sleep_us(long us) {
   nanosleep(&t, 0);
 }
 
-static void launch_probe(CUstream s, int i) {
-  CUdeviceptr out = rec + (CUdeviceptr)i * BLOCKS * 24;
-  unsigned long long ns = probeNs;
+// launch_blocks launches the probe kernel's blocks at record i on s.
+static void launch_blocks(CUstream s, int i, int blocks, unsigned long long ns) {
+  CUdeviceptr out = rec + (CUdeviceptr)i * 24;
   void *args[] = {&out, &ns};
-  MUST(cuLaunchKernel(fprobe, BLOCKS, 1, 1, THREADS, 1, 1, 0, s, args, 0));
+  MUST(cuLaunchKernel(fprobe, blocks, 1, 1, THREADS, 1, 1, 0, s, args, 0));
 }
+
+// launch_probe launches the class's probe i (of P) on s.
+static void launch_probe(CUstream s, int i) { launch_blocks(s, i * BLOCKS, BLOCKS, probeNs); }
 
 static void launch_spin(CUstream s, int blocks, unsigned long long ns) {
   void *args[] = {&ns};
   MUST(cuLaunchKernel(fspin, blocks, 1, 1, THREADS, 1, 1, 0, s, args, 0));
 }
 
-// mapSMs runs probes on a stream of g and marks the SMs its blocks ran on.
-static void mapSMs(green *g) {
+// mapSMs marks the SMs g's blocks run on (P*BLOCKS short blocks, many
+// to an SM, four times) and returns how many; g->sms is what the driver
+// says g holds.
+static int mapSMs(green *g) {
   CUstream s;
+  CUdevResource r;
+  MUST(cuGreenCtxGetDevResource(g->g, &r, CU_DEV_RESOURCE_TYPE_SM));
+  g->sms = (int)r.sm.smCount;
   MUST(cuGreenCtxStreamCreate(&s, g->g, CU_STREAM_NON_BLOCKING, 0));
   memset(g->on, 0, sizeof g->on);
-  g->sms = 0;
+  int seen = 0;
   for (int k = 0; k < 4; k++) {
-    launch_probe(s, 0);
+    launch_blocks(s, 0, P * BLOCKS, 20000);
     MUST(cuStreamSynchronize(s));
-    MUST(cuMemcpyDtoH(host, rec, BLOCKS * 24));
-    for (int b = 0; b < BLOCKS; b++) {
+    MUST(cuMemcpyDtoH(host, rec, sizeof host));
+    for (int b = 0; b < P * BLOCKS; b++) {
       int sm = (int)host[b * 3];
-      if (sm >= 0 && sm < MAXSM && !g->on[sm]) g->on[sm] = 1, g->sms++;
+      if (sm >= 0 && sm < MAXSM && !g->on[sm]) g->on[sm] = 1, seen++;
     }
   }
   MUST(cuStreamDestroy(s));
+  return seen;
 }
 
 static void make(green *g, CUdevResource *r, unsigned n) {
@@ -206,9 +220,7 @@ int main(int argc, char **argv) {
   make(&L, &grp[0], 2);
   make(&Lb, &grp[0], 6);
   make(&Bb, &grp[2], n - 2);
-  mapSMs(&L);
-  mapSMs(&Lb);
-  mapSMs(&Bb);
+  int seenL = mapSMs(&L), seenLb = mapSMs(&Lb), seenBb = mapSMs(&Bb);
   char T[MAXSM] = {0};
   int nt = 0, bad = 0;
   for (int i = 0; i < MAXSM; i++) {
@@ -218,10 +230,18 @@ int main(int argc, char **argv) {
   }
   int least = 0, greatest = 0;
   MUST(cuCtxGetStreamPriorityRange(&least, &greatest));
-  printf("# %s, driver %d; %u groups of %d SMs; L %d SMs, Lb %d, T %d, Bb %d (%d SMs where the sets disagree); "
-         "stream priorities %d (least) to %d (greatest); %d reps, P=%d probes of %d blocks x %llu us\n",
-         name, drvv, n, grp[0].sm.smCount, L.sms, Lb.sms, nt, Bb.sms, bad, least, greatest, reps, P, BLOCKS,
-         probeNs / 1000);
+  const char *conns = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  printf("# %s, driver %d; %u groups of %u SMs; L %d SMs (%d seen), Lb %d (%d), T %d seen, Bb %d (%d); "
+         "%d SMs where the sets disagree; stream priorities %d (least) to %d (greatest); CUDA_DEVICE_MAX_CONNECTIONS=%s; "
+         "%d reps, P=%d probes of %d blocks x %llu us\n",
+         name, drvv, n, grp[0].sm.smCount, L.sms, seenL, Lb.sms, seenLb, nt, Bb.sms, seenBb, bad, least, greatest,
+         conns ? conns : "(unset)", reps, P, BLOCKS, probeNs / 1000);
+  // A map that missed SMs would count the class's blocks on T wrongly and
+  // size the batch wrongly: the run is worth nothing, so it stops here.
+  if (bad || seenL != L.sms || seenLb != Lb.sms || seenBb != Bb.sms || nt != Lb.sms - L.sms) {
+    fprintf(stderr, "the SM map disagrees with the driver's counts (see the first line)\n");
+    return 1;
+  }
 
   CUstream sL, sLb0, sLbHi, sB, sP0, sPhi, sPb;
   MUST(cuGreenCtxStreamCreate(&sL, L.g, CU_STREAM_NON_BLOCKING, 0));
