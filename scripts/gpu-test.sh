@@ -440,7 +440,8 @@ issue56_only() {
 # (scripts/bench-compare.sh). Output in $OUT (or .bin/out-moves):
 # summary.txt, i56.tgz (.bin/out-issue56), atonce.tgz
 # (.bin/out-issue56-atonce), logs.tgz (each package's log, the bench's,
-# the storms' output, growprio.tsv and its build's).
+# the storms' output, growprio.tsv and its build's); summary.txt ends
+# with the A/B side by side (scripts/storm-ab.py).
 # Build its .bin with `scripts/gpu-test.sh build-moves` (about 50 MiB: a
 # whole build holds every example too, over the device tool's 64 MiB).
 moves_only() {
@@ -474,6 +475,7 @@ moves_only() {
     echo "growth at once (storm-atonce, the A/B): rc=$? $(( $(date +%s) - t1 )) s" >> "$R/summary.txt"
     tar czf "$R/atonce.tgz" -C "$BIN" out-issue56-atonce 2>/dev/null
     sed -n '/== summary/,$p' "$R/atonce.txt" >> "$R/summary.txt"
+    command -v python3 >/dev/null && python3 scripts/storm-ab.py "$BIN/out-issue56" "$BIN/out-issue56-atonce" >> "$R/summary.txt" 2>&1
   fi
   left=$(( cap - ($(date +%s) - t0) ))
   if [ -x "$BIN/fcsp-base.test" ] && [ $left -gt 25 ]; then
