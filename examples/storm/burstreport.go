@@ -231,7 +231,7 @@ func finishBursts(rows []BurstRow, b burstCfg) *BurstReport {
 				}
 			}
 			if len(r.SMs) > 0 && len(r.BatchSMs) > 0 && rep.BatchKernelMs > 0 {
-				total := r.SMs[0][1] + r.BatchSMs[0][1]
+				total := floorOf(r) + r.BatchSMs[0][1]
 				most := float64(r.BatchSMs[0][1]) // the batch's SMs with the class at its least
 				for _, m := range r.MoveLog {
 					if m.Grows() && total > m.From {

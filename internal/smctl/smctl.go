@@ -166,8 +166,8 @@ const stallMax = 2 * time.Millisecond
 // flight still rise.
 const settle = 2
 
-// The trim rule's constants: the P99 must be under trimBelow of target
-// (and, scaled to the step's SMs, still under it), over at least
+// The trim rule's constants: the P99, scaled to the step's SMs, must be
+// under trimBelow of target, over at least
 // trimRequests requests (a P99 of fewer is a guess); a size
 // found over target is tried again retryFirst later, twice that after a
 // second failure, and so on up to retryMax.
@@ -284,7 +284,8 @@ func (c *Controller) trimmable(s Sample, want int, target time.Duration) bool {
 	cfg := c.cfg
 	down := c.fit - cfg.Unit
 	return target > 0 && s.SMs == c.fit && want == c.fit && down >= cfg.Min &&
-		s.Slow == 0 && s.Requests >= trimRequests && s.P99 > 0 && float64(s.P99) <= trimBelow*float64(target) &&
+		s.Slow == 0 && s.Requests >= trimRequests && s.P99 > 0 &&
+		// Scaled up to the step's fewer SMs, so under the margin here too.
 		float64(scaled(s.P99, c.fit, down)) <= trimBelow*float64(target) &&
 		!c.lastMove.IsZero() && s.At.Sub(c.lastMove) >= cfg.Hold &&
 		(down > c.failed || !s.At.Before(c.retryAt))

@@ -125,7 +125,7 @@ func (s *Split) buildLayouts(sh *shape, sizes []int) (*Partition, error) {
 	if sh.rem {
 		extra = s.Remainder()
 	}
-	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{}), rest: sh.rest, prio: sh.prio}
+	p := &Partition{drv: s.dev.drv, dev: s.dev, shape: sh, done: make(chan struct{}), rest: sh.rest}
 	fail := func(err error) (*Partition, error) {
 		for _, l := range p.layouts {
 			err = errors.Join(err, l.destroy(s.dev))

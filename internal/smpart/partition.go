@@ -39,7 +39,6 @@ type Partition struct {
 	waits waitLog       // own lock
 	turn  inside.Turn   // own lock; one DoEach at a time over its slots (Turn)
 	rest  bool          // set once before sharing; took the rest of the split (TakeRest, TakeRestLayouts)
-	prio  int           // set once before sharing; its streams' priority (TakeLayouts), 0 the default
 	prev  *layout       // guarded by mu; the layout the last switch left, until Drained
 	// pend says prev or gave holds work to wait for (setPend), so that
 	// Drained answers without mu where none is left.
@@ -208,7 +207,7 @@ func (p *Partition) NewStream() (cuda.Stream, error) {
 		return 0, err
 	}
 	for i, l := range p.layouts {
-		if made[i], err = p.layoutStream(l, p.prio); err != nil {
+		if made[i], err = p.layoutStream(l, p.priority()); err != nil {
 			return undo(err)
 		}
 	}
@@ -228,6 +227,14 @@ func (p *Partition) NewStream() (cuda.Stream, error) {
 		}
 	}
 	return made[slices.Index(p.layouts, p.cur.Load())], nil
+}
+
+// priority is its streams' (TakeLayouts'), 0 for a plain partition's.
+func (p *Partition) priority() int {
+	if p.shape == nil {
+		return 0
+	}
+	return p.shape.prio
 }
 
 // slot finds the stream h (of any layout) among the partition's streams.
